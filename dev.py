@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""One entry point for a fresh checkout: `python3 dev.py demo` or `python3 dev.py test`.
+
+Creates ``.venv`` beside this file on first use, installs triogroups into it
+(editable, with the test extra), then runs the demo cluster or the whole
+check: ruff lint, ruff format check, mypy, and pytest. Needs only Python
+3.11+, pip and the package index.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+VENV = ROOT / ".venv"
+BIN = VENV / ("Scripts" if os.name == "nt" else "bin")
+
+
+def _run(*args: str | Path) -> None:
+    print("+", " ".join(str(a) for a in args), flush=True)
+    result = subprocess.run([str(a) for a in args], cwd=ROOT, check=False)
+    if result.returncode:
+        sys.exit(result.returncode)
+
+
+def _ensure_venv() -> None:
+    if not (BIN / "python").exists():
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    stamp = VENV / ".installed"
+    pyproject = ROOT / "pyproject.toml"
+    if not stamp.exists() or stamp.stat().st_mtime < pyproject.stat().st_mtime:
+        _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
+        _run(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[test]")
+        stamp.touch()
+
+
+def main(argv: list[str]) -> None:
+    if not argv or argv[0] not in ("demo", "test"):
+        sys.exit("usage: python3 dev.py demo [options] | python3 dev.py test [pytest args]")
+    _ensure_venv()
+    command, rest = argv[0], argv[1:]
+    if command == "demo":
+        _run(BIN / "triogroups", "demo", *rest)
+        return
+    _run(BIN / "ruff", "check", ".")
+    _run(BIN / "ruff", "format", "--check", ".")
+    _run(BIN / "mypy")
+    _run(BIN / "python", "-m", "pytest", *rest)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

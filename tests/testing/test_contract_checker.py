@@ -1,0 +1,60 @@
+"""The delivery-contract checker catches each kind of violation (so it can fail)."""
+
+from __future__ import annotations
+
+import pytest
+
+from triogroups import Address
+from triogroups.testing import ContractViolation, DeliveryLog
+
+A = Address.random("A")
+B = Address.random("B")
+
+
+def _log(delivered: list[bytes], *, oob: list[bytes] | None = None) -> DeliveryLog:
+    log = DeliveryLog()
+    for p in (b"1", b"2", b"3"):
+        log.record_send(A, None, p, oob=False)
+    for p in oob or []:
+        log.record_send(A, None, p, oob=True)
+    for p in delivered:
+        log.record_delivery(B, A, p)
+    return log
+
+
+def test_complete_in_order_delivery_passes() -> None:
+    _log([b"1", b"2", b"3"]).check([B], [A])
+
+
+def test_duplicate_delivery_is_a_violation() -> None:
+    with pytest.raises(ContractViolation, match="more than once"):
+        _log([b"1", b"1", b"2", b"3"]).check([B], [A])
+
+
+def test_out_of_order_delivery_is_a_violation() -> None:
+    with pytest.raises(ContractViolation, match="out of order at position 1"):
+        _log([b"1", b"3", b"2"]).check([B], [A])
+
+
+def test_missing_message_is_a_violation_only_when_complete() -> None:
+    _log([b"1", b"2"]).check([B], [A], complete=False)
+    with pytest.raises(ContractViolation, match=r"missing 1 multicast\(s\).*b'3'"):
+        _log([b"1", b"2"]).check([B], [A])
+
+
+def test_unknown_message_is_a_violation() -> None:
+    with pytest.raises(ContractViolation, match="never sent"):
+        _log([b"1", b"x"]).check([B], [A], complete=False)
+
+
+def test_oob_may_overtake_but_must_arrive_exactly_once() -> None:
+    _log([b"o2", b"1", b"o1", b"2", b"3"], oob=[b"o1", b"o2"]).check([B], [A])
+    with pytest.raises(ContractViolation, match="missing 1 OOB"):
+        _log([b"1", b"o1", b"2", b"3"], oob=[b"o1", b"o2"]).check([B], [A])
+
+
+def test_unicasts_and_multicasts_are_separate_fifo_streams() -> None:
+    log = _log([b"u1", b"1", b"2", b"u2", b"3"])
+    log.record_send(A, B, b"u1", oob=False)
+    log.record_send(A, B, b"u2", oob=False)
+    log.check([B], [A])

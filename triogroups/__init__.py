@@ -1,0 +1,94 @@
+"""triogroups: reliable group communication for Python on Trio.
+
+JGroups-style protocols (UNICAST3, NAKACK2, MCAST, ...) as sans-IO state
+machines, each hosted as a supervised Trio actor; members are OS processes
+talking over UDP multicast or TCP. Everything public is importable from here;
+the test kit lives in `triogroups.testing`.
+"""
+
+from triogroups import protocols as _protocols  # noqa: F401  (registers protocols)
+from triogroups.actors import (
+    Actor,
+    ActorCrashed,
+    ActorGone,
+    ActorRef,
+    ChildSpec,
+    CrashReport,
+    MailboxFull,
+    Restart,
+    RestartIntensityExceeded,
+    Strategy,
+    Supervisor,
+    spawn,
+)
+from triogroups.address import Address
+from triogroups.config import LayerConfig, StackConfig, preset_names
+from triogroups.events import (
+    BecomeServer,
+    Disconnect,
+    Event,
+    SetDigest,
+    SetPhysicalAddresses,
+    Suspect,
+    Unsuspect,
+    ViewChange,
+)
+from triogroups.message import Flag, Message
+from triogroups.properties import PropertyError
+from triogroups.protocol import Protocol, protocol_class, protocol_names
+from triogroups.protocols import Discard, PassThrough
+from triogroups.stack import Stack
+from triogroups.transports import SimNetwork, SimTransport, Transport, open_sim_network
+from triogroups.view import Digest, MergeView, View, ViewId
+from triogroups.wire import Authenticator, Bundle, WireCodec, WireError, register_header
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Actor",
+    "ActorCrashed",
+    "ActorGone",
+    "ActorRef",
+    "Address",
+    "Authenticator",
+    "BecomeServer",
+    "Bundle",
+    "ChildSpec",
+    "CrashReport",
+    "Digest",
+    "Discard",
+    "Disconnect",
+    "Event",
+    "Flag",
+    "LayerConfig",
+    "MailboxFull",
+    "MergeView",
+    "Message",
+    "PassThrough",
+    "PropertyError",
+    "Protocol",
+    "Restart",
+    "RestartIntensityExceeded",
+    "SetDigest",
+    "SetPhysicalAddresses",
+    "SimNetwork",
+    "SimTransport",
+    "Stack",
+    "StackConfig",
+    "Strategy",
+    "Supervisor",
+    "Suspect",
+    "Transport",
+    "Unsuspect",
+    "View",
+    "ViewChange",
+    "ViewId",
+    "WireCodec",
+    "WireError",
+    "open_sim_network",
+    "preset_names",
+    "protocol_class",
+    "protocol_names",
+    "register_header",
+    "spawn",
+]

@@ -1,0 +1,28 @@
+"""The actor runtime: actors with bounded mailboxes, spawn, and supervisors with restart
+strategies. Import from here; the modules behind it are private."""
+
+from ._actor import Actor, ActorRef, spawn
+from ._errors import (
+    ActorCrashed,
+    ActorGone,
+    CrashReport,
+    MailboxFull,
+    RestartIntensityExceeded,
+)
+from ._spec import ChildSpec, Restart, Strategy
+from ._supervisor import Supervisor
+
+__all__ = [
+    "Actor",
+    "ActorCrashed",
+    "ActorGone",
+    "ActorRef",
+    "ChildSpec",
+    "CrashReport",
+    "MailboxFull",
+    "Restart",
+    "RestartIntensityExceeded",
+    "Strategy",
+    "Supervisor",
+    "spawn",
+]

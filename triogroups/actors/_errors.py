@@ -1,0 +1,96 @@
+"""Errors of the actor runtime, and the crash report a supervisor keeps.
+
+A crash keeps what tractor keeps for remote errors: the original exception object with its type,
+the formatted original traceback and the name of the actor. This module holds data only; it never
+decides anything about restarts.
+"""
+
+from __future__ import annotations
+
+import traceback as _traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import trio
+
+__all__ = [
+    "ActorCrashed",
+    "ActorGone",
+    "CrashReport",
+    "MailboxFull",
+    "RestartIntensityExceeded",
+]
+
+
+def format_traceback(exception: BaseException) -> str:
+    """The original traceback text of *exception*, as Python would print it."""
+    return "".join(_traceback.format_exception(exception))
+
+
+@dataclass(frozen=True)
+class CrashReport:
+    """One crash of one supervised child.
+
+    ``actor`` is the dotted path through nested supervisors ("root.stack.UNICAST3");
+    ``restart_count`` is how often that child had been restarted before this crash.
+    """
+
+    actor: str
+    exception: BaseException
+    traceback: str
+    time: float
+    restart_count: int
+
+
+class ActorCrashed(Exception):
+    """An unsupervised actor raised; raised into the nursery it was spawned in.
+
+    The original exception is kept with its type as ``exception`` and as ``__cause__``.
+    """
+
+    def __init__(self, actor: str, exception: BaseException, traceback: str) -> None:
+        super().__init__(f"actor {actor!r} crashed: {type(exception).__name__}: {exception}")
+        self.actor = actor
+        self.exception = exception
+        self.traceback = traceback
+        self.__cause__ = exception
+
+    def __reduce__(self) -> tuple[type[ActorCrashed], tuple[str, BaseException, str]]:
+        return type(self), (self.actor, self.exception, self.traceback)
+
+
+class RestartIntensityExceeded(Exception):
+    """A supervisor saw more than ``max_restarts`` restarts within ``within`` seconds.
+
+    Raised by `Supervisor.run` after all its children were stopped; a parent supervisor treats it
+    as a crash of that child. ``reports`` are the crash reports inside the window.
+    """
+
+    def __init__(
+        self,
+        supervisor: str,
+        reports: Sequence[CrashReport],
+        max_restarts: int,
+        within: float,
+    ) -> None:
+        super().__init__(
+            f"supervisor {supervisor!r} exceeded its restart intensity: "
+            f"more than max_restarts={max_restarts} restarts within {within}s"
+        )
+        self.supervisor = supervisor
+        self.reports = list(reports)
+        self.max_restarts = max_restarts
+        self.within = within
+
+    def __reduce__(
+        self,
+    ) -> tuple[type[RestartIntensityExceeded], tuple[str, list[CrashReport], int, float]]:
+        return type(self), (self.supervisor, self.reports, self.max_restarts, self.within)
+
+
+class ActorGone(RuntimeError):
+    """The actor slot was stopped for good; its mailbox accepts nothing any more."""
+
+
+class MailboxFull(trio.WouldBlock):
+    """``send_nowait`` found the bounded mailbox full; ``send`` would have waited."""

@@ -1,0 +1,157 @@
+"""Stack configurations: named presets, TOML files, and overrides.
+
+A stack is a list of layers from the transport (bottom) up, each a
+registered protocol name with property values. TOML form::
+
+    [[protocol]]
+    name = "UDP"
+    bind_addr = "127.0.0.1"
+
+    [[protocol]]
+    name = "UNICAST3"
+    xmit_interval = "500ms"
+
+`StackConfig.build` instantiates and validates every layer: an unknown
+protocol or property, or a bad value, raises `PropertyError` naming it, and
+each protocol's `check_stack` can refuse combinations that cannot work.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from triogroups.properties import PropertyError
+from triogroups.protocol import Protocol, protocol_class
+from triogroups.transports.base import Transport
+
+__all__ = ["LayerConfig", "StackConfig", "preset_names"]
+
+
+@dataclass(frozen=True)
+class LayerConfig:
+    """One layer: a registered protocol name and its property values."""
+
+    name: str
+    properties: Mapping[str, Any] = field(default_factory=dict)
+
+    def build(self) -> Protocol:
+        return protocol_class(self.name)(**self.properties)
+
+
+@dataclass(frozen=True)
+class StackConfig:
+    """Layers from the transport (first) to the top (last)."""
+
+    layers: tuple[LayerConfig, ...]
+
+    @classmethod
+    def of(cls, *layers: str | tuple[str, Mapping[str, Any]]) -> StackConfig:
+        """Shorthand: ``StackConfig.of("SIM", ("DISCARD", {"up": 0.1}), "PASS")``."""
+        built = []
+        for layer in layers:
+            if isinstance(layer, str):
+                built.append(LayerConfig(layer))
+            else:
+                built.append(LayerConfig(layer[0], dict(layer[1])))
+        return cls(tuple(built))
+
+    @classmethod
+    def preset(cls, name: str) -> StackConfig:
+        """A named preset shipped with triogroups (see `preset_names`)."""
+        if name not in preset_names():
+            known = ", ".join(preset_names()) or "none"
+            raise PropertyError(f"unknown stack preset {name!r} (known: {known})")
+        text = resources.files("triogroups.presets").joinpath(f"{name}.toml").read_text()
+        return cls.from_toml(text, source=f"preset {name}")
+
+    @classmethod
+    def from_toml(cls, text: str | Path, *, source: str = "") -> StackConfig:
+        """Parse a stack from TOML text, or from a file when given a Path."""
+        if isinstance(text, Path):
+            source = source or str(text)
+            text = text.read_text()
+        where = f" in {source}" if source else ""
+        try:
+            data = tomllib.loads(text)
+        except tomllib.TOMLDecodeError as exc:
+            raise PropertyError(f"stack config{where} is not valid TOML: {exc}") from None
+        layers = data.get("protocol")
+        if not isinstance(layers, list) or not layers:
+            raise PropertyError(f"stack config{where} needs [[protocol]] tables, bottom first")
+        built = []
+        for i, table in enumerate(layers):
+            props = dict(table)
+            name = props.pop("name", None)
+            if not isinstance(name, str):
+                raise PropertyError(f"stack config{where}: protocol #{i + 1} has no name")
+            built.append(LayerConfig(name, props))
+        return cls(tuple(built))
+
+    @classmethod
+    def resolve(cls, stack: str | Path | StackConfig) -> StackConfig:
+        """A preset name, a TOML file path, or a config as is."""
+        if isinstance(stack, StackConfig):
+            return stack
+        if isinstance(stack, Path) or stack.endswith(".toml"):
+            return cls.from_toml(Path(stack))
+        return cls.preset(stack)
+
+    def names(self) -> list[str]:
+        return [layer.name for layer in self.layers]
+
+    def _index(self, name: str) -> int:
+        for i, layer in enumerate(self.layers):
+            if layer.name == name:
+                return i
+        raise PropertyError(f"stack has no protocol {name!r} (it has: {', '.join(self.names())})")
+
+    def configure(self, name: str, **properties: Any) -> StackConfig:
+        """A copy with properties of layer ``name`` changed."""
+        i = self._index(name)
+        old = self.layers[i]
+        layer = LayerConfig(old.name, {**old.properties, **properties})
+        return StackConfig((*self.layers[:i], layer, *self.layers[i + 1 :]))
+
+    def insert_above(self, below: str, name: str, **properties: Any) -> StackConfig:
+        """A copy with a new layer right above layer ``below``."""
+        i = self._index(below) + 1
+        return StackConfig((*self.layers[:i], LayerConfig(name, properties), *self.layers[i:]))
+
+    def remove(self, name: str) -> StackConfig:
+        i = self._index(name)
+        return StackConfig((*self.layers[:i], *self.layers[i + 1 :]))
+
+    def replace(self, name: str, new_name: str, **properties: Any) -> StackConfig:
+        i = self._index(name)
+        layer = LayerConfig(new_name, properties)
+        return StackConfig((*self.layers[:i], layer, *self.layers[i + 1 :]))
+
+    def build(self) -> list[Protocol]:
+        """Fresh protocol objects, bottom first, validated as a whole."""
+        if not self.layers:
+            raise PropertyError("a stack needs at least a transport")
+        protocols = [layer.build() for layer in self.layers]
+        if not isinstance(protocols[0], Transport):
+            raise PropertyError(f"the bottom layer must be a transport, got {self.layers[0].name}")
+        for i, proto in enumerate(protocols[1:], start=1):
+            if isinstance(proto, Transport):
+                raise PropertyError(f"{proto.name} is a transport and must be the bottom layer")
+            proto.check_stack(protocols[:i], protocols[i + 1 :])
+        return protocols
+
+    def validate(self) -> None:
+        """Raise PropertyError if `build` would."""
+        self.build()
+
+
+def preset_names() -> list[str]:
+    """Names of the presets shipped in ``triogroups/presets``."""
+    folder = resources.files("triogroups.presets")
+    return sorted(
+        p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
+    )

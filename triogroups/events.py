@@ -1,0 +1,128 @@
+"""Events that travel through a stack beside message batches.
+
+Items on the channels between layers are either a batch (a ``list`` of
+`Message`) or one of these events; both travel in one channel per direction
+so an event keeps its place relative to the messages around it (a view is
+installed before the messages sent in it are handled).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from triogroups.address import Address
+from triogroups.message import Message
+from triogroups.view import Digest, View
+
+__all__ = [
+    "AddPhysicalAddress",
+    "BecomeServer",
+    "Disconnect",
+    "Event",
+    "FindMembers",
+    "Item",
+    "LocalPhysicalAddress",
+    "MembersFound",
+    "PingData",
+    "SetDigest",
+    "SetPhysicalAddresses",
+    "Suspect",
+    "Unsuspect",
+    "ViewChange",
+]
+
+
+class Event:
+    """Marker base class of stack events."""
+
+    __slots__ = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ViewChange(Event):
+    """A new view is installed (goes down from GMS, then up to the application)."""
+
+    view: View
+
+
+@dataclass(frozen=True, slots=True)
+class SetDigest(Event):
+    """A joiner's receive windows start from this digest (goes down to NAKACK2/MCAST)."""
+
+    digest: Digest
+
+
+@dataclass(frozen=True, slots=True)
+class BecomeServer(Event):
+    """The joiner's view is installed: queued multicasts may be delivered now."""
+
+
+@dataclass(frozen=True, slots=True)
+class Suspect(Event):
+    """Failure detection suspects these members (goes up towards VERIFY_SUSPECT/GMS)."""
+
+    members: tuple[Address, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Unsuspect(Event):
+    """A suspected member showed signs of life."""
+
+    member: Address
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnect(Event):
+    """The member is leaving: layers flush and close connections."""
+
+
+@dataclass(frozen=True, slots=True)
+class SetPhysicalAddresses(Event):
+    """Physical addresses learned outside the stack (e.g. a Spark barrier's allGather).
+
+    Goes down to discovery and the transport; entries are ``(ip, port)``.
+    """
+
+    addresses: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class PingData:
+    """One member's answer to discovery: who it is, where, and whether it coordinates."""
+
+    address: Address
+    physical: tuple[str, int]
+    is_coord: bool
+
+
+@dataclass(frozen=True, slots=True)
+class FindMembers(Event):
+    """Ask discovery (going down) who is in the cluster; answered by `MembersFound` going up."""
+
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class MembersFound(Event):
+    """Discovery's answer to `FindMembers` (goes up)."""
+
+    responses: tuple[PingData, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AddPhysicalAddress(Event):
+    """Discovery tells the transport where a member can be reached (goes down)."""
+
+    address: Address
+    physical: tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class LocalPhysicalAddress(Event):
+    """The transport announces the (ip, port) it listens on (goes up once bound)."""
+
+    physical: tuple[str, int]
+
+
+#: What one channel item between two layers is.
+Item = list[Message] | Event

@@ -1,0 +1,223 @@
+"""The stack host: one member's protocol stack, each layer a supervised actor.
+
+`Stack` builds the layers from a `StackConfig`, joins neighbours with bounded
+trio memory channels whose items are batches (or events), and runs every
+layer as an actor under a one-for-all `Supervisor`: a layer that crashes
+takes the whole stack down, and it comes back as a new *incarnation* with a
+new `Address` (a restarted member is a new member to its peers and rejoins;
+it never resumes with half-lost protocol state). Restarts beyond the
+intensity (``max_restarts`` within ``restart_window`` seconds) escalate:
+`Stack.run` raises `RestartIntensityExceeded` and the process supervisor
+takes over.
+
+The two ends that face the application survive restarts: items waiting to
+go down stay queued, and deliveries are read from one channel for the life
+of the stack.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from triogroups._layer import LayerActor, TransportActor, original_error
+from triogroups.actors import Actor, ChildSpec, CrashReport, Strategy, Supervisor
+from triogroups.address import Address
+from triogroups.config import StackConfig
+from triogroups.events import Item
+from triogroups.protocol import Protocol
+from triogroups.transports.base import Transport
+
+__all__ = ["Stack"]
+
+
+class _Incarnation:
+    """One life of a stack: an address, fresh protocol objects and the channels between them."""
+
+    def __init__(
+        self,
+        config: StackConfig,
+        address: Address,
+        top_down_in: trio.MemoryReceiveChannel[Item],
+        top_up_out: trio.MemorySendChannel[Item],
+        channel_size: int,
+    ) -> None:
+        self.address = address
+        self.protocols = config.build()
+        n = len(self.protocols)
+        # down[i] carries items into layer i from above; up[i] into layer i from below.
+        down = [trio.open_memory_channel[Item](channel_size) for _ in range(n - 1)]
+        up = [trio.open_memory_channel[Item](channel_size) for _ in range(n - 1)]
+        transport = self.protocols[0]
+        assert isinstance(transport, Transport)
+        self.actors: list[Actor] = [TransportActor(transport, down[0][1], up[0][0])]
+        for i in range(1, n):
+            down_in = top_down_in if i == n - 1 else down[i][1]
+            up_out = top_up_out if i == n - 1 else up[i][0]
+            self.actors.append(
+                LayerActor(self.protocols[i], down_in, up[i - 1][1], down[i - 1][0], up_out)
+            )
+
+    def start(self, cluster: str) -> None:
+        now = trio.current_time()
+        for proto in self.protocols:
+            proto.start(self.address, cluster, now)
+
+
+class Stack:
+    """A member's protocol stack.
+
+    Use `run` in a nursery (``await nursery.start(stack.run)`` returns once the
+    first incarnation is up), `send` to pass items down from the top, and
+    `receive` (or `deliveries`) for what comes out of the top. Every
+    incarnation's address comes from ``new_address(name)`` (random UUIDs by
+    default; the test kit derives them from its seed).
+    """
+
+    def __init__(
+        self,
+        config: StackConfig | str,
+        cluster: str,
+        name: str = "",
+        *,
+        channel_size: int = 16,
+        max_restarts: int = 3,
+        restart_window: float = 60.0,
+        new_address: Callable[[str], Address] = Address.random,
+    ) -> None:
+        if channel_size < 1:
+            raise ValueError(f"channel_size must be >= 1, got {channel_size}")
+        self.config = StackConfig.resolve(config)
+        self.config.validate()
+        self.cluster = cluster
+        self.name = name
+        self._channel_size = channel_size
+        self._max_restarts = max_restarts
+        self._restart_window = restart_window
+        self._new_address = new_address
+        self._down_send, self._down_recv = trio.open_memory_channel[Item](channel_size)
+        self._up_send, self.deliveries = trio.open_memory_channel[Item](channel_size)
+        self.incarnation = 0
+        self._sends = 0
+        self._current: _Incarnation | None = None
+        self._supervisor: Supervisor | None = None
+        self._listeners: list[Callable[[Stack], None]] = []
+        self.crash_reports: list[CrashReport] = []
+
+    # --- lifecycle ---------------------------------------------------------------
+
+    def _new_incarnation(self, _names: list[str] | None = None) -> None:
+        self.incarnation += 1
+        address = self._new_address(self.name)
+        self._current = _Incarnation(
+            self.config, address, self._down_recv, self._up_send, self._channel_size
+        )
+        self._current.start(self.cluster)
+        for listener in list(self._listeners):
+            listener(self)
+
+    def on_incarnation(self, listener: Callable[[Stack], None]) -> None:
+        """Call ``listener(stack)`` whenever a new incarnation has started (after a crash)."""
+        self._listeners.append(listener)
+
+    def _child(self, index: int) -> Callable[[], Actor]:
+        def factory() -> Actor:
+            assert self._current is not None
+            return self._current.actors[index]
+
+        return factory
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run the stack until cancelled; raises RestartIntensityExceeded on escalation."""
+        if self._current is None:
+            self._new_incarnation()
+        assert self._current is not None
+        labels = [p.name or type(p).__name__ for p in self._current.protocols]
+        children = [ChildSpec(f"{i}:{label}", self._child(i)) for i, label in enumerate(labels)]
+        self._supervisor = Supervisor(
+            f"stack[{self.name or self.cluster}]",
+            children,
+            strategy=Strategy.ONE_FOR_ALL,
+            max_restarts=self._max_restarts,
+            within=self._restart_window,
+            before_restart=self._new_incarnation,
+            on_crash=self.crash_reports.append,
+        )
+        try:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self._supervisor.run)
+                task_status.started()
+        except BaseExceptionGroup as group:
+            raise original_error(group) from None
+
+    # --- the top of the stack -------------------------------------------------------
+
+    async def send(self, item: Item) -> None:
+        """Pass a batch or an event down from the top; awaits when the stack is full.
+
+        While there is room it returns without yielding (a checkpoint every
+        few calls keeps it fair and cancellable), so a burst of sends queues
+        up and the layers carry it as one coalesced batch.
+        """
+        self._sends += 1
+        if self._sends % 32:
+            try:
+                self._down_send.send_nowait(item)
+                return
+            except trio.WouldBlock:
+                pass
+        await self._down_send.send(item)
+
+    def send_nowait(self, item: Item) -> None:
+        """As `send`; raises trio.WouldBlock when the stack is full."""
+        self._down_send.send_nowait(item)
+
+    async def receive(self) -> Item:
+        """The next batch or event that came out of the top of the stack."""
+        return await self.deliveries.receive()
+
+    # --- introspection ----------------------------------------------------------------
+
+    def _running(self) -> _Incarnation:
+        if self._current is None:
+            raise RuntimeError("the stack is not running yet")
+        return self._current
+
+    @property
+    def address(self) -> Address:
+        """The address of the current incarnation."""
+        return self._running().address
+
+    @property
+    def protocols(self) -> list[Protocol]:
+        """The current incarnation's layers, transport first."""
+        return self._running().protocols
+
+    def protocol(self, name: str) -> Protocol:
+        """The current layer registered as ``name`` (e.g. "UNICAST3")."""
+        for proto in self.protocols:
+            if proto.name == name:
+                return proto
+        raise KeyError(f"stack has no protocol {name!r}")
+
+    def stats(self) -> dict[str, Any]:
+        """Per layer: the protocol's own stats plus the host's batch counters."""
+        layers = []
+        if self._current is not None:
+            for proto, actor in zip(self._current.protocols, self._current.actors, strict=True):
+                layers.append(
+                    {
+                        "protocol": proto.name or type(proto).__name__,
+                        "stats": proto.stats(),
+                        "host": actor.stats(),
+                    }
+                )
+        return {
+            "cluster": self.cluster,
+            "address": str(self._current.address) if self._current else None,
+            "incarnation": self.incarnation,
+            "restarts": len(self.crash_reports),
+            "layers": layers,
+        }

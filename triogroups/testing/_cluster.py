@@ -1,0 +1,213 @@
+"""Run N members in one process on the simulated network, on virtual time.
+
+``open_cluster`` builds each member's stack from any preset or config with
+its transport swapped for the simulated one (UDP becomes a lossy endpoint,
+TCP a lossless one), runs the stacks, records every delivery, and checks the
+delivery contract on request. Until membership (GMS) is in the stack, the
+kit installs views itself. When the body fails, the seed that reproduces the
+run is attached to the exception.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import trio
+import trio._core._run as _trio_run
+
+from triogroups.address import Address
+from triogroups.config import StackConfig
+from triogroups.events import Event, ViewChange
+from triogroups.message import Flag, Message
+from triogroups.stack import Stack
+from triogroups.testing._contract import DeliveryLog
+from triogroups.transports.sim import SimNetwork, open_sim_network
+from triogroups.view import View
+
+__all__ = ["SimCluster", "SimMember", "open_cluster", "sim_config"]
+
+_LOSSLESS_TRANSPORTS = {"TCP"}
+
+
+def _deterministic_scheduling(seed: int) -> None:
+    """Make Trio run ready tasks in an order that depends only on ``seed``.
+
+    Trio shuffles each batch of ready tasks; it exposes a deterministic mode
+    (a seeded module-level Random) only through its Hypothesis plugin. The
+    kit turns that mode on and seeds it, so a simulated run with a given
+    seed schedules, bundles and drops exactly the same way every time.
+    """
+    _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
+    _trio_run._r.seed(seed)
+
+
+def sim_config(config: StackConfig | str | Path, network: SimNetwork) -> StackConfig:
+    """``config`` with its transport replaced by a `SimTransport` on ``network``."""
+    config = StackConfig.resolve(config)
+    bottom = config.layers[0].name
+    if bottom == "SIM":
+        return config.configure("SIM", network=network.name)
+    lossless = bottom in _LOSSLESS_TRANSPORTS
+    return config.replace(bottom, "SIM", network=network.name, lossless=lossless)
+
+
+class SimMember:
+    """One member of a `SimCluster`: its stack plus what it delivered."""
+
+    def __init__(self, cluster: SimCluster, stack: Stack) -> None:
+        self.cluster = cluster
+        self.stack = stack
+        self.delivered: list[Message] = []
+        self.events: list[Event] = []
+        self._cancel = trio.CancelScope()
+
+    @property
+    def address(self) -> Address:
+        return self.stack.address
+
+    @property
+    def name(self) -> str:
+        return self.stack.name
+
+    async def send(self, payload: bytes, to: Address | None = None, *, flags: int = 0) -> None:
+        """Send one message down this member's stack and record it in the log."""
+        self.cluster.log.record_send(self.address, to, payload, bool(flags & Flag.OOB))
+        await self.stack.send([Message(to, payload, flags=flags)])
+
+    async def send_many(
+        self, payloads: Sequence[bytes], to: Address | None = None, *, flags: int = 0
+    ) -> None:
+        """Send several messages as one batch."""
+        for p in payloads:
+            self.cluster.log.record_send(self.address, to, p, bool(flags & Flag.OOB))
+        await self.stack.send([Message(to, p, flags=flags) for p in payloads])
+
+    def protocol(self, name: str) -> Any:
+        return self.stack.protocol(name)
+
+    async def _read(self) -> None:
+        log = self.cluster.log
+        async for item in self.stack.deliveries:
+            if type(item) is list:
+                me = self.stack.address
+                for msg in item:
+                    self.delivered.append(msg)
+                    if msg.src is not None:
+                        log.record_delivery(me, msg.src, msg.payload)
+            else:
+                self.events.append(item)  # type: ignore[arg-type]
+
+    async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        with self._cancel:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(self.stack.run)
+                nursery.start_soon(self._read)
+                task_status.started()
+
+    def kill(self) -> None:
+        """Stop this member at once, as if its process died."""
+        self._cancel.cancel()
+
+    def __repr__(self) -> str:
+        return f"<SimMember {self.name}>"
+
+
+class SimCluster:
+    """Members on one `SimNetwork`, plus the log of what they sent and delivered."""
+
+    def __init__(
+        self,
+        network: SimNetwork,
+        config: StackConfig,
+        nursery: trio.Nursery,
+        cluster: str,
+    ) -> None:
+        self.network = network
+        self.config = config
+        self.cluster = cluster
+        self.members: list[SimMember] = []
+        self.log = DeliveryLog()
+        self._nursery = nursery
+        self._view_counter = 0
+        self._addresses = random.Random(network.seed)
+
+    def _new_address(self, name: str) -> Address:
+        """Addresses drawn from the seed, so views and orderings repeat too."""
+        return Address(self._addresses.getrandbits(128), name)
+
+    @property
+    def seed(self) -> int:
+        return self.network.seed
+
+    def __getitem__(self, index: int) -> SimMember:
+        return self.members[index]
+
+    async def add_member(self, name: str | None = None) -> SimMember:
+        name = name or chr(ord("A") + len(self.members))
+        stack = Stack(self.config, self.cluster, name, new_address=self._new_address)
+        member = SimMember(self, stack)
+        await self._nursery.start(member._run)
+        self.members.append(member)
+        return member
+
+    async def install_view(self, members: Sequence[SimMember] | None = None) -> View:
+        """Install one view with ``members`` (default: all) at each of them."""
+        chosen = list(self.members if members is None else members)
+        self._view_counter += 1
+        view = View.create(chosen[0].address, self._view_counter, [m.address for m in chosen])
+        for member in chosen:
+            await member.stack.send(ViewChange(view))
+        return view
+
+    def check_contract(
+        self, members: Sequence[SimMember] | None = None, *, complete: bool = True
+    ) -> None:
+        """Raise ContractViolation if a member broke the delivery contract."""
+        chosen = list(self.members if members is None else members)
+        addresses = [m.address for m in chosen]
+        self.log.check(addresses, addresses, complete=complete)
+
+    async def wait_until_delivered(self, *, timeout: float = 60.0, poll: float = 0.05) -> None:
+        """Wait (virtual time) until every member delivered everything sent to it."""
+        with trio.move_on_after(timeout):
+            while True:
+                try:
+                    self.check_contract()
+                    return
+                except AssertionError:
+                    await trio.sleep(poll)
+        self.check_contract()
+
+
+@asynccontextmanager
+async def open_cluster(
+    n: int = 3,
+    stack: StackConfig | str | Path = "sim",
+    *,
+    seed: int = 0,
+    cluster: str = "test",
+    view: bool = True,
+    **faults: Any,
+) -> AsyncIterator[SimCluster]:
+    """``n`` members on a fresh simulated network; ``faults`` go to `SimNetwork`.
+
+    With ``view=True`` one view holding every member is installed before the
+    body runs. On failure the exception gets a note with the seed.
+    """
+    _deterministic_scheduling(seed)
+    try:
+        async with open_sim_network(seed=seed, **faults) as net, trio.open_nursery() as nursery:
+            sim = SimCluster(net, sim_config(stack, net), nursery, cluster)
+            for _ in range(n):
+                await sim.add_member()
+            if view and n:
+                await sim.install_view()
+            yield sim
+            nursery.cancel_scope.cancel()
+    except BaseException as exc:
+        exc.add_note(f"simulated run: reproduce with seed={seed}")
+        raise

@@ -1,0 +1,104 @@
+"""The delivery contract, as a checker over what members sent and delivered.
+
+Per sender and receiver: regular messages are delivered exactly once and in
+send order, and (once the network has healed) none is missing. OOB messages
+must arrive exactly once, in any order.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from triogroups.address import Address
+
+__all__ = ["ContractViolation", "DeliveryLog"]
+
+
+class ContractViolation(AssertionError):
+    """What a member delivered breaks the delivery contract."""
+
+
+@dataclass
+class DeliveryLog:
+    """What each member sent (in order) and delivered, keyed by payload."""
+
+    sent: dict[tuple[Address, Address | None], list[bytes]] = field(default_factory=dict)
+    sent_oob: dict[tuple[Address, Address | None], list[bytes]] = field(default_factory=dict)
+    delivered: dict[tuple[Address, Address], list[bytes]] = field(default_factory=dict)
+
+    def record_send(self, src: Address, dest: Address | None, payload: bytes, oob: bool) -> None:
+        table = self.sent_oob if oob else self.sent
+        table.setdefault((src, dest), []).append(payload)
+
+    def record_delivery(self, receiver: Address, src: Address, payload: bytes) -> None:
+        self.delivered.setdefault((receiver, src), []).append(payload)
+
+    def expected(self, receiver: Address, src: Address, *, oob: bool) -> list[bytes]:
+        """What ``receiver`` must deliver from ``src``: multicasts plus unicasts to it."""
+        table = self.sent_oob if oob else self.sent
+        return table.get((src, None), []) + table.get((src, receiver), [])
+
+    def check(
+        self,
+        receivers: Iterable[Address],
+        senders: Iterable[Address],
+        *,
+        complete: bool = True,
+    ) -> None:
+        """Raise ContractViolation unless every receiver's deliveries obey the contract.
+
+        ``complete=False`` checks only FIFO and exactly-once (a prefix is fine),
+        for use while messages may still be in flight.
+        """
+        senders = list(senders)
+        for receiver in receivers:
+            for src in senders:
+                got = self.delivered.get((receiver, src), [])
+                counts = Counter(got)
+                dupes = [p for p, c in counts.items() if c > 1]
+                if dupes:
+                    raise ContractViolation(
+                        f"{receiver} delivered {len(dupes)} message(s) from {src} more than "
+                        f"once, e.g. {dupes[0]!r}"
+                    )
+                regular = set(self.expected(receiver, src, oob=False))
+                oob = set(self.expected(receiver, src, oob=True))
+                unknown = [p for p in got if p not in oob and p not in regular]
+                if unknown:
+                    raise ContractViolation(
+                        f"{receiver} delivered {len(unknown)} message(s) {src} never sent to "
+                        f"it, e.g. {unknown[0]!r}"
+                    )
+                got_regular = [p for p in got if p not in oob]
+                self._check_order(receiver, src, got_regular, complete)
+                if complete and oob - set(got):
+                    missing = sorted(oob - set(got))
+                    raise ContractViolation(
+                        f"{receiver} is missing {len(missing)} OOB message(s) from {src}, "
+                        f"e.g. {missing[0]!r}"
+                    )
+
+    def _check_order(
+        self, receiver: Address, src: Address, got: list[bytes], complete: bool
+    ) -> None:
+        multicasts = self.sent.get((src, None), [])
+        unicasts = self.sent.get((src, receiver), [])
+        # Unicasts and multicasts are ordered per channel: check each stream on its own.
+        for label, stream in (("multicast", multicasts), ("unicast", unicasts)):
+            members = set(stream)
+            seen = [p for p in got if p in members]
+            if seen != stream[: len(seen)]:
+                first = next(
+                    i for i, (a, b) in enumerate(zip(seen, stream, strict=False)) if a != b
+                )
+                raise ContractViolation(
+                    f"{receiver} delivered {label}s from {src} out of order at position "
+                    f"{first}: got {seen[first]!r}, expected {stream[first]!r}"
+                )
+            if complete and len(seen) < len(stream):
+                raise ContractViolation(
+                    f"{receiver} is missing {len(stream) - len(seen)} {label}(s) from {src}; "
+                    f"first missing {stream[len(seen)]!r}"
+                )

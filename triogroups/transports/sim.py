@@ -1,0 +1,321 @@
+"""The simulated network: many members in one process, on virtual time.
+
+`SimNetwork` carries encoded bundles between `SimTransport` endpoints. A
+seeded RNG decides per copy whether it is lost, duplicated, and how long it
+is delayed (random delays reorder); partitions drop traffic between groups
+of members, symmetric or one-way, until healed. Run it under trio's
+``MockClock`` (pytest-trio's ``autojump_clock``) and a whole cluster runs in
+virtual time, deterministically for a given seed.
+
+Bundles go through the real `WireCodec`, so simulated members share no
+objects and the codec is exercised on every message. The simulated network
+is an addition to the real transports for deterministic tests, never a
+replacement for them.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import random
+import weakref
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from triogroups.address import Address
+from triogroups.events import Item, ViewChange
+from triogroups.message import Message
+from triogroups.properties import Bool, Size, Str
+from triogroups.transports._bundler import encode_bundles, route
+from triogroups.transports.base import Transport
+from triogroups.wire import WireCodec, WireError
+
+__all__ = ["SimNetwork", "SimTransport", "open_sim_network"]
+
+_log = logging.getLogger(__name__)
+_NETWORKS: weakref.WeakValueDictionary[str, SimNetwork] = weakref.WeakValueDictionary()
+_names = itertools.count(1)
+
+
+class SimNetwork:
+    """An in-process network of `SimTransport` endpoints with seeded faults.
+
+    ``loss`` and ``duplicate`` are probabilities per copy; each copy is
+    delayed uniformly in [``min_delay``, ``max_delay``] seconds, so a spread
+    reorders. ``lossless`` endpoints (TCP-like) are exempt from random loss
+    but not from partitions.
+    """
+
+    def __init__(
+        self,
+        *,
+        seed: int = 0,
+        loss: float = 0.0,
+        duplicate: float = 0.0,
+        min_delay: float = 0.001,
+        max_delay: float = 0.001,
+        name: str | None = None,
+    ) -> None:
+        self.name = name or f"sim{next(_names)}"
+        self.seed = seed
+        self.rng = random.Random(seed)
+        self.set_faults(loss=loss, duplicate=duplicate, min_delay=min_delay, max_delay=max_delay)
+        self._endpoints: dict[Address, SimTransport] = {}
+        self._blocked: set[tuple[Address, Address]] = set()
+        self._queue: list[tuple[float, int, Address, bytes]] = []
+        self._seq = itertools.count()
+        self._wakeup: trio.CancelScope | None = None
+        self.counters = {"sent": 0, "delivered": 0, "lost": 0, "duplicated": 0, "blocked": 0}
+        self.counters["unreachable"] = 0
+        _NETWORKS[self.name] = self
+
+    @staticmethod
+    def named(name: str) -> SimNetwork:
+        net = _NETWORKS.get(name)
+        if net is None:
+            raise RuntimeError(f"no simulated network named {name!r} is open")
+        return net
+
+    def set_faults(
+        self,
+        *,
+        loss: float | None = None,
+        duplicate: float | None = None,
+        min_delay: float | None = None,
+        max_delay: float | None = None,
+    ) -> None:
+        """Change fault rates; unnamed ones keep their values."""
+        if loss is not None:
+            if not 0 <= loss < 1:
+                raise ValueError(f"loss must be in [0, 1), got {loss}")
+            self.loss = loss
+        if duplicate is not None:
+            if not 0 <= duplicate < 1:
+                raise ValueError(f"duplicate must be in [0, 1), got {duplicate}")
+            self.duplicate = duplicate
+        if min_delay is not None:
+            self.min_delay = min_delay
+        if max_delay is not None:
+            self.max_delay = max_delay
+        if not 0 <= self.min_delay <= self.max_delay:
+            raise ValueError(
+                f"delays need 0 <= min_delay <= max_delay, got {self.min_delay}, {self.max_delay}"
+            )
+
+    # --- partitions ---------------------------------------------------------------
+
+    def block(self, src: Address, dst: Address) -> None:
+        """Drop everything from ``src`` to ``dst`` (one way) until healed."""
+        self._blocked.add((src, dst))
+
+    def partition(self, *groups: Iterable[Address]) -> None:
+        """Split into groups that cannot reach each other (both ways)."""
+        sets = [set(g) for g in groups]
+        for i, a in enumerate(sets):
+            for b in sets[i + 1 :]:
+                for x in a:
+                    for y in b:
+                        self._blocked.add((x, y))
+                        self._blocked.add((y, x))
+
+    def heal(self) -> None:
+        """Remove every partition and one-way block."""
+        self._blocked.clear()
+
+    # --- endpoints and delivery -------------------------------------------------------
+
+    def attach(self, endpoint: SimTransport) -> None:
+        assert endpoint.local_address is not None
+        self._endpoints[endpoint.local_address] = endpoint
+
+    def detach(self, endpoint: SimTransport) -> None:
+        if endpoint.local_address is not None:
+            self._endpoints.pop(endpoint.local_address, None)
+
+    def members(self) -> list[Address]:
+        return list(self._endpoints)
+
+    def transmit(self, src: Address, dest: Address | None, data: bytes) -> None:
+        """Schedule delivery of one datagram (a multicast goes to every other endpoint)."""
+        self.counters["sent"] += 1
+        now = trio.current_time()
+        targets = [a for a in self._endpoints if a != src] if dest is None else [dest]
+        for target in targets:
+            endpoint = self._endpoints.get(target)
+            if endpoint is None:
+                self.counters["unreachable"] += 1
+                continue
+            if (src, target) in self._blocked:
+                self.counters["blocked"] += 1
+                continue
+            if not endpoint.lossless and self.loss and self.rng.random() < self.loss:
+                self.counters["lost"] += 1
+                continue
+            copies = 1
+            if not endpoint.lossless and self.duplicate and self.rng.random() < self.duplicate:
+                copies = 2
+                self.counters["duplicated"] += 1
+            for _ in range(copies):
+                at = now + self.rng.uniform(self.min_delay, self.max_delay)
+                if endpoint.lossless:
+                    at = max(at, endpoint.last_scheduled)  # a stream never reorders
+                    endpoint.last_scheduled = at
+                heapq.heappush(self._queue, (at, next(self._seq), target, data))
+        if self._queue and self._wakeup is not None:
+            self._wakeup.deadline = min(self._wakeup.deadline, self._queue[0][0])
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Deliver scheduled datagrams at their time; one batch per endpoint per wake-up."""
+        task_status.started()
+        queue = self._queue
+        while True:
+            deadline = queue[0][0] if queue else float("inf")
+            with trio.CancelScope(deadline=deadline) as scope:
+                self._wakeup = scope
+                await trio.sleep_forever()
+            self._wakeup = None
+            now = trio.current_time()
+            due: dict[Address, list[bytes]] = {}
+            while queue and queue[0][0] <= now:
+                _, _, target, data = heapq.heappop(queue)
+                due.setdefault(target, []).append(data)
+            for target, datagrams in due.items():
+                endpoint = self._endpoints.get(target)
+                if endpoint is None:
+                    self.counters["unreachable"] += len(datagrams)
+                else:
+                    self.counters["delivered"] += len(datagrams)
+                    endpoint.arrive(datagrams)
+
+    def stats(self) -> dict[str, Any]:
+        return {**self.counters, "in_flight": len(self._queue), "endpoints": len(self._endpoints)}
+
+
+@asynccontextmanager
+async def open_sim_network(**options: Any) -> AsyncIterator[SimNetwork]:
+    """A running `SimNetwork` for the body of the ``async with``."""
+    net = SimNetwork(**options)
+    async with trio.open_nursery() as nursery:
+        await nursery.start(net.run)
+        try:
+            yield net
+        finally:
+            nursery.cancel_scope.cancel()
+
+
+class SimTransport(Transport):
+    """The transport of a member on a `SimNetwork`.
+
+    Bundles each batch per destination (up to ``max_bundle_size``), loops
+    back its own multicasts (unless DONT_LOOPBACK) and unicasts to itself
+    without touching the network, and receives in batches.
+    """
+
+    name = "SIM"
+
+    network = Str("", doc="name of the open SimNetwork to attach to")
+    lossless = Bool(False, doc="behave like TCP: no random loss, no reordering, never drop")
+    max_bundle_size = Size(
+        65_507, doc="largest bundle (bytes)", check=lambda v: v >= 64, rule=">= 64"
+    )
+    rx_buffer = Size(4096, doc="datagrams queued at the receiver before it drops (lossy only)")
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self.last_scheduled = 0.0
+        self._inbox: list[bytes] = []
+        self._arrived = trio.Event()
+        self._codec: WireCodec | None = None
+        self.counters = {"bundles_sent": 0, "msgs_sent": 0, "bundles_received": 0}
+        self.counters.update({"msgs_received": 0, "dropped_rx_full": 0, "dropped_oversized": 0})
+        self.decode_errors: dict[str, int] = {}
+
+    def arrive(self, datagrams: list[bytes]) -> None:
+        """Called by the network: queue datagrams for the receive loop."""
+        room = len(datagrams) if self.lossless else self.rx_buffer - len(self._inbox)
+        if room < len(datagrams):
+            self.counters["dropped_rx_full"] += len(datagrams) - max(room, 0)
+            datagrams = datagrams[: max(room, 0)]
+        self._inbox.extend(datagrams)
+        self._arrived.set()
+
+    async def serve(
+        self,
+        down: trio.MemoryReceiveChannel[Item],
+        up: trio.MemorySendChannel[Item],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        assert self.local_address is not None
+        net = SimNetwork.named(self.network)
+        self._codec = WireCodec(self.cluster, max_size=self.max_bundle_size)
+        net.attach(self)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._receive_loop, up)
+                task_status.started()
+                async for item in down:
+                    if type(item) is list:
+                        await self._send_batch(net, item, up)
+                    elif isinstance(item, ViewChange):
+                        self.view = item.view
+                nursery.cancel_scope.cancel()
+        finally:
+            net.detach(self)
+
+    async def _send_batch(
+        self, net: SimNetwork, batch: list[Message], up: trio.MemorySendChannel[Item]
+    ) -> None:
+        me = self.local_address
+        assert me is not None and self._codec is not None
+        by_dest, local = route(batch, me)
+        for dest, msgs in by_dest.items():
+            encoded, too_large = encode_bundles(self._codec, dest, me, msgs, self.max_bundle_size)
+            if too_large:
+                self.counters["dropped_oversized"] += len(too_large)
+                _log.warning(
+                    "%s: dropped %d message(s) larger than max_bundle_size %d",
+                    me,
+                    len(too_large),
+                    self.max_bundle_size,
+                )
+            for data, count in encoded:
+                self.counters["bundles_sent"] += 1
+                self.counters["msgs_sent"] += count
+                net.transmit(me, dest, data)
+        if local:
+            await up.send([m.copy() for m in local])
+
+    async def _receive_loop(self, up: trio.MemorySendChannel[Item]) -> None:
+        assert self._codec is not None
+        me = self.local_address
+        while True:
+            await self._arrived.wait()
+            self._arrived = trio.Event()
+            datagrams, self._inbox = self._inbox, []
+            batch: list[Message] = []
+            for data in datagrams:
+                try:
+                    bundle = self._codec.decode(data)
+                except WireError as exc:
+                    self.decode_errors[exc.reason] = self.decode_errors.get(exc.reason, 0) + 1
+                    continue
+                if bundle.dest is not None and bundle.dest != me:
+                    self.decode_errors["wrong_dest"] = self.decode_errors.get("wrong_dest", 0) + 1
+                    continue
+                self.counters["bundles_received"] += 1
+                batch.extend(bundle.messages)
+            if batch:
+                self.counters["msgs_received"] += len(batch)
+                await up.send(batch)
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **self.counters,
+            "decode_errors": dict(self.decode_errors),
+            "rx_queue": len(self._inbox),
+        }

@@ -1,0 +1,421 @@
+"""The wire codec: bundles of messages to bytes and back.
+
+Every datagram or TCP frame is one *bundle*: messages from one sender to one
+destination (a member or the group), encoded once. Layout::
+
+    b"TG" | version:u8 | flags:u8 | len:u8 cluster | len:u8 auth tag | msgpack body
+    body = [dest | nil, src, [[flags, {protocol_id: header} | nil, payload (, src)], ...]]
+
+The fixed prefix lets a receiver drop another cluster's traffic or a newer
+wire version without parsing msgpack. The auth tag is produced over the body
+by an optional `Authenticator` (room for an AUTH/ENCRYPT layer); the prefix
+``flags`` byte is reserved for body transforms and must be 0 today.
+
+Decoding is hostile-input safe: whatever the bytes, `WireCodec.decode` either
+returns a bundle or raises `WireError`, never anything else. Its ``reason``
+is a short code suitable as a stats counter key.
+
+Headers are NamedTuples registered per protocol id with `register_header`;
+the codec validates every field against the NamedTuple's annotations, so a
+protocol never sees a header of the wrong shape.
+"""
+
+from __future__ import annotations
+
+import types
+import typing
+from collections.abc import Callable
+from typing import Any, NamedTuple, Protocol
+
+import msgpack
+
+from triogroups.address import Address
+from triogroups.message import ALL_FLAGS, Message
+from triogroups.view import Digest, MergeView, View, ViewId
+
+__all__ = [
+    "MAGIC",
+    "WIRE_VERSION",
+    "Authenticator",
+    "Bundle",
+    "WireCodec",
+    "WireError",
+    "header_type",
+    "register_header",
+]
+
+MAGIC = b"TG"
+WIRE_VERSION = 1
+_PREFIX_MIN = 6
+
+_EXT_ADDRESS = 1
+_EXT_VIEW = 3
+_EXT_MERGE_VIEW = 4
+_EXT_DIGEST = 5
+
+
+class WireError(Exception):
+    """Bytes that are not a valid bundle for this codec.
+
+    The only exception `WireCodec.decode` raises. ``reason`` is one of
+    ``truncated``, ``bad_magic``, ``version``, ``foreign_cluster``, ``auth``,
+    ``oversized``, ``malformed``.
+    """
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class Authenticator(Protocol):
+    """Signs and verifies bundle bodies (an AUTH layer plugs in here)."""
+
+    def sign(self, body: bytes) -> bytes: ...
+
+    def verify(self, body: bytes, tag: bytes) -> bool: ...
+
+
+class Bundle(NamedTuple):
+    """A decoded datagram or frame: messages from ``src`` to ``dest`` (None = group)."""
+
+    dest: Address | None
+    src: Address
+    messages: list[Message]
+
+
+# --- header registry ---------------------------------------------------------
+
+_Converter = Callable[[Any], Any]
+
+
+class _HeaderSpec(NamedTuple):
+    cls: type
+    arity: int
+    converters: tuple[_Converter, ...]
+
+
+_HEADERS: dict[int, _HeaderSpec] = {}
+
+
+def register_header(protocol_id: int, cls: type) -> None:
+    """Register the header NamedTuple of the protocol with this id.
+
+    Field annotations drive validation on decode: int, bool, float, str, bytes,
+    Address, View, MergeView, Digest, ViewId (as any NamedTuple), ``X | None``, ``tuple[X, ...]``,
+    ``dict[K, V]`` and nested registered-style NamedTuples.
+    """
+    if not 0 < protocol_id < 1 << 16:
+        raise ValueError(f"protocol id must be in 1..65535, got {protocol_id}")
+    existing = _HEADERS.get(protocol_id)
+    if existing is not None and existing.cls is not cls:
+        raise ValueError(
+            f"protocol id {protocol_id} already has header {existing.cls.__name__}, "
+            f"cannot register {cls.__name__}"
+        )
+    hints = typing.get_type_hints(cls)
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    converters = tuple(_converter(hints[f]) for f in fields)
+    _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), converters)
+
+
+def header_type(protocol_id: int) -> type | None:
+    spec = _HEADERS.get(protocol_id)
+    return None if spec is None else spec.cls
+
+
+def _exact(tp: type) -> _Converter:
+    def check(value: Any) -> Any:
+        if type(value) is not tp:
+            raise ValueError(f"expected {tp.__name__}, got {type(value).__name__}")
+        return value
+
+    return check
+
+
+def _float(value: Any) -> float:
+    if type(value) is float:
+        return value
+    if type(value) is int:
+        return float(value)
+    raise ValueError(f"expected float, got {type(value).__name__}")
+
+
+def _instance(tp: type) -> _Converter:
+    def check(value: Any) -> Any:
+        if not isinstance(value, tp):
+            raise ValueError(f"expected {tp.__name__}, got {type(value).__name__}")
+        return value
+
+    return check
+
+
+def _converter(tp: Any) -> _Converter:
+    if tp is int or tp is bool or tp is str or tp is bytes:
+        return _exact(tp)
+    if tp is float:
+        return _float
+    if tp is Any:
+        return lambda v: v
+    if tp in (Address, View, MergeView, Digest):
+        return _instance(tp)
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        inner = [_converter(a) for a in args if a is not type(None)]
+        optional = type(None) in args
+        if len(inner) != 1:
+            raise TypeError(f"header unions must be 'X | None', got {tp}")
+        conv = inner[0]
+        if optional:
+            return lambda v: None if v is None else conv(v)
+        return conv
+    if origin is tuple:
+        if len(args) == 2 and args[1] is Ellipsis:
+            item = _converter(args[0])
+            return lambda v: tuple(item(x) for x in _seq(v))
+        items = [_converter(a) for a in args]
+
+        def fixed(v: Any) -> tuple[Any, ...]:
+            seq = _seq(v)
+            if len(seq) != len(items):
+                raise ValueError(f"expected {len(items)} items, got {len(seq)}")
+            return tuple(c(x) for c, x in zip(items, seq, strict=True))
+
+        return fixed
+    if origin is dict:
+        key, val = (_converter(a) for a in args)
+
+        def mapping(v: Any) -> dict[Any, Any]:
+            if type(v) is not dict:
+                raise ValueError(f"expected map, got {type(v).__name__}")
+            return {key(k): val(x) for k, x in v.items()}
+
+        return mapping
+    if isinstance(tp, type) and issubclass(tp, tuple) and hasattr(tp, "_fields"):
+        hints = typing.get_type_hints(tp)
+        convs = [_converter(hints[f]) for f in tp._fields]
+
+        def nested(v: Any) -> Any:
+            seq = _seq(v)
+            if len(seq) != len(convs):
+                raise ValueError(f"{tp.__name__} needs {len(convs)} fields, got {len(seq)}")
+            return tp(*(c(x) for c, x in zip(convs, seq, strict=True)))
+
+        return nested
+    raise TypeError(f"unsupported header field type {tp!r}")
+
+
+def _seq(v: Any) -> list[Any] | tuple[Any, ...]:
+    if type(v) is not list and type(v) is not tuple:
+        raise ValueError(f"expected array, got {type(v).__name__}")
+    return v  # type: ignore[no-any-return,unused-ignore]
+
+
+# --- the codec ---------------------------------------------------------------
+
+
+class WireCodec:
+    """Encodes and decodes bundles for one cluster.
+
+    ``max_size`` bounds both directions: `encode` refuses to produce a larger
+    bundle (ValueError) and `decode` rejects one (`WireError` ``oversized``).
+    """
+
+    def __init__(
+        self,
+        cluster: str,
+        *,
+        max_size: int = 65_507,
+        authenticator: Authenticator | None = None,
+    ) -> None:
+        raw = cluster.encode()
+        if not 0 < len(raw) < 256:
+            raise ValueError(f"cluster name must be 1..255 bytes of utf-8, got {len(raw)}")
+        if max_size < 64:
+            raise ValueError(f"max_size must be >= 64, got {max_size}")
+        self.cluster = cluster
+        self.max_size = max_size
+        self.authenticator = authenticator
+        self._prefix = MAGIC + bytes((WIRE_VERSION, 0, len(raw))) + raw
+        self._packer = msgpack.Packer(default=self._default, use_bin_type=True)
+        self._addresses: dict[bytes, Address] = {}
+
+    # encoding ---------------------------------------------------------------
+
+    def encode(self, dest: Address | None, src: Address, messages: list[Message]) -> bytes:
+        """One bundle; every message's ``src`` defaults to the bundle's ``src``."""
+        entries: list[tuple[Any, ...]] = []
+        for m in messages:
+            hdrs = m.headers or None
+            if m.src is None or m.src == src:
+                entries.append((m.flags, hdrs, m.payload))
+            else:
+                entries.append((m.flags, hdrs, m.payload, m.src))
+        body: bytes = self._packer.pack((dest, src, entries))
+        if self.authenticator is None:
+            data = self._prefix + b"\x00" + body
+        else:
+            tag = self.authenticator.sign(body)
+            if len(tag) > 255:
+                raise ValueError(f"auth tag must be at most 255 bytes, got {len(tag)}")
+            data = self._prefix + bytes((len(tag),)) + tag + body
+        if len(data) > self.max_size:
+            raise ValueError(f"bundle of {len(data)} bytes exceeds max_size {self.max_size}")
+        return data
+
+    def _default(self, obj: Any) -> Any:
+        if isinstance(obj, Address):
+            return msgpack.ExtType(_EXT_ADDRESS, obj.to_bytes() + obj.name.encode())
+        if isinstance(obj, MergeView):
+            inner = (obj.view_id, obj.members, obj.subgroups)
+            return msgpack.ExtType(_EXT_MERGE_VIEW, self._pack_inner(inner))
+        if isinstance(obj, View):
+            return msgpack.ExtType(_EXT_VIEW, self._pack_inner((obj.view_id, obj.members)))
+        if isinstance(obj, Digest):
+            rows = [(m, d, r) for m, (d, r) in obj.items()]
+            return msgpack.ExtType(_EXT_DIGEST, self._pack_inner(rows))
+        raise TypeError(f"cannot encode {type(obj).__name__} on the wire")
+
+    def _pack_inner(self, obj: Any) -> bytes:
+        return msgpack.packb(obj, default=self._default, use_bin_type=True)  # type: ignore[no-any-return]
+
+    # decoding ---------------------------------------------------------------
+
+    def check_prefix(self, data: bytes) -> int:
+        """Validate the fixed prefix; return the offset of the auth length byte."""
+        if len(data) < _PREFIX_MIN:
+            raise WireError("truncated", f"{len(data)} bytes is shorter than a prefix")
+        if len(data) > self.max_size:
+            raise WireError("oversized", f"{len(data)} bytes exceeds max_size {self.max_size}")
+        if data[:2] != MAGIC:
+            raise WireError("bad_magic", f"starts with {bytes(data[:2])!r}")
+        if data[2] != WIRE_VERSION:
+            raise WireError("version", f"wire version {data[2]}, this member speaks {WIRE_VERSION}")
+        if data[3] != 0:
+            raise WireError("malformed", f"unsupported prefix flags {data[3]:#x}")
+        end = 5 + data[4]
+        if data[:end] != self._prefix:
+            if len(data) < end:
+                raise WireError("truncated", "cluster name cut short")
+            theirs = bytes(data[5:end]).decode(errors="replace")
+            raise WireError("foreign_cluster", f"cluster {theirs!r}, not {self.cluster!r}")
+        return end
+
+    def decode(self, data: bytes) -> Bundle:
+        """Decode one bundle or raise `WireError`; never raises anything else."""
+        try:
+            return self._decode(data)
+        except WireError:
+            raise
+        except Exception as exc:  # hostile input: anything else is malformed
+            raise WireError("malformed", f"{type(exc).__name__}: {exc}") from None
+
+    def _decode(self, data: bytes) -> Bundle:
+        pos = self.check_prefix(data)
+        if len(data) <= pos:
+            raise WireError("truncated", "no auth length byte")
+        tag_len = data[pos]
+        body_at = pos + 1 + tag_len
+        if len(data) <= body_at:
+            raise WireError("truncated", "no body")
+        body = data[body_at:]
+        if self.authenticator is not None:
+            if not self.authenticator.verify(body, bytes(data[pos + 1 : body_at])):
+                raise WireError("auth", "bundle failed authentication")
+        elif tag_len:
+            raise WireError("auth", "bundle carries an auth tag but no authenticator is set")
+        top = msgpack.unpackb(
+            body,
+            raw=False,
+            strict_map_key=False,
+            ext_hook=self._ext_hook,
+            use_list=True,
+        )
+        if type(top) is not list or len(top) != 3:
+            raise WireError("malformed", "body is not [dest, src, messages]")
+        dest, src, entries = top
+        if dest is not None and type(dest) is not Address:
+            raise WireError("malformed", "bad destination")
+        if type(src) is not Address:
+            raise WireError("malformed", "bad source")
+        if type(entries) is not list:
+            raise WireError("malformed", "messages are not an array")
+        return Bundle(dest, src, [self._message(e, dest, src) for e in entries])
+
+    def _message(self, entry: Any, dest: Address | None, src: Address) -> Message:
+        if type(entry) is not list or not 3 <= len(entry) <= 4:
+            raise WireError("malformed", "message entry is not [flags, headers, payload]")
+        flags, hdrs, payload = entry[0], entry[1], entry[2]
+        if type(flags) is not int or flags & ~ALL_FLAGS or flags < 0:
+            raise WireError("malformed", f"bad flags {flags!r}")
+        if type(payload) is not bytes:
+            raise WireError("malformed", "payload is not bytes")
+        if len(entry) == 4:
+            src = entry[3]
+            if type(src) is not Address:
+                raise WireError("malformed", "bad message source")
+        headers: dict[int, Any] = {}
+        if hdrs is not None:
+            if type(hdrs) is not dict:
+                raise WireError("malformed", "headers are not a map")
+            for pid, raw in hdrs.items():
+                spec = _HEADERS.get(pid) if type(pid) is int else None
+                if spec is None:
+                    raise WireError("malformed", f"unknown protocol id {pid!r}")
+                if type(raw) is not list or len(raw) != spec.arity:
+                    raise WireError("malformed", f"header {spec.cls.__name__} has wrong arity")
+                try:
+                    headers[pid] = spec.cls(
+                        *[c(v) for c, v in zip(spec.converters, raw, strict=True)]
+                    )
+                except (ValueError, TypeError) as exc:
+                    raise WireError("malformed", f"header {spec.cls.__name__}: {exc}") from None
+        return Message(dest, payload, src=src, flags=flags, headers=headers)
+
+    def _ext_hook(self, code: int, data: bytes) -> Any:
+        if code == _EXT_ADDRESS:
+            return self._address(data)
+        inner = msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=self._ext_hook)
+        if code == _EXT_VIEW:
+            vid, members = inner
+            return View(_check_view_id(vid), _check_members(members))
+        if code == _EXT_MERGE_VIEW:
+            vid, members, subgroups = inner
+            if type(subgroups) is not list or not all(type(v) is View for v in subgroups):
+                raise ValueError("bad merge view subgroups")
+            return MergeView(_check_view_id(vid), _check_members(members), subgroups)
+        if code == _EXT_DIGEST:
+            entries: dict[Address, tuple[int, int]] = {}
+            for m, d, r in inner:
+                if type(m) is not Address or type(d) is not int or type(r) is not int:
+                    raise ValueError("bad digest entry")
+                entries[m] = (d, r)
+            return Digest(entries)
+        raise ValueError(f"unknown ext type {code}")
+
+    def _address(self, data: bytes) -> Address:
+        addr = self._addresses.get(data)
+        if addr is None:
+            if len(data) < 16:
+                raise ValueError("address shorter than 16 bytes")
+            addr = Address.from_bytes(data[:16], data[16:].decode())
+            if len(self._addresses) >= 4096:
+                self._addresses.clear()
+            self._addresses[data] = addr
+        return addr
+
+
+def _check_view_id(vid: Any) -> ViewId:
+    if type(vid) is not list or len(vid) != 2:
+        raise ValueError("bad view id")
+    counter, coord = vid
+    if type(counter) is not int or type(coord) is not Address:
+        raise ValueError("bad view id")
+    return ViewId(counter, coord)
+
+
+def _check_members(members: Any) -> list[Address]:
+    if type(members) is not list or not all(type(m) is Address for m in members):
+        raise ValueError("bad view members")
+    return members
