@@ -2,7 +2,5 @@
 
 from triogroups.protocols.discard import Discard
 from triogroups.protocols.passthrough import PassThrough
-from triogroups.protocols.ping import Ping
-from triogroups.protocols.tcpping import TcpPing
 
-__all__ = ["Discard", "PassThrough", "Ping", "TcpPing"]
+__all__ = ["Discard", "PassThrough"]

@@ -52,7 +52,7 @@ def segments(items: list[Item]) -> Iterator[list[Message] | Event]:
             if batch:
                 yield batch
                 batch = []
-            yield item  # type: ignore[misc]
+            yield item  # type: ignore[misc,unused-ignore]
     if batch:
         yield batch
 
