@@ -93,3 +93,16 @@ def test_discard_all_spares_messages_to_itself_by_default() -> None:
     d.up([Message(A, b"own", src=A), Message(A, b"theirs", src=B)], 0.0)
     assert _payloads(d.take_down()) == [b"self"]
     assert _payloads(d.take_up()) == [b"own"]
+
+
+def test_discard_drop_if_drops_only_the_matching_messages_count_times() -> None:
+    d = _started(Discard())
+    d.drop_if(lambda m: m.payload.startswith(b"x"), count=2)
+    d.drop_if(lambda m: m.payload == b"in", direction="up", count=None)
+    d.down([Message(B, p) for p in (b"x1", b"y", b"x2", b"x3")], 0.0)
+    d.up([Message(A, b"in", src=B), Message(A, b"ok", src=B), Message(A, b"in", src=B)], 0.0)
+    assert _payloads(d.take_down()) == [b"y", b"x3"]
+    assert _payloads(d.take_up()) == [b"ok"]
+    d.reset()
+    d.up([Message(A, b"in", src=B)], 0.0)
+    assert _payloads(d.take_up()) == [b"in"]

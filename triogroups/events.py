@@ -17,15 +17,18 @@ from triogroups.view import Digest, View
 __all__ = [
     "AddPhysicalAddress",
     "BecomeServer",
+    "DigestReply",
     "Disconnect",
     "Event",
     "FindMembers",
+    "GetDigest",
     "Item",
     "LocalPhysicalAddress",
     "MembersFound",
     "PingData",
     "SetDigest",
     "SetPhysicalAddresses",
+    "StableDigest",
     "Suspect",
     "Unsuspect",
     "ViewChange",
@@ -48,6 +51,32 @@ class ViewChange(Event):
 @dataclass(frozen=True, slots=True)
 class SetDigest(Event):
     """A joiner's receive windows start from this digest (goes down to NAKACK2/MCAST)."""
+
+    digest: Digest
+
+
+@dataclass(frozen=True, slots=True)
+class GetDigest(Event):
+    """Ask the multicast layer (going down) for its digest; answered by `DigestReply`.
+
+    ``requester`` is the asking protocol's name (e.g. "STABLE", "GMS"); the
+    reply carries it so only the asker consumes it.
+    """
+
+    requester: str
+
+
+@dataclass(frozen=True, slots=True)
+class DigestReply(Event):
+    """NAKACK2's or MCAST's digest (goes up) in answer to `GetDigest`."""
+
+    requester: str
+    digest: Digest
+
+
+@dataclass(frozen=True, slots=True)
+class StableDigest(Event):
+    """What every member has delivered (goes down from STABLE): purge up to it."""
 
     digest: Digest
 

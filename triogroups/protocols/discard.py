@@ -14,6 +14,7 @@ stack at build time).
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Any
 
 from triogroups.address import Address
@@ -56,6 +57,7 @@ class Discard(Protocol):
         self._rng = random.Random(self.seed)
         self._ignored: set[Address] = set()
         self._dropped_to: set[Address] = set()
+        self._rules: dict[str, list[list[Any]]] = {"down": [], "up": []}
         self.dropped_up = 0
         self.dropped_down = 0
 
@@ -69,10 +71,39 @@ class Discard(Protocol):
         """Drop every unicast going down to these members."""
         self._dropped_to.update(members)
 
+    def drop_if(
+        self,
+        predicate: Callable[[Message], bool],
+        *,
+        direction: str = "down",
+        count: int | None = 1,
+    ) -> None:
+        """Drop the next ``count`` messages (None: all) going ``direction`` that match.
+
+        Seed scenarios use this to lose one precise message ("A loses #1").
+        """
+        if direction not in self._rules:
+            raise ValueError(f"direction must be 'down' or 'up', got {direction!r}")
+        if count is not None and count < 1:
+            raise ValueError(f"count must be >= 1 or None, got {count}")
+        self._rules[direction].append([predicate, count])
+
+    def _matches_rule(self, direction: str, msg: Message) -> bool:
+        rules = self._rules[direction]
+        for rule in rules:
+            if rule[0](msg):
+                if rule[1] is not None:
+                    rule[1] -= 1
+                    if rule[1] == 0:
+                        rules.remove(rule)
+                return True
+        return False
+
     def reset(self) -> None:
-        """Stop dropping by member, by count and everything; keeps the probabilities."""
+        """Stop dropping by member, by rule, by count and everything; keeps the probabilities."""
         self._ignored.clear()
         self._dropped_to.clear()
+        self._rules = {"down": [], "up": []}
         self.discard_all = False
         self.drop_down_unicasts = 0
         self.drop_down_multicasts = 0
@@ -89,6 +120,7 @@ class Discard(Protocol):
             or self._dropped_to
             or self.drop_down_unicasts
             or self.drop_down_multicasts
+            or self._rules["down"]
         ):
             self.send_down(batch)
             return
@@ -105,6 +137,8 @@ class Discard(Protocol):
     def _drop_down(self, msg: Message) -> bool:
         if self.discard_all or msg.dest in self._dropped_to:
             return True
+        if self._rules["down"] and self._matches_rule("down", msg):
+            return True
         if msg.dest is None and self.drop_down_multicasts > 0:
             self.drop_down_multicasts -= 1
             return True
@@ -114,7 +148,7 @@ class Discard(Protocol):
         return self.down_loss > 0 and self._rng.random() < self.down_loss
 
     def up(self, batch: list[Message], now: float) -> None:
-        if not (self.up_loss or self.discard_all or self._ignored):
+        if not (self.up_loss or self.discard_all or self._ignored or self._rules["up"]):
             self.send_up(batch)
             return
         kept = []
@@ -124,6 +158,7 @@ class Discard(Protocol):
             elif (
                 self.discard_all
                 or msg.src in self._ignored
+                or (self._rules["up"] and self._matches_rule("up", msg))
                 or (self.up_loss > 0 and self._rng.random() < self.up_loss)
             ):
                 self.dropped_up += 1

@@ -1,0 +1,51 @@
+"""SeqnoTable: the window every reliable protocol keeps."""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from triogroups.protocols._table import SeqnoTable
+
+
+def test_add_rejects_delivered_and_duplicate_seqnos() -> None:
+    t: SeqnoTable[str] = SeqnoTable(offset=5)
+    assert not t.add(5, "old") and t.add(6, "a") and not t.add(6, "again")
+    assert t.hd == 5 and t.hr == 6 and len(t) == 1
+
+
+def test_remove_ready_stops_at_the_first_gap() -> None:
+    t: SeqnoTable[int] = SeqnoTable()
+    for s in (1, 2, 4, 5):
+        t.add(s, s)
+    assert t.remove_ready() == [1, 2] and t.hd == 2
+    assert t.missing() == [3] and not t.has_ready()
+    t.add(3, 3)
+    assert t.remove_ready(limit=2) == [3, 4] and t.remove_ready() == [5] and t.hd == 5
+
+
+def test_purge_drops_up_to_and_moves_hd_forward_only() -> None:
+    t: SeqnoTable[int] = SeqnoTable()
+    for s in range(1, 11):
+        t.add(s, s)
+    assert t.purge(4) == 4 and t.hd == 4 and t.lowest() == 5
+    assert t.purge(3) == 0 and t.hd == 4
+    assert t.purge(20) == 6 and t.hd == 20 and t.hr == 20 and len(t) == 0
+
+
+def test_missing_lists_gaps_lowest_first_with_a_limit() -> None:
+    t: SeqnoTable[int] = SeqnoTable()
+    for s in (2, 5, 9):
+        t.add(s, s)
+    assert t.missing() == [1, 3, 4, 6, 7, 8] and t.missing(limit=2) == [1, 3]
+
+
+@given(st.lists(st.integers(1, 60), max_size=200))
+def test_any_arrival_order_delivers_each_seqno_once_in_order(arrivals: list[int]) -> None:
+    t: SeqnoTable[int] = SeqnoTable()
+    delivered: list[int] = []
+    for s in arrivals:
+        t.add(s, s)
+        delivered.extend(t.remove_ready())
+    assert delivered == list(range(1, len(delivered) + 1))
+    assert set(t.missing()) | set(s for s, _ in t.items()) == set(range(t.hd + 1, t.hr + 1))
