@@ -87,3 +87,10 @@ def test_digest_merge_takes_maximum_and_minimum_takes_minimum() -> None:
 def test_digest_rejects_received_below_delivered() -> None:
     with pytest.raises(ValueError, match="delivered <= received"):
         Digest({Address.random("A"): (5, 4)})
+
+
+def test_merge_view_subgroups_do_not_nest() -> None:
+    a, b, c = (Address.random(n) for n in "ABC")
+    first = MergeView(ViewId(3, a), [a, b], [View.create(a, 2, [a]), View.create(b, 2, [b])])
+    second = MergeView(ViewId(4, a), [a, b, c], [first, View.create(c, 1, [c])])
+    assert type(second.subgroups[0]) is View and second.subgroups[0].members == (a, b)

@@ -276,3 +276,12 @@ def test_fuzz_mutated_bundles_decode_or_raise_wire_error(data: st.DataObject) ->
     except WireError:
         return
     assert all(isinstance(m, Message) for m in bundle.messages)
+
+
+def test_merge_view_of_a_merge_view_round_trips() -> None:
+    codec = _codec()
+    first = MergeView(ViewId(3, A), [A, B], [View.create(A, 2, [A]), View.create(B, 2, [B])])
+    second = MergeView(ViewId(4, A), [A, B, C], [first, View.create(C, 1, [C])])
+    header = _RichHeader(second, None, (), 0.0, "", b"", {}, None)
+    bundle = codec.decode(codec.encode(None, A, [Message(None, b"", headers={RICH_ID: header})]))
+    assert bundle.messages[0].headers[RICH_ID].view == second

@@ -25,8 +25,13 @@ from triogroups.address import Address
 from triogroups.config import LayerConfig, StackConfig, preset_names
 from triogroups.events import (
     BecomeServer,
+    Connect,
     Disconnect,
+    Disconnected,
     Event,
+    FindMembers,
+    MembersFound,
+    PingData,
     SetDigest,
     SetPhysicalAddresses,
     Suspect,
@@ -36,9 +41,27 @@ from triogroups.events import (
 from triogroups.message import Flag, Message
 from triogroups.properties import PropertyError
 from triogroups.protocol import Protocol, protocol_class, protocol_names
-from triogroups.protocols import Discard, PassThrough
+from triogroups.protocols import (
+    Discard,
+    FdAll3,
+    Frag,
+    Gms,
+    Merge3,
+    PassThrough,
+    Ping,
+    TcpPing,
+    VerifySuspect,
+)
 from triogroups.stack import Stack
-from triogroups.transports import SimNetwork, SimTransport, Transport, open_sim_network
+from triogroups.transports import (
+    SendToHosts,
+    SimNetwork,
+    SimTransport,
+    TcpTransport,
+    Transport,
+    UdpTransport,
+    open_sim_network,
+)
 from triogroups.view import Digest, MergeView, View, ViewId
 from triogroups.wire import Authenticator, Bundle, WireCodec, WireError, register_header
 
@@ -54,21 +77,32 @@ __all__ = [
     "BecomeServer",
     "Bundle",
     "ChildSpec",
+    "Connect",
     "CrashReport",
     "Digest",
     "Discard",
     "Disconnect",
+    "Disconnected",
     "Event",
+    "FdAll3",
+    "FindMembers",
     "Flag",
+    "Frag",
+    "Gms",
     "LayerConfig",
     "MailboxFull",
+    "MembersFound",
+    "Merge3",
     "MergeView",
     "Message",
     "PassThrough",
+    "Ping",
+    "PingData",
     "PropertyError",
     "Protocol",
     "Restart",
     "RestartIntensityExceeded",
+    "SendToHosts",
     "SetDigest",
     "SetPhysicalAddresses",
     "SimNetwork",
@@ -78,8 +112,12 @@ __all__ = [
     "Strategy",
     "Supervisor",
     "Suspect",
+    "TcpPing",
+    "TcpTransport",
     "Transport",
+    "UdpTransport",
     "Unsuspect",
+    "VerifySuspect",
     "View",
     "ViewChange",
     "ViewId",

@@ -17,14 +17,18 @@ from triogroups.view import Digest, View
 __all__ = [
     "AddPhysicalAddress",
     "BecomeServer",
+    "Connect",
     "DigestReply",
     "Disconnect",
+    "Disconnected",
     "Event",
     "FindMembers",
     "GetDigest",
     "Item",
     "LocalPhysicalAddress",
     "MembersFound",
+    "Merge",
+    "MergeDigest",
     "PingData",
     "SetDigest",
     "SetPhysicalAddresses",
@@ -82,6 +86,29 @@ class StableDigest(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class MergeDigest(Event):
+    """After a merge (goes down from GMS): add windows for members that have none.
+
+    Unlike `SetDigest`, existing windows are kept: a member's own subgroup
+    is already in sync, only the members of the other subgroups are new.
+    """
+
+    digest: Digest
+
+
+@dataclass(frozen=True, slots=True)
+class Merge(Event):
+    """MERGE3 found coexisting views and this member leads the merge (goes up to GMS).
+
+    ``views`` are the different views; ``coords`` the member to ask for each
+    view's state (its coordinator, or the first reachable member of it).
+    """
+
+    views: tuple[View, ...]
+    coords: tuple[Address, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class BecomeServer(Event):
     """The joiner's view is installed: queued multicasts may be delivered now."""
 
@@ -101,8 +128,18 @@ class Unsuspect(Event):
 
 
 @dataclass(frozen=True, slots=True)
+class Connect(Event):
+    """Join the cluster (goes down from the channel to GMS)."""
+
+
+@dataclass(frozen=True, slots=True)
 class Disconnect(Event):
-    """The member is leaving: layers flush and close connections."""
+    """The member is leaving: GMS leaves the view, then layers flush and close connections."""
+
+
+@dataclass(frozen=True, slots=True)
+class Disconnected(Event):
+    """GMS has left the group (goes up; the channel may close now)."""
 
 
 @dataclass(frozen=True, slots=True)

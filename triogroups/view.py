@@ -88,7 +88,11 @@ class View:
 
 
 class MergeView(View):
-    """A view installed by a merge; ``subgroups`` are the views that were merged."""
+    """A view installed by a merge; ``subgroups`` are the views that were merged.
+
+    Subgroups are kept as plain views (a subgroup that was itself a merge
+    view loses its own subgroups), so repeated merges do not nest.
+    """
 
     __slots__ = ("subgroups",)
 
@@ -96,7 +100,9 @@ class MergeView(View):
         self, view_id: ViewId, members: Iterable[Address], subgroups: Iterable[View]
     ) -> None:
         super().__init__(view_id, members)
-        self.subgroups: tuple[View, ...] = tuple(subgroups)
+        self.subgroups: tuple[View, ...] = tuple(
+            View(v.view_id, v.members) if isinstance(v, MergeView) else v for v in subgroups
+        )
 
     def __repr__(self) -> str:
         return f"MergeView{super().__repr__()} subgroups={list(self.subgroups)}"

@@ -1,6 +1,23 @@
 """The protocol layers, one sans-IO module each; importing registers them by name."""
 
 from triogroups.protocols.discard import Discard
+from triogroups.protocols.fd_all3 import FdAll3
+from triogroups.protocols.frag import Frag
+from triogroups.protocols.gms import Gms
+from triogroups.protocols.merge3 import Merge3
 from triogroups.protocols.passthrough import PassThrough
+from triogroups.protocols.ping import Ping
+from triogroups.protocols.tcpping import TcpPing
+from triogroups.protocols.verify_suspect import VerifySuspect
 
-__all__ = ["Discard", "PassThrough"]
+__all__ = [
+    "Discard",
+    "FdAll3",
+    "Frag",
+    "Gms",
+    "Merge3",
+    "PassThrough",
+    "Ping",
+    "TcpPing",
+    "VerifySuspect",
+]

@@ -35,6 +35,18 @@ class DeliveryLog:
     def record_delivery(self, receiver: Address, src: Address, payload: bytes) -> None:
         self.delivered.setdefault((receiver, src), []).append(payload)
 
+    def all_arrived(self, receivers: Iterable[Address], senders: Iterable[Address]) -> bool:
+        """Cheap test: has every receiver delivered at least as many messages as were
+        sent to it by each sender? (`check` then verifies order and identity.)"""
+        senders = list(senders)
+        for receiver in receivers:
+            for src in senders:
+                want = len(self.expected(receiver, src, oob=False))
+                want += len(self.expected(receiver, src, oob=True))
+                if len(self.delivered.get((receiver, src), ())) < want:
+                    return False
+        return True
+
     def expected(self, receiver: Address, src: Address, *, oob: bool) -> list[bytes]:
         """What ``receiver`` must deliver from ``src``: multicasts plus unicasts to it."""
         table = self.sent_oob if oob else self.sent

@@ -27,7 +27,7 @@ from typing import Any
 import trio
 
 from triogroups.address import Address
-from triogroups.events import Item, ViewChange
+from triogroups.events import Item, LocalPhysicalAddress, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Bool, Size, Str
 from triogroups.transports._bundler import encode_bundles, route
@@ -69,6 +69,7 @@ class SimNetwork:
         self._queue: list[tuple[float, int, Address, bytes]] = []
         self._seq = itertools.count()
         self._wakeup: trio.CancelScope | None = None
+        self._ports = itertools.count(1)
         self.counters = {"sent": 0, "delivered": 0, "lost": 0, "duplicated": 0, "blocked": 0}
         self.counters["unreachable"] = 0
         _NETWORKS[self.name] = self
@@ -135,6 +136,10 @@ class SimNetwork:
     def detach(self, endpoint: SimTransport) -> None:
         if endpoint.local_address is not None:
             self._endpoints.pop(endpoint.local_address, None)
+
+    def physical_address(self) -> tuple[str, int]:
+        """A unique synthetic (host, port) for a new endpoint, so discovery has one to announce."""
+        return (self.name, next(self._ports))
 
     def members(self) -> list[Address]:
         return list(self._endpoints)
@@ -254,6 +259,7 @@ class SimTransport(Transport):
         net = SimNetwork.named(self.network)
         self._codec = WireCodec(self.cluster, max_size=self.max_bundle_size)
         net.attach(self)
+        await up.send(LocalPhysicalAddress(net.physical_address()))
         try:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._receive_loop, up)

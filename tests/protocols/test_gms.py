@@ -1,0 +1,216 @@
+"""GMS: joins, leaves, coordinator hand-over and takeover, on the simulated network."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from triogroups import Address, Message, StackConfig, View, ViewId
+from triogroups.events import (
+    BecomeServer,
+    Connect,
+    Disconnect,
+    Disconnected,
+    MembersFound,
+    PingData,
+    SetDigest,
+    Suspect,
+    ViewChange,
+)
+from triogroups.protocols import ids
+from triogroups.protocols.gms import Gms, GmsHeader
+from triogroups.protocols.gms._header import JOIN_REQ, JOIN_RSP, VIEW, VIEW_ACK
+from triogroups.testing import open_cluster
+from triogroups.view import Digest
+
+STACK = StackConfig.of("SIM", "PING", "DISCARD", "GMS")
+
+
+async def test_gms_first_member_becomes_coordinator_of_a_singleton_view(
+    autojump_clock: Any,
+) -> None:
+    async with open_cluster(1, STACK) as cluster:
+        (a,) = cluster.members
+        assert a.view is not None and a.view.members == (a.address,)
+        assert a.protocol("GMS").stats()["state"] == "coordinator"
+
+
+async def test_gms_members_join_one_by_one_and_agree_on_growing_views(
+    autojump_clock: Any,
+) -> None:
+    async with open_cluster(4, STACK) as cluster:
+        a = cluster.members[0]
+        final = await cluster.wait_for_view()
+        assert final.coord == a.address
+        assert final.members == tuple(m.address for m in cluster.members)
+        for member in cluster.members:
+            ids_seen = [e.view.view_id.id for e in member.events if isinstance(e, ViewChange)]
+            assert ids_seen == sorted(set(ids_seen))  # view ids only grow
+
+
+async def test_gms_concurrent_joins_are_installed_in_batches(autojump_clock: Any) -> None:
+    async with open_cluster(5, STACK, view=False) as cluster:
+        await cluster.join(cluster.members[0])
+        async with trio.open_nursery() as nursery:
+            for member in cluster.members[1:]:
+                nursery.start_soon(member.connect)
+        view = await cluster.wait_for_view()
+        assert view.view_id.id < 5  # four joiners, fewer than four views: bundled
+        assert cluster.members[0].protocol("GMS").stats()["joins"] == 4
+
+
+async def test_gms_participant_leaves_and_the_rest_install_a_view_without_it(
+    autojump_clock: Any,
+) -> None:
+    async with open_cluster(3, STACK) as cluster:
+        a, b, c = cluster.members
+        await b.disconnect()
+        view = await cluster.wait_for_view([a, c])
+        assert b.address not in view
+        with trio.fail_after(10):
+            while not b.left:
+                await trio.sleep(0.01)
+
+
+async def test_gms_leaving_coordinator_hands_over_to_the_next_member(
+    autojump_clock: Any,
+) -> None:
+    async with open_cluster(3, STACK) as cluster:
+        a, b, c = cluster.members
+        await a.disconnect()
+        view = await cluster.wait_for_view([b, c])
+        assert view.coord == b.address
+        assert b.protocol("GMS").stats()["state"] == "coordinator"
+        with trio.fail_after(10):
+            while not a.left:
+                await trio.sleep(0.01)
+
+
+async def test_gms_lost_join_response_is_retried_and_duplicates_are_harmless(
+    autojump_clock: Any,
+) -> None:
+    async with open_cluster(2, STACK, view=False) as cluster:
+        a, b = cluster.members
+        await cluster.join(a)
+
+        def is_join_rsp(msg: Message) -> bool:
+            hdr = msg.headers.get(ids.GMS)
+            return hdr is not None and hdr.type == JOIN_RSP
+
+        b.protocol("DISCARD").drop_if(is_join_rsp, direction="up")
+        await cluster.join(b)
+        view = await cluster.wait_for_view()
+        assert view.members == (a.address, b.address)
+        assert b.protocol("GMS").stats()["join_requests_sent"] >= 2
+
+
+async def test_gms_joiner_alone_after_max_join_attempts_starts_its_own_group(
+    autojump_clock: Any,
+) -> None:
+    stack = STACK.configure("GMS", max_join_attempts=2, join_timeout=0.5)
+    async with open_cluster(2, stack, view=False) as cluster:
+        a, b = cluster.members
+        await cluster.join(a)
+        b.protocol("DISCARD").drop_if(
+            lambda m: m.headers.get(ids.GMS) is not None, direction="up", count=None
+        )
+        view = await cluster.join(b)
+        assert view.members == (b.address,)
+        assert b.protocol("GMS").stats()["join_attempts_exhausted"] == 1
+
+
+# --- unit level: the sans-IO object with explicit time -----------------------------------
+
+A, B, C = (Address(i, n) for i, n in ((1, "A"), (2, "B"), (3, "C")))
+
+
+def _gms(me: Address, **props: Any) -> Gms:
+    gms = Gms(**props)
+    gms.check_stack([], [])
+    gms.start(me, "test", 0.0)
+    return gms
+
+
+def _installed(gms: Gms, view: View) -> None:
+    gms.down_event(Connect(), 0.0)  # no discovery below: singleton at once
+    gms.take_down()
+    gms.take_up()
+    gms.up([Message(me_of(gms), src=view.coord, headers={ids.GMS: GmsHeader(VIEW, view)})], 0.0)
+    gms.take_down()
+    gms.take_up()
+
+
+def me_of(gms: Gms) -> Address:
+    assert gms.local_address is not None
+    return gms.local_address
+
+
+def test_gms_coordinator_batches_requests_into_one_view_after_max_bundling_time() -> None:
+    gms = _gms(A, max_bundling_time=0.1)
+    gms.down_event(Connect(), 0.0)
+    gms.take_down(), gms.take_up()
+    for joiner in (B, C):
+        gms.up([Message(A, src=joiner, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 0.0)
+    assert gms.take_down() == [] and gms.next_deadline() == 0.1
+    gms.tick(0.1)
+    out = [m for item in gms.take_down() if isinstance(item, list) for m in item]
+    views = [m.headers[ids.GMS].view for m in out if m.headers[ids.GMS].type == VIEW]
+    rsps = [m.dest for m in out if m.headers[ids.GMS].type == JOIN_RSP]
+    assert len(views) == 1 and views[0].members == (A, B, C) and views[0].view_id.id == 2
+    assert rsps == [B, C]
+
+
+def test_gms_joiner_installs_view_then_digest_then_becomes_server() -> None:
+    gms = _gms(B)
+    gms._has_discovery = True
+    gms.down_event(Connect(), 0.0)
+    gms.take_down()
+    gms.up_event(MembersFound((PingData(A, ("h", 1), True),)), 0.0)
+    gms.take_down()
+    view = View(ViewId(2, A), [A, B])
+    digest = Digest({A: (5, 5)})
+    gms.up([Message(B, src=A, headers={ids.GMS: GmsHeader(JOIN_RSP, view, digest)})], 0.0)
+    down = gms.take_down()
+    events = [d for d in down if not isinstance(d, list)]
+    assert events == [ViewChange(view), SetDigest(digest), BecomeServer()]
+    acks = [m for d in down if isinstance(d, list) for m in d]
+    assert [m.headers[ids.GMS].type for m in acks] == [VIEW_ACK] and acks[0].dest == A
+    assert gms.take_up() == [ViewChange(view)]
+
+
+def test_gms_next_member_takes_over_when_the_coordinator_is_suspected() -> None:
+    gms = _gms(B)
+    _installed(gms, View(ViewId(3, A), [A, B, C]))
+    assert gms.state == "participant"
+    gms.up_event(Suspect((A,)), 1.0)
+    gms.tick(1.0 + gms.max_bundling_time)
+    out = [m for item in gms.take_down() if isinstance(item, list) for m in item]
+    (view_msg,) = [m for m in out if m.headers[ids.GMS].type == VIEW]
+    new_view = view_msg.headers[ids.GMS].view
+    assert new_view.members == (B, C) and new_view.view_id == ViewId(4, B)
+    assert gms.state == "coordinator"
+
+
+def test_gms_only_the_first_unsuspected_member_takes_over() -> None:
+    gms = _gms(C)
+    _installed(gms, View(ViewId(3, A), [A, B, C]))
+    gms.up_event(Suspect((A,)), 1.0)
+    gms.tick(2.0)
+    assert gms.state == "participant"
+    assert not [m for item in gms.take_down() if isinstance(item, list) for m in item]
+
+
+def test_gms_older_and_foreign_views_are_ignored() -> None:
+    gms = _gms(B)
+    _installed(gms, View(ViewId(3, A), [A, B]))
+    gms.up([Message(B, src=A, headers={ids.GMS: GmsHeader(VIEW, View(ViewId(2, A), [A, B]))})], 0)
+    gms.up([Message(B, src=A, headers={ids.GMS: GmsHeader(VIEW, View(ViewId(9, A), [A, C]))})], 0)
+    assert gms.view is not None and gms.view.view_id == ViewId(3, A)
+    assert gms.stats()["old_views_ignored"] == 1 and gms.stats()["views_without_me"] == 1
+
+
+def test_gms_disconnect_before_joining_reports_disconnected_at_once() -> None:
+    gms = _gms(A)
+    gms.down_event(Disconnect(), 0.0)
+    assert Disconnected() in gms.take_up()

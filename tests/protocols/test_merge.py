@@ -1,0 +1,180 @@
+"""MERGE3 and the GMS merge: coexisting views become one MergeView."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from triogroups import Address, MergeView, Message, StackConfig, View, ViewChange, ViewId
+from triogroups.events import Merge
+from triogroups.protocols import ids
+from triogroups.protocols.gms._header import MERGE_RSP
+from triogroups.protocols.merge3 import INFO, Merge3, Merge3Header
+from triogroups.testing import SimCluster, SimMember, open_cluster
+
+STACK = StackConfig.of(
+    "SIM",
+    "PING",
+    ("MERGE3", {"min_interval": 0.2, "max_interval": 0.5, "check_interval": 1.0}),
+    "DISCARD",
+    ("GMS", {"merge_timeout": 2.0, "join_timeout": 0.5}),
+)
+
+
+def _gms_view(member: SimMember) -> View:
+    view = member.protocol("GMS").view
+    assert view is not None
+    return view  # type: ignore[no-any-return]
+
+
+async def _wait_same_view(members: list[SimMember], timeout: float = 60) -> View:
+    wanted = {m.address for m in members}
+    with trio.fail_after(timeout):
+        while True:
+            views = {_gms_view(m) for m in members}
+            if len(views) == 1 and set(next(iter(views)).members) == wanted:
+                return next(iter(views))
+            await trio.sleep(0.05)
+
+
+async def _split_groups(cluster: SimCluster, *groups: list[SimMember]) -> None:
+    cluster.network.partition(*[[m.address for m in g] for g in groups])
+    for group in groups:
+        for member in group:
+            await cluster.join(member)
+        await _wait_same_view(group)
+
+
+async def test_merge_of_two_partitions_installs_one_merge_view_with_both_subgroups(
+    autojump_clock: Any,
+) -> None:
+    async with open_cluster(4, STACK, view=False) as cluster:
+        a, b, c, d = cluster.members
+        await _split_groups(cluster, [a, b], [c, d])
+        left, right = _gms_view(a), _gms_view(c)
+        cluster.network.heal()
+        merged = await _wait_same_view([a, b, c, d])
+        assert isinstance(merged, MergeView)
+        assert {v.view_id for v in merged.subgroups} == {left.view_id, right.view_id}
+        assert merged.view_id.id > max(left.view_id.id, right.view_id.id)
+        leader = min(left.coord, right.coord)
+        assert merged.coord == leader
+        # the application saw the merge view too
+        assert isinstance(a.view, MergeView) and a.view == merged
+
+
+async def test_merge_leaves_out_a_subgroup_that_never_answers_and_takes_it_later(
+    autojump_clock: Any,
+) -> None:
+    async with open_cluster(3, STACK, view=False) as cluster:
+        a, b, c = cluster.members
+        await _split_groups(cluster, [a], [b], [c])
+        mute = max(cluster.members, key=lambda m: m.address)  # never the leader
+
+        def is_merge_rsp(msg: Message) -> bool:
+            hdr = msg.headers.get(ids.GMS)
+            return hdr is not None and hdr.type == MERGE_RSP
+
+        mute.protocol("DISCARD").drop_if(is_merge_rsp, direction="down", count=None)
+        cluster.network.heal()
+        others = [m for m in cluster.members if m is not mute]
+        await _wait_same_view(others)
+        assert mute.address not in _gms_view(others[0])
+        mute.protocol("DISCARD").reset()
+        await _wait_same_view([a, b, c])
+
+
+async def test_merge_survives_a_dead_merge_leader(autojump_clock: Any) -> None:
+    async with open_cluster(3, STACK, view=False) as cluster:
+        await _split_groups(cluster, [cluster[0]], [cluster[1]], [cluster[2]])
+        leader = min(cluster.members, key=lambda m: m.address)
+        rest = [m for m in cluster.members if m is not leader]
+        # the leader asks but never hears back, then dies mid-merge
+        leader.protocol("DISCARD").ignore(*[m.address for m in rest])
+        cluster.network.heal()
+        with trio.fail_after(30):
+            while not leader.protocol("GMS").merger.busy:
+                await trio.sleep(0.05)
+        leader.kill()
+        merged = await _wait_same_view(rest)
+        assert leader.address not in merged
+
+
+async def test_merge_of_views_with_no_agreed_coordinator(autojump_clock: Any) -> None:
+    async with open_cluster(3, STACK, view=False) as cluster:
+        a, b, c = sorted(cluster.members, key=lambda m: m.address)
+        for m in (a, b, c):
+            await cluster.join(m)
+        await _wait_same_view([a, b, c])
+        # a believes in {a, b, c}; b and c believe in {b, c}
+        wide = View(ViewId(50, a.address), [a.address, b.address, c.address])
+        narrow = View(ViewId(51, b.address), [b.address, c.address])
+        await a.stack.send(ViewChange(wide))
+        await b.stack.send(ViewChange(narrow))
+        await c.stack.send(ViewChange(narrow))
+        with trio.fail_after(10):
+            while _gms_view(b) != narrow or _gms_view(c) != narrow or _gms_view(a) != wide:
+                await trio.sleep(0.01)
+        merged = await _wait_same_view([a, b, c])
+        assert isinstance(merged, MergeView) and merged.view_id.id == 52
+        assert merged.coord == a.address
+
+
+# --- MERGE3 at unit level -----------------------------------------------------------
+
+A, B, C = (Address(i, n) for i, n in ((1, "A"), (2, "B"), (3, "C")))
+
+
+def _merge3(me: Address, view: View) -> Merge3:
+    m = Merge3(min_interval=1.0, max_interval=1.0, check_interval=5.0)
+    m.start(me, "t", 0.0)
+    m.view = view
+    return m
+
+
+def _info(src: Address, view: View) -> Message:
+    return Message(None, src=src, headers={ids.MERGE3: Merge3Header(INFO, view)})
+
+
+def test_merge3_sends_info_with_its_view_at_the_interval() -> None:
+    view = View(ViewId(1, A), [A])
+    m = _merge3(A, view)
+    assert m.next_deadline() == 1.0
+    m.tick(1.0)
+    (batch,) = m.take_down()
+    assert isinstance(batch, list) and batch[0].headers[ids.MERGE3] == Merge3Header(INFO, view)
+
+
+def test_merge3_overlapping_views_are_merged_by_the_lowest_representative() -> None:
+    ab = View(ViewId(4, A), [A, B])
+    only_b = View(ViewId(2, B), [B])
+    m = _merge3(A, ab)
+    m.up([_info(B, only_b)], 0.5)
+    m.tick(5.0)
+    events = [e for e in m.take_up() if isinstance(e, Merge)]
+    assert events == [Merge((only_b, ab), (B, A))]
+    # B sees the same but is not the lowest representative: it stays quiet
+    mb = _merge3(B, only_b)
+    mb.up([_info(A, ab)], 0.5)
+    mb.tick(5.0)
+    assert not [e for e in mb.take_up() if isinstance(e, Merge)]
+
+
+def test_merge3_one_view_everywhere_means_no_merge() -> None:
+    view = View(ViewId(3, A), [A, B, C])
+    m = _merge3(A, view)
+    m.up([_info(B, view), _info(C, view)], 0.5)
+    m.tick(5.0)
+    assert not [e for e in m.take_up() if isinstance(e, Merge)]
+    assert m.stats()["checks_with_many_views"] == 0
+
+
+def test_merge3_a_view_whose_coordinator_is_silent_is_represented_by_a_member() -> None:
+    gone = View(ViewId(7, C), [C, B])  # C is dead; B still believes in C's view
+    mine = View(ViewId(3, A), [A])
+    m = _merge3(A, mine)
+    m.up([_info(B, gone)], 0.5)
+    m.tick(5.0)
+    (event,) = [e for e in m.take_up() if isinstance(e, Merge)]
+    assert set(event.coords) == {A, B}

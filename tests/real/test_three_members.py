@@ -1,0 +1,76 @@
+"""Three member processes on loopback exchange unicasts and multicasts, over UDP and TCP.
+
+No reliability layers yet: a lossless loopback run must deliver everything,
+multicasts in send order per sender. Discovery is real too: PING over
+multicast for UDP, TCPPING over the members' listed ports for TCP.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from typing import Any
+
+import pytest
+import trio
+
+from triogroups.testing._processes import MemberProcess, exchange_and_check
+
+pytestmark = pytest.mark.real
+
+
+def udp_props() -> dict[str, dict[str, Any]]:
+    return {"UDP": {"mcast_port": random.randint(20_000, 60_000)}}
+
+
+def tcp_props() -> dict[str, dict[str, Any]]:
+    base = random.randint(20_000, 60_000)
+    return {
+        "TCP": {"bind_port": base, "port_range": 10},
+        "TCPPING": {"initial_hosts": [f"127.0.0.1[{base + i}]" for i in range(3)], "port_range": 0},
+    }
+
+
+async def run_three(stack: str, props: dict[str, dict[str, Any]], find_timeout: float) -> None:
+    cluster = f"real-{uuid.uuid4().hex[:8]}"
+    members: list[MemberProcess] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(30):
+                for name in "ABC":
+                    members.append(
+                        await MemberProcess.start(
+                            nursery, name, stack=stack, cluster=cluster, props=props
+                        )
+                    )
+                await exchange_and_check(
+                    members, find_timeout=find_timeout, multicasts=40, unicasts=15
+                )
+                for m in members:
+                    assert await m.stop() == 0
+                    await m.wait_for(lambda e: e["event"] == "bye")
+    finally:
+        for m in members:
+            m.kill()
+
+
+async def test_three_udp_member_processes_deliver_all_unicasts_and_multicasts() -> None:
+    await run_three("udp", udp_props(), find_timeout=1.0)
+
+
+async def test_three_tcp_member_processes_deliver_all_unicasts_and_multicasts() -> None:
+    await run_three("tcp", tcp_props(), find_timeout=5.0)
+
+
+async def test_member_process_exits_cleanly_on_sigterm() -> None:
+    async with trio.open_nursery() as nursery:
+        member = await MemberProcess.start(
+            nursery, "A", stack="udp", cluster=f"real-{uuid.uuid4().hex[:8]}", props=udp_props()
+        )
+        try:
+            with trio.fail_after(20):
+                member.process.terminate()
+                assert await member.process.wait() == 0
+                await member.wait_for(lambda e: e["event"] == "bye")
+        finally:
+            member.kill()

@@ -1,0 +1,43 @@
+"""Dropped input is counted per reason and logged at most once per interval per reason."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from triogroups.transports._drops import DropLog
+
+
+def test_drops_are_counted_by_reason_and_logged_rate_limited(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    log = DropLog(logging.getLogger("test.drops"), "UDP A", interval=3600)
+    with caplog.at_level(logging.DEBUG, logger="test.drops"):
+        for _ in range(100):
+            log.drop("bad_magic", "starts with b'GE'", "10.0.0.9:1234")
+        log.drop("version", "wire version 2", "10.0.0.9:1234", count=5)
+    assert log.snapshot() == {"bad_magic": 100, "version": 5}
+    lines = [r.getMessage() for r in caplog.records]
+    assert lines == [
+        "UDP A: dropped bad_magic from 10.0.0.9:1234: starts with b'GE'",
+        "UDP A: dropped version from 10.0.0.9:1234: wire version 2",
+    ]
+
+
+def test_the_next_report_says_how_many_were_suppressed(caplog: pytest.LogCaptureFixture) -> None:
+    log = DropLog(logging.getLogger("test.drops"), "TCP", interval=3600)
+    with caplog.at_level(logging.WARNING, logger="test.drops"):
+        log.drop("oversized", "frame length 2147483648", None)
+        log.drop("oversized", "again", None, count=2)
+        log._last["oversized"] -= 7200  # the interval has passed
+        log.drop("oversized", "once more", None)
+    assert caplog.records[-1].getMessage().endswith("(2 more since the last report)")
+    assert len(caplog.records) == 2
+
+
+def test_another_clusters_traffic_is_logged_at_debug_only(caplog: pytest.LogCaptureFixture) -> None:
+    log = DropLog(logging.getLogger("test.drops"), "UDP")
+    with caplog.at_level(logging.INFO, logger="test.drops"):
+        log.drop("foreign_cluster", "cluster 'blue'", None)
+    assert caplog.records == [] and log.snapshot() == {"foreign_cluster": 1}

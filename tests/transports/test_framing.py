@@ -1,0 +1,89 @@
+"""TCP framing: length prefixes are never trusted, frames split and join across reads."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from triogroups import Address, Message, WireCodec, WireError
+from triogroups.transports._tcp_conn import (
+    Connection,
+    FrameError,
+    FrameReader,
+    decode_hello,
+    encode_hello,
+    frame,
+)
+
+
+def framed(data: bytes) -> bytes:
+    return frame(data) + data
+
+
+async def reader_for(chunks: list[bytes], max_frame_size: int = 100) -> FrameReader:
+    send, receive = trio.testing.memory_stream_one_way_pair()
+    for chunk in chunks:
+        await send.send_all(chunk)
+        await trio.testing.wait_all_tasks_blocked()
+    await send.aclose()
+    return FrameReader(receive, max_frame_size)  # type: ignore[arg-type]
+
+
+async def test_frames_split_across_reads_and_several_per_read_come_out_whole() -> None:
+    data = framed(b"one") + framed(b"two") + framed(b"three")
+    reader = await reader_for([data[:2], data[2:9], data[9:]])
+    got: list[bytes] = []
+    while frames := await reader.frames():
+        got.extend(frames)
+    assert got == [b"one", b"two", b"three"]
+
+
+async def test_first_returns_one_frame_and_keeps_the_rest() -> None:
+    reader = await reader_for([framed(b"hello") + framed(b"data")])
+    assert await reader.first() == b"hello"
+    assert await reader.frames() == [b"data"]
+    assert await reader.first() is None
+
+
+@pytest.mark.parametrize(
+    ("chunk", "reason"),
+    [
+        ((2**31).to_bytes(4, "big"), "oversized"),
+        ((101).to_bytes(4, "big") + b"x" * 101, "oversized"),
+        ((0).to_bytes(4, "big"), "malformed"),
+        ((50).to_bytes(4, "big") + b"cut", "truncated"),
+    ],
+)
+async def test_bad_lengths_and_cut_frames_raise_frame_error(chunk: bytes, reason: str) -> None:
+    reader = await reader_for([chunk])
+    with pytest.raises(FrameError) as info:
+        await reader.frames()
+    assert info.value.reason == reason
+
+
+def test_hello_carries_address_and_listening_endpoint() -> None:
+    codec = WireCodec("c")
+    me = Address.random("me")
+    data = encode_hello(codec, me, ("10.0.0.1", 7800))
+    assert decode_hello(codec, data[4:]) == (me, ("10.0.0.1", 7800))
+    not_hello = codec.encode(None, me, [Message(None, b"10.0.0.1:7800")])
+    with pytest.raises(WireError, match="bad_hello"):
+        decode_hello(codec, not_hello)
+    with pytest.raises(WireError, match="foreign_cluster"):
+        decode_hello(WireCodec("other"), data[4:])
+
+
+async def test_writer_coalesces_queued_frames_into_chunks_in_order() -> None:
+    conn: Any = Connection.__new__(Connection)
+    conn.out, conn.out_bytes = [], 0
+    conn._wake = trio.Event()
+    for i in range(5):
+        conn.enqueue(bytes([i]) * 400)
+    first = conn._take(1000)  # whole frames until the limit is passed
+    assert len(first) == 3 * 404 and conn.out_bytes == 2 * 404
+    rest = conn._take(1_000_000)
+    assert first + rest == b"".join(framed(bytes([i]) * 400) for i in range(5))
+    assert conn.out == [] and conn.out_bytes == 0

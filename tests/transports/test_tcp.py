@@ -1,0 +1,193 @@
+"""The TCP transport on 127.0.0.1: connections, fan-out, tie-break, reaping, back-pressure."""
+
+from __future__ import annotations
+
+import socket
+from typing import Any
+
+import pytest
+import trio
+
+from triogroups import Message, SendToHosts, View, ViewChange, WireCodec
+from triogroups.events import AddPhysicalAddress
+from triogroups.transports import TcpTransport
+
+TCP: dict[str, Any] = {"bind_port": 0}
+
+
+async def introduce(*endpoints: Any) -> None:
+    for e in endpoints:
+        for other in endpoints:
+            if other is not e:
+                await e.down.send(AddPhysicalAddress(other.address, other.physical))
+
+
+async def wait_for(check: Any) -> None:
+    with trio.fail_after(20):
+        while not check():
+            await trio.sleep(0.01)
+
+
+async def test_unicast_opens_a_connection_on_demand_and_both_sides_use_it(
+    open_endpoint: Any,
+) -> None:
+    a = await open_endpoint(TcpTransport, "A", **TCP)
+    b = await open_endpoint(TcpTransport, "B", **TCP)
+    await a.down.send(AddPhysicalAddress(b.address, b.physical))
+    await a.down.send([Message(b.address, b"%d" % i) for i in range(100)])
+    got = await b.receive(100)
+    assert [m.payload for m in got] == [b"%d" % i for i in range(100)]
+    await b.down.send([Message(a.address, b"reply")])  # B learned A's listen port from the hello
+    assert [m.payload for m in await a.receive(1)] == [b"reply"]
+    assert a.transport.stats()["connections_opened"] == 1
+    assert b.transport.stats()["connections_accepted"] == 1
+    assert b.transport.stats()["connections_opened"] == 0
+
+
+async def test_multicast_is_encoded_once_and_sent_to_each_view_member(
+    open_endpoint: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    a, b, c = [await open_endpoint(TcpTransport, n, **TCP) for n in "ABC"]
+    await introduce(a, b, c)
+    view = View.create(a.address, 1, [a.address, b.address, c.address])
+    await a.down.send(ViewChange(view))
+    encodes: list[object] = []
+    original = WireCodec.encode
+
+    def counting(self: WireCodec, dest: Any, src: Any, msgs: Any) -> bytes:
+        encodes.append(dest)
+        return original(self, dest, src, msgs)
+
+    monkeypatch.setattr(WireCodec, "encode", counting)
+    await a.down.send([Message(None, b"to all")])
+    for e in (a, b, c):
+        assert [m.payload for m in await e.receive(1)] == [b"to all"]
+    assert encodes == [None]
+
+
+async def test_multicast_without_a_view_goes_to_every_known_member(open_endpoint: Any) -> None:
+    a, b, c = [await open_endpoint(TcpTransport, n, **TCP) for n in "ABC"]
+    await introduce(a, b, c)
+    await a.down.send([Message(None, b"anyone?")])
+    for e in (b, c):
+        assert [m.payload for m in await e.receive(1)] == [b"anyone?"]
+
+
+async def test_simultaneous_connect_leaves_the_lower_address_connection_on_both_sides(
+    open_endpoint: Any,
+) -> None:
+    a = await open_endpoint(TcpTransport, "A", **TCP)
+    b = await open_endpoint(TcpTransport, "B", **TCP)
+    await introduce(a, b)
+    a.down.send_nowait([Message(b.address, b"a0")])  # both queued before either can connect
+    b.down.send_nowait([Message(a.address, b"b0")])
+    for i in range(1, 200):
+        await a.down.send([Message(b.address, b"a%d" % i)])
+        await b.down.send([Message(a.address, b"b%d" % i)])
+    assert sorted(m.payload for m in await b.receive(200)) == sorted(b"a%d" % i for i in range(200))
+    assert sorted(m.payload for m in await a.receive(200)) == sorted(b"b%d" % i for i in range(200))
+
+    def settled() -> bool:
+        conns = [e.transport.stats()["connections"] for e in (a, b)]
+        return all(len(c) == 1 for c in conns) and a.transport.stats()["connections_closed"] >= 1
+
+    await wait_for(settled)
+    assert [e.transport.stats()["connections_opened"] for e in (a, b)] == [1, 1]  # both dialled
+    lower = min(a.address, b.address)
+    for e in (a, b):
+        (conn,) = e.transport.stats()["connections"].values()
+        assert conn["initiated_here"] == (e.address == lower)
+    retired = sum(e.transport.stats()["duplicate_connections_retired"] for e in (a, b))
+    assert retired >= 1
+
+
+async def test_idle_connections_are_reaped_and_reopened_on_demand(open_endpoint: Any) -> None:
+    props = {**TCP, "conn_expire_time": 0.2}
+    a = await open_endpoint(TcpTransport, "A", **props)
+    b = await open_endpoint(TcpTransport, "B", **props)
+    await a.down.send(AddPhysicalAddress(b.address, b.physical))
+    await a.down.send([Message(b.address, b"first")])
+    await b.receive(1)
+    await wait_for(
+        lambda: not a.transport.stats()["connections"] and not b.transport.stats()["connections"]
+    )
+    assert (
+        a.transport.stats()["connections_reaped"] + b.transport.stats()["connections_reaped"] >= 1
+    )
+    await a.down.send([Message(b.address, b"second")])
+    assert [m.payload for m in await b.receive(1)] == [b"second"]
+    assert a.transport.stats()["connections_opened"] == 2
+
+
+async def test_slow_layers_above_stop_reading_and_push_back_without_losing_frames(
+    open_endpoint: Any,
+) -> None:
+    small = {**TCP, "send_queue_size": 32_768, "recv_buf_size": 1 << 18, "send_buf_size": 1 << 18}
+    a = await open_endpoint(TcpTransport, "A", down_size=1, **small)
+    b = await open_endpoint(TcpTransport, "B", up_size=1, **small)
+    await a.down.send(AddPhysicalAddress(b.address, b.physical))
+    payloads = [b"%05d" % i + bytes(1000) for i in range(4000)]
+    sent = 0
+    blocked = False
+    with trio.move_on_after(20):
+        while sent < len(payloads):
+            try:
+                a.down.send_nowait([Message(b.address, payloads[sent])])
+                sent += 1
+            except trio.WouldBlock:
+                # nobody reads B: once the pipes are full, A's transport stops taking more
+                with trio.move_on_after(0.5) as waited:
+                    await a.down.send([Message(b.address, payloads[sent])])
+                    sent += 1
+                if waited.cancelled_caught:
+                    blocked = True
+                    break
+    assert blocked and sent < len(payloads)
+    async with trio.open_nursery() as senders:
+
+        async def send_rest() -> None:
+            for p in payloads[sent:]:
+                await a.down.send([Message(b.address, p)])
+
+        senders.start_soon(send_rest)
+        got = await b.receive(len(payloads))
+    assert [m.payload for m in got] == payloads
+
+
+async def test_unreachable_member_drops_its_messages_and_counts_the_failure(
+    open_endpoint: Any,
+) -> None:
+    a = await open_endpoint(TcpTransport, "A", **{**TCP, "sock_conn_timeout": 1.0})
+    b = await open_endpoint(TcpTransport, "B", **TCP)
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        nowhere = closed.getsockname()
+    await a.down.send(AddPhysicalAddress(b.address, nowhere))
+    await a.down.send([Message(b.address, b"lost"), Message(b.address, b"lost too")])
+    await wait_for(lambda: a.transport.stats()["connect_failures"] == 1)
+    assert a.transport.stats()["dropped_connect_failed"] == 2
+    await a.down.send(AddPhysicalAddress(b.address, b.physical))  # found again
+    await a.down.send([Message(b.address, b"delivered")])
+    assert [m.payload for m in await b.receive(1)] == [b"delivered"]
+
+
+async def test_send_to_hosts_connects_by_endpoint_and_learns_who_is_there(
+    open_endpoint: Any,
+) -> None:
+    a = await open_endpoint(TcpTransport, "A", **TCP)
+    b = await open_endpoint(TcpTransport, "B", **TCP)
+    await a.down.send(SendToHosts((b.physical, a.physical), (Message(None, b"who?"),)))
+    (got,) = await b.receive(1)
+    assert got.payload == b"who?" and got.src == a.address and got.dest is None
+    await a.down.send([Message(b.address, b"now by name")])
+    assert [m.payload for m in await b.receive(1)] == [b"now by name"]
+    assert a.transport.stats()["connections_opened"] == 1
+
+
+async def test_message_larger_than_a_frame_is_dropped_and_counted(open_endpoint: Any) -> None:
+    a = await open_endpoint(TcpTransport, "A", **{**TCP, "max_frame_size": 4096})
+    b = await open_endpoint(TcpTransport, "B", **TCP)
+    await a.down.send(AddPhysicalAddress(b.address, b.physical))
+    await a.down.send([Message(b.address, bytes(10_000)), Message(b.address, b"fits")])
+    assert [m.payload for m in await b.receive(1)] == [b"fits"]
+    assert a.transport.stats()["dropped_oversized"] == 1

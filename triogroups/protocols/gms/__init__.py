@@ -1,0 +1,488 @@
+"""GMS: group membership. Joins, leaves, suspicions and the views they make.
+
+A joiner asks discovery who is there (`FindMembers`), sends JOIN_REQ to the
+coordinator it found, and installs the view and digest from JOIN_RSP: first
+`ViewChange`, then `SetDigest` (receive windows start where the group is),
+then `BecomeServer` (queued multicasts are replayed). If nobody answers, or
+nobody coordinates and this member sorts first, it becomes the coordinator
+of a singleton view. JOIN_REQ is retried every ``join_timeout`` up to
+``max_join_attempts`` times; after that the member starts alone (as JGroups
+does) and merging brings the groups together.
+
+The coordinator queues JOIN, LEAVE and SUSPECT requests and installs one
+new view for a batch of them (collected for ``max_bundling_time``): view ids
+only grow. It takes a digest from the multicast layer for joiners
+(`GetDigest`/`DigestReply`), multicasts VIEW, answers JOIN_RSP and
+LEAVE_RSP, installs the view itself and waits for VIEW_ACK from every member
+(at most ``view_ack_collection_timeout``) before the next batch, so views are
+installed one at a time. Duplicate or late JOIN_RSPs are ignored; a joiner
+that is already a member gets the current view again.
+
+A coordinator that leaves installs a view without itself (the next member
+coordinates). A participant that learns (from VERIFY_SUSPECT) that the
+coordinator is suspected, and is the first unsuspected member, takes over
+and installs the view without the suspects.
+
+Merging coexisting views (after MERGE3 passes `Merge` up) is in `_merger`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+from triogroups.address import Address
+from triogroups.events import (
+    BecomeServer,
+    Connect,
+    DigestReply,
+    Disconnect,
+    Disconnected,
+    Event,
+    FindMembers,
+    GetDigest,
+    MembersFound,
+    Merge,
+    SetDigest,
+    Suspect,
+    Unsuspect,
+    ViewChange,
+)
+from triogroups.message import Flag, Message
+from triogroups.properties import Duration, Int, at_least, positive
+from triogroups.protocol import Protocol
+from triogroups.protocols import ids
+from triogroups.protocols.gms._header import (
+    CANCEL_MERGE,
+    INSTALL_MERGE_VIEW,
+    JOIN_REQ,
+    JOIN_RSP,
+    LEAVE_REQ,
+    LEAVE_RSP,
+    MERGE_REQ,
+    MERGE_RSP,
+    TYPE_NAMES,
+    VIEW,
+    VIEW_ACK,
+    GmsHeader,
+)
+from triogroups.protocols.gms._merger import DIGEST_REQUESTER, Merger
+from triogroups.view import Digest, View, ViewId
+
+__all__ = ["Gms", "GmsHeader"]
+
+_ID = ids.GMS
+_CONTROL = int(Flag.OOB | Flag.INTERNAL)
+_DISCOVERY = frozenset({"PING", "TCPPING"})
+_DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
+
+CLIENT, PARTICIPANT, COORDINATOR, LEAVING, LEFT = (
+    "client",
+    "participant",
+    "coordinator",
+    "leaving",
+    "left",
+)
+
+
+class _Install:
+    """A view the coordinator is installing: waiting for a digest, then for acks."""
+
+    def __init__(self, view: View, joiners: list[Address], leavers: list[Address]) -> None:
+        self.view = view
+        self.joiners = joiners
+        self.leavers = leavers
+        self.awaiting_digest = False
+        self.acks: set[Address] = set()
+        self.deadline = math.inf
+
+
+class Gms(Protocol):
+    """Group membership service (see the module docstring)."""
+
+    name = "GMS"
+    id = _ID
+
+    join_timeout = Duration(
+        2.0, doc="time to wait for a JOIN_RSP (and for discovery)", check=positive, rule="> 0"
+    )
+    max_join_attempts = Int(
+        10,
+        doc="JOIN_REQ attempts before starting alone (0: forever)",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    leave_timeout = Duration(1.0, doc="time to wait for LEAVE_RSP", check=positive, rule="> 0")
+    view_ack_collection_timeout = Duration(
+        2.0, doc="time the coordinator waits for VIEW_ACKs", check=positive, rule="> 0"
+    )
+    max_bundling_time = Duration(
+        0.05,
+        doc="time the coordinator collects requests into one view",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    merge_timeout = Duration(
+        5.0, doc="time a merge may take (used by MERGE3)", check=positive, rule="> 0"
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self.state = CLIENT
+        self._has_discovery = False
+        self.has_digest = False
+        self._join_attempts = 0
+        self._join_deadline = math.inf
+        self._requests: list[tuple[int, Address]] = []
+        self._bundle_deadline = math.inf
+        self._pending: _Install | None = None
+        self._leave_deadline = math.inf
+        self._suspected: set[Address] = set()
+        self.counters = Counter[str]()
+        self.merger = Merger(self)
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        self._has_discovery = any(p.name in _DISCOVERY for p in below)
+        self.has_digest = any(p.name in _DIGEST_PROVIDERS for p in below)
+
+    # --- events ---------------------------------------------------------------------
+
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Connect):
+            self._connect(now)
+        elif isinstance(event, Disconnect):
+            self._disconnect(now)
+        else:
+            super().down_event(event, now)
+
+    def up_event(self, event: Event, now: float) -> None:
+        if isinstance(event, MembersFound) and self.state == CLIENT:
+            self._members_found(event, now)
+        elif isinstance(event, DigestReply) and event.requester == self.name:
+            self._digest_ready(event.digest, now)
+        elif isinstance(event, DigestReply) and event.requester == DIGEST_REQUESTER:
+            self.merger.digest_ready(event.digest, now)
+        elif isinstance(event, Merge):
+            self.merger.start(event, now)
+        elif isinstance(event, Suspect):
+            self._suspect(event.members, now)
+            self.pass_up(event)
+        elif isinstance(event, Unsuspect):
+            self._suspected.discard(event.member)
+            self.pass_up(event)
+        else:
+            super().up_event(event, now)
+
+    # --- joining ----------------------------------------------------------------------
+
+    def _connect(self, now: float) -> None:
+        if self.state != CLIENT:
+            return
+        self._join_attempts = 0
+        self._discover(now)
+
+    def _discover(self, now: float) -> None:
+        if not self._has_discovery:
+            self._become_singleton(now)
+            return
+        self.counters["discovery_runs"] += 1
+        self._join_deadline = now + self.join_timeout * 2  # discovery answers within join_timeout
+        self.pass_down(FindMembers(self.join_timeout))
+
+    def _members_found(self, event: MembersFound, now: float) -> None:
+        me = self.local_address
+        coords = Counter(r.address for r in event.responses if r.is_coord and r.address != me)
+        if self.max_join_attempts and self._join_attempts >= self.max_join_attempts:
+            self.counters["join_attempts_exhausted"] += 1
+            self._become_singleton(now)
+        elif coords:
+            target = coords.most_common(1)[0][0]
+            self._join_attempts += 1
+            self.counters["join_requests_sent"] += 1
+            self.send_down_one(_control(target, GmsHeader(JOIN_REQ)))
+            self._join_deadline = now + self.join_timeout
+        else:
+            others = [r.address for r in event.responses if r.address != me]
+            assert me is not None
+            if not others or min([me, *others]) == me:
+                self._become_singleton(now)
+            else:
+                self._join_attempts += 1
+                self._discover(now)
+
+    def _become_singleton(self, now: float) -> None:
+        me = self.local_address
+        assert me is not None
+        self._join_deadline = math.inf
+        self.install(View(ViewId(1, me), [me]), now)
+        self.pass_down(BecomeServer())
+
+    def _join_response(self, hdr: GmsHeader, now: float) -> None:
+        if self.state != CLIENT or hdr.view is None or self.local_address not in hdr.view:
+            self.counters["join_responses_ignored"] += 1
+            return
+        self._join_deadline = math.inf
+        self.install(hdr.view, now)
+        if hdr.digest is not None:
+            self.pass_down(SetDigest(hdr.digest))
+        self.pass_down(BecomeServer())
+        self.send_down_one(_control(hdr.view.view_id.coord, GmsHeader(VIEW_ACK, hdr.view)))
+
+    # --- views ---------------------------------------------------------------------------
+
+    def install(self, view: View, now: float) -> None:
+        """Install ``view`` here: down to the layers below, up to the application."""
+        self.view = view
+        self.counters["views_installed"] += 1
+        self._suspected &= set(view.members)
+        if self.state != LEAVING:
+            self.state = COORDINATOR if view.coord == self.local_address else PARTICIPANT
+        self.pass_down(ViewChange(view))
+        self.pass_up(ViewChange(view))
+
+    def _view_message(self, msg: Message, hdr: GmsHeader, now: float) -> None:
+        view = hdr.view
+        if view is None or msg.src == self.local_address:
+            return
+        if self.local_address not in view:
+            self.counters["views_without_me"] += 1
+            return
+        if self.state in (CLIENT, LEFT):
+            return
+        if self.view is None or view.view_id.id > self.view.view_id.id:
+            self.install(view, now)
+        else:
+            self.counters["old_views_ignored"] += 1
+        if msg.src is not None:
+            self.send_down_one(_control(msg.src, GmsHeader(VIEW_ACK, view)))
+
+    # --- the coordinator -----------------------------------------------------------------
+
+    def _request(self, kind: int, member: Address, now: float) -> None:
+        self._requests.append((kind, member))
+        if self._bundle_deadline == math.inf:
+            self._bundle_deadline = now + self.max_bundling_time
+        self._process(now)
+
+    def _process(self, now: float) -> None:
+        """Start installing the next view if requests wait and no install is under way."""
+        if self._pending is not None or not self._requests or now < self._bundle_deadline:
+            return
+        if self.state not in (COORDINATOR, LEAVING) or self.view is None:
+            self._requests = []
+            self._bundle_deadline = math.inf
+            return
+        batch, self._requests = self._requests, []
+        self._bundle_deadline = math.inf
+        current = self.view
+        gone = {m for kind, m in batch if kind != JOIN_REQ}
+        leavers = list(dict.fromkeys(m for kind, m in batch if kind == LEAVE_REQ))
+        joiners = list(dict.fromkeys(m for kind, m in batch if kind == JOIN_REQ and m not in gone))
+        members = [m for m in current.members if m not in gone]
+        members += [j for j in joiners if j not in current]
+        if not members:
+            self._finish_leave()
+            return
+        if members == list(current.members):
+            view = current  # only rejoins or unknown leavers: answer with the current view
+        else:
+            view = View(ViewId(current.view_id.id + 1, self.local_address), members)  # type: ignore[arg-type]
+        install = _Install(view, joiners, leavers)
+        self._pending = install
+        if joiners and self.has_digest:
+            install.awaiting_digest = True
+            self.pass_down(GetDigest(self.name))
+        else:
+            self._send_view(install, None, now)
+
+    def _digest_ready(self, digest: Digest, now: float) -> None:
+        install = self._pending
+        if install is None or not install.awaiting_digest:
+            return
+        install.awaiting_digest = False
+        self._send_view(install, digest, now)
+
+    def _send_view(self, install: _Install, digest: Digest | None, now: float) -> None:
+        view = install.view
+        me = self.local_address
+        if view is not self.view:
+            self.send_down_one(
+                Message(None, flags=Flag.INTERNAL, headers={_ID: GmsHeader(VIEW, view)})
+            )
+        for joiner in install.joiners:
+            self.counters["joins"] += 1
+            self.send_down_one(_control(joiner, GmsHeader(JOIN_RSP, view, digest)))
+        for leaver in install.leavers:
+            self.counters["leaves"] += 1
+            self.send_down_one(_control(leaver, GmsHeader(LEAVE_RSP)))
+        if me in view and view is not self.view:
+            self.install(view, now)
+        install.acks = set(view.members) - {me}
+        # A leaving coordinator stays until the others have the view (so it can
+        # still be retransmitted), but no longer than leave_timeout.
+        wait = self.view_ack_collection_timeout if me in view else self.leave_timeout
+        install.deadline = now + wait
+        if not install.acks:
+            self._install_done(now)
+
+    def _view_ack(self, msg: Message, hdr: GmsHeader, now: float) -> None:
+        install = self._pending
+        if install is None or hdr.view is None or msg.src is None:
+            return
+        if hdr.view.view_id == install.view.view_id:
+            install.acks.discard(msg.src)
+            if not install.acks and not install.awaiting_digest:
+                self._install_done(now)
+
+    def _install_done(self, now: float) -> None:
+        install = self._pending
+        if install is not None and install.acks:
+            self.counters["view_acks_missing"] += len(install.acks)
+        self._pending = None
+        if install is not None and self.local_address not in install.view:
+            self._finish_leave()
+            return
+        if self._requests:
+            self._bundle_deadline = min(self._bundle_deadline, now)
+            self._process(now)
+
+    def _suspect(self, members: tuple[Address, ...], now: float) -> None:
+        if self.view is None or self.state in (CLIENT, LEFT):
+            return
+        fresh = [m for m in members if m in self.view and m != self.local_address]
+        self._suspected.update(fresh)
+        self.counters["suspects"] += len(fresh)
+        if self.state == PARTICIPANT and self.view.coord in self._suspected:
+            heir = next((m for m in self.view.members if m not in self._suspected), None)
+            if heir == self.local_address:
+                self.counters["coordinator_takeovers"] += 1
+                self.state = COORDINATOR
+        if self.state in (COORDINATOR, LEAVING):
+            for member in fresh:
+                self._request(SUSPECT_REQ, member, now)
+
+    # --- leaving ---------------------------------------------------------------------
+
+    def _disconnect(self, now: float) -> None:
+        if self.state in (CLIENT, LEFT) or self.view is None:
+            self._finish_leave()
+            return
+        me = self.local_address
+        assert me is not None
+        if self.state == COORDINATOR:
+            self.state = LEAVING
+            self._leave_deadline = now + self.leave_timeout
+            self._request(LEAVE_REQ, me, now)
+        else:
+            self.state = LEAVING
+            self._leave_deadline = now + self.leave_timeout
+            self.send_down_one(_control(self.view.coord, GmsHeader(LEAVE_REQ)))
+
+    def _finish_leave(self) -> None:
+        if self.state == LEFT:
+            return
+        self.state = LEFT
+        self._leave_deadline = math.inf
+        self._join_deadline = math.inf
+        self._pending = None
+        self._requests = []
+        self.pass_down(Disconnect())
+        self.pass_up(Disconnected())
+
+    # --- messages ----------------------------------------------------------------------
+
+    def up(self, batch: list[Message], now: float) -> None:
+        passed = []
+        for msg in batch:
+            hdr = msg.headers.get(_ID)
+            if hdr is None:
+                passed.append(msg)
+            else:
+                self._handle(msg, hdr, now)
+        if passed:
+            self.send_up(passed)
+
+    def _handle(self, msg: Message, hdr: GmsHeader, now: float) -> None:
+        self.counters[f"received_{TYPE_NAMES.get(hdr.type, 'unknown')}"] += 1
+        kind = hdr.type
+        if kind == JOIN_REQ and msg.src is not None:
+            if self.state == COORDINATOR:
+                self._request(JOIN_REQ, msg.src, now)
+            else:
+                self.counters["join_requests_not_coordinator"] += 1
+        elif kind == JOIN_RSP:
+            self._join_response(hdr, now)
+        elif kind == VIEW:
+            self._view_message(msg, hdr, now)
+        elif kind == VIEW_ACK:
+            self._view_ack(msg, hdr, now)
+        elif kind == LEAVE_REQ and msg.src is not None:
+            if self.state in (COORDINATOR, LEAVING):
+                self._request(LEAVE_REQ, msg.src, now)
+        elif kind == LEAVE_RSP and self.state == LEAVING:
+            self._finish_leave()
+        elif kind == MERGE_REQ:
+            self.merger.request(msg, hdr, now)
+        elif kind == MERGE_RSP:
+            self.merger.response(msg, hdr, now)
+        elif kind == INSTALL_MERGE_VIEW:
+            self.merger.install(msg, hdr, now)
+        elif kind == CANCEL_MERGE:
+            self.merger.cancel(msg, hdr)
+
+    # --- timers -------------------------------------------------------------------------
+
+    def next_deadline(self) -> float:
+        deadline = min(
+            self._join_deadline,
+            self._bundle_deadline,
+            self._leave_deadline,
+            self.merger.next_deadline(),
+        )
+        if self._pending is not None and not self._pending.awaiting_digest:
+            deadline = min(deadline, self._pending.deadline)
+        return deadline
+
+    def tick(self, now: float) -> None:
+        self.merger.tick(now)
+        if self.state == CLIENT and now >= self._join_deadline:
+            self.counters["join_timeouts"] += 1
+            self._join_deadline = math.inf
+            if self.max_join_attempts and self._join_attempts >= self.max_join_attempts:
+                self.counters["join_attempts_exhausted"] += 1
+                self._become_singleton(now)
+            else:
+                self._discover(now)
+        if self._pending is not None and now >= self._pending.deadline:
+            self._install_done(now)
+        if now >= self._bundle_deadline:
+            if self._pending is None:
+                self._process(now)
+            else:
+                self._bundle_deadline = math.inf  # _install_done takes the queue up
+        if self.state == LEAVING and now >= self._leave_deadline:
+            self.counters["leave_timeouts"] += 1
+            self._finish_leave()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "state": self.state,
+            "view": str(self.view.view_id) if self.view else None,
+            "members": len(self.view) if self.view else 0,
+            "queued_requests": len(self._requests),
+            "installing": str(self._pending.view.view_id) if self._pending else None,
+            "suspected": sorted(map(str, self._suspected)),
+            **self.counters,
+        }
+
+    def control(self, dest: Address | None, hdr: GmsHeader) -> Message:
+        """A GMS control message (OOB, internal) to ``dest``."""
+        return _control(dest, hdr)
+
+
+SUSPECT_REQ = 100  # queue-only request kind (never on the wire)
+
+
+def _control(dest: Address | None, hdr: GmsHeader) -> Message:
+    return Message(dest, flags=_CONTROL, headers={_ID: hdr})

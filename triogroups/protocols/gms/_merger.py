@@ -1,0 +1,222 @@
+"""The merge half of GMS: turning coexisting views into one MergeView.
+
+The merge leader (chosen by MERGE3) sends MERGE_REQ to one representative
+of each view; each answers MERGE_RSP with its view and its multicast
+digest, or refuses (view None) while it takes part in another merge. Once
+all have answered, or ``merge_timeout`` passed (a member that never answers
+is left out), the leader builds the MergeView: its own subgroup first (so it
+coordinates), then the other subgroups ordered by their coordinators; the
+view id is one above the highest merged id. It sends INSTALL_MERGE_VIEW with
+the merged digest to every member, which installs it after a `MergeDigest`
+(new receive windows only for members of the other subgroups). With fewer
+than two answers the merge is cancelled (CANCEL_MERGE). A participant whose
+leader disappears forgets the merge after ``merge_timeout``, so the next
+check can elect another leader.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from triogroups.address import Address
+from triogroups.events import GetDigest, Merge, MergeDigest
+from triogroups.message import Message
+from triogroups.protocols.gms._header import (
+    CANCEL_MERGE,
+    INSTALL_MERGE_VIEW,
+    MERGE_REQ,
+    MERGE_RSP,
+    GmsHeader,
+)
+from triogroups.view import Digest, MergeView, View, ViewId
+
+if TYPE_CHECKING:
+    from triogroups.protocols.gms import Gms
+
+__all__ = ["Merger"]
+
+DIGEST_REQUESTER = "GMS.merge"
+
+
+class Merger:
+    """Merge state of one GMS: as leader, or as participant of someone's merge."""
+
+    def __init__(self, gms: Gms) -> None:
+        self.gms = gms
+        self._ids = 0
+        # leader side
+        self.merge_id = 0
+        self._expected: set[Address] = set()
+        self._answers: dict[Address, tuple[View, Digest | None]] = {}
+        self._deadline = math.inf
+        self._own_digest_pending = False
+        # participant side
+        self._leader: tuple[Address, int] | None = None
+        self._participant_deadline = math.inf
+        self._reply_pending: tuple[Address, int] | None = None
+
+    @property
+    def busy(self) -> bool:
+        return self.merge_id != 0 or self._leader is not None
+
+    def next_deadline(self) -> float:
+        return min(self._deadline, self._participant_deadline)
+
+    # --- leader ----------------------------------------------------------------------
+
+    def start(self, event: Merge, now: float) -> None:
+        gms = self.gms
+        me = gms.local_address
+        if self.busy or gms.view is None or me is None or gms.view.coord != me:
+            gms.counters["merges_not_started"] += 1
+            return
+        self._ids += 1
+        self.merge_id = self._ids
+        self._expected = set(event.coords)
+        self._answers = {}
+        self._deadline = now + gms.merge_timeout
+        gms.counters["merges_led"] += 1
+        for rep in event.coords:
+            if rep == me:
+                self._own_answer(now)
+            else:
+                gms.send_down_one(gms.control(rep, GmsHeader(MERGE_REQ, merge_id=self.merge_id)))
+
+    def _own_answer(self, now: float) -> None:
+        gms = self.gms
+        if gms.has_digest:
+            self._own_digest_pending = True
+            gms.pass_down(GetDigest(DIGEST_REQUESTER))
+        else:
+            self._answer(gms.local_address, gms.view, None, now)  # type: ignore[arg-type]
+
+    def digest_ready(self, digest: Digest, now: float) -> None:
+        """Our own digest arrived: as leader it is our answer; as participant our reply."""
+        gms = self.gms
+        if self._own_digest_pending:
+            self._own_digest_pending = False
+            self._answer(gms.local_address, gms.view, digest, now)  # type: ignore[arg-type]
+        if self._reply_pending is not None and gms.view is not None:
+            leader, merge_id = self._reply_pending
+            self._reply_pending = None
+            hdr = GmsHeader(MERGE_RSP, gms.view, digest, merge_id=merge_id)
+            gms.send_down_one(gms.control(leader, hdr))
+
+    def response(self, msg: Message, hdr: GmsHeader, now: float) -> None:
+        if msg.src is None or hdr.merge_id != self.merge_id or not self.merge_id:
+            self.gms.counters["merge_responses_ignored"] += 1
+            return
+        if hdr.view is None:
+            self.gms.counters["merge_rejections"] += 1
+            self._expected.discard(msg.src)
+            self._maybe_finish(now)
+            return
+        self._answer(msg.src, hdr.view, hdr.digest, now)
+
+    def _answer(self, member: Address, view: View, digest: Digest | None, now: float) -> None:
+        self._answers[member] = (view, digest)
+        self._maybe_finish(now)
+
+    def _maybe_finish(self, now: float) -> None:
+        if self.merge_id and self._expected <= set(self._answers) and not self._own_digest_pending:
+            self._finish(now)
+
+    def _finish(self, now: float) -> None:
+        gms = self.gms
+        me = gms.local_address
+        answers = self._answers
+        merge_id = self.merge_id
+        self._reset_leader()
+        views = list(dict((v.view_id, v) for v, _ in answers.values()).values())
+        if len(views) < 2 or me is None or me not in answers:
+            gms.counters["merges_cancelled"] += 1
+            for member in answers:
+                if member != me:
+                    cancel = GmsHeader(CANCEL_MERGE, merge_id=merge_id)
+                    gms.send_down_one(gms.control(member, cancel))
+            return
+        own = answers[me][0]
+        others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
+        members = list(dict.fromkeys(m for v in [own, *others] for m in v.members))
+        top = max(v.view_id.id for v in views)
+        view = MergeView(ViewId(top + 1, me), members, [own, *others])
+        digest = _merged_digest([answers[m] for m in answers])
+        gms.counters["merges_done"] += 1
+        for member in members:
+            if member != me:
+                hdr = GmsHeader(INSTALL_MERGE_VIEW, view, digest, merge_id=merge_id)
+                gms.send_down_one(gms.control(member, hdr))
+        self._install(view, digest, now)
+
+    def _reset_leader(self) -> None:
+        self.merge_id = 0
+        self._expected = set()
+        self._answers = {}
+        self._deadline = math.inf
+        self._own_digest_pending = False
+
+    # --- participant -----------------------------------------------------------------
+
+    def request(self, msg: Message, hdr: GmsHeader, now: float) -> None:
+        gms = self.gms
+        if msg.src is None:
+            return
+        if self.busy or gms.view is None:
+            gms.counters["merge_requests_refused"] += 1
+            refuse = GmsHeader(MERGE_RSP, None, merge_id=hdr.merge_id)
+            gms.send_down_one(gms.control(msg.src, refuse))
+            return
+        self._leader = (msg.src, hdr.merge_id)
+        self._participant_deadline = now + gms.merge_timeout
+        if gms.has_digest:
+            self._reply_pending = (msg.src, hdr.merge_id)
+            gms.pass_down(GetDigest(DIGEST_REQUESTER))
+        else:
+            reply = GmsHeader(MERGE_RSP, gms.view, None, merge_id=hdr.merge_id)
+            gms.send_down_one(gms.control(msg.src, reply))
+
+    def install(self, msg: Message, hdr: GmsHeader, now: float) -> None:
+        view = hdr.view
+        if view is None or self.gms.local_address not in view:
+            return
+        if self.gms.view is not None and view.view_id.id <= self.gms.view.view_id.id:
+            self.gms.counters["old_views_ignored"] += 1
+            return
+        self._clear_participant()
+        self._install(view, hdr.digest, now)
+
+    def cancel(self, msg: Message, hdr: GmsHeader) -> None:
+        if self._leader is not None and self._leader == (msg.src, hdr.merge_id):
+            self._clear_participant()
+
+    def _clear_participant(self) -> None:
+        self._leader = None
+        self._reply_pending = None
+        self._participant_deadline = math.inf
+
+    def _install(self, view: View, digest: Digest | None, now: float) -> None:
+        if digest is not None:
+            self.gms.pass_down(MergeDigest(digest))
+        self.gms.install(view, now)
+
+    # --- timers ---------------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        if now >= self._deadline:
+            self.gms.counters["merge_timeouts"] += 1
+            self._finish(now)
+        if now >= self._participant_deadline:
+            self.gms.counters["merge_participations_expired"] += 1
+            self._clear_participant()
+
+
+def _merged_digest(answers: list[tuple[View, Digest | None]]) -> Digest | None:
+    """Each member's entry from the digest of its own subgroup (highest wins on overlap)."""
+    merged: Digest | None = None
+    for view, digest in answers:
+        if digest is None:
+            continue
+        own = Digest({m: digest[m] for m in view.members if m in digest})
+        merged = own if merged is None else merged.merge(own)
+    return merged

@@ -1,0 +1,159 @@
+"""MERGE3: notices when partitions have healed and different views coexist.
+
+Every member multicasts an INFO carrying its current view at a random
+interval in [``min_interval``, ``max_interval``] (so a large group does not
+send in lock step). Every ``check_interval`` a coordinator looks at the
+views it heard since the last check. If there is more than one, it picks one
+representative per view (the view's coordinator if that one was heard from,
+else the first member of that view that was) and, if it is the lowest of
+those representatives, passes `Merge` up: GMS then runs the merge as leader.
+Only one member leads; the others see the same views and stay quiet.
+
+INFO is sent with NO_RELIABILITY (and OOB): it must reach members of other
+views, whose reliability layers would drop a multicast from a non-member.
+
+Choices the design leaves open: the INFO carries the whole view rather than
+only its id (no extra round trip to learn a view's members, at the cost of a
+larger INFO in large groups); the interval randomness comes from a generator
+seeded by the member's address, so simulated runs repeat exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, NamedTuple
+
+from triogroups.address import Address
+from triogroups.events import Merge
+from triogroups.message import Flag, Message
+from triogroups.properties import Duration, Int, at_least, positive
+from triogroups.protocol import Protocol
+from triogroups.protocols import ids
+from triogroups.view import View
+from triogroups.wire import register_header
+
+__all__ = ["Merge3", "Merge3Header"]
+
+_ID = ids.MERGE3
+INFO = 1
+_INFO_FLAGS = int(Flag.NO_RELIABILITY | Flag.OOB | Flag.INTERNAL)
+
+
+class Merge3Header(NamedTuple):
+    type: int
+    view: View | None
+
+
+register_header(_ID, Merge3Header)
+
+
+class Merge3(Protocol):
+    """Detects coexisting views and asks GMS to merge them (see the module docstring)."""
+
+    name = "MERGE3"
+    id = _ID
+
+    min_interval = Duration(1.0, doc="shortest time between INFOs", check=positive, rule="> 0")
+    max_interval = Duration(10.0, doc="longest time between INFOs", check=positive, rule="> 0")
+    check_interval = Duration(
+        0.0,
+        doc="time between checks for coexisting views (0: 1.6 x max_interval, as JGroups)",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    max_participants_in_merge = Int(
+        100, doc="most subgroups one merge takes in", check=at_least(2), rule=">= 2"
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        if self.min_interval > self.max_interval:
+            from triogroups.properties import PropertyError
+
+            raise PropertyError(
+                f"MERGE3.min_interval must be <= max_interval, got {self.min_interval} > "
+                f"{self.max_interval}"
+            )
+        self._heard: dict[Address, View] = {}
+        self._next_info = math.inf
+        self._next_check = math.inf
+        self._rng = random.Random()
+        self.infos_sent = 0
+        self.infos_received = 0
+        self.merges_started = 0
+        self.checks_with_many_views = 0
+
+    def start(self, local_address: Address, cluster: str, now: float) -> None:
+        super().start(local_address, cluster, now)
+        self._rng = random.Random(local_address.uuid)
+        self._next_info = now + self._interval()
+        self._next_check = now + self._check_every()
+
+    def _interval(self) -> float:
+        return self._rng.uniform(self.min_interval, self.max_interval)
+
+    def _check_every(self) -> float:
+        return self.check_interval or self.max_interval * 1.6
+
+    def up(self, batch: list[Message], now: float) -> None:
+        passed = []
+        for msg in batch:
+            hdr = msg.headers.get(_ID)
+            if hdr is None:
+                passed.append(msg)
+            elif hdr.type == INFO and hdr.view is not None and msg.src is not None:
+                self.infos_received += 1
+                self._heard[msg.src] = hdr.view
+        if passed:
+            self.send_up(passed)
+
+    def next_deadline(self) -> float:
+        return min(self._next_info, self._next_check)
+
+    def tick(self, now: float) -> None:
+        if now >= self._next_info:
+            self._next_info = now + self._interval()
+            if self.view is not None:
+                self.infos_sent += 1
+                hdr = Merge3Header(INFO, self.view)
+                self.send_down_one(Message(None, flags=_INFO_FLAGS, headers={_ID: hdr}))
+        if now >= self._next_check:
+            self._next_check = now + self._check_every()
+            self._check()
+
+    def _check(self) -> None:
+        heard, self._heard = self._heard, {}
+        me = self.local_address
+        if self.view is None or me is None:
+            return
+        heard[me] = self.view
+        views = {v.view_id: v for v in heard.values()}
+        if len(views) < 2:
+            return
+        self.checks_with_many_views += 1
+        if self.view.coord != me:
+            return
+        chosen = sorted(views.values(), key=lambda v: v.view_id)
+        chosen = chosen[: self.max_participants_in_merge]
+        reps: list[Address] = []
+        kept: list[View] = []
+        for view in chosen:
+            rep = view.coord if view.coord in heard else None
+            if rep is None:
+                rep = next((m for m in view.members if m in heard), None)
+            if rep is not None and rep not in reps:
+                reps.append(rep)
+                kept.append(view)
+        if len(reps) > 1 and min(reps) == me:
+            self.merges_started += 1
+            self.pass_up(Merge(tuple(kept), tuple(reps)))
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "infos_sent": self.infos_sent,
+            "infos_received": self.infos_received,
+            "views_heard": len({v.view_id for v in self._heard.values()}),
+            "checks_with_many_views": self.checks_with_many_views,
+            "merges_started": self.merges_started,
+        }

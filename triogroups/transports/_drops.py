@@ -1,0 +1,54 @@
+"""Counting and logging what a transport throws away.
+
+Hostile or stale input (garbage, truncated or oversized datagrams and frames,
+a newer wire version, another cluster's traffic) is normal: it is dropped,
+counted by reason for `stats`, and logged at most once per ``interval`` per
+reason, with how many were suppressed since, so a flood cannot flood the
+log. Another cluster on a shared multicast address is expected traffic, so
+it is logged at DEBUG only.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+__all__ = ["DropLog"]
+
+_QUIET = frozenset({"foreign_cluster"})
+
+
+class DropLog:
+    """Per-reason drop counters plus a rate-limited log line."""
+
+    def __init__(self, logger: logging.Logger, who: str, interval: float = 10.0) -> None:
+        self.logger = logger
+        self.who = who
+        self.interval = interval
+        self.counts: dict[str, int] = {}
+        self._last: dict[str, float] = {}
+        self._suppressed: dict[str, int] = {}
+
+    def drop(self, reason: str, detail: str, peer: object = None, count: int = 1) -> None:
+        """Count ``count`` dropped items for ``reason``; log unless logged recently."""
+        self.counts[reason] = self.counts.get(reason, 0) + count
+        now = time.monotonic()
+        last = self._last.get(reason)
+        if last is not None and now - last < self.interval:
+            self._suppressed[reason] = self._suppressed.get(reason, 0) + count
+            return
+        self._last[reason] = now
+        more = self._suppressed.pop(reason, 0)
+        level = logging.DEBUG if reason in _QUIET else logging.WARNING
+        self.logger.log(
+            level,
+            "%s: dropped %s from %s: %s%s",
+            self.who,
+            reason,
+            peer if peer is not None else "unknown",
+            detail,
+            f" ({more} more since the last report)" if more else "",
+        )
+
+    def snapshot(self) -> dict[str, int]:
+        return dict(self.counts)

@@ -1,0 +1,148 @@
+"""Socket setup shared by the UDP and TCP transports: ports, buffers, multicast, names.
+
+Non-blocking stdlib sockets; the transports wait on them with trio's
+`wait_readable` / `wait_writable` and call the non-blocking system calls
+directly, so one wake-up can drain many datagrams without an await each.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import ipaddress
+import logging
+import socket
+import sys
+from typing import Any
+
+import trio
+
+from triogroups.transports._addresses import Physical
+
+__all__ = [
+    "bind_in_range",
+    "close_socket",
+    "is_interface",
+    "is_ipv4",
+    "multicast_socket",
+    "resolve",
+    "set_buffers",
+]
+
+_log = logging.getLogger("triogroups.transports")
+_MAX_BUF = (1 << 31) - 1  # the option is a C int
+
+
+def bind_in_range(sock: socket.socket, host: str, port: int, port_range: int) -> int:
+    """Bind to the first free port in [port, port + port_range]; 0 means any port.
+
+    Returns the bound port; raises OSError naming the range when all are taken.
+    """
+    if port == 0:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+    last: OSError | None = None
+    for candidate in range(port, min(port + port_range, 65535) + 1):
+        try:
+            sock.bind((host, candidate))
+            return candidate
+        except OSError as exc:
+            if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
+                raise
+            last = exc
+    raise OSError(
+        errno.EADDRINUSE, f"no free port on {host} in {port}..{port + port_range}: {last}"
+    )
+
+
+def set_buffers(
+    who: str, wanted: list[tuple[Any, int, int, str]], *, warn: bool = True
+) -> dict[str, int]:
+    """Ask for socket buffer sizes; log one warning if the kernel grants less.
+
+    ``wanted`` holds (stdlib or trio socket, SO_RCVBUF or SO_SNDBUF, bytes, property name);
+    0 bytes leaves the kernel default. Linux reports twice the usable size
+    (the other half is bookkeeping), so the granted size is halved there.
+    ``warn=False`` skips the warning (a transport warns once, not per connection).
+    Returns property name -> granted bytes.
+    """
+    granted: dict[str, int] = {}
+    short: list[str] = []
+    for sock, option, size, prop in wanted:
+        if size > 0:
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, option, min(size, _MAX_BUF))
+            except OSError as exc:
+                _log.debug("%s: cannot set %s=%d: %s", who, prop, size, exc)
+        got = sock.getsockopt(socket.SOL_SOCKET, option)
+        if sys.platform == "linux":
+            got //= 2
+        granted[prop] = got
+        if 0 < got < size:
+            short.append(f"{prop}={size} granted {got}")
+    if short and warn:
+        _log.warning(
+            "%s: the kernel granted smaller socket buffers than asked (%s); raise "
+            "net.core.rmem_max / wmem_max to avoid drops",
+            who,
+            ", ".join(short),
+        )
+    return granted
+
+
+def multicast_socket(group: str, port: int, interface: str) -> socket.socket:
+    """A non-blocking socket receiving ``group:port`` on ``interface``, shareable by members.
+
+    SO_REUSEADDR/SO_REUSEPORT let every member on a host bind the same port;
+    on Linux binding to the group address keeps out other groups' datagrams
+    sent to that port.
+    """
+    sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if hasattr(socket, "SO_REUSEPORT"):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        try:
+            sock.bind((group, port))
+        except OSError:
+            sock.bind(("", port))
+        membership = socket.inet_aton(group) + socket.inet_aton(interface)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, membership)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def close_socket(sock: socket.socket) -> None:
+    """Close a socket trio may be waiting on (wakes any waiter first)."""
+    with contextlib.suppress(RuntimeError):  # outside trio nobody can be waiting
+        trio.lowlevel.notify_closing(sock)
+    sock.close()
+
+
+def is_ipv4(value: str) -> bool:
+    try:
+        ipaddress.IPv4Address(value)
+    except ValueError:
+        return False
+    return True
+
+
+def is_interface(value: str) -> bool:
+    """A specific IPv4 address: members announce it, so "any" (0.0.0.0) will not do."""
+    return is_ipv4(value) and not ipaddress.IPv4Address(value).is_unspecified
+
+
+async def resolve(host: Physical) -> Physical | None:
+    """``host`` with its name resolved to an IPv4 address (literals pass as they are)."""
+    name, port = host
+    if is_ipv4(name):
+        return host
+    try:
+        infos = await trio.socket.getaddrinfo(name, port, socket.AF_INET, socket.SOCK_DGRAM)
+    except OSError as exc:
+        _log.warning("cannot resolve %s: %s", name, exc)
+        return None
+    return (str(infos[0][4][0]), port) if infos else None

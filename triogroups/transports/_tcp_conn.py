@@ -1,0 +1,211 @@
+"""One TCP connection between two members: framing, the hello, the write queue.
+
+Frames are a 4-byte big-endian length followed by one encoded bundle. The
+reader never trusts a length: anything above ``max_frame_size`` is an error
+before a byte of the frame is buffered, so a hostile 2 GB length costs
+nothing. A connection starts with a hello in each direction (initiator
+first): a bundle from the sender whose one INTERNAL message carries the
+sender's listening endpoint as ``b"ip:port"``, which is what the address
+table needs (the source port of a TCP connection is not where its member
+listens). The hello goes through the codec, so another cluster or a newer
+wire version is refused before anything else is read.
+
+Writes are coalesced: frames queue on the connection and the writer task
+sends everything queued in one ``send_all``. A connection is *retired* by
+half-closing it: its writer flushes what is queued and sends EOF, its reader
+keeps reading until the peer's EOF (or ``close_timeout``). Either side may
+retire a connection at any time (idle reaping, the simultaneous-connect
+tie-break, a peer's EOF) without losing a frame the peer already wrote.
+"""
+
+from __future__ import annotations
+
+import trio
+
+from triogroups.address import Address
+from triogroups.message import Flag, Message
+from triogroups.transports._addresses import Physical
+from triogroups.wire import WireCodec, WireError
+
+__all__ = ["Connection", "FrameError", "FrameReader", "decode_hello", "encode_hello", "frame"]
+
+_INTERNAL = int(Flag.INTERNAL)
+_CHUNK = 1 << 18
+_WRITE_CHUNK = 1 << 20  # coalesce up to this much per send_all
+
+
+class FrameError(Exception):
+    """A byte stream that cannot be framed; ``reason`` is a stats key."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def frame(data: bytes) -> bytes:
+    """The 4-byte length prefix of ``data``."""
+    return len(data).to_bytes(4, "big")
+
+
+def encode_hello(codec: WireCodec, me: Address, listening: Physical) -> bytes:
+    payload = f"{listening[0]}:{listening[1]}".encode()
+    data = codec.encode(None, me, [Message(None, payload, flags=_INTERNAL)])
+    return frame(data) + data
+
+
+def decode_hello(codec: WireCodec, data: bytes) -> tuple[Address, Physical]:
+    """The peer's address and listening endpoint, or WireError (``bad_hello`` or the codec's)."""
+    bundle = codec.decode(data)
+    if len(bundle.messages) != 1 or bundle.messages[0].flags != _INTERNAL:
+        raise WireError("bad_hello", "a hello carries exactly one internal message")
+    host, sep, port = bundle.messages[0].payload.decode(errors="replace").rpartition(":")
+    if not sep or not host or len(host) > 255 or not port.isdigit() or not 0 < int(port) < 65536:
+        raise WireError("bad_hello", "hello payload is not ip:port")
+    return bundle.src, (host, int(port))
+
+
+class FrameReader:
+    """Splits a stream into frames of at most ``max_frame_size`` bytes."""
+
+    def __init__(self, stream: trio.SocketStream, max_frame_size: int) -> None:
+        self.stream = stream
+        self.max_frame_size = max_frame_size
+        self._buf = bytearray()
+        self._ready: list[bytes] = []
+
+    async def frames(self) -> list[bytes]:
+        """Every complete frame available (at least one), or [] at a clean EOF.
+
+        Raises FrameError on an oversized or empty length, or an EOF inside a
+        frame; trio's stream errors pass through.
+        """
+        while not self._ready:
+            data = await self.stream.receive_some(_CHUNK)
+            if not data:
+                if self._buf:
+                    detail = f"connection closed {len(self._buf)} bytes into a frame"
+                    raise FrameError("truncated", detail)
+                return []
+            self._buf += data
+            self._split()
+        ready, self._ready = self._ready, []
+        return ready
+
+    async def first(self) -> bytes | None:
+        """The next single frame (the rest stay buffered), or None at EOF."""
+        if not self._ready:
+            self._ready = await self.frames()
+        return self._ready.pop(0) if self._ready else None
+
+    def _split(self) -> None:
+        buf = self._buf
+        size = len(buf)
+        pos = 0
+        view = memoryview(buf)
+        try:
+            while size - pos >= 4:
+                length = int.from_bytes(view[pos : pos + 4], "big")
+                if length > self.max_frame_size:
+                    raise FrameError(
+                        "oversized",
+                        f"frame length {length} exceeds max_frame_size {self.max_frame_size}",
+                    )
+                if length == 0:
+                    raise FrameError("malformed", "empty frame")
+                end = pos + 4 + length
+                if end > size:
+                    break
+                self._ready.append(bytes(view[pos + 4 : end]))
+                pos = end
+        finally:
+            view.release()
+        if pos:
+            del buf[:pos]
+
+
+class Connection:
+    """A registered connection to ``peer``: its stream, reader and write queue."""
+
+    def __init__(
+        self,
+        stream: trio.SocketStream,
+        reader: FrameReader,
+        peer: Address,
+        peer_physical: Physical,
+        initiator: Address,
+    ) -> None:
+        self.stream = stream
+        self.reader = reader
+        self.peer = peer
+        self.peer_physical = peer_physical
+        self.initiator = initiator
+        self.out: list[bytes] = []
+        self.out_bytes = 0
+        self.retiring = False
+        self.closed = False
+        self.last_used = trio.current_time()
+        self.scope = trio.CancelScope()
+        self._wake = trio.Event()
+        self._room = trio.Event()
+
+    def enqueue(self, data: bytes) -> None:
+        """Queue one encoded bundle (framed here) for the writer."""
+        self.out.append(frame(data))
+        self.out.append(data)
+        self.out_bytes += len(data) + 4
+        self._wake.set()
+
+    def retire(self, close_timeout: float) -> None:
+        """Stop writing after what is queued, send EOF, read on until the peer's EOF."""
+        if not self.retiring:
+            self.retiring = True
+            self.scope.deadline = min(self.scope.deadline, trio.current_time() + close_timeout)
+            self._wake.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self._wake.set()
+        self._room.set()
+
+    async def wait_room(self, limit: int) -> None:
+        """Return once fewer than ``limit`` bytes wait for the writer (or it closed)."""
+        while self.out_bytes >= limit and not self.closed:
+            await self._room.wait()
+
+    def _take(self, limit: int) -> bytes:
+        """Queued frames, joined, up to about ``limit`` bytes (at least one frame)."""
+        out = self.out
+        if self.out_bytes <= limit:
+            data = b"".join(out)
+            out.clear()
+            self.out_bytes = 0
+            return data
+        taken = 0
+        count = 0
+        while count < len(out) and taken < limit:
+            taken += len(out[count]) + len(out[count + 1])
+            count += 2
+        data = b"".join(out[:count])
+        del out[:count]
+        self.out_bytes -= taken
+        return data
+
+    async def write_loop(self) -> None:
+        """Send queued frames, coalesced, until retired (then EOF) or closed.
+
+        Raises trio.BrokenResourceError / ClosedResourceError when the stream breaks.
+        """
+        while not self.closed:
+            if not self.out:
+                if self.retiring:
+                    await self.stream.send_eof()
+                    return
+                await self._wake.wait()
+                self._wake = trio.Event()
+                continue
+            data = self._take(_WRITE_CHUNK)
+            self._room.set()
+            self._room = trio.Event()
+            self.last_used = trio.current_time()
+            await self.stream.send_all(data)

@@ -1,0 +1,542 @@
+"""TCP: one connection per pair of members; multicast is a send to each member.
+
+Every member listens on ``bind_addr`` (first free port of ``bind_port ..
+bind_port + port_range``). A connection is opened on demand when there is
+something to send and no connection (``sock_conn_timeout`` bounds the
+attempt), starts with a hello each way (see `_tcp_conn`), and is retired when
+idle for ``conn_expire_time`` (0: never). When two members connect to each
+other at once, both sides keep the connection *initiated by the lower
+address* (UUID order) and retire the other; frames already written on the
+loser are still read, so nothing is lost, though they may overtake frames
+on the winner (the reliability layers order by seqno).
+
+A multicast is encoded once and the same bytes are queued on the connection
+to each member of the current view (without a view: each member in the
+address table). Sending blocks, and so pushes back on the layers above, while
+a connection has ``send_queue_size`` bytes queued. The receive path never
+drops a frame it has read: each read is framed, decoded and awaited into the
+layer above as one batch, so slow layers stop the reading and TCP pushes
+back on the sender. A frame length above ``max_frame_size``, an empty frame,
+an EOF inside a frame or a bad hello (garbage, a newer wire version, another
+cluster) closes the connection; after a good hello a frame that does not
+decode is dropped alone. Either way it is counted by reason in `stats`.
+
+Unicasts to a member with no known physical address, and frames for a member
+that cannot be reached within ``sock_conn_timeout``, are dropped and counted.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+from typing import Any
+
+import trio
+
+from triogroups.address import Address
+from triogroups.events import (
+    AddPhysicalAddress,
+    Event,
+    Item,
+    LocalPhysicalAddress,
+    SetPhysicalAddresses,
+    ViewChange,
+)
+from triogroups.message import Message
+from triogroups.properties import Bool, Duration, Int, Size, Str, at_least, between, positive
+from triogroups.transports._addresses import (
+    AddressTable,
+    Physical,
+    SendToHosts,
+    format_physical,
+    label,
+)
+from triogroups.transports._bundler import drain, encode_bundles, route, segments
+from triogroups.transports._drops import DropLog
+from triogroups.transports._sockets import bind_in_range, is_interface, resolve, set_buffers
+from triogroups.transports._tcp_conn import (
+    Connection,
+    FrameError,
+    FrameReader,
+    decode_hello,
+    encode_hello,
+)
+from triogroups.transports.base import Transport
+from triogroups.wire import WireCodec, WireError
+
+__all__ = ["TcpTransport"]
+
+_log = logging.getLogger(__name__)
+_STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+class _Pending:
+    """Bundles waiting for a connection that is being opened."""
+
+    __slots__ = ("done", "frames", "msgs", "out_bytes")
+
+    def __init__(self) -> None:
+        self.frames: list[bytes] = []
+        self.msgs = 0
+        self.out_bytes = 0
+        self.done = trio.Event()
+
+    def add(self, data: bytes, count: int) -> None:
+        self.frames.append(data)
+        self.msgs += count
+        self.out_bytes += len(data)
+
+    async def wait_room(self, limit: int) -> None:
+        if self.out_bytes >= limit:
+            await self.done.wait()
+
+
+class TcpTransport(Transport):
+    """The TCP transport (JGroups ``TCP``): lossless, one connection per member pair."""
+
+    name = "TCP"
+    lossless = True
+
+    bind_addr = Str(
+        "127.0.0.1",
+        doc="address to listen on and connect from",
+        check=is_interface,
+        rule="a specific IPv4 address (not 0.0.0.0)",
+    )
+    bind_port = Int(
+        7800,
+        doc="first port to listen on; 0 = any free port",
+        check=between(0, 65535),
+        rule="in 0..65535",
+    )
+    port_range = Int(
+        50, doc="how many ports above bind_port to try", check=between(0, 65535), rule="in 0..65535"
+    )
+    recv_buf_size = Size(0, doc="socket receive buffer (bytes); 0 = kernel default")
+    send_buf_size = Size(0, doc="socket send buffer (bytes); 0 = kernel default")
+    tcp_nodelay = Bool(True, doc="send small frames at once (TCP_NODELAY)")
+    max_bundle_size = Size(
+        64_000, doc="largest bundle packed into one frame (bytes)", check=at_least(64), rule=">= 64"
+    )
+    max_frame_size = Size(
+        1 << 20,
+        doc="largest frame accepted; a longer one closes the connection",
+        check=at_least(64),
+        rule=">= 64",
+    )
+    sock_conn_timeout = Duration(2.0, doc="connect and hello timeout", check=positive, rule="> 0")
+    conn_expire_time = Duration(
+        0.0, doc="retire connections idle this long; 0 = never", check=at_least(0), rule=">= 0"
+    )
+    close_timeout = Duration(
+        10.0,
+        doc="how long a retired connection waits for the peer's EOF",
+        check=positive,
+        rule="> 0",
+    )
+    send_queue_size = Size(
+        8 << 20,
+        doc="bytes queued per connection before sending blocks",
+        check=at_least(1),
+        rule=">= 1",
+    )
+    logical_addr_cache_max_size = Int(
+        2000, doc="members kept in the address table", check=lambda v: v >= 1, rule=">= 1"
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self.table = AddressTable(self.logical_addr_cache_max_size)
+        self.physical: Physical | None = None
+        self.buffers: dict[str, int] = {}
+        self.counters = dict.fromkeys(
+            (
+                "bundles_sent",
+                "msgs_sent",
+                "bundles_received",
+                "msgs_received",
+                "batches_up",
+                "connections_opened",
+                "connections_accepted",
+                "connections_closed",
+                "connect_failures",
+                "connections_reaped",
+                "duplicate_connections_retired",
+            ),
+            0,
+        )
+        self.drops = DropLog(_log, "TCP")
+        self.send_drops = DropLog(_log, "TCP")
+        self._conns: dict[Address, Connection] = {}
+        self._pending: dict[Address, _Pending] = {}
+        self._host_pending: dict[Physical, _Pending] = {}
+        self._codec: WireCodec | None = None
+        self._hello = b""
+        self._nursery: trio.Nursery | None = None
+        self._up: trio.MemorySendChannel[Item] | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    def _listen(self) -> trio.SocketListener:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            port = bind_in_range(sock, self.bind_addr, self.bind_port, self.port_range)
+            sock.listen(128)
+            sock.setblocking(False)
+        except BaseException:
+            sock.close()
+            raise
+        self.physical = (self.bind_addr, port)
+        return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
+
+    async def serve(
+        self,
+        down: trio.MemoryReceiveChannel[Item],
+        up: trio.MemorySendChannel[Item],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        me = self.local_address
+        assert me is not None, "start() must run before serve()"
+        self._codec = WireCodec(self.cluster, max_size=self.max_frame_size)
+        listener = self._listen()
+        assert self.physical is not None
+        self._hello = encode_hello(self._codec, me, self.physical)
+        self._up = up
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                await up.send(LocalPhysicalAddress(self.physical))
+                nursery.start_soon(self._accept_loop, listener)
+                if self.conn_expire_time > 0:
+                    nursery.start_soon(self._reap_loop)
+                task_status.started()
+                async for first in down:
+                    for segment in segments(drain(down, first)):
+                        if type(segment) is list:
+                            await self._send_batch(segment, up)
+                        else:
+                            await self._handle_event(segment)  # type: ignore[arg-type]
+                nursery.cancel_scope.cancel()
+        finally:
+            self._nursery = None
+            for conn in self._conns.values():
+                conn.close()
+            await trio.aclose_forcefully(listener)
+
+    # --- sending -------------------------------------------------------------------------
+
+    async def _send_batch(self, batch: list[Message], up: trio.MemorySendChannel[Item]) -> None:
+        me = self.local_address
+        assert me is not None and self._codec is not None
+        by_dest, local = route(batch, me)
+        full: list[Connection | _Pending] = []
+        bundle_limit = min(self.max_bundle_size, self.max_frame_size)
+        for dest, msgs in by_dest.items():
+            targets = self._multicast_targets() if dest is None else [dest]
+            if not targets:
+                continue
+            encoded, too_large = encode_bundles(self._codec, dest, me, msgs, bundle_limit)
+            if too_large:
+                detail = f"message larger than max_bundle_size {bundle_limit}"
+                self.send_drops.drop("oversized", detail, dest, len(too_large))
+            for data, count in encoded:
+                for target in targets:
+                    queue = self._send_to(target, data, count)
+                    if queue is not None and queue.out_bytes >= self.send_queue_size:
+                        full.append(queue)
+        if local:
+            await up.send([m.copy() for m in local])
+        for queue in full:
+            await queue.wait_room(self.send_queue_size)
+
+    def _multicast_targets(self) -> list[Address]:
+        me = self.local_address
+        members = self.view.members if self.view is not None else self.table.members()
+        return [m for m in members if m != me]
+
+    def _send_to(self, dest: Address, data: bytes, count: int) -> Connection | _Pending | None:
+        """Queue one bundle for ``dest``; returns the queue it went to (None: dropped)."""
+        counters = self.counters
+        conn = self._conns.get(dest)
+        if conn is not None:
+            conn.enqueue(data)
+            counters["bundles_sent"] += 1
+            counters["msgs_sent"] += count
+            return conn
+        pending = self._pending.get(dest)
+        if pending is None:
+            physical = self.table.get(dest)
+            if physical is None:
+                self.send_drops.drop("no_physical", "unknown physical address", dest, count)
+                return None
+            pending = self._pending[dest] = _Pending()
+            assert self._nursery is not None
+            self._nursery.start_soon(self._connect, physical, dest)
+        pending.add(data, count)
+        return pending
+
+    async def _handle_event(self, event: Event) -> None:
+        if isinstance(event, ViewChange):
+            self.view_changed(event.view, trio.current_time())
+        elif isinstance(event, AddPhysicalAddress):
+            self.table.add(event.address, event.physical)
+        elif isinstance(event, SetPhysicalAddresses):
+            self.table.add_hosts(event.addresses)
+        elif isinstance(event, SendToHosts):
+            await self._send_to_hosts(event)
+
+    async def _send_to_hosts(self, event: SendToHosts) -> None:
+        me = self.local_address
+        assert me is not None and self._codec is not None and self._nursery is not None
+        msgs = list(event.messages)
+        encoded, _ = encode_bundles(self._codec, None, me, msgs, self.max_bundle_size)
+        for host in event.hosts:
+            where = await resolve(host)
+            if where is None or where == self.physical:
+                continue
+            member = self.table.logical_at(where)
+            for data, count in encoded:
+                if member is not None:
+                    self._send_to(member, data, count)
+                    continue
+                pending = self._host_pending.get(where)
+                if pending is None:
+                    pending = self._host_pending[where] = _Pending()
+                    self._nursery.start_soon(self._connect, where, None)
+                pending.add(data, count)
+
+    # --- connections ---------------------------------------------------------------------
+
+    async def _connect(self, where: Physical, expected: Address | None) -> None:
+        """Open a connection to ``where`` and run it; queued bundles go out once it is up."""
+        codec = self._codec
+        assert codec is not None
+        stream: trio.SocketStream | None = None
+        try:
+            with trio.fail_after(self.sock_conn_timeout):
+                stream = await trio.open_tcp_stream(*where, local_address=self.bind_addr)
+                self._configure(stream)
+                await stream.send_all(self._hello)
+                reader = FrameReader(stream, self.max_frame_size)
+                hello = await reader.first()
+                if hello is None:
+                    raise FrameError("bad_hello", "closed before its hello")
+                peer, listening = decode_hello(codec, hello)
+        except (trio.TooSlowError, FrameError, WireError, *_STREAM_ERRORS) as exc:
+            if stream is not None:
+                await trio.aclose_forcefully(stream)
+            self.counters["connect_failures"] += 1
+            self._fail_pending(
+                where,
+                expected,
+                f"cannot connect to {format_physical(where)}: {type(exc).__name__} {exc}",
+            )
+            return
+        self.counters["connections_opened"] += 1
+        me = self.local_address
+        assert me is not None
+        await self._run(Connection(stream, reader, peer, listening, me), where, expected)
+
+    async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        assert self._nursery is not None
+        while True:
+            try:
+                stream = await listener.accept()
+            except OSError as exc:  # out of file descriptors, ...: back off, keep serving
+                self.drops.drop("accept_error", str(exc))
+                await trio.sleep(0.1)
+                continue
+            self._nursery.start_soon(self._accepted, stream)
+
+    async def _accepted(self, stream: trio.SocketStream) -> None:
+        codec = self._codec
+        assert codec is not None
+        try:
+            source = stream.socket.getpeername()
+            peer_label = f"{source[0]}:{source[1]}"
+        except OSError:
+            peer_label = "unknown"
+        try:
+            with trio.fail_after(self.sock_conn_timeout):
+                self._configure(stream)
+                reader = FrameReader(stream, self.max_frame_size)
+                hello = await reader.first()
+                if hello is None:
+                    raise FrameError("bad_hello", "closed before its hello")
+                peer, listening = decode_hello(codec, hello)
+                await stream.send_all(self._hello)
+        except (FrameError, WireError) as exc:
+            self.drops.drop(exc.reason, f"{exc.detail}; connection closed", peer_label)
+            await trio.aclose_forcefully(stream)
+            return
+        except (trio.TooSlowError, *_STREAM_ERRORS) as exc:
+            self.drops.drop("bad_hello", f"no hello: {type(exc).__name__}", peer_label)
+            await trio.aclose_forcefully(stream)
+            return
+        self.counters["connections_accepted"] += 1
+        await self._run(Connection(stream, reader, peer, listening, peer), None, None)
+
+    def _configure(self, stream: trio.SocketStream) -> None:
+        sock = stream.socket
+        if not self.tcp_nodelay:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 0)
+        if self.recv_buf_size or self.send_buf_size:
+            self.buffers = set_buffers(
+                f"TCP {self.local_address}",
+                [
+                    (sock, socket.SO_RCVBUF, self.recv_buf_size, "recv_buf_size"),
+                    (sock, socket.SO_SNDBUF, self.send_buf_size, "send_buf_size"),
+                ],
+                warn=not self.buffers,
+            )
+
+    async def _run(self, conn: Connection, via: Physical | None, expected: Address | None) -> None:
+        """Register ``conn``, then read and write it until it is closed."""
+        me = self.local_address
+        if conn.peer == me:
+            self.drops.drop("self_connection", "connected to itself", conn.peer_physical)
+            await trio.aclose_forcefully(conn.stream)
+            self._fail_pending(via, expected, "connected to itself")
+            return
+        self.table.add(conn.peer, conn.peer_physical)
+        self._register(conn, via, expected)
+        try:
+            with conn.scope:
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._write_loop, conn, nursery.cancel_scope)
+                    if await self._read_loop(conn):
+                        self._unregister(conn)  # the peer is done: new sends open a new one
+                        conn.retire(self.close_timeout)
+                    else:
+                        nursery.cancel_scope.cancel()
+        finally:
+            self._unregister(conn)
+            conn.close()
+            self.counters["connections_closed"] += 1
+            await trio.aclose_forcefully(conn.stream)
+
+    def _register(self, conn: Connection, via: Physical | None, expected: Address | None) -> None:
+        peer = conn.peer
+        existing = self._conns.get(peer)
+        if existing is None or existing.retiring:
+            self._conns[peer] = conn
+        else:
+            keep = existing
+            if existing.initiator != conn.initiator:
+                me = self.local_address
+                assert me is not None
+                lower = min(me, peer)
+                keep = existing if existing.initiator == lower else conn
+            loser = conn if keep is existing else existing
+            self._conns[peer] = keep
+            loser.retire(self.close_timeout)
+            self.counters["duplicate_connections_retired"] += 1
+        winner = self._conns[peer]
+        for pending in (
+            self._pending.pop(peer, None),
+            None if via is None else self._host_pending.pop(via, None),
+        ):
+            if pending is not None:
+                for data in pending.frames:
+                    winner.enqueue(data)
+                self.counters["bundles_sent"] += len(pending.frames)
+                self.counters["msgs_sent"] += pending.msgs
+                pending.done.set()
+        if expected is not None and expected != peer:
+            self._fail_pending(None, expected, f"{expected} no longer listens there")
+
+    def _unregister(self, conn: Connection) -> None:
+        if self._conns.get(conn.peer) is conn:
+            del self._conns[conn.peer]
+
+    def _fail_pending(self, via: Physical | None, expected: Address | None, why: str) -> None:
+        for pending, who in (
+            (None if expected is None else self._pending.pop(expected, None), expected),
+            (None if via is None else self._host_pending.pop(via, None), via),
+        ):
+            if pending is not None:
+                self.send_drops.drop("connect_failed", why, who, pending.msgs)
+                pending.done.set()
+
+    async def _write_loop(self, conn: Connection, scope: trio.CancelScope) -> None:
+        try:
+            await conn.write_loop()
+        except _STREAM_ERRORS as exc:
+            lost = len(conn.out) // 2
+            if lost:
+                self.send_drops.drop("connection_lost", str(exc), conn.peer, lost)
+            scope.cancel()
+
+    async def _read_loop(self, conn: Connection) -> bool:
+        """Deliver frames until the peer's EOF (True) or an error (False)."""
+        codec = self._codec
+        up = self._up
+        me = self.local_address
+        assert codec is not None and up is not None
+        drops = self.drops
+        counters = self.counters
+        peer = conn.peer
+        while True:
+            try:
+                frames = await conn.reader.frames()
+            except FrameError as exc:
+                drops.drop(exc.reason, f"{exc.detail}; connection closed", peer)
+                return False
+            except _STREAM_ERRORS:
+                return False
+            if not frames:
+                return True
+            conn.last_used = trio.current_time()
+            batch: list[Message] = []
+            for data in frames:
+                try:
+                    bundle = codec.decode(data)
+                except WireError as exc:
+                    drops.drop(exc.reason, exc.detail, peer)
+                    continue
+                if bundle.src != peer:
+                    drops.drop("wrong_src", f"bundle from {bundle.src} on this connection", peer)
+                    continue
+                if bundle.dest is not None and bundle.dest != me:
+                    drops.drop("wrong_dest", f"bundle for {bundle.dest}", peer)
+                    continue
+                counters["bundles_received"] += 1
+                batch.extend(bundle.messages)
+            if batch:
+                counters["msgs_received"] += len(batch)
+                counters["batches_up"] += 1
+                await up.send(batch)
+
+    async def _reap_loop(self) -> None:
+        while True:
+            await trio.sleep(self.conn_expire_time / 4)
+            horizon = trio.current_time() - self.conn_expire_time
+            for conn in list(self._conns.values()):
+                if not conn.out and conn.last_used <= horizon:
+                    self._unregister(conn)
+                    conn.retire(self.close_timeout)
+                    self.counters["connections_reaped"] += 1
+
+    # --- stats -------------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        sent_drops = {f"dropped_{k}": v for k, v in self.send_drops.snapshot().items()}
+        return {
+            **self.counters,
+            "dropped_no_physical": 0,
+            **sent_drops,
+            "decode_errors": self.drops.snapshot(),
+            "physical": None if self.physical is None else format_physical(self.physical),
+            "connections": {
+                label(peer): {
+                    "initiated_here": conn.initiator == self.local_address,
+                    "queued_bytes": conn.out_bytes,
+                }
+                for peer, conn in self._conns.items()
+            },
+            "connecting": len(self._pending) + len(self._host_pending),
+            "buffers": dict(self.buffers),
+            **self.table.snapshot(),
+        }

@@ -1,0 +1,306 @@
+"""UDP: IP multicast for the group, unicast datagrams for members.
+
+Each member has a unicast socket (bound to ``bind_addr``, first free port of
+``bind_port .. bind_port + port_range``) and a multicast socket (joined to
+``mcast_addr:mcast_port`` on the ``bind_addr`` interface, shared by every
+member on the host). Multicasts are sent from the unicast socket, so the
+source of every datagram is the sender's unicast endpoint and receivers learn
+where each member is from the traffic itself. ``IP_MULTICAST_IF`` is the bind
+address and the TTL is ``ip_ttl`` (0 by default): nothing leaves the host
+unless configured to.
+
+Sending: the transport takes everything queued, bundles per destination (see
+`_bundler`) and writes each bundle as one datagram. Receiving: on every
+wake-up it reads every datagram that is ready without awaiting in between,
+decodes them and passes them up as one batch. Several clusters may share a
+multicast address; another cluster's datagrams fail the codec's cluster check
+and are dropped and counted, never delivered.
+
+A unicast to a member whose physical address is unknown is dropped and
+counted (``dropped_no_physical``): UDP is lossy anyway, retransmission lives
+above, and discovery or the member's own traffic fills the table. The
+transport never interprets protocol headers.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+from typing import Any
+
+import trio
+
+from triogroups.address import Address
+from triogroups.events import (
+    AddPhysicalAddress,
+    Event,
+    Item,
+    LocalPhysicalAddress,
+    SetPhysicalAddresses,
+    ViewChange,
+)
+from triogroups.message import Message
+from triogroups.properties import Int, Size, Str, between
+from triogroups.transports._addresses import AddressTable, Physical, SendToHosts
+from triogroups.transports._bundler import drain, encode_bundles, route, segments
+from triogroups.transports._drops import DropLog
+from triogroups.transports._sockets import (
+    bind_in_range,
+    close_socket,
+    is_interface,
+    is_ipv4,
+    multicast_socket,
+    resolve,
+    set_buffers,
+)
+from triogroups.transports.base import Transport
+from triogroups.wire import WireCodec, WireError
+
+__all__ = ["UdpTransport"]
+
+_log = logging.getLogger(__name__)
+_RECV_SIZE = 65_536
+
+
+def _multicast(value: str) -> bool:
+    return is_ipv4(value) and ipaddress.IPv4Address(value).is_multicast
+
+
+class UdpTransport(Transport):
+    """The UDP transport (JGroups ``UDP``): lossy, multicast-capable."""
+
+    name = "UDP"
+    lossless = False
+
+    bind_addr = Str(
+        "127.0.0.1",
+        doc="interface address to bind and multicast on",
+        check=is_interface,
+        rule="a specific IPv4 address (not 0.0.0.0)",
+    )
+    bind_port = Int(
+        0,
+        doc="first unicast port to try; 0 = any free port",
+        check=between(0, 65535),
+        rule="in 0..65535",
+    )
+    port_range = Int(
+        50, doc="how many ports above bind_port to try", check=between(0, 65535), rule="in 0..65535"
+    )
+    mcast_addr = Str(
+        "228.8.8.8",
+        doc="multicast group of the cluster",
+        check=_multicast,
+        rule="an IPv4 multicast address",
+    )
+    mcast_port = Int(45588, doc="multicast port", check=between(1, 65535), rule="in 1..65535")
+    ip_ttl = Int(
+        0,
+        doc="multicast TTL; 0 keeps multicasts on this host",
+        check=between(0, 255),
+        rule="in 0..255",
+    )
+    ucast_recv_buf_size = Size(5 << 20, doc="receive buffer of the unicast socket (bytes)")
+    ucast_send_buf_size = Size(1 << 20, doc="send buffer of the unicast socket (bytes)")
+    mcast_recv_buf_size = Size(5 << 20, doc="receive buffer of the multicast socket (bytes)")
+    max_bundle_size = Size(
+        64_000,
+        doc="largest datagram sent or accepted (bytes)",
+        check=between(64, 65_507),
+        rule="in 64..65507",
+    )
+    drain_limit = Int(
+        1000,
+        doc="datagrams read per wake-up at most (one batch up)",
+        check=lambda v: v >= 1,
+        rule=">= 1",
+    )
+    logical_addr_cache_max_size = Int(
+        2000, doc="members kept in the address table", check=lambda v: v >= 1, rule=">= 1"
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self.table = AddressTable(self.logical_addr_cache_max_size)
+        self.physical: Physical | None = None
+        self.buffers: dict[str, int] = {}
+        self.counters = {"bundles_sent": 0, "msgs_sent": 0, "bundles_received": 0}
+        self.counters.update({"msgs_received": 0, "batches_up": 0, "own_multicasts_skipped": 0})
+        self.drops = DropLog(_log, "UDP")
+        self.send_drops = DropLog(_log, "UDP")
+        self._codec: WireCodec | None = None
+        self._mcast_dest: Physical = (self.mcast_addr, self.mcast_port)
+
+    # --- sockets -------------------------------------------------------------------
+
+    def _open_sockets(self) -> tuple[socket.socket, socket.socket]:
+        ucast = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        try:
+            port = bind_in_range(ucast, self.bind_addr, self.bind_port, self.port_range)
+            iface = socket.inet_aton(self.bind_addr)
+            ucast.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, iface)
+            ucast.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, self.ip_ttl)
+            ucast.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+            ucast.setblocking(False)
+            mcast = multicast_socket(self.mcast_addr, self.mcast_port, self.bind_addr)
+        except BaseException:
+            ucast.close()
+            raise
+        try:
+            self.buffers = set_buffers(
+                f"UDP {self.local_address}",
+                [
+                    (ucast, socket.SO_RCVBUF, self.ucast_recv_buf_size, "ucast_recv_buf_size"),
+                    (ucast, socket.SO_SNDBUF, self.ucast_send_buf_size, "ucast_send_buf_size"),
+                    (mcast, socket.SO_RCVBUF, self.mcast_recv_buf_size, "mcast_recv_buf_size"),
+                ],
+            )
+        except BaseException:
+            ucast.close()
+            mcast.close()
+            raise
+        self.physical = (self.bind_addr, port)
+        return ucast, mcast
+
+    async def serve(
+        self,
+        down: trio.MemoryReceiveChannel[Item],
+        up: trio.MemorySendChannel[Item],
+        *,
+        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        assert self.local_address is not None, "start() must run before serve()"
+        self._codec = WireCodec(self.cluster, max_size=self.max_bundle_size)
+        ucast, mcast = self._open_sockets()
+        assert self.physical is not None
+        try:
+            async with trio.open_nursery() as nursery:
+                await up.send(LocalPhysicalAddress(self.physical))
+                nursery.start_soon(self._receive_loop, ucast, up)
+                nursery.start_soon(self._receive_loop, mcast, up)
+                task_status.started()
+                async for first in down:
+                    for segment in segments(drain(down, first)):
+                        if type(segment) is list:
+                            await self._send_batch(ucast, segment, up)
+                        else:
+                            await self._handle_event(ucast, segment)  # type: ignore[arg-type]
+                nursery.cancel_scope.cancel()
+        finally:
+            close_socket(mcast)
+            close_socket(ucast)
+
+    # --- sending ------------------------------------------------------------------------
+
+    async def _send_batch(
+        self, sock: socket.socket, batch: list[Message], up: trio.MemorySendChannel[Item]
+    ) -> None:
+        me = self.local_address
+        assert me is not None and self._codec is not None
+        by_dest, local = route(batch, me)
+        for dest, msgs in by_dest.items():
+            where = self._mcast_dest if dest is None else self.table.get(dest)
+            if where is None:
+                self.send_drops.drop("no_physical", "unknown physical address", dest, len(msgs))
+                continue
+            await self._send_encoded(sock, dest, msgs, [where])
+        if local:
+            await up.send([m.copy() for m in local])
+
+    async def _send_encoded(
+        self, sock: socket.socket, dest: Address | None, msgs: list[Message], to: list[Physical]
+    ) -> None:
+        me = self.local_address
+        assert me is not None and self._codec is not None
+        encoded, too_large = encode_bundles(self._codec, dest, me, msgs, self.max_bundle_size)
+        if too_large:
+            detail = f"message larger than max_bundle_size {self.max_bundle_size}"
+            self.send_drops.drop("oversized", detail, dest, len(too_large))
+        counters = self.counters
+        for data, count in encoded:
+            for where in to:
+                if await self._sendto(sock, data, where):
+                    counters["bundles_sent"] += 1
+                    counters["msgs_sent"] += count
+
+    async def _sendto(self, sock: socket.socket, data: bytes, where: Physical) -> bool:
+        while True:
+            try:
+                sock.sendto(data, where)
+                return True
+            except BlockingIOError:
+                await trio.lowlevel.wait_writable(sock)
+            except OSError as exc:
+                self.send_drops.drop("send_error", str(exc), where)
+                return False
+
+    async def _handle_event(self, sock: socket.socket, event: Event) -> None:
+        if isinstance(event, ViewChange):
+            self.view_changed(event.view, trio.current_time())
+        elif isinstance(event, AddPhysicalAddress):
+            self.table.add(event.address, event.physical)
+        elif isinstance(event, SetPhysicalAddresses):
+            self.table.add_hosts(event.addresses)
+        elif isinstance(event, SendToHosts):
+            hosts = [h for h in event.hosts if h != self.physical]
+            resolved = [r for r in [await resolve(h) for h in hosts] if r is not None]
+            await self._send_encoded(sock, None, list(event.messages), resolved)
+
+    # --- receiving -----------------------------------------------------------------------
+
+    async def _receive_loop(self, sock: socket.socket, up: trio.MemorySendChannel[Item]) -> None:
+        codec = self._codec
+        me = self.local_address
+        assert codec is not None and me is not None
+        table = self.table
+        drops = self.drops
+        counters = self.counters
+        limit = self.drain_limit
+        while True:
+            await trio.lowlevel.wait_readable(sock)
+            batch: list[Message] = []
+            bundles = 0
+            for _ in range(limit):
+                try:
+                    data, source = sock.recvfrom(_RECV_SIZE)
+                except BlockingIOError:
+                    break
+                except OSError as exc:
+                    drops.drop("recv_error", str(exc))
+                    break
+                try:
+                    bundle = codec.decode(data)
+                except WireError as exc:
+                    drops.drop(exc.reason, exc.detail, _peer(source))
+                    continue
+                if bundle.src == me:
+                    counters["own_multicasts_skipped"] += 1  # looped back locally already
+                    continue
+                if bundle.dest is not None and bundle.dest != me:
+                    drops.drop("wrong_dest", f"bundle for {bundle.dest}", _peer(source))
+                    continue
+                table.add(bundle.src, source)
+                bundles += 1
+                batch.extend(bundle.messages)
+            if batch:
+                counters["bundles_received"] += bundles
+                counters["msgs_received"] += len(batch)
+                counters["batches_up"] += 1
+                await up.send(batch)
+
+    def stats(self) -> dict[str, Any]:
+        sent_drops = {f"dropped_{k}": v for k, v in self.send_drops.snapshot().items()}
+        return {
+            **self.counters,
+            "dropped_no_physical": 0,
+            **sent_drops,
+            "decode_errors": self.drops.snapshot(),
+            "physical": None if self.physical is None else f"{self.physical[0]}:{self.physical[1]}",
+            "buffers": dict(self.buffers),
+            **self.table.snapshot(),
+        }
+
+
+def _peer(source: Any) -> str:
+    return f"{source[0]}:{source[1]}"
