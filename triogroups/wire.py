@@ -92,10 +92,43 @@ _Converter = Callable[[Any], Any]
 class _HeaderSpec(NamedTuple):
     cls: type
     arity: int
-    converters: tuple[_Converter, ...]
+    convert: _Converter  # raw list -> header instance, or ValueError/TypeError
 
 
 _HEADERS: dict[int, _HeaderSpec] = {}
+_EXACT = {int: "int", bool: "bool", str: "str", bytes: "bytes"}
+
+
+def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
+    """One function per header class: unpack, check each field inline, build the tuple.
+
+    Decoding runs for every header of every message received, so instead of
+    a generic loop over per-field checkers this generates straight-line code
+    (exact-type fields are checked inline, others call their converter).
+    """
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined,unused-ignore]
+    names = [f"f{i}" for i in range(len(fields))]
+    env: dict[str, Any] = {"_cls": cls, "_new": tuple.__new__}
+    lines = [
+        "def convert(raw):",
+        f"    if type(raw) is not list or len(raw) != {len(fields)}:",
+        f"        raise ValueError('{cls.__name__} needs {len(fields)} fields')",
+    ]
+    if fields:
+        lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = raw")
+    for name, field in zip(names, fields, strict=True):
+        tp = hints[field]
+        if tp in _EXACT:
+            lines += [
+                f"    if type({name}) is not {_EXACT[tp]}:",
+                f"        raise ValueError('{field}: expected {_EXACT[tp]}')",
+            ]
+        else:
+            env[f"_c_{name}"] = _converter(tp)
+            lines.append(f"    {name} = _c_{name}({name})")
+    lines.append(f"    return _new(_cls, ({', '.join(names)}{',' if len(names) == 1 else ''}))")
+    exec("\n".join(lines), env)  # generated from type hints only, never from input
+    return env["convert"]  # type: ignore[no-any-return]
 
 
 def register_header(protocol_id: int, cls: type) -> None:
@@ -115,8 +148,7 @@ def register_header(protocol_id: int, cls: type) -> None:
         )
     hints = typing.get_type_hints(cls)
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
-    converters = tuple(_converter(hints[f]) for f in fields)
-    _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), converters)
+    _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), _compile_header(cls, hints))
 
 
 def header_type(protocol_id: int) -> type | None:
@@ -344,17 +376,20 @@ class WireCodec:
         return Bundle(dest, src, [self._message(e, dest, src) for e in entries])
 
     def _message(self, entry: Any, dest: Address | None, src: Address) -> Message:
-        if type(entry) is not list or not 3 <= len(entry) <= 4:
+        if type(entry) is not list:
             raise WireError("malformed", "message entry is not [flags, headers, payload]")
-        flags, hdrs, payload = entry[0], entry[1], entry[2]
+        if len(entry) == 3:
+            flags, hdrs, payload = entry
+        elif len(entry) == 4:
+            flags, hdrs, payload, src = entry
+            if type(src) is not Address:
+                raise WireError("malformed", "bad message source")
+        else:
+            raise WireError("malformed", "message entry is not [flags, headers, payload]")
         if type(flags) is not int or flags & ~ALL_FLAGS or flags < 0:
             raise WireError("malformed", f"bad flags {flags!r}")
         if type(payload) is not bytes:
             raise WireError("malformed", "payload is not bytes")
-        if len(entry) == 4:
-            src = entry[3]
-            if type(src) is not Address:
-                raise WireError("malformed", "bad message source")
         headers: dict[int, Any] = {}
         if hdrs is not None:
             if type(hdrs) is not dict:
@@ -363,12 +398,8 @@ class WireCodec:
                 spec = _HEADERS.get(pid) if type(pid) is int else None
                 if spec is None:
                     raise WireError("malformed", f"unknown protocol id {pid!r}")
-                if type(raw) is not list or len(raw) != spec.arity:
-                    raise WireError("malformed", f"header {spec.cls.__name__} has wrong arity")
                 try:
-                    headers[pid] = spec.cls(
-                        *[c(v) for c, v in zip(spec.converters, raw, strict=True)]
-                    )
+                    headers[pid] = spec.convert(raw)
                 except (ValueError, TypeError) as exc:
                     raise WireError("malformed", f"header {spec.cls.__name__}: {exc}") from None
         return Message(dest, payload, src=src, flags=flags, headers=headers)
