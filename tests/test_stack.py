@@ -16,6 +16,7 @@ from triogroups import (
     StackConfig,
     ViewChange,
 )
+from triogroups.properties import Duration
 from triogroups.transports.sim import open_sim_network
 
 
@@ -224,3 +225,46 @@ def test_stack_refuses_a_bad_config_before_running() -> None:
 def test_stack_address_before_run_is_a_runtime_error() -> None:
     with pytest.raises(RuntimeError, match="not running"):
         _ = Stack(StackConfig.of("SIM"), "c").address
+
+
+class _Interval(Protocol):
+    """Ticks every ``every`` seconds; a run-time change restarts the interval."""
+
+    name = "TEST_INTERVAL"
+    every = Duration(10.0, doc="tick interval")
+
+    def __init__(self, **props: Any) -> None:
+        super().__init__(**props)
+        self.ticks: list[float] = []
+        self._next = math.inf
+
+    def start(self, local_address: Any, cluster: str, now: float) -> None:
+        super().start(local_address, cluster, now)
+        self._next = now + self.every
+
+    def property_changed(self, key: str, now: float) -> None:
+        self._next = now + self.every
+
+    def tick(self, now: float) -> None:
+        self.ticks.append(now)
+        self._next = now + self.every
+
+    def next_deadline(self) -> float:
+        return self._next
+
+
+async def test_set_property_at_run_time_rearms_the_layer_timer_at_once(
+    autojump_clock: Any,
+) -> None:
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        stack = Stack(StackConfig.of(("SIM", {"network": net.name}), "TEST_INTERVAL"), "c", "A")
+        start = trio.current_time()
+        await nursery.start(stack.run)
+        await trio.sleep(0.5)
+        await stack.set_property("TEST_INTERVAL", "every", 1.0)
+        await trio.sleep(2.6)
+        ticks = stack.protocol("TEST_INTERVAL").ticks
+        assert [round(t - start, 6) for t in ticks] == [1.5, 2.5]
+        with pytest.raises(KeyError, match="no protocol 'NOPE'"):
+            await stack.set_property("NOPE", "x", 1)
+        nursery.cancel_scope.cancel()

@@ -172,6 +172,11 @@ class LayerActor(Actor):
         if not self._emit():
             await self._emit_rest()
 
+    async def poke(self) -> None:
+        """The protocol changed outside a handler (a run-time property): forward what
+        it emitted and re-arm the timer from its new deadline."""
+        await self._after()
+
     async def _loop(
         self,
         channel: trio.MemoryReceiveChannel[Item],

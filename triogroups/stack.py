@@ -202,6 +202,18 @@ class Stack:
                 return proto
         raise KeyError(f"stack has no protocol {name!r}")
 
+    async def set_property(self, protocol: str, key: str, value: Any) -> None:
+        """Change ``protocol``'s property ``key`` at run time (validated, PropertyError
+        if bad); the layer acts on it at once (e.g. starts or stops a timer)."""
+        incarnation = self._running()
+        for proto, actor in zip(incarnation.protocols, incarnation.actors, strict=True):
+            if proto.name == protocol:
+                proto.set_property(key, value, trio.current_time())
+                if isinstance(actor, LayerActor):
+                    await actor.poke()
+                return
+        raise KeyError(f"stack has no protocol {protocol!r}")
+
     def stats(self) -> dict[str, Any]:
         """Per layer: the protocol's own stats plus the host's batch counters."""
         layers = []

@@ -5,8 +5,10 @@ from triogroups.protocols.fd_all3 import FdAll3
 from triogroups.protocols.frag import Frag
 from triogroups.protocols.gms import Gms
 from triogroups.protocols.merge3 import Merge3
+from triogroups.protocols.nakack2 import Nakack2
 from triogroups.protocols.passthrough import PassThrough
 from triogroups.protocols.ping import Ping
+from triogroups.protocols.stable import Stable
 from triogroups.protocols.tcpping import TcpPing
 from triogroups.protocols.verify_suspect import VerifySuspect
 
@@ -16,8 +18,10 @@ __all__ = [
     "Frag",
     "Gms",
     "Merge3",
+    "Nakack2",
     "PassThrough",
     "Ping",
+    "Stable",
     "TcpPing",
     "VerifySuspect",
 ]

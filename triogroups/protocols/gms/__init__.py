@@ -87,13 +87,28 @@ CLIENT, PARTICIPANT, COORDINATOR, LEAVING, LEFT = (
 
 
 class _Install:
-    """A view the coordinator is installing: waiting for a digest, then for acks."""
+    """A view the coordinator is installing.
 
-    def __init__(self, view: View, joiners: list[Address], leavers: list[Address]) -> None:
+    Phases, as in JGroups: wait for the joiners' digest; send VIEW to the
+    existing members and wait for their acks; only then send JOIN_RSP to the
+    joiners (so no member still in the old view receives a joiner's first
+    multicasts) and wait for their acks.
+    """
+
+    def __init__(
+        self,
+        view: View,
+        old_members: set[Address],
+        joiners: list[Address],
+        leavers: list[Address],
+    ) -> None:
         self.view = view
+        self.old_members = old_members
         self.joiners = joiners
         self.leavers = leavers
+        self.digest: Digest | None = None
         self.awaiting_digest = False
+        self.joiners_told = False
         self.acks: set[Address] = set()
         self.deadline = math.inf
 
@@ -288,7 +303,7 @@ class Gms(Protocol):
             view = current  # only rejoins or unknown leavers: answer with the current view
         else:
             view = View(ViewId(current.view_id.id + 1, self.local_address), members)  # type: ignore[arg-type]
-        install = _Install(view, joiners, leavers)
+        install = _Install(view, set(current.members), joiners, leavers)
         self._pending = install
         if joiners and self.has_digest:
             install.awaiting_digest = True
@@ -306,39 +321,55 @@ class Gms(Protocol):
     def _send_view(self, install: _Install, digest: Digest | None, now: float) -> None:
         view = install.view
         me = self.local_address
+        install.digest = digest
         if view is not self.view:
             self.send_down_one(
                 Message(None, flags=Flag.INTERNAL, headers={_ID: GmsHeader(VIEW, view)})
             )
-        for joiner in install.joiners:
-            self.counters["joins"] += 1
-            self.send_down_one(_control(joiner, GmsHeader(JOIN_RSP, view, digest)))
         for leaver in install.leavers:
             self.counters["leaves"] += 1
             self.send_down_one(_control(leaver, GmsHeader(LEAVE_RSP)))
         if me in view and view is not self.view:
             self.install(view, now)
-        install.acks = set(view.members) - {me}
+        install.acks = {m for m in view.members if m in install.old_members} - {me}
         # A leaving coordinator stays until the others have the view (so it can
         # still be retransmitted), but no longer than leave_timeout.
         wait = self.view_ack_collection_timeout if me in view else self.leave_timeout
         install.deadline = now + wait
         if not install.acks:
+            self._tell_joiners(install, now)
+
+    def _tell_joiners(self, install: _Install, now: float) -> None:
+        """Existing members have the view (or timed out): now send JOIN_RSPs."""
+        install.joiners_told = True
+        for joiner in install.joiners:
+            self.counters["joins"] += 1
+            rsp = GmsHeader(JOIN_RSP, install.view, install.digest)
+            self.send_down_one(_control(joiner, rsp))
+        install.acks = {j for j in install.joiners if j in install.view}
+        install.deadline = now + self.view_ack_collection_timeout
+        if not install.acks:
             self._install_done(now)
+
+    def _acks_complete_or_late(self, install: _Install, now: float) -> None:
+        if install.acks:
+            self.counters["view_acks_missing"] += len(install.acks)
+        if install.joiners_told:
+            self._install_done(now)
+        else:
+            self._tell_joiners(install, now)
 
     def _view_ack(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         install = self._pending
         if install is None or hdr.view is None or msg.src is None:
             return
-        if hdr.view.view_id == install.view.view_id:
+        if hdr.view.view_id == install.view.view_id and msg.src in install.acks:
             install.acks.discard(msg.src)
             if not install.acks and not install.awaiting_digest:
-                self._install_done(now)
+                self._acks_complete_or_late(install, now)
 
     def _install_done(self, now: float) -> None:
         install = self._pending
-        if install is not None and install.acks:
-            self.counters["view_acks_missing"] += len(install.acks)
         self._pending = None
         if install is not None and self.local_address not in install.view:
             self._finish_leave()
@@ -455,7 +486,7 @@ class Gms(Protocol):
             else:
                 self._discover(now)
         if self._pending is not None and now >= self._pending.deadline:
-            self._install_done(now)
+            self._acks_complete_or_late(self._pending, now)
         if now >= self._bundle_deadline:
             if self._pending is None:
                 self._process(now)

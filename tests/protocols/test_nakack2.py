@@ -1,0 +1,714 @@
+"""NAKACK2 unit tests: sans-IO objects joined by hand, explicit ``now``, every rule.
+
+The little `_Net` below plays transport: it stamps the source, runs every
+message through the real wire codec, loops own multicasts back (unless
+DONT_LOOPBACK) and can drop chosen messages. Tests then assert what each
+member emitted and delivered.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from triogroups import (
+    Address,
+    BecomeServer,
+    Digest,
+    Flag,
+    Message,
+    PropertyError,
+    SetDigest,
+    StackConfig,
+    View,
+    ViewChange,
+)
+from triogroups.events import DigestReply, Event, GetDigest, MergeDigest, StableDigest
+from triogroups.protocols import ids
+from triogroups.protocols.nakack2 import Nakack2
+from triogroups.protocols.nakack2._header import (
+    HIGHEST_SEQNO,
+    MSG,
+    XMIT_REQ,
+    XMIT_RSP,
+    NakAckHeader2,
+    expand_ranges,
+    to_ranges,
+)
+from triogroups.wire import WireCodec
+
+ID = ids.NAKACK2
+Drop = Callable[[Address, Address, Message], bool]
+
+
+class _Net:
+    """Members A, B, C, ... joined by an in-memory, codec-faithful link."""
+
+    def __init__(self, n: int = 3, **props: Any) -> None:
+        self.addrs = [Address(i + 1, "ABCDE"[i]) for i in range(n)]
+        self.p = {a: Nakack2(**props) for a in self.addrs}
+        self.codec = WireCodec("c")
+        self.delivered: dict[Address, list[bytes]] = {a: [] for a in self.addrs}
+        self.events: dict[Address, list[Event]] = {a: [] for a in self.addrs}
+        self.wire: list[tuple[Address, Message]] = []
+        for a, proto in self.p.items():
+            proto.start(a, "c", 0.0)
+
+    def __getitem__(self, i: int) -> Nakack2:
+        return self.p[self.addrs[i]]
+
+    def view(self, members: list[int] | None = None, vid: int = 1, now: float = 0.0) -> View:
+        chosen = [self.addrs[i] for i in (members or range(len(self.addrs)))]
+        view = View.create(chosen[0], vid, chosen)
+        for a in chosen:
+            self.event(a, ViewChange(view), now)
+        return view
+
+    def event(self, member: Address, event: Event, now: float = 0.0) -> None:
+        """Pass ``event`` down at ``member``; events it passes on are dropped, messages kept."""
+        proto = self.p[member]
+        proto.down_event(event, now)
+        for item in proto.take_down():
+            if isinstance(item, list):
+                proto.send_down(item)
+        self._collect(member)
+
+    def send(self, i: int, *payloads: bytes, flags: int = 0, now: float = 0.0) -> None:
+        self[i].down([Message(None, p, flags=flags) for p in payloads], now)
+
+    def pump(self, now: float = 0.0, drop: Drop | None = None) -> int:
+        """Carry everything emitted until quiet; returns how many messages went out."""
+        moved = 0
+        busy = True
+        while busy:
+            busy = False
+            for src, proto in self.p.items():
+                for item in proto.take_down():
+                    if not isinstance(item, list):
+                        continue
+                    for msg in item:
+                        busy = True
+                        moved += 1
+                        self._route(src, msg, now, drop)
+                self._collect(src)
+        return moved
+
+    def _route(self, src: Address, msg: Message, now: float, drop: Drop | None) -> None:
+        msg.src = src
+        self.wire.append((src, msg))
+        if msg.dest is None:
+            targets = [a for a in self.addrs if a != src or not msg.flags & Flag.DONT_LOOPBACK]
+        else:
+            targets = [msg.dest]
+        for dst in targets:
+            if drop is not None and drop(src, dst, msg):
+                continue
+            if dst == src:
+                copy = msg.copy()
+            else:
+                (copy,) = self.codec.decode(self.codec.encode(msg.dest, src, [msg])).messages
+            self.p[dst].up([copy], now)
+            self._collect(dst)
+
+    def _collect(self, member: Address) -> None:
+        for item in self.p[member].take_up():
+            if isinstance(item, list):
+                self.delivered[member].extend(m.payload for m in item)
+            else:
+                self.events[member].append(item)
+
+    def sent(self, kind: int) -> list[tuple[Address, Message]]:
+        return [(s, m) for s, m in self.wire if m.headers.get(ID, NakAckHeader2(0)).type == kind]
+
+
+def _payloads(n: int, start: int = 1) -> list[bytes]:
+    return [f"m{i}".encode() for i in range(start, start + n)]
+
+
+def _seqno_is(seqnos: set[int], src: Address | None = None) -> Drop:
+    def drop(s: Address, d: Address, msg: Message) -> bool:
+        hdr = msg.headers.get(ID)
+        mine = src is None or s == src
+        return mine and hdr is not None and hdr.type == MSG and hdr.seqno in seqnos
+
+    return drop
+
+
+def _to(member: Address, inner: Drop) -> Drop:
+    return lambda s, d, m: d == member and inner(s, d, m)
+
+
+# --- seqnos, ordering, loopback ---------------------------------------------------------------
+
+
+def test_nakack2_multicasts_get_consecutive_seqnos_unicasts_pass_through() -> None:
+    """A seqno per sender on multicasts only; unicasts and NO_RELIABILITY pass untouched."""
+    net = _Net(2)
+    net.view()
+    a = net[0]
+    uni = Message(net.addrs[1], b"u")
+    best = Message(None, b"nr", flags=Flag.NO_RELIABILITY)
+    a.down([Message(None, b"x"), uni, best, Message(None, b"y")], 0.0)
+    (batch,) = a.take_down()
+    assert isinstance(batch, list)
+    assert [m.headers.get(ID) for m in batch] == [
+        NakAckHeader2(MSG, 1),
+        None,
+        None,
+        NakAckHeader2(MSG, 2),
+    ]
+    assert a.stats()["seqno"] == 2 and a.stats()["sent_retained"] == 2
+    joiner = _joiner()  # not a server yet: still passes what is not NAKACK2's
+    plain = [
+        Message(net.addrs[1], b"u", src=net.addrs[0]),
+        Message(None, b"nr", flags=Flag.NO_RELIABILITY),
+    ]
+    joiner.up(plain, 0.0)
+    assert joiner.take_up() == [plain] and joiner.stats()["become_server_queue"] == 0
+
+
+def test_nakack2_delivers_per_sender_in_seqno_order_despite_reordering() -> None:
+    """Gap detection: a later seqno waits until the gap before it is filled."""
+    net = _Net(2)
+    net.view()
+    net.send(0, *_payloads(3))
+    (batch,) = net[0].take_down()
+    assert isinstance(batch, list)
+    b = net[1]
+    wire = [net.codec.decode(net.codec.encode(None, net.addrs[0], [m])).messages[0] for m in batch]
+    b.up([wire[2]], 0.0)
+    assert b.take_up() == [] and b.stats()["windows"][str(net.addrs[0])]["missing"] == 2
+    b.up([wire[0]], 0.0)
+    assert [m.payload for m in b.take_up()[0]] == [b"m1"]  # type: ignore[union-attr]
+    b.up([wire[1]], 0.0)
+    assert [m.payload for m in b.take_up()[0]] == [b"m2", b"m3"]  # type: ignore[union-attr]
+
+
+def test_nakack2_duplicates_are_delivered_once() -> None:
+    net = _Net(2)
+    net.view()
+    net.send(0, b"m1")
+    (batch,) = net[0].take_down()
+    assert isinstance(batch, list)
+    msg = net.codec.decode(net.codec.encode(None, net.addrs[0], batch)).messages[0]
+    b = net[1]
+    b.up([msg, msg.copy()], 0.0)
+    b.up([msg.copy()], 0.0)
+    delivered = [m.payload for item in b.take_up() if isinstance(item, list) for m in item]
+    assert delivered == [b"m1"] and b.stats()["duplicates"] == 2
+
+
+def test_nakack2_own_multicasts_are_delivered_locally_once() -> None:
+    net = _Net(2)
+    net.view()
+    net.send(0, *_payloads(5))
+    net.pump()
+    assert net.delivered[net.addrs[0]] == _payloads(5)
+    assert net.delivered[net.addrs[1]] == _payloads(5)
+
+
+def test_nakack2_dont_loopback_is_honoured_and_its_seqno_skipped_locally() -> None:
+    """DONT_LOOPBACK: the sender does not deliver it, yet its later multicasts still flow."""
+    net = _Net(2)
+    net.view()
+    net.send(0, b"m1")
+    net.send(0, b"quiet", flags=Flag.DONT_LOOPBACK)
+    net.send(0, b"m3")
+    net.pump()
+    assert net.delivered[net.addrs[0]] == [b"m1", b"m3"]
+    assert net.delivered[net.addrs[1]] == [b"m1", b"quiet", b"m3"]
+    assert net[0].digest()[net.addrs[0]] == (3, 3)
+
+
+def test_nakack2_own_multicast_is_delivered_when_sent_and_its_echo_is_a_duplicate() -> None:
+    """Local delivery never waits for the transport: the copy going down says DONT_LOOPBACK."""
+    a = Nakack2()
+    me = Address(1, "A")
+    a.start(me, "c", 0.0)
+    a.down_event(ViewChange(View.create(me, 1, [me])), 0.0)
+    a.take_down()
+    a.down([Message(None, b"m1"), Message(None, b"m2", flags=Flag.OOB)], 0.0)
+    (batch,) = a.take_down()
+    assert isinstance(batch, list) and all(m.flags & Flag.DONT_LOOPBACK for m in batch)
+    (local,) = a.take_up()
+    assert isinstance(local, list) and [(m.payload, m.src) for m in local] == [
+        (b"m1", me),
+        (b"m2", me),
+    ]
+    assert not local[0].flags & Flag.DONT_LOOPBACK
+    echo = batch[0].copy()
+    echo.src = me
+    a.up([echo], 0.0)
+    assert a.take_up() == [] and a.stats()["duplicates"] == 1
+
+
+def test_nakack2_drops_and_counts_multicasts_from_non_members() -> None:
+    net = _Net(3)
+    net.view([0, 1])
+    net.send(2, b"intruder")
+    net.pump()
+    assert net.delivered[net.addrs[1]] == [] and net[1].stats()["non_member_dropped"] == 1
+
+
+def test_nakack2_oob_is_delivered_at_once_while_a_regular_gap_is_open() -> None:
+    """OOB overtakes: a regular message held by a gap does not hold up a later OOB one."""
+    net = _Net(2)
+    net.view()
+    net.send(0, b"r1")
+    net.send(0, b"r2")
+    net.send(0, b"oob3", flags=Flag.OOB)
+    net.send(0, b"r4")
+    net.pump(drop=_to(net.addrs[1], _seqno_is({1})))
+    assert net.delivered[net.addrs[1]] == [b"oob3"]
+    net.pump(now=0.5)
+    net[1].tick(0.5)
+    net[1].tick(1.0)
+    net.pump(now=1.0)
+    assert net.delivered[net.addrs[1]] == [b"oob3", b"r1", b"r2", b"r4"]
+
+
+# --- retransmission ---------------------------------------------------------------------------
+
+
+def test_nakack2_xmit_req_only_for_gaps_known_at_the_previous_run() -> None:
+    """A gap seen first at run N is asked for at run N+1, not at once (JGRP-1539)."""
+    net = _Net(2)
+    net.view()
+    b = net[1]
+    net.send(0, *_payloads(3))
+    net.pump(drop=_to(net.addrs[1], _seqno_is({2})))
+    assert b.next_deadline() == 0.5
+    b.tick(0.5)
+    assert b.take_down() == [] and b.next_deadline() == 1.0
+    net.send(0, *_payloads(2, 4), now=0.7)
+    net.pump(now=0.7, drop=_to(net.addrs[1], _seqno_is({4})))
+    b.tick(1.0)
+    (req,) = b.take_down()[0]  # type: ignore[misc]
+    assert req.dest == net.addrs[0] and req.flags & Flag.OOB
+    assert req.headers[ID] == NakAckHeader2(XMIT_REQ, 0, net.addrs[0], (2, 2))
+    b.tick(1.5)
+    (req,) = b.take_down()[0]  # type: ignore[misc]
+    assert req.headers[ID].ranges == (2, 2, 4, 4)
+    assert b.stats()["xmit_reqs_sent"] == 2
+
+
+def test_nakack2_xmit_req_is_capped_by_max_xmit_req_size() -> None:
+    net = _Net(2, max_xmit_req_size=3)
+    net.view()
+    net.send(0, *_payloads(11))
+    net.pump(drop=_to(net.addrs[1], _seqno_is(set(range(1, 11)))))
+    b = net[1]
+    b.tick(0.5)
+    b.tick(1.0)
+    (req,) = b.take_down()[0]  # type: ignore[misc]
+    assert req.headers[ID].ranges == (1, 3) and b.stats()["xmit_seqnos_requested"] == 3
+
+
+def test_nakack2_xmit_req_is_answered_by_multicasting_the_message_again() -> None:
+    net = _Net(3)
+    net.view()
+    net.send(0, *_payloads(3))
+    net.pump(drop=_to(net.addrs[1], _seqno_is({2})))
+    net[1].tick(0.5)
+    net[1].tick(1.0)
+    net.pump(now=1.0)
+    (xmit,) = [m for s, m in net.sent(MSG) if m.payload == b"m2"][1:]
+    assert xmit.dest is None and xmit.flags & Flag.DONT_LOOPBACK
+    assert net.delivered[net.addrs[1]] == _payloads(3)
+    assert net.delivered[net.addrs[2]] == _payloads(3)  # C saw a duplicate, delivered once
+    assert net[0].stats()["xmit_rsps_sent"] == 1 and net[2].stats()["duplicates"] == 1
+
+
+def test_nakack2_xmit_rsp_is_a_unicast_when_use_mcast_xmit_is_off() -> None:
+    """use_mcast_xmit=False: the original message goes back to the requester only."""
+    net = _Net(3, use_mcast_xmit=False)
+    net.view()
+    net.send(0, *_payloads(3))
+    net.pump(drop=_to(net.addrs[1], _seqno_is({2})))
+    net[1].tick(0.5)
+    net[1].tick(1.0)
+    net.pump(now=1.0)
+    (rsp,) = [m for _, m in net.sent(XMIT_RSP)]
+    assert rsp.dest == net.addrs[1]
+    assert rsp.headers[ID] == NakAckHeader2(XMIT_RSP, 2, net.addrs[0])
+    assert net.delivered[net.addrs[1]] == _payloads(3)
+    assert net[1].stats()["xmit_rsps_received"] == 1 and net[2].stats()["duplicates"] == 0
+
+
+def test_nakack2_hostile_or_foreign_xmit_reqs_are_ignored() -> None:
+    net = _Net(2)
+    net.view()
+    net.send(0, *_payloads(3))
+    net.pump()
+    a, b_addr = net[0], net.addrs[1]
+
+    def req(sender: Address, ranges: tuple[int, ...]) -> Message:
+        hdr = NakAckHeader2(XMIT_REQ, 0, sender, ranges)
+        return Message(net.addrs[0], src=b_addr, headers={ID: hdr})
+
+    a.up([req(b_addr, (1, 1)), req(net.addrs[0], (3, 1)), req(net.addrs[0], (1,))], 0.0)
+    a.up([req(net.addrs[0], (1, 10**12))], 0.0)  # a huge range costs at most what we keep
+    out = [m for item in a.take_down() if isinstance(item, list) for m in item]
+    assert [m.payload for m in out] == _payloads(3)
+    stats = a.stats()
+    assert stats["xmit_reqs_not_mine"] == 1 and stats["malformed"] == 2
+
+
+def test_nakack2_highest_seqno_is_sent_when_idle_and_skipped_after_traffic() -> None:
+    """resend_last_seqno: once per seqno (resend_last_seqno_max_times=1), not after a send."""
+    net = _Net(2)
+    net.view()
+    a = net[0]
+    a.tick(0.5)
+    assert a.take_down() == []  # nothing sent yet
+    net.send(0, b"m1", now=0.6)
+    net.pump(now=0.6)
+    a.tick(1.0)
+    assert a.take_down() == []  # traffic since the last run
+    a.tick(1.5)
+    (hs,) = a.take_down()[0]  # type: ignore[misc]
+    assert hs.dest is None and hs.headers[ID] == NakAckHeader2(HIGHEST_SEQNO, 1)
+    assert hs.flags & Flag.DONT_LOOPBACK
+    a.tick(2.0)
+    assert a.take_down() == [] and a.stats()["highest_seqno_sent"] == 1
+
+
+def test_nakack2_highest_seqno_resent_up_to_max_times() -> None:
+    net = _Net(2, resend_last_seqno_max_times=3)
+    net.view()
+    a = net[0]
+    net.send(0, b"m1")
+    net.pump()
+    for t in (0.5, 1.0, 1.5, 2.0, 2.5):
+        a.tick(t)
+    assert a.stats()["highest_seqno_sent"] == 3
+
+
+def test_nakack2_last_message_lost_is_asked_for_after_highest_seqno() -> None:
+    """Loss of the last message heals without STABLE: HIGHEST_SEQNO reveals it."""
+    net = _Net(2)
+    net.view()
+    net.send(0, *_payloads(3))
+    net.pump(drop=_to(net.addrs[1], _seqno_is({3})))
+    assert net.delivered[net.addrs[1]] == _payloads(2)
+    for t in (0.5, 1.0):
+        net[0].tick(t)
+        net.pump(now=t)
+    assert net.delivered[net.addrs[1]] == _payloads(3)
+    assert net[1].stats()["highest_seqno_received"] == 1
+
+
+# --- joining --------------------------------------------------------------------------------
+
+
+def test_nakack2_group_first_view_makes_a_server_with_windows_at_zero() -> None:
+    net = _Net(2)
+    assert not net[0].stats()["is_server"]
+    net.view(vid=1)
+    assert net[0].stats()["is_server"]
+    assert set(net[0].stats()["windows"]) == {str(net.addrs[1])}
+
+
+def test_nakack2_joiner_queues_until_digest_and_become_server_then_replays_in_order() -> None:
+    """The joiner's windows start at the digest; queued messages above it are delivered."""
+    net = _Net(3)
+    net.view([0, 1], vid=1)
+    net.send(1, *_payloads(5))
+    net.pump()
+    (reply,) = [e for e in _events(net[0], GetDigest("TEST")) if isinstance(e, DigestReply)]
+    assert reply.requester == "TEST" and reply.digest[net.addrs[1]] == (5, 5)
+    view = net.view([0, 1, 2], vid=2)
+    net.send(1, *_payloads(3, 6))
+    net.pump()
+    c = net[2]
+    assert net.delivered[net.addrs[2]] == [] and c.stats()["become_server_queue"] == 8
+    c.down_event(SetDigest(reply.digest), 0.0)
+    c.down_event(BecomeServer(), 0.0)
+    net.pump()
+    assert net.delivered[net.addrs[2]] == _payloads(3, 6)
+    assert c.stats()["become_server_queue_replayed"] == 8 and c.stats()["duplicates"] == 5
+    assert view.members[2] == net.addrs[2]
+    net.send(1, b"after")
+    net.pump()
+    assert net.delivered[net.addrs[2]][-1] == b"after"
+
+
+def _events(proto: Nakack2, event: Event) -> list[Event]:
+    proto.down_event(event, 0.0)
+    return [e for e in proto.take_up() if not isinstance(e, list)]
+
+
+def test_nakack2_become_server_queue_is_bounded_and_drops_the_oldest() -> None:
+    """With retransmission the queue keeps the newest become_server_queue_size (50)."""
+    c = _joiner(xmit_interval=0.5)
+    for s in range(1, 71):
+        c.up([_msg_from(Address(2, "B"), s)], 0.0)
+    stats = c.stats()
+    assert stats["become_server_queue"] == 50 and stats["become_server_queue_dropped"] == 20
+    assert stats["become_server_queue_bound"] == 50
+    c.down_event(SetDigest(Digest({Address(2, "B"): (0, 0)})), 0.0)
+    c.down_event(BecomeServer(), 0.0)
+    assert _delivered(c) == []  # 1..20 are gone: retransmission has to bring them
+    assert c.stats()["windows"][str(Address(2, "B"))] == {
+        "hd": 0,
+        "hr": 70,
+        "size": 50,
+        "missing": 20,
+    }
+
+
+def test_nakack2_become_server_queue_is_unbounded_without_retransmission() -> None:
+    """Seed 003: xmit_interval <= 0 must keep every queued message (nothing heals a drop)."""
+    c = _joiner(xmit_interval=0)
+    for s in range(1, 71):
+        c.up([_msg_from(Address(2, "B"), s)], 0.0)
+    assert c.stats()["become_server_queue"] == 70 and c.stats()["become_server_queue_bound"] is None
+    c.down_event(SetDigest(Digest({Address(2, "B"): (0, 0)})), 0.0)
+    c.down_event(BecomeServer(), 0.0)
+    assert _delivered(c) == [f"{s}".encode() for s in range(1, 71)]
+
+
+def test_nakack2_become_server_queue_holds_only_data_messages() -> None:
+    """HIGHEST_SEQNO is useless later and XMIT_REQ is answered at once: neither is queued."""
+    c = _joiner()
+    b = Address(2, "B")
+    hs = Message(None, src=b, headers={ID: NakAckHeader2(HIGHEST_SEQNO, 5)})
+    req = Message(c.local_address, src=b, headers={ID: NakAckHeader2(XMIT_REQ, 0, b, (1, 1))})
+    rsp = Message(c.local_address, b"1", src=b, headers={ID: NakAckHeader2(XMIT_RSP, 1, b)})
+    c.up([hs, req, rsp, _msg_from(b, 2)], 0.0)
+    stats = c.stats()
+    assert stats["become_server_queue"] == 2 and stats["xmit_reqs_received"] == 1
+    c.down_event(SetDigest(Digest({b: (0, 0)})), 0.0)
+    c.down_event(BecomeServer(), 0.0)
+    assert _delivered(c) == [b"1", b"2"] and c.stats()["xmit_rsps_received"] == 1
+
+
+def _joiner(**props: Any) -> Nakack2:
+    c = Nakack2(**props)
+    me, b = Address(3, "C"), Address(2, "B")
+    c.start(me, "c", 0.0)
+    c.down_event(ViewChange(View.create(b, 2, [b, me])), 0.0)
+    return c
+
+
+def _msg_from(src: Address, seqno: int, flags: int = 0) -> Message:
+    return Message(None, f"{seqno}".encode(), src=src, flags=flags,
+                   headers={ID: NakAckHeader2(MSG, seqno)})  # fmt: skip
+
+
+def _delivered(proto: Nakack2) -> list[bytes]:
+    return [m.payload for item in proto.take_up() if isinstance(item, list) for m in item]
+
+
+def test_nakack2_set_digest_moves_windows_forward_only_and_never_our_own() -> None:
+    net = _Net(3)
+    net.view()
+    a = net[0]
+    b, c = net.addrs[1], net.addrs[2]
+    a.up([_msg_from(b, s) for s in (1, 2)], 0.0)
+    a.up([_msg_from(c, 3)], 0.0)
+    a.take_up()
+    a.down_event(SetDigest(Digest({b: (1, 1), c: (2, 2), net.addrs[0]: (9, 9)})), 0.0)
+    assert _delivered(a) == [b"3"]  # C's window moved to 2: its held #3 is ready
+    windows = a.stats()["windows"]
+    assert windows[str(b)]["hd"] == 2 and windows[str(c)]["hd"] == 3
+    assert str(net.addrs[0]) not in windows and a.digest()[net.addrs[0]] == (0, 0)
+
+
+def test_nakack2_merge_digest_only_adds_windows_for_members_without_one() -> None:
+    net = _Net(2)
+    net.view()
+    a = net[0]
+    d = Address(9, "D")
+    a.down_event(MergeDigest(Digest({net.addrs[1]: (7, 7), d: (4, 4)})), 0.0)
+    a.down_event(ViewChange(View.create(net.addrs[0], 5, [*net.addrs, d])), 0.0)
+    windows = a.stats()["windows"]
+    assert windows[str(net.addrs[1])]["hd"] == 0 and windows[str(d)]["hd"] == 4
+
+
+def test_nakack2_view_change_drops_left_members_and_adds_new_ones_at_zero() -> None:
+    net = _Net(3)
+    net.view([0, 1])
+    a = net[0]
+    a.up([_msg_from(net.addrs[1], 2)], 0.0)
+    net.view([0, 2], vid=2)
+    assert set(a.stats()["windows"]) == {str(net.addrs[2])}
+    assert a.stats()["windows"][str(net.addrs[2])]["hd"] == 0 and a.retained() == 0
+
+
+# --- digests and stability ------------------------------------------------------------------
+
+
+def test_nakack2_answers_get_digest_and_consumes_it() -> None:
+    net = _Net(2)
+    net.view()
+    net.send(0, *_payloads(2))
+    net.pump()
+    a = net[0]
+    a.down_event(GetDigest("STABLE"), 0.0)
+    assert a.take_down() == []
+    (reply,) = a.take_up()
+    assert reply == DigestReply("STABLE", Digest({net.addrs[0]: (2, 2), net.addrs[1]: (0, 0)}))
+
+
+def test_nakack2_stable_digest_purges_what_everyone_delivered() -> None:
+    net = _Net(2)
+    net.view()
+    net.send(0, *_payloads(5))
+    net.pump()
+    a = net[0]
+    a.down_event(StableDigest(Digest({net.addrs[0]: (3, 5)})), 0.0)
+    assert a.take_down() == []  # consumed
+    stats = a.stats()
+    assert stats["sent_retained"] == 2 and stats["purged"] == 3 and stats["sent_low"] == 3
+    a.down_event(StableDigest(Digest({net.addrs[0]: (5, 5)})), 0.0)
+    assert a.retained() == 0
+
+
+def test_nakack2_stability_showing_more_than_we_received_triggers_retransmission() -> None:
+    """A seqno above ours in two stability rounds in a row is asked for (JGRP-2678)."""
+    net = _Net(2, resend_last_seqno=False)
+    net.view()
+    net.send(0, *_payloads(3))
+    net.pump(drop=_to(net.addrs[1], _seqno_is({3})))
+    b = net[1]
+    stable = StableDigest(Digest({net.addrs[0]: (2, 3)}))
+    b.down_event(stable, 0.0)
+    assert b.take_down() == []  # maybe in flight: not yet
+    b.down_event(stable, 0.0)
+    (req,) = b.take_down()[0]  # type: ignore[misc]
+    assert req.headers[ID] == NakAckHeader2(XMIT_REQ, 0, net.addrs[0], (3, 3))
+
+
+# --- no retransmission (seed 003) -----------------------------------------------------------
+
+
+def test_seed003_no_retransmit_task_no_last_seqno_task_no_stability_xmit() -> None:
+    """xmit_interval <= 0: seqnos only order; nothing ever asks for retransmission."""
+    net = _Net(2, xmit_interval=0)
+    net.view()
+    a, b = net[0], net[1]
+    assert a.next_deadline() == math.inf and not a.stats()["xmit_task_running"]
+    net.send(0, *_payloads(3))
+    net.pump(drop=_to(net.addrs[1], _seqno_is({2})))
+    assert net.delivered[net.addrs[1]] == [b"m1"]  # still ordered: #3 waits for #2
+    stable = StableDigest(Digest({net.addrs[0]: (1, 9)}))
+    b.down_event(stable, 0.0)
+    b.down_event(stable, 0.0)
+    b.up([Message(None, src=net.addrs[0], headers={ID: NakAckHeader2(HIGHEST_SEQNO, 9)})], 0.0)
+    a.tick(10.0)
+    b.tick(10.0)
+    assert a.take_down() == [] and b.take_down() == [] and b.stats()["xmit_reqs_sent"] == 0
+
+
+def test_seed003_xmit_interval_changed_at_run_time() -> None:
+    """Starts/stops the retransmit task and makes the queue bounded/unbounded."""
+    c = _joiner(xmit_interval=0)
+    for s in range(1, 61):
+        c.up([_msg_from(Address(2, "B"), s)], 0.0)
+    c.set_property("xmit_interval", "200ms", 1.0)
+    assert c.next_deadline() == pytest.approx(1.2)
+    stats = c.stats()
+    assert stats["become_server_queue"] == 50 and stats["become_server_queue_dropped"] == 10
+    c.set_property("xmit_interval", 0, 2.0)
+    assert c.next_deadline() == math.inf and c.stats()["become_server_queue_bound"] is None
+    for s in range(61, 131):
+        c.up([_msg_from(Address(2, "B"), s)], 2.0)
+    assert c.stats()["become_server_queue"] == 120
+    c.set_property("become_server_queue_size", 10, 3.0)
+    assert c.stats()["become_server_queue"] == 120  # unbounded stays unbounded
+    c.set_property("xmit_interval", 1.0, 3.0)
+    assert c.stats()["become_server_queue"] == 10 and c.next_deadline() == 4.0
+
+
+@pytest.mark.parametrize(
+    ("layers", "reason"),
+    [
+        (["SIM"], "the transport SIM can lose messages"),
+        (["UDP"], "the transport UDP can lose messages"),
+        (["TCP", "DISCARD"], "DISCARD sits below NAKACK2"),
+    ],
+)
+def test_seed003_no_retransmission_refused_where_messages_can_be_lost(
+    layers: list[str], reason: str
+) -> None:
+    config = StackConfig.of(*layers, ("NAKACK2", {"xmit_interval": 0}))
+    with pytest.raises(PropertyError, match=reason) as info:
+        config.build()
+    assert "gap forever" in str(info.value) and "NAKACK2.xmit_interval must be > 0" in str(
+        info.value
+    )
+
+
+def test_seed003_no_retransmission_accepted_over_tcp_and_lossless_sim() -> None:
+    StackConfig.of("TCP", ("NAKACK2", {"xmit_interval": "0ms"})).build()
+    StackConfig.of(("SIM", {"lossless": True}), ("NAKACK2", {"xmit_interval": -1})).build()
+    StackConfig.of("SIM", "DISCARD", "NAKACK2").build()  # with retransmission: fine
+
+
+def test_seed003_run_time_switch_to_no_retransmission_refused_over_lossy_transport() -> None:
+    layers = StackConfig.of("SIM", "NAKACK2").build()
+    nak = layers[1]
+    nak.start(Address(1, "A"), "c", 0.0)
+    with pytest.raises(PropertyError, match="SIM can lose messages"):
+        nak.set_property("xmit_interval", 0, 0.1)
+    assert nak.properties()["xmit_interval"] == 0.5 and nak.next_deadline() == 0.5
+
+
+# --- header encoding ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("seqnos", "ranges"),
+    [([], ()), ([4], (4, 4)), ([1, 2, 3, 7], (1, 3, 7, 7)), ([2, 4, 5, 6], (2, 2, 4, 6))],
+)
+def test_nakack2_xmit_req_ranges_round_trip(seqnos: list[int], ranges: tuple[int, ...]) -> None:
+    assert to_ranges(seqnos) == ranges
+    assert expand_ranges(ranges, 1, 100, 1000) == seqnos
+
+
+@pytest.mark.parametrize(
+    ("ranges", "low", "high", "limit", "expected"),
+    [
+        ((1,), 1, 9, 9, None),
+        ((3, 2), 1, 9, 9, None),
+        ((0, 2), 1, 9, 9, None),
+        ((1, 10**15), 5, 8, 9, [5, 6, 7, 8]),
+        ((1, 9), 1, 9, 3, [1, 2, 3]),
+    ],
+)
+def test_nakack2_hostile_ranges_are_refused_or_clamped(
+    ranges: tuple[int, ...], low: int, high: int, limit: int, expected: list[int] | None
+) -> None:
+    assert expand_ranges(ranges, low, high, limit) == expected
+
+
+def test_nakack2_properties_have_jgroups_names_and_udp_defaults() -> None:
+    props = Nakack2().properties()
+    assert props["xmit_interval"] == 0.5 and props["use_mcast_xmit"] is True
+    assert props["max_xmit_req_size"] == 1024 and props["become_server_queue_size"] == 50
+    with pytest.raises(PropertyError, match=r"NAKACK2\.max_xmit_req_size must be >= 1"):
+        Nakack2(max_xmit_req_size=0)
+
+
+def test_nakack2_stats_show_windows_xmit_counters_and_queue() -> None:
+    net = _Net(2)
+    net.view()
+    net.send(0, *_payloads(2))
+    net.pump()
+    stats = net[1].stats()
+    for key in (
+        "xmit_reqs_sent",
+        "xmit_reqs_received",
+        "xmit_rsps_sent",
+        "xmit_rsps_received",
+        "non_member_dropped",
+        "become_server_queue",
+        "become_server_queue_dropped",
+        "highest_seqno_sent",
+    ):
+        assert stats[key] == 0, key
+    assert stats["windows"][str(net.addrs[0])] == {"hd": 2, "hr": 2, "size": 0, "missing": 0}

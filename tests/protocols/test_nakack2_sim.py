@@ -1,0 +1,268 @@
+"""NAKACK2 scenarios on the simulated network, in virtual time.
+
+Each test names the rule or seed scenario it plays: retransmission healing
+loss, the last message dropped, XMIT_RSP by unicast, OOB overtaking, and
+seed 003's join while a member sends, with and without retransmission.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import trio
+
+from triogroups import BecomeServer, Flag, Message, SetDigest, StackConfig, View, ViewChange
+from triogroups.events import DigestReply, GetDigest
+from triogroups.protocols import ids
+from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.view import Digest
+
+
+def _stack(transport: str = "SIM", *, discard: bool = False, stable: bool = False,
+           **nakack2: Any) -> StackConfig:  # fmt: skip
+    layers: list[Any] = [transport]
+    if discard:
+        layers.append("DISCARD")
+    layers.append(("NAKACK2", nakack2))
+    if stable:
+        layers.append(("STABLE", {"desired_avg_gossip": 1.0}))
+    return StackConfig.of(*layers)
+
+
+def _payloads(prefix: str, first: int, last: int) -> list[bytes]:
+    return [f"{prefix}{i}".encode() for i in range(first, last + 1)]
+
+
+def _got(member: SimMember, src: SimMember | None = None) -> list[bytes]:
+    return [m.payload for m in member.delivered if src is None or m.src == src.address]
+
+
+def _is_msg(payload: bytes) -> Callable[[Message], bool]:
+    def match(msg: Message) -> bool:
+        hdr = msg.headers.get(ids.NAKACK2)
+        return msg.payload == payload and hdr is not None and hdr.type == 1
+
+    return match
+
+
+async def _until(check: Callable[[], bool], timeout: float = 30.0) -> None:
+    with trio.fail_after(timeout):
+        while not check():
+            await trio.sleep(0.05)
+
+
+def _stat(cluster: SimCluster, key: str) -> int:
+    return sum(m.protocol("NAKACK2").stats()[key] for m in cluster.members)
+
+
+async def test_nakack2_heals_loss_duplication_and_reordering(autojump_clock: Any) -> None:
+    """Gaps are asked for and re-multicast; every member delivers everything, per-sender FIFO."""
+    faults = {"loss": 0.2, "duplicate": 0.1, "min_delay": 0.001, "max_delay": 0.03}
+    async with open_cluster(3, _stack(stable=True), seed=7, **faults) as cluster:
+        for i in range(40):
+            for member in cluster.members:
+                await member.send(f"{member.name}{i}".encode())
+            await trio.sleep(0.01)
+        await cluster.wait_until_delivered(timeout=60)
+        assert _stat(cluster, "xmit_reqs_sent") > 0 and _stat(cluster, "xmit_rsps_sent") > 0
+        assert _stat(cluster, "duplicates") > 0
+
+
+async def test_nakack2_last_message_dropped_is_healed_without_stable(autojump_clock: Any) -> None:
+    """JGroups' LastMessageDroppedTest: HIGHEST_SEQNO reveals the lost last message."""
+    async with open_cluster(3, _stack(discard=True), seed=1) as cluster:
+        a, b, c = cluster.members
+        a.protocol("DISCARD").drop_if(_is_msg(b"a3"), direction="down")
+        start = trio.current_time()
+        await a.send_many(_payloads("a", 1, 3))
+        await trio.sleep(0.2)
+        assert _got(b) == _got(c) == _payloads("a", 1, 2)
+        await _until(lambda: _got(b) == _got(c) == _payloads("a", 1, 3))
+        assert trio.current_time() - start < 1.5  # two xmit_interval runs, no STABLE round
+        assert a.protocol("NAKACK2").stats()["highest_seqno_sent"] == 1
+        cluster.check_contract()
+
+
+async def test_nakack2_xmit_rsp_by_unicast_when_use_mcast_xmit_is_off(autojump_clock: Any) -> None:
+    """use_mcast_xmit=False: only the member that asked gets the message again."""
+    async with open_cluster(3, _stack(discard=True, use_mcast_xmit=False), seed=2) as cluster:
+        a, b, _c = cluster.members
+        b.protocol("DISCARD").drop_if(_is_msg(b"a2"), direction="up")
+        await a.send_many(_payloads("a", 1, 3))
+        await cluster.wait_until_delivered(timeout=5)
+        stats = {m.name: m.protocol("NAKACK2").stats() for m in cluster.members}
+        assert stats["A"]["xmit_rsps_sent"] == 1 and stats["B"]["xmit_rsps_received"] == 1
+        assert stats["C"]["xmit_rsps_received"] == 0 and stats["C"]["duplicates"] == 0
+
+
+async def test_nakack2_oob_is_not_held_up_by_a_blocked_regular_message(
+    autojump_clock: Any,
+) -> None:
+    """OOB multicasts are reliable and may overtake a regular one that waits for a gap."""
+    async with open_cluster(2, _stack(discard=True), seed=3) as cluster:
+        a, b = cluster.members
+        b.protocol("DISCARD").drop_if(_is_msg(b"r1"), direction="up")
+        await a.send_many([b"r1", b"r2"])
+        await a.send(b"oob", flags=Flag.OOB)
+        await trio.sleep(0.2)
+        assert _got(b) == [b"oob"]  # r1 lost, r2 held behind it, the OOB one delivered
+        await cluster.wait_until_delivered(timeout=5)
+        assert _got(b) == [b"oob", b"r1", b"r2"]
+
+
+async def test_nakack2_multicasts_from_non_members_are_dropped(autojump_clock: Any) -> None:
+    async with open_cluster(3, _stack(), seed=4, view=False) as cluster:
+        a, b, c = cluster.members
+        await cluster.install_view([a, b])
+        await c.send(b"c1")
+        await a.send(b"a1")
+        await _until(lambda: _got(b) == [b"a1"])
+        await trio.sleep(0.5)
+        assert _got(a) == _got(b) == [b"a1"]
+        assert a.protocol("NAKACK2").stats()["non_member_dropped"] == 1
+
+
+# --- seed 003: join while a member sends ------------------------------------------------------
+
+
+async def _join_while_b_sends(cluster: SimCluster) -> tuple[SimMember, SimMember, SimMember]:
+    """The seed's scenario up to BECOME_SERVER: B is at 100, C joins, B sends 101..170.
+
+    C installs view {A,B,C} and gets the digest taken at A (B at 100), then
+    B sends 70 messages before C becomes a server.
+    """
+    a, b, c = cluster.members
+    await cluster.install_view([a, b])
+    await b.send_many(_payloads("b", 1, 100))
+    await _until(lambda: len(_got(a)) == 100)
+    await a.stack.send(GetDigest("TEST"))
+    await _until(lambda: any(isinstance(e, DigestReply) for e in a.events))
+    (reply,) = [e for e in a.events if isinstance(e, DigestReply)]
+    assert reply.digest[b.address] == (100, 100)
+    view = View.create(a.address, 2, [a.address, b.address, c.address])
+    for member in (a, b, c):
+        await member.stack.send(ViewChange(view))
+    await c.stack.send(SetDigest(reply.digest))
+    for i in range(101, 171):
+        await b.send(f"b{i}".encode())
+        await trio.sleep(0.001)
+    await trio.sleep(0.5)
+    assert _got(c) == []
+    return a, b, c
+
+
+async def test_seed003_join_while_sending_over_tcp_without_retransmission(
+    autojump_clock: Any,
+) -> None:
+    """C joins {A,B} while B sends 70: C delivers all 70 in order, then all that follows.
+
+    With xmit_interval=0 nothing could bring back a dropped message, so the
+    become_server_queue must keep every one of them (unbounded).
+    """
+    stack = _stack("TCP", xmit_interval=0)
+    async with open_cluster(3, stack, seed=5, view=False) as cluster:
+        _a, b, c = await _join_while_b_sends(cluster)
+        nak = c.protocol("NAKACK2")
+        assert nak.stats()["become_server_queue"] == 170  # B's 1..100 came too
+        assert nak.stats()["become_server_queue_dropped"] == 0
+        await c.stack.send(BecomeServer())
+        await b.send_many(_payloads("b", 171, 200))
+        await _until(lambda: len(_got(c)) == 100)
+        assert _got(c) == _payloads("b", 101, 200)
+        assert _stat(cluster, "xmit_reqs_sent") == 0 and _stat(cluster, "highest_seqno_sent") == 0
+
+
+async def test_seed003_join_while_sending_bounded_queue_healed_by_retransmission(
+    autojump_clock: Any,
+) -> None:
+    """With retransmission the queue keeps the newest 50; the 20 dropped are retransmitted."""
+    async with open_cluster(3, _stack(), seed=6, view=False) as cluster:
+        _a, b, c = await _join_while_b_sends(cluster)
+        nak = c.protocol("NAKACK2")
+        assert nak.stats()["become_server_queue"] == 50
+        assert nak.stats()["become_server_queue_dropped"] == 120
+        await c.stack.send(BecomeServer())
+        await b.send_many(_payloads("b", 171, 200))
+        await _until(lambda: len(_got(c)) == 100)
+        assert _got(c) == _payloads("b", 101, 200)
+        assert nak.stats()["xmit_reqs_sent"] > 0
+
+
+async def test_seed003_tcp_orders_and_stable_purges_without_any_retransmission(
+    autojump_clock: Any,
+) -> None:
+    """Seqnos only order; STABLE still purges; nothing is ever asked for again."""
+    stack = _stack("TCP", stable=True, xmit_interval=0)
+    async with open_cluster(3, stack, seed=8, min_delay=0.001, max_delay=0.02) as cluster:
+        for i in range(30):
+            for member in cluster.members:
+                await member.send(f"{member.name}{i}".encode())
+        await cluster.wait_until_delivered(timeout=10)
+        await _until(lambda: all(m.protocol("NAKACK2").retained() == 0 for m in cluster.members))
+        assert _stat(cluster, "xmit_reqs_sent") == 0 and _stat(cluster, "highest_seqno_sent") == 0
+        assert _stat(cluster, "purged") == 90 * 3 // 3
+
+
+async def test_seed003_xmit_interval_changed_at_run_time_starts_and_stops_the_task(
+    autojump_clock: Any,
+) -> None:
+    async with open_cluster(2, _stack("TCP", xmit_interval=0), seed=9) as cluster:
+        a, _b = cluster.members
+        nak = a.protocol("NAKACK2")
+        await a.send(b"a1")
+        await trio.sleep(2)
+        assert not nak.stats()["xmit_task_running"] and nak.stats()["highest_seqno_sent"] == 0
+        nak.set_property("xmit_interval", "200ms", trio.current_time())
+        await a.send(b"a2")  # the host re-reads next_deadline after the next handler
+        await trio.sleep(2)
+        assert nak.stats()["xmit_task_running"] and nak.stats()["highest_seqno_sent"] == 1
+        nak.set_property("xmit_interval", 0, trio.current_time())
+        await a.send(b"a3")
+        await trio.sleep(2)
+        assert not nak.stats()["xmit_task_running"] and nak.stats()["highest_seqno_sent"] == 1
+        await cluster.wait_until_delivered(timeout=5)
+
+
+async def test_nakack2_answers_get_digest_through_a_running_stack(autojump_clock: Any) -> None:
+    async with open_cluster(2, _stack(), seed=10) as cluster:
+        a, b = cluster.members
+        await b.send_many([b"1", b"2"])
+        await cluster.wait_until_delivered(timeout=5)
+        await a.stack.send(GetDigest("TEST"))
+        await _until(lambda: any(isinstance(e, DigestReply) for e in a.events))
+        (reply,) = [e for e in a.events if isinstance(e, DigestReply)]
+        assert reply.digest == Digest({a.address: (0, 0), b.address: (2, 2)})
+
+
+async def test_nakack2_member_joining_through_gms_delivers_a_gapless_suffix(
+    autojump_clock: Any,
+) -> None:
+    """GMS hands the joiner its view, digest and BecomeServer while everyone sends.
+
+    From each sender the joiner delivers an unbroken run up to the last
+    message: nothing after its digest is lost, nothing before it delivered.
+    """
+    stack = StackConfig.of("SIM", "PING", "NAKACK2", ("STABLE", {"desired_avg_gossip": 1.0}), "GMS")
+    async with open_cluster(3, stack, seed=14, loss=0.1) as cluster:
+        joiner = await cluster.add_member()
+        async with trio.open_nursery() as nursery:
+
+            async def chatter() -> None:
+                for i in range(40):
+                    for member in cluster.members[:3]:
+                        await member.send(f"{member.name}{i}".encode())
+                    await trio.sleep(0.05)
+
+            nursery.start_soon(chatter)
+            await cluster.join(joiner)
+        await cluster.wait_for_view()
+        old = cluster.members[:3]
+        await _until(lambda: all(_got(joiner, m)[-1:] == [f"{m.name}39".encode()] for m in old))
+        for member in old:
+            sent = cluster.log.sent[(member.address, None)]
+            got = _got(joiner, member)
+            assert got == sent[len(sent) - len(got) :] and len(got) < len(sent)
+        old_addresses = [m.address for m in old]  # the old members may still be healing
+        await _until(lambda: cluster.log.all_arrived(old_addresses, old_addresses))
+        cluster.check_contract(old)

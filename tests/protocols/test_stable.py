@@ -1,0 +1,183 @@
+"""STABLE unit tests: gossip timing, the coordinator's merge, STABILITY, and what goes down.
+
+Sans-IO STABLE objects with explicit ``now``; digests are fed in as the
+`DigestReply` that NAKACK2 would send up.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View
+from triogroups.events import DigestReply, Event, GetDigest, StableDigest, ViewChange
+from triogroups.protocols import ids
+from triogroups.protocols.stable import STABILITY, STABLE_GOSSIP, Stable, StableHeader
+from triogroups.view import ViewId
+from triogroups.wire import WireCodec
+
+ID = ids.STABLE
+A, B, C = Address(1, "A"), Address(2, "B"), Address(3, "C")
+VIEW = View.create(A, 1, [A, B, C])
+
+
+def _stable(me: Address, view: View | None = VIEW, **props: object) -> Stable:
+    s = Stable(**props)
+    s.start(me, "c", 0.0)
+    if view is not None:
+        s.down_event(ViewChange(view), 0.0)
+        s.take_down()
+    return s
+
+
+def _down(s: Stable) -> tuple[list[Message], list[Event]]:
+    msgs: list[Message] = []
+    events: list[Event] = []
+    for item in s.take_down():
+        if isinstance(item, list):
+            msgs.extend(item)
+        else:
+            events.append(item)
+    return msgs, events
+
+
+def _gossip(src: Address, digest: Digest, view_id: ViewId = VIEW.view_id) -> Message:
+    hdr = StableHeader(STABLE_GOSSIP, view_id, digest)
+    return Message(A, src=src, flags=Flag.OOB | Flag.NO_RELIABILITY, headers={ID: hdr})
+
+
+def test_stable_gossip_interval_is_jittered_around_desired_avg_gossip_and_seeded() -> None:
+    """Each interval is uniform in [0.5, 1.5] x desired_avg_gossip, from an address-seeded RNG."""
+    firsts = [_stable(Address(i, "X"), desired_avg_gossip=10.0).next_deadline() for i in range(40)]
+    assert all(5.0 <= t <= 15.0 for t in firsts) and len(set(firsts)) == 40
+    assert min(firsts) < 7 and max(firsts) > 13
+    again = _stable(Address(7, "X"), desired_avg_gossip=10.0).next_deadline()
+    assert again == firsts[7]
+    s = _stable(B, desired_avg_gossip=10.0)
+    now = s.next_deadline()
+    s.tick(now)
+    assert now + 5.0 <= s.next_deadline() <= now + 15.0
+
+
+def test_stable_timer_asks_the_layer_below_for_the_digest() -> None:
+    s = _stable(B)
+    s.tick(s.next_deadline())
+    assert _down(s) == ([], [GetDigest("STABLE")])
+    assert s.stats()["digest_requests"] == 1
+
+
+def test_stable_no_gossip_without_a_view() -> None:
+    s = _stable(B, view=None)
+    s.tick(s.next_deadline())
+    assert _down(s) == ([], []) and s.next_deadline() < math.inf
+
+
+def test_stable_member_sends_its_digest_to_the_coordinator() -> None:
+    s = _stable(B)
+    digest = Digest({A: (3, 4), B: (5, 5), C: (0, 0)})
+    s.up_event(DigestReply("STABLE", digest), 0.0)
+    ([msg], []) = _down(s)
+    assert msg.dest == A and msg.headers[ID] == StableHeader(STABLE_GOSSIP, VIEW.view_id, digest)
+    assert msg.flags & Flag.NO_RELIABILITY and msg.flags & Flag.OOB
+    codec = WireCodec("c")
+    (back,) = codec.decode(codec.encode(A, B, [msg])).messages
+    assert back.headers[ID] == msg.headers[ID]
+    assert s.take_up() == [] and s.stats()["gossip_sent"] == 1
+
+
+def test_stable_other_digest_replies_pass_up() -> None:
+    s = _stable(B)
+    reply = DigestReply("GMS", Digest())
+    s.up_event(reply, 0.0)
+    assert s.take_up() == [reply] and _down(s) == ([], [])
+
+
+def test_stable_coordinator_merges_once_every_member_sent_a_digest() -> None:
+    """Per sender: minimum of highest delivered, maximum of highest received; then STABILITY."""
+    s = _stable(A)
+    s.up_event(DigestReply("STABLE", Digest({A: (9, 9), B: (4, 6), C: (2, 2)})), 0.0)
+    s.up([_gossip(B, Digest({A: (7, 9), B: (6, 6), C: (2, 3)}))], 0.0)
+    assert _down(s) == ([], []) and s.stats()["votes"] == 2
+    s.up([_gossip(C, Digest({A: (8, 8), B: (5, 5), C: (3, 3)}))], 0.0)
+    ([msg], [event]) = _down(s)
+    stable = Digest({A: (7, 9), B: (4, 6), C: (2, 3)})
+    assert msg.dest is None and msg.headers[ID] == StableHeader(STABILITY, VIEW.view_id, stable)
+    assert msg.flags & Flag.DONT_LOOPBACK and msg.flags & Flag.NO_RELIABILITY
+    assert event == StableDigest(stable)
+    stats = s.stats()
+    assert stats["stability_rounds"] == 1 and stats["votes"] == 0
+    assert stats["last_stable_digest"] == repr(stable)
+
+
+def test_stable_coordinator_ignores_gossip_from_other_views_and_non_members() -> None:
+    s = _stable(A)
+    old = ViewId(0, A)
+    s.up([_gossip(B, Digest({A: (1, 1)}), old), _gossip(Address(9, "Z"), Digest({A: (1, 1)}))], 0.0)
+    assert s.stats()["votes"] == 0 and s.stats()["ignored"] == 2
+
+
+def test_stable_non_coordinator_ignores_gossip() -> None:
+    s = _stable(B)
+    s.up([_gossip(C, Digest({A: (1, 1)}))], 0.0)
+    assert s.stats()["ignored"] == 1 and _down(s) == ([], [])
+
+
+def test_stable_view_change_resets_collected_digests() -> None:
+    s = _stable(A)
+    s.up([_gossip(B, Digest({A: (1, 1), B: (1, 1), C: (1, 1)}))], 0.0)
+    s.up([_gossip(C, Digest({A: (1, 1), B: (1, 1), C: (1, 1)}))], 0.0)
+    s.down_event(ViewChange(View.create(A, 2, [A, B, C])), 0.0)
+    s.take_down()
+    assert s.stats()["votes"] == 0
+    s.up_event(DigestReply("STABLE", Digest({A: (1, 1), B: (1, 1), C: (1, 1)})), 0.0)
+    assert _down(s) == ([], [])  # B and C must vote again in the new view
+
+
+def test_stable_members_missing_from_a_digest_are_left_out_of_stability() -> None:
+    s = _stable(A, view=View.create(A, 1, [A, B]))
+    s.up([_gossip(B, Digest({A: (1, 1)}), View.create(A, 1, [A, B]).view_id)], 0.0)
+    s.up_event(DigestReply("STABLE", Digest({A: (2, 2), B: (3, 3)})), 0.0)
+    (_, [event]) = _down(s)
+    assert event == StableDigest(Digest({A: (1, 2)}))
+
+
+def test_stable_stability_received_goes_down_as_stable_digest() -> None:
+    s = _stable(B)
+    stable = Digest({A: (1, 2)})
+    hdr = StableHeader(STABILITY, VIEW.view_id, stable)
+    other = StableHeader(STABILITY, ViewId(5, C), stable)
+    s.up([Message(None, src=A, headers={ID: hdr}), Message(None, src=C, headers={ID: other})], 0.0)
+    assert _down(s) == ([], [StableDigest(stable)])
+    stats = s.stats()
+    assert stats["stability_received"] == 2 and stats["ignored"] == 1
+    assert s.take_up() == []
+
+
+def test_stable_max_bytes_of_multicasts_trigger_a_digest_at_once() -> None:
+    """max_bytes of multicast payload going up start a round before the timer."""
+    s = _stable(B, max_bytes=1000)
+    s.up([Message(B, b"x" * 5000, src=A)], 0.0)  # unicasts do not count
+    assert _down(s) == ([], [])
+    s.up([Message(None, b"x" * 600, src=A)], 0.0)
+    assert _down(s) == ([], [])
+    s.up([Message(None, b"x" * 600, src=C)], 0.0)
+    assert _down(s) == ([], [GetDigest("STABLE")])
+    s.up([Message(None, b"x" * 2000, src=C)], 0.0)
+    assert _down(s) == ([], [])  # one request at a time
+    assert sum(len(b) for b in s.take_up() if isinstance(b, list)) == 4
+    assert s.stats()["max_bytes_reached"] == 1
+
+
+def test_stable_properties_keep_jgroups_names_and_defaults() -> None:
+    props = Stable().properties()
+    assert props == {"desired_avg_gossip": 20.0, "max_bytes": 2_000_000}
+    assert Stable(max_bytes="4MB", desired_avg_gossip="500ms").properties()["max_bytes"] == 4 << 20
+    with pytest.raises(PropertyError, match=r"STABLE\.desired_avg_gossip must be > 0"):
+        Stable(desired_avg_gossip=0)
+
+
+def test_stable_needs_a_digest_provider_below() -> None:
+    with pytest.raises(PropertyError, match="STABLE needs NAKACK2 or MCAST below it"):
+        StackConfig.of("SIM", "STABLE").build()
+    StackConfig.of("SIM", "NAKACK2", "STABLE").build()

@@ -1,0 +1,87 @@
+"""NAKACK2's header, its message types, and the seqno-range encoding of XMIT_REQ.
+
+One NamedTuple for every NAKACK2 message; a regular multicast uses only
+``type`` and ``seqno``, so the header stays a few bytes on the wire.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import NamedTuple
+
+from triogroups.address import Address
+from triogroups.protocols import ids
+from triogroups.wire import register_header
+
+__all__ = [
+    "HIGHEST_SEQNO",
+    "MSG",
+    "TYPE_NAMES",
+    "XMIT_REQ",
+    "XMIT_RSP",
+    "NakAckHeader2",
+    "expand_ranges",
+    "to_ranges",
+]
+
+MSG = 1
+XMIT_REQ = 2
+XMIT_RSP = 3
+HIGHEST_SEQNO = 4
+
+TYPE_NAMES = {
+    MSG: "MSG",
+    XMIT_REQ: "XMIT_REQ",
+    XMIT_RSP: "XMIT_RSP",
+    HIGHEST_SEQNO: "HIGHEST_SEQNO",
+}
+
+
+class NakAckHeader2(NamedTuple):
+    """``type`` is MSG, XMIT_REQ, XMIT_RSP or HIGHEST_SEQNO.
+
+    MSG and XMIT_RSP: ``seqno`` of the message; HIGHEST_SEQNO: the sender's
+    highest seqno. XMIT_REQ and XMIT_RSP: ``sender`` is the original sender.
+    XMIT_REQ: ``ranges`` lists the missing seqnos as flattened (first, last)
+    pairs, so a long run of losses costs two ints.
+    """
+
+    type: int
+    seqno: int = 0
+    sender: Address | None = None
+    ranges: tuple[int, ...] = ()
+
+
+register_header(ids.NAKACK2, NakAckHeader2)
+
+
+def to_ranges(seqnos: Iterable[int]) -> tuple[int, ...]:
+    """Ascending seqnos as flattened (first, last) pairs: [1, 2, 3, 7] -> (1, 3, 7, 7)."""
+    out: list[int] = []
+    for s in seqnos:
+        if out and s == out[-1] + 1:
+            out[-1] = s
+        else:
+            out += (s, s)
+    return tuple(out)
+
+
+def expand_ranges(ranges: tuple[int, ...], low: int, high: int, limit: int) -> list[int] | None:
+    """The seqnos of ``ranges`` that lie in [low, high], at most ``limit`` of them.
+
+    None when ``ranges`` is malformed (odd length, first > last, seqno < 1):
+    it comes off the wire, so a hostile request can neither crash the
+    sender nor make it walk a billion-long range.
+    """
+    if len(ranges) % 2:
+        return None
+    out: list[int] = []
+    for i in range(0, len(ranges), 2):
+        first, last = ranges[i], ranges[i + 1]
+        if first < 1 or first > last:
+            return None
+        for s in range(max(first, low), min(last, high) + 1):
+            if len(out) >= limit:
+                return out
+            out.append(s)
+    return out

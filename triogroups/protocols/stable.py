@@ -1,0 +1,223 @@
+"""STABLE: find out what every member has delivered, so NAKACK2 can purge it.
+
+Sans-IO: it never awaits and never reads a clock; gossip is due at `tick`.
+
+Every member sends its digest (highest delivered and received per sender,
+taken from the multicast layer below with `GetDigest`) to the coordinator
+as a STABLE_GOSSIP, every ``desired_avg_gossip`` on average (each interval
+drawn uniformly from [0.5, 1.5] times it, so members do not gossip in step)
+and also as soon as ``max_bytes`` of multicast payload have come up since
+the last stability. Once the coordinator holds a digest from every member
+of the current view it merges them (per sender: the minimum of the highest
+delivered, the maximum of the highest received) and multicasts the result
+as STABILITY. Every member passes it down as `StableDigest`: NAKACK2 purges
+what is stable and asks for messages that someone received and it did not.
+
+Decisions: gossip and STABILITY travel as OOB, NO_RELIABILITY messages (a
+lost round is redone by the next one, and they take no seqnos, so a quiet
+group purges down to nothing); collected digests are dropped on every view
+change and after every round; messages for another view are ignored. The
+interval jitter comes from an RNG seeded with the member's address, so a
+simulated run repeats exactly.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import Counter
+from typing import Any, NamedTuple
+
+from triogroups.address import Address
+from triogroups.events import DigestReply, Event, GetDigest, StableDigest
+from triogroups.message import Flag, Message
+from triogroups.properties import Duration, PropertyError, Size, at_least, positive
+from triogroups.protocol import Protocol
+from triogroups.protocols import ids
+from triogroups.view import Digest, View, ViewId
+from triogroups.wire import register_header
+
+__all__ = ["Stable", "StableHeader"]
+
+_ID = ids.STABLE
+_CONTROL = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY)
+_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
+
+STABLE_GOSSIP = 1
+STABILITY = 2
+
+_COUNTERS = (
+    "digest_requests",
+    "gossip_sent",
+    "gossip_received",
+    "stability_rounds",
+    "stability_received",
+    "max_bytes_reached",
+    "ignored",
+)
+
+
+class StableHeader(NamedTuple):
+    """STABLE_GOSSIP (member -> coordinator) or STABILITY (coordinator -> all)."""
+
+    type: int
+    view_id: ViewId
+    digest: Digest
+
+
+register_header(_ID, StableHeader)
+
+
+class Stable(Protocol):
+    """Stability rounds for the multicast layer below (see the module docstring)."""
+
+    name = "STABLE"
+    id = _ID
+
+    desired_avg_gossip = Duration(
+        20.0, doc="average time between two digests a member sends", check=positive, rule="> 0"
+    )
+    max_bytes = Size(
+        2_000_000,
+        doc="multicast bytes received that trigger a digest at once (0: only the timer)",
+        check=at_least(0),
+        rule=">= 0",
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self._rng = random.Random(0)
+        self._next_gossip = math.inf
+        self._awaiting_digest = False
+        self._bytes = 0
+        self._votes: dict[Address, Digest] = {}
+        self._last_stable: Digest | None = None
+        self._counters = Counter(dict.fromkeys(_COUNTERS, 0))
+
+    def start(self, local_address: Address, cluster: str, now: float) -> None:
+        super().start(local_address, cluster, now)
+        self._rng = random.Random(local_address.uuid)
+        self._next_gossip = now + self._interval()
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        if not any(p.name in _DIGEST_PROVIDERS for p in below):
+            names = ", ".join(p.name for p in below) or "nothing"
+            raise PropertyError(
+                f"STABLE needs NAKACK2 or MCAST below it to take digests from, got {names}"
+            )
+
+    def _interval(self) -> float:
+        return self.desired_avg_gossip * self._rng.uniform(0.5, 1.5)
+
+    # --- gossip --------------------------------------------------------------------
+
+    def next_deadline(self) -> float:
+        return self._next_gossip
+
+    def tick(self, now: float) -> None:
+        if now < self._next_gossip:
+            return
+        self._next_gossip = now + self._interval()
+        if self.view is not None:
+            self._request_digest()
+
+    def _request_digest(self) -> None:
+        self._awaiting_digest = True
+        self._counters["digest_requests"] += 1
+        self.pass_down(GetDigest(self.name))
+
+    def up_event(self, event: Event, now: float) -> None:
+        if isinstance(event, DigestReply) and event.requester == self.name:
+            self._awaiting_digest = False
+            self._gossip(event.digest)
+        else:
+            super().up_event(event, now)
+
+    def _gossip(self, digest: Digest) -> None:
+        view, me = self.view, self.local_address
+        if view is None or me not in view:
+            return
+        if view.coord == me:
+            self._vote(me, digest, view)
+            return
+        hdr = StableHeader(STABLE_GOSSIP, view.view_id, digest)
+        self.send_down_one(Message(view.coord, flags=_CONTROL, headers={_ID: hdr}))
+        self._counters["gossip_sent"] += 1
+
+    # --- the coordinator ------------------------------------------------------------
+
+    def _vote(self, member: Address, digest: Digest, view: View) -> None:
+        self._votes[member] = digest
+        if any(m not in self._votes for m in view.members):
+            return
+        stable = _merge(view, [self._votes[m] for m in view.members])
+        self._votes.clear()
+        self._counters["stability_rounds"] += 1
+        hdr = StableHeader(STABILITY, view.view_id, stable)
+        flags = _CONTROL | _DONT_LOOPBACK
+        self.send_down_one(Message(None, flags=flags, headers={_ID: hdr}))
+        self._apply(stable)
+
+    def _apply(self, stable: Digest) -> None:
+        self._last_stable = stable
+        self._bytes = 0
+        self.pass_down(StableDigest(stable))
+
+    # --- messages ----------------------------------------------------------------------
+
+    def up(self, batch: list[Message], now: float) -> None:
+        out: list[Message] = []
+        for msg in batch:
+            hdr = msg.headers.get(_ID)
+            if hdr is None:
+                if msg.dest is None:
+                    self._bytes += len(msg.payload)
+                out.append(msg)
+            else:
+                self._handle(msg, hdr)
+        if self.max_bytes and self._bytes >= self.max_bytes and not self._awaiting_digest:
+            self._bytes = 0
+            self._counters["max_bytes_reached"] += 1
+            self._request_digest()
+        if out:
+            self.send_up(out)
+
+    def _handle(self, msg: Message, hdr: StableHeader) -> None:
+        view = self.view
+        current = view is not None and hdr.view_id == view.view_id
+        if hdr.type == STABLE_GOSSIP:
+            self._counters["gossip_received"] += 1
+            coord = current and view is not None and view.coord == self.local_address
+            if coord and view is not None and msg.src is not None and msg.src in view:
+                self._vote(msg.src, hdr.digest, view)
+                return
+        elif hdr.type == STABILITY:
+            self._counters["stability_received"] += 1
+            if current:
+                self._apply(hdr.digest)
+                return
+        self._counters["ignored"] += 1
+
+    def view_changed(self, view: View, now: float) -> None:
+        super().view_changed(view, now)
+        self._votes.clear()
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            **self._counters,
+            "votes": len(self._votes),
+            "bytes_since_stability": self._bytes,
+            "next_gossip": self._next_gossip,
+            "last_stable_digest": None if self._last_stable is None else repr(self._last_stable),
+        }
+
+
+def _merge(view: View, digests: list[Digest]) -> Digest:
+    """Per view member known to every digest: (min highest delivered, max highest received)."""
+    entries: dict[Address, tuple[int, int]] = {}
+    for member in view.members:
+        rows = [d[member] for d in digests if member in d]
+        if len(rows) == len(digests):
+            entries[member] = (min(r[0] for r in rows), max(r[1] for r in rows))
+    return Digest(entries)
