@@ -52,6 +52,7 @@ from triogroups.protocols import (
     Ping,
     Stable,
     TcpPing,
+    Unicast3,
     VerifySuspect,
 )
 from triogroups.stack import Stack
@@ -120,6 +121,7 @@ __all__ = [
     "TcpTransport",
     "Transport",
     "UdpTransport",
+    "Unicast3",
     "Unsuspect",
     "VerifySuspect",
     "View",

@@ -6,6 +6,7 @@ import random
 from typing import Any
 
 import pytest
+import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -251,6 +252,25 @@ async def test_frag_large_multicasts_and_unicasts_arrive_whole_and_in_order(
         await cluster.wait_until_delivered(timeout=10)
         assert _payload(50_000, 1) in [m.payload for m in c.delivered]
         assert a.protocol("FRAG").stats()["fragments_sent"] == 50
+
+
+async def test_frag_whole_messages_arrive_over_a_lossy_network_with_reliability_below(
+    autojump_clock: Any,
+) -> None:
+    """Default frag_size: every fragment is a datagram of its own, so loss hits fragments."""
+    stack = StackConfig.of("SIM", "PING", "NAKACK2", "UNICAST3", "STABLE", "GMS", "FRAG")
+    async with open_cluster(3, stack, seed=9) as cluster:
+        a, b, c = cluster.members
+        cluster.network.set_faults(loss=0.2, duplicate=0.05, max_delay=0.02)
+        for i in range(5):
+            await a.send(_payload(250_000 + i, i))
+        await b.send(_payload(200_000, 9), to=c.address)
+        with trio.fail_after(120):  # polls cheaply; the contract check compares payloads
+            while [len(m.delivered) for m in cluster.members] != [5, 5, 6]:
+                await trio.sleep(0.5)
+        cluster.check_contract()  # FIFO, exactly once, complete and intact
+        assert cluster.network.stats()["lost"] > 0
+        assert c.protocol("FRAG").stats()["reassembled"] == 6
 
 
 async def test_frag_oversized_send_is_refused_without_crashing_the_stack(

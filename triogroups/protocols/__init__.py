@@ -10,6 +10,7 @@ from triogroups.protocols.passthrough import PassThrough
 from triogroups.protocols.ping import Ping
 from triogroups.protocols.stable import Stable
 from triogroups.protocols.tcpping import TcpPing
+from triogroups.protocols.unicast3 import Unicast3
 from triogroups.protocols.verify_suspect import VerifySuspect
 
 __all__ = [
@@ -23,5 +24,6 @@ __all__ = [
     "Ping",
     "Stable",
     "TcpPing",
+    "Unicast3",
     "VerifySuspect",
 ]

@@ -1,0 +1,128 @@
+"""UNICAST3's header, connection states and the wrap-around-safe counters.
+
+One small NamedTuple header serves all five message types (as JGroups'
+UnicastHeader3 does); each type reads only its own fields, the rest keep
+their defaults so a DATA header costs a handful of bytes on the wire.
+Timestamps (seed 000) and connection ids are fixed-width counters that wrap;
+they are compared by signed difference, so "newer" stays right across the
+wrap. Nothing here holds state or reads a clock.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import NamedTuple
+
+from triogroups.protocols import ids
+from triogroups.wire import register_header
+
+__all__ = [
+    "ACK",
+    "CLOSE",
+    "DATA",
+    "ID",
+    "SEND_FIRST_SEQNO",
+    "TYPE_NAMES",
+    "XMIT_REQ",
+    "State",
+    "Unicast3Header",
+    "conn_newer",
+    "header_ok",
+    "next_conn_id",
+    "next_timestamp",
+    "timestamp_newer",
+]
+
+ID = ids.UNICAST3
+
+DATA = 0
+ACK = 1
+SEND_FIRST_SEQNO = 2
+XMIT_REQ = 3
+CLOSE = 4
+TYPE_NAMES = {
+    DATA: "DATA",
+    ACK: "ACK",
+    SEND_FIRST_SEQNO: "SEND_FIRST_SEQNO",
+    XMIT_REQ: "XMIT_REQ",
+    CLOSE: "CLOSE",
+}
+
+_TS_BITS = 32
+_TS_MOD = 1 << _TS_BITS
+_CONN_MOD = 1 << 16
+
+
+class Unicast3Header(NamedTuple):
+    """The UNICAST3 header; which fields matter depends on ``type``.
+
+    DATA (seqno, conn_id, first), ACK (seqno, conn_id, timestamp),
+    SEND_FIRST_SEQNO (timestamp), XMIT_REQ (missing), CLOSE (conn_id).
+    """
+
+    type: int
+    seqno: int = 0
+    conn_id: int = 0
+    first: bool = False
+    timestamp: int = 0
+    missing: tuple[int, ...] = ()
+
+    def __repr__(self) -> str:
+        name = TYPE_NAMES.get(self.type, str(self.type))
+        if self.type == DATA:
+            first = ", first" if self.first else ""
+            return f"DATA(#{self.seqno}, conn_id={self.conn_id}{first})"
+        if self.type == ACK:
+            return f"ACK(#{self.seqno}, conn_id={self.conn_id}, ts={self.timestamp})"
+        if self.type == SEND_FIRST_SEQNO:
+            return f"SEND_FIRST_SEQNO(ts={self.timestamp})"
+        if self.type == XMIT_REQ:
+            return f"XMIT_REQ({len(self.missing)} seqnos)"
+        return f"{name}(conn_id={self.conn_id})"
+
+
+register_header(ID, Unicast3Header)
+
+
+class State(enum.Enum):
+    """Connection states of a sender or receiver entry (seed 001)."""
+
+    OPEN = "OPEN"
+    CLOSING = "CLOSING"
+    CLOSED = "CLOSED"
+
+
+def next_timestamp(ts: int) -> int:
+    """The timestamp after ``ts``: 1, 2, ... 2**32 - 1, then 1 again (0 means "none yet")."""
+    return ts % (_TS_MOD - 1) + 1
+
+
+def timestamp_newer(ts: int, last: int) -> bool:
+    """True if ``ts`` was issued after ``last``, also across the 32-bit wrap."""
+    return 0 < (ts - last) % _TS_MOD < _TS_MOD >> 1
+
+
+def next_conn_id(conn_id: int) -> int:
+    """The connection id after ``conn_id`` (16 bits, wrapping, like JGroups' short)."""
+    return (conn_id + 1) % _CONN_MOD
+
+
+def conn_newer(conn_id: int, other: int) -> bool:
+    """True if connection ``conn_id`` was opened after ``other`` by the same sender."""
+    return 0 < (conn_id - other) % _CONN_MOD < _CONN_MOD >> 1
+
+
+def header_ok(hdr: Unicast3Header, max_missing: int) -> bool:
+    """Whether a received header's values are in range for its type (hostile input)."""
+    if not 0 <= hdr.conn_id < _CONN_MOD:
+        return False
+    t = hdr.type
+    if t == DATA:
+        return hdr.seqno >= 1
+    if t == ACK:
+        return hdr.seqno >= 0 and 0 < hdr.timestamp < _TS_MOD
+    if t == SEND_FIRST_SEQNO:
+        return 0 < hdr.timestamp < _TS_MOD
+    if t == XMIT_REQ:
+        return len(hdr.missing) <= max_missing and all(s >= 1 for s in hdr.missing)
+    return t == CLOSE

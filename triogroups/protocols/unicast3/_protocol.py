@@ -1,0 +1,274 @@
+"""UNICAST3: reliable, ordered unicast with positive, cumulative, delayed acks.
+
+Seeds 001 (UNICAST3) and 000 (receiver sync). The sender numbers messages per
+destination connection and keeps them until acked; the receiver delivers
+each sender's messages in seqno order, acks the highest delivered, asks for
+gaps with XMIT_REQ, and syncs a window it lacks with SEND_FIRST_SEQNO. The two
+halves live in `_sender` and `_receiver`; this class routes batches, events
+and the retransmit task (every ``xmit_interval``) between them.
+
+Only unicasts are handled: multicasts and NO_RELIABILITY messages pass
+through untouched. A protocol never awaits, never reads a clock: ``now`` is
+passed in.
+
+Choices where the seeds leave room (JGroups' behaviour unless said):
+
+- A unicast to self is delivered here, at once and in send order, without a
+  seqno and without touching the network (JGroups' ``loopback``); one with
+  DONT_LOOPBACK is dropped, as in JGroups.
+- ``ack_threshold`` counts messages *delivered* since the last ack sent.
+- The SEND_FIRST_SEQNO flag is a per-sender set rather than a field of the
+  receiver entry: seed 000 notes the entry is usually missing exactly when a
+  sync is needed. It is cleared when the window is opened or the request sent.
+- A CLOSING send connection to a member is removed only after every message
+  is acked (the flush seed 001 asks for); to a non-member it is removed after
+  ``conn_close_timeout`` whatever is left. CLOSE goes to the peer unless the
+  installed view lacks it.
+- ``max_retransmit_time`` gives up on a peer that is not in the installed
+  view (or with no view yet) and has acked nothing new for that long; members
+  are left to failure detection, as in JGroups.
+- Connection ids are 16 bits and compared wrap-around-safe, so a late first
+  message of an older connection cannot replace a newer window.
+- Removed receive windows leave a *floor* (see `_receiver`) so a connection
+  reaped on the receiver side resumes without duplicate deliveries.
+- ``max_xmit_req_size`` 0 means as many seqnos as fit one datagram of the
+  transport below (its ``max_bundle_size``, 9 bytes per seqno).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from triogroups.address import Address
+from triogroups.events import Disconnect, Event
+from triogroups.message import Flag, Message
+from triogroups.properties import Duration, Int, at_least, positive
+from triogroups.protocol import Protocol
+from triogroups.protocols import ids
+from triogroups.protocols.unicast3._common import (
+    ACK,
+    CLOSE,
+    DATA,
+    ID,
+    SEND_FIRST_SEQNO,
+    XMIT_REQ,
+    State,
+    header_ok,
+)
+from triogroups.protocols.unicast3._receiver import DataItem, Receiver
+from triogroups.protocols.unicast3._sender import Sender
+from triogroups.view import View
+
+__all__ = ["Unicast3"]
+
+_NO_RELIABILITY = int(Flag.NO_RELIABILITY)
+_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_SEQNO_BYTES = 9  # a msgpack uint64
+_HEADER_ROOM = 128  # bundle envelope, addresses, the rest of the header
+_DEFAULT_BUNDLE = 65_507
+
+
+class Unicast3(Protocol):
+    """Reliable unicast (seeds 001 and 000); see the module docstring."""
+
+    name = "UNICAST3"
+    id = ids.UNICAST3
+
+    xmit_interval = Duration(
+        0.5,
+        doc="how often the retransmit task runs: delayed acks, XMIT_REQs, HS resends, reaping",
+        check=positive,
+        rule="> 0",
+    )
+    ack_threshold = Int(
+        100,
+        doc="ack at once when this many messages were delivered since the last ack",
+        check=lambda v: v >= 1,
+        rule=">= 1",
+    )
+    conn_expiry_timeout = Duration(
+        120.0,
+        doc="an idle OPEN connection goes to CLOSING after this long (0: never)",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    conn_close_timeout = Duration(
+        240.0,
+        doc="a CLOSING connection is removed after this long (0: never)",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    max_retransmit_time = Duration(
+        60.0,
+        doc="give up on messages to a non-member that acked nothing for this long (0: never)",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    sync_min_interval = Duration(
+        2.0,
+        doc="min time between two SEND_FIRST_SEQNO to the same sender",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    max_xmit_req_size = Int(
+        0,
+        doc="max seqnos in one XMIT_REQ (0: as many as fit one datagram)",
+        check=lambda v: v >= 0,
+        rule=">= 0",
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self.sender = Sender(self)
+        self.receiver = Receiver(self)
+        self._bundle_size = _DEFAULT_BUNDLE
+        self._next_tick = math.inf
+        self.loopbacks = 0
+        self.malformed = 0
+
+    # --- configuration ---------------------------------------------------------------
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        size = getattr(below[0], "max_bundle_size", None) if below else None
+        if isinstance(size, int) and size > 0:
+            self._bundle_size = size
+
+    @property
+    def xmit_req_cap(self) -> int:
+        """Most seqnos one XMIT_REQ may carry (asked for, or accepted from a peer)."""
+        fit = max(1, (self._bundle_size - _HEADER_ROOM) // _SEQNO_BYTES)
+        return min(self.max_xmit_req_size, fit) if self.max_xmit_req_size else fit
+
+    def property_changed(self, key: str, now: float) -> None:
+        if key == "xmit_interval" and self._next_tick != math.inf:
+            self._next_tick = now + self.xmit_interval
+
+    def is_member(self, peer: Address) -> bool:
+        """True if the installed view has ``peer`` (False before any view)."""
+        return self.view is not None and peer in self.view
+
+    def may_be_member(self, peer: Address) -> bool:
+        """False only if an installed view lacks ``peer``."""
+        return self.view is None or peer in self.view
+
+    # --- messages ---------------------------------------------------------------------
+
+    def down(self, batch: list[Message], now: float) -> None:
+        out: list[Message] = []
+        me = self.local_address
+        send = self.sender.send
+        for msg in batch:
+            dest = msg.dest
+            if dest is None or msg.flags & _NO_RELIABILITY:
+                out.append(msg)
+            elif dest == me:
+                self._loopback(msg)
+            else:
+                send(msg, now, out)
+        self.send_down(out)
+        self._arm(now)
+
+    def _loopback(self, msg: Message) -> None:
+        if msg.flags & _DONT_LOOPBACK:
+            return
+        msg.src = self.local_address
+        self.loopbacks += 1
+        self.send_up_one(msg)
+
+    def up(self, batch: list[Message], now: float) -> None:
+        others: list[Message] = []
+        data: dict[Address, list[DataItem]] = {}
+        out: list[Message] = []
+        sender = self.sender
+        cap = self.xmit_req_cap
+        for msg in batch:
+            hdr = msg.headers.get(ID)
+            if hdr is None or msg.dest is None or msg.flags & _NO_RELIABILITY:
+                others.append(msg)
+                continue
+            src = msg.src
+            if src is None or not header_ok(hdr, cap):
+                self.malformed += 1
+                continue
+            kind = hdr.type
+            if kind == DATA:
+                items = data.get(src)
+                if items is None:
+                    data[src] = [(hdr, msg)]
+                else:
+                    items.append((hdr, msg))
+            elif kind == ACK:
+                sender.on_ack(src, hdr, now)
+            elif kind == SEND_FIRST_SEQNO:
+                sender.on_send_first_seqno(src, hdr, out)
+            elif kind == XMIT_REQ:
+                sender.on_xmit_req(src, hdr, out)
+            elif kind == CLOSE:
+                self.receiver.on_close(src, hdr, now)
+        delivered: list[Message] = []
+        for src, items in data.items():
+            self.receiver.on_data(src, items, now, delivered, out)
+        self.send_down(out)
+        self.send_up(delivered)
+        self.send_up(others)
+        self._arm(now)
+
+    # --- events and connections -----------------------------------------------------------
+
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Disconnect):
+            out: list[Message] = []
+            self.receiver.flush_acks(out)
+            self.send_down(out)
+        super().down_event(event, now)
+
+    def view_changed(self, view: View, now: float) -> None:
+        """Connections to members that left go to CLOSING (both halves), as in JGroups."""
+        super().view_changed(view, now)
+        self.sender.view_changed(view, now)
+        self.receiver.view_changed(view, now)
+
+    def close_connection(self, peer: Address, now: float) -> None:
+        """Set both connections with ``peer`` to CLOSING (JGroups' closeConnection)."""
+        self.sender.close(peer, now)
+        self.receiver.close(peer, now)
+
+    # --- the retransmit task ------------------------------------------------------------
+
+    def _arm(self, now: float) -> None:
+        if self._next_tick == math.inf and self._busy():
+            self._next_tick = now + self.xmit_interval
+
+    def _busy(self) -> bool:
+        return bool(self.sender.entries) or self.receiver.busy()
+
+    def next_deadline(self) -> float:
+        return self._next_tick
+
+    def tick(self, now: float) -> None:
+        """The retransmit task: receiver side first (acks, XMIT_REQs), then senders."""
+        out: list[Message] = []
+        self.receiver.tick(now, out)
+        self.sender.tick(now, out)
+        self.send_down(out)
+        self._next_tick = now + self.xmit_interval if self._busy() else math.inf
+
+    # --- observability -----------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        states = {s.value: 0 for s in State}
+        for entry in self.sender.entries.values():
+            states[entry.state.value] += 1
+        for other in self.receiver.entries.values():
+            states[other.state.value] += 1
+        return {
+            **self.sender.stats(),
+            **self.receiver.stats(),
+            "loopbacks": self.loopbacks,
+            "malformed": self.malformed,
+            "timestamp": self.receiver.timestamper,
+            "connections": states,
+            "send_conns": {str(p): e.snapshot() for p, e in self.sender.entries.items()},
+            "recv_conns": {str(p): e.snapshot() for p, e in self.receiver.entries.items()},
+        }

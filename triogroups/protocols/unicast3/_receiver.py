@@ -1,0 +1,392 @@
+"""UNICAST3's receiver half: one receive window per sender, acked with delay.
+
+Each sender has a `ReceiverEntry`: the sender's connection id, a
+`SeqnoTable` of what arrived and is not yet delivered, a state (OPEN /
+CLOSING / CLOSED) and an ack-pending flag. Acks are cumulative (the highest
+delivered seqno), one per received batch at most, and delayed: the
+retransmit task sends the pending ones every ``xmit_interval``, unless
+``ack_threshold`` messages were delivered since the last ack, which sends
+one at once. Every ACK and SEND_FIRST_SEQNO carries a timestamp from this
+member's counter (seed 000).
+
+Without a window for a sender (or with one of an older connection), a
+message cannot be placed: it is kept in a small per-sender cache and a
+SEND_FIRST_SEQNO is *wanted* (seed 001: a flag, not sent at once). The
+retransmit task sends it, at most once per ``sync_min_interval`` per sender
+(seed 000's last-sync-sent table), and the sender answers with its lowest
+unacked message marked ``first``, from which the window is created; cached
+messages of that connection then join it.
+
+*Floors* are this implementation's addition: when a window is removed
+(reaped after ``conn_close_timeout``), its connection id, highest delivered
+seqno and the OOB seqnos delivered above it are kept. A later message of
+that same connection revives the window where it stopped instead of
+restarting from the sender's lowest unacked message, so messages delivered
+before the removal (whose ack may have been lost) are never delivered twice.
+A CLOSE leaves a floor that drops the closed connection's late messages. A
+floor is a few ints per sender; a non-member's floor expires after
+``conn_close_timeout``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from triogroups.address import Address
+from triogroups.message import Flag, Message
+from triogroups.protocols._table import SeqnoTable
+from triogroups.protocols.unicast3._common import (
+    ACK,
+    ID,
+    SEND_FIRST_SEQNO,
+    XMIT_REQ,
+    State,
+    Unicast3Header,
+    conn_newer,
+    next_timestamp,
+)
+from triogroups.view import View
+
+if TYPE_CHECKING:
+    from triogroups.protocols.unicast3._protocol import Unicast3
+
+__all__ = ["Receiver", "ReceiverEntry"]
+
+_OOB = int(Flag.OOB)
+_CONTROL = int(Flag.OOB | Flag.INTERNAL)
+_INTERNAL = int(Flag.INTERNAL)
+_CLOSED_FLOOR = -1  # floor "highest delivered" of a connection its sender closed
+_MAX_CACHED = 10_000  # messages cached per sender while waiting for its first seqno
+
+DataItem = tuple[Unicast3Header, Message]
+
+
+class Floor(NamedTuple):
+    """What is left of a removed window: enough to resume it without duplicates."""
+
+    conn_id: int
+    #: Highest delivered seqno, or _CLOSED_FLOOR after a CLOSE.
+    hd: int
+    #: OOB seqnos above ``hd`` that were delivered already.
+    oob: tuple[int, ...]
+    since: float
+
+
+class ReceiverEntry:
+    """The receive side of one connection."""
+
+    __slots__ = ("ack_pending", "acked", "conn_id", "last_used", "state", "table", "xmit_high")
+
+    def __init__(self, conn_id: int, offset: int, now: float) -> None:
+        self.conn_id = conn_id
+        #: Undelivered messages; None marks an OOB message that was delivered on arrival.
+        self.table: SeqnoTable[Message | None] = SeqnoTable(offset)
+        self.state = State.OPEN
+        self.last_used = now
+        self.ack_pending = False
+        #: Highest delivered seqno carried by the last ACK sent.
+        self.acked = offset
+        #: Highest missing seqno seen by the previous retransmit run (None: no gaps then).
+        self.xmit_high: int | None = None
+
+    def snapshot(self) -> dict[str, Any]:
+        t = self.table
+        return {
+            "conn_id": self.conn_id,
+            "state": self.state.value,
+            "highest_delivered": t.hd,
+            "highest_received": t.hr,
+            "window": len(t),
+            "missing": t.hr - t.hd - len(t),
+            "ack_pending": self.ack_pending,
+        }
+
+
+class Receiver:
+    """All receive windows of one UNICAST3 instance, plus the receiver's counters."""
+
+    def __init__(self, proto: Unicast3) -> None:
+        self.proto = proto
+        self.entries: dict[Address, ReceiverEntry] = {}
+        #: sender -> (conn_id, highest delivered or _CLOSED_FLOOR, since)
+        self.floors: dict[Address, Floor] = {}
+        self.cache: dict[Address, dict[tuple[int, int], Message]] = {}
+        #: Senders a SEND_FIRST_SEQNO is wanted from (the seed-001 flag).
+        self.sync_wanted: set[Address] = set()
+        #: sender -> when the last SEND_FIRST_SEQNO went to it (seed 000's last-sync-sent).
+        self.last_sync_sent: dict[Address, float] = {}
+        self.timestamper = 0
+        self.msgs_received = 0
+        self.msgs_delivered = 0
+        self.duplicates = 0
+        self.stale = 0  # of an older or closed connection
+        self.cached = 0
+        self.cache_dropped = 0
+        self.acks_sent = 0
+        self.xmit_reqs_sent = 0  # seqnos asked for
+        self.xmit_req_msgs_sent = 0
+        self.first_seqno_sent = 0
+        self.first_seqno_suppressed = 0  # runs that held one back for sync_min_interval
+        self.opened = 0
+        self.revived = 0
+        self.removed = 0
+        self.closes_received = 0
+
+    # --- data ----------------------------------------------------------------------
+
+    def on_data(
+        self,
+        peer: Address,
+        items: list[DataItem],
+        now: float,
+        delivered: list[Message],
+        out: list[Message],
+    ) -> None:
+        """Add one sender's DATA messages of a batch; deliver what is ready; maybe ack."""
+        self.msgs_received += len(items)
+        entry = self.entries.get(peer)
+        # A batch with a first message opens the window from it before adding the others.
+        for hdr, _ in items:
+            if hdr.first and (entry is None or conn_newer(hdr.conn_id, entry.conn_id)):
+                entry = self._open(peer, hdr.conn_id, hdr.seqno - 1, now) or entry
+        if entry is None:
+            floor = self.floors.get(peer)
+            if (
+                floor is not None
+                and floor.hd >= 0
+                and any(h.conn_id == floor.conn_id for h, _ in items)
+            ):
+                entry = self._open(peer, floor.conn_id, floor.hd, now)
+                self.revived += 1
+        if entry is None:
+            for hdr, msg in items:
+                self._cache(peer, hdr, msg)
+            return
+        conn = entry.conn_id
+        table = entry.table
+        before = len(delivered)
+        for hdr, msg in items:
+            if hdr.conn_id == conn:
+                self._add(table, hdr.seqno, msg, delivered)
+            elif conn_newer(hdr.conn_id, conn):
+                self._cache(peer, hdr, msg)
+            else:
+                self.stale += 1
+        cached = self.cache.get(peer)
+        if cached:  # what waited for this window joins it; other connections' stay
+            for key in sorted(k for k in cached if k[0] == conn):
+                self._add(table, key[1], cached.pop(key), delivered)
+            if not cached:
+                del self.cache[peer]
+        entry.ack_pending = True
+        entry.last_used = now
+        entry.state = State.OPEN
+        ready = table.remove_ready()
+        if ready:
+            delivered.extend(m for m in ready if m is not None)
+        self.msgs_delivered += len(delivered) - before
+        if table.hd - entry.acked >= self.proto.ack_threshold:
+            self._send_ack(peer, entry, out)
+
+    def _add(
+        self, table: SeqnoTable[Message | None], seqno: int, msg: Message, delivered: list[Message]
+    ) -> None:
+        """Add to the window; an OOB message is delivered at once and leaves a marker."""
+        oob = msg.flags & _OOB
+        if table.add(seqno, None if oob else msg):
+            if oob:
+                delivered.append(msg)
+        else:
+            self.duplicates += 1
+
+    def _open(self, peer: Address, conn_id: int, offset: int, now: float) -> ReceiverEntry | None:
+        """A new window for ``conn_id`` after ``offset``, unless a floor says it is stale."""
+        floor = self.floors.get(peer)
+        oob: tuple[int, ...] = ()
+        if floor is not None:
+            if floor.conn_id == conn_id:
+                if floor.hd == _CLOSED_FLOOR:
+                    return None
+                offset = max(offset, floor.hd)
+                oob = floor.oob
+            elif conn_newer(floor.conn_id, conn_id):
+                return None
+            del self.floors[peer]
+        entry = self.entries[peer] = ReceiverEntry(conn_id, offset, now)
+        for seqno in oob:
+            entry.table.add(seqno, None)
+        self.sync_wanted.discard(peer)
+        self.opened += 1
+        return entry
+
+    def _cache(self, peer: Address, hdr: Unicast3Header, msg: Message) -> None:
+        """Keep a message that has no window yet, and want a SEND_FIRST_SEQNO."""
+        floor = self.floors.get(peer)
+        if floor is not None and (
+            floor.conn_id == hdr.conn_id or conn_newer(floor.conn_id, hdr.conn_id)
+        ):
+            self.stale += 1  # of a closed or older connection
+            return
+        self.sync_wanted.add(peer)
+        cache = self.cache.setdefault(peer, {})
+        if len(cache) < _MAX_CACHED:
+            cache[(hdr.conn_id, hdr.seqno)] = msg
+            self.cached += 1
+        else:
+            self.cache_dropped += 1
+
+    def on_close(self, peer: Address, hdr: Unicast3Header, now: float) -> None:
+        """CLOSE: remove the window if the connection id matches (seed 001)."""
+        self.closes_received += 1
+        entry = self.entries.get(peer)
+        if entry is not None:
+            if entry.conn_id != hdr.conn_id:
+                return
+            del self.entries[peer]
+            entry.state = State.CLOSED
+            self.removed += 1
+        else:
+            floor = self.floors.get(peer)
+            if floor is not None and conn_newer(floor.conn_id, hdr.conn_id):
+                return  # the CLOSE of a connection older than the one we know of
+        self.floors[peer] = Floor(hdr.conn_id, _CLOSED_FLOOR, (), now)
+
+    # --- the retransmit task -----------------------------------------------------------
+
+    def tick(self, now: float, out: list[Message]) -> None:
+        """Send pending acks and XMIT_REQs, reap windows, send wanted SEND_FIRST_SEQNOs."""
+        for peer, entry in list(self.entries.items()):
+            if entry.ack_pending:
+                self._send_ack(peer, entry, out)
+            self._ask_missing(peer, entry, out)
+            self._reap(peer, entry, now)
+        self._expire(now)
+        self._send_first_seqno_requests(now, out)
+
+    def _send_ack(self, peer: Address, entry: ReceiverEntry, out: list[Message]) -> None:
+        hd = entry.table.hd
+        hdr = Unicast3Header(ACK, hd, entry.conn_id, timestamp=self._timestamp())
+        out.append(Message(peer, flags=_INTERNAL, headers={ID: hdr}))
+        entry.ack_pending = False
+        entry.acked = hd
+        self.acks_sent += 1
+
+    def _timestamp(self) -> int:
+        self.timestamper = next_timestamp(self.timestamper)
+        return self.timestamper
+
+    def _ask_missing(self, peer: Address, entry: ReceiverEntry, out: list[Message]) -> None:
+        """XMIT_REQ for the gaps that were already missing at the previous run (seed 001)."""
+        missing = entry.table.missing(self.proto.xmit_req_cap)
+        if not missing:
+            entry.xmit_high = None
+            return
+        prev = entry.xmit_high
+        entry.xmit_high = missing[-1] if prev is None else max(prev, missing[-1])
+        if prev is None:
+            return
+        if missing[-1] > prev:
+            missing = [s for s in missing if s <= prev]
+        hdr = Unicast3Header(XMIT_REQ, missing=tuple(missing))
+        out.append(Message(peer, flags=_CONTROL, headers={ID: hdr}))
+        self.xmit_reqs_sent += len(missing)
+        self.xmit_req_msgs_sent += 1
+
+    def _reap(self, peer: Address, entry: ReceiverEntry, now: float) -> None:
+        """OPEN -> CLOSING when idle; CLOSING -> CLOSED (removed, floor kept) after a while."""
+        proto = self.proto
+        if entry.state is State.OPEN:
+            expiry = proto.conn_expiry_timeout
+            if expiry > 0 and now - entry.last_used >= expiry:
+                entry.state = State.CLOSING
+                entry.last_used = now
+        elif proto.conn_close_timeout > 0 and now - entry.last_used >= proto.conn_close_timeout:
+            del self.entries[peer]
+            entry.state = State.CLOSED
+            self.removed += 1
+            table = entry.table
+            oob = tuple(seqno for seqno, msg in table.items() if msg is None)
+            self.floors[peer] = Floor(entry.conn_id, table.hd, oob, now)
+
+    def _expire(self, now: float) -> None:
+        """Age out last-sync-sent entries, caches nobody waits for, non-members' floors."""
+        proto = self.proto
+        interval = proto.sync_min_interval
+        for peer, sent in list(self.last_sync_sent.items()):
+            if now - sent >= interval:
+                del self.last_sync_sent[peer]
+        for peer in list(self.cache):
+            if peer not in self.sync_wanted and peer not in self.last_sync_sent:
+                self._drop_cache(peer)
+        for peer, floor in list(self.floors.items()):
+            if now - floor.since >= proto.conn_close_timeout and not proto.is_member(peer):
+                del self.floors[peer]
+
+    def _send_first_seqno_requests(self, now: float, out: list[Message]) -> None:
+        """At most one SEND_FIRST_SEQNO per sender per ``sync_min_interval`` (seed 000)."""
+        for peer in list(self.sync_wanted):
+            if peer in self.last_sync_sent:
+                self.first_seqno_suppressed += 1
+                continue
+            self.sync_wanted.discard(peer)
+            self.last_sync_sent[peer] = now
+            hdr = Unicast3Header(SEND_FIRST_SEQNO, timestamp=self._timestamp())
+            out.append(Message(peer, flags=_CONTROL, headers={ID: hdr}))
+            self.first_seqno_sent += 1
+
+    def _drop_cache(self, peer: Address) -> None:
+        dropped = self.cache.pop(peer, None)
+        if dropped:
+            self.cache_dropped += len(dropped)
+
+    # --- connection management -----------------------------------------------------------
+
+    def close(self, peer: Address, now: float) -> None:
+        entry = self.entries.get(peer)
+        if entry is not None and entry.state is State.OPEN:
+            entry.state = State.CLOSING
+            entry.last_used = now
+
+    def view_changed(self, view: View, now: float) -> None:
+        """Windows of members that left go to CLOSING; those of members reopen."""
+        for peer, entry in self.entries.items():
+            if peer not in view:
+                self.close(peer, now)
+            elif entry.state is State.CLOSING:
+                entry.state = State.OPEN
+                entry.last_used = now
+        for peer in [p for p in self.cache if p not in view]:
+            self._drop_cache(peer)
+
+    def flush_acks(self, out: list[Message]) -> None:
+        """Send every pending ack now (the member is leaving)."""
+        for peer, entry in self.entries.items():
+            if entry.ack_pending:
+                self._send_ack(peer, entry, out)
+
+    def busy(self) -> bool:
+        return bool(
+            self.entries or self.floors or self.cache or self.sync_wanted or self.last_sync_sent
+        )
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "msgs_received": self.msgs_received,
+            "msgs_delivered": self.msgs_delivered,
+            "duplicates": self.duplicates,
+            "stale": self.stale,
+            "cached": self.cached,
+            "cache_dropped": self.cache_dropped,
+            "cache_size": sum(len(c) for c in self.cache.values()),
+            "acks_sent": self.acks_sent,
+            "xmit_reqs_sent": self.xmit_reqs_sent,
+            "xmit_req_msgs_sent": self.xmit_req_msgs_sent,
+            "send_first_seqno_sent": self.first_seqno_sent,
+            "send_first_seqno_suppressed": self.first_seqno_suppressed,
+            "recv_conns_opened": self.opened,
+            "recv_conns_revived": self.revived,
+            "recv_conns_removed": self.removed,
+            "closes_received": self.closes_received,
+            "floors": len(self.floors),
+            "undelivered": sum(len(e.table) for e in self.entries.values()),
+        }

@@ -1,0 +1,275 @@
+"""UNICAST3's sender half: one send window per destination, purged by acks.
+
+Each destination has a `SenderEntry`: a connection id, a `SeqnoTable` of the
+messages sent and not yet acked (``hd`` is the highest acked, HA; ``hr`` the
+highest sent, HS), a state (OPEN / CLOSING / CLOSED) and the timestamp of the
+last ACK or SEND_FIRST_SEQNO taken from the receiver (seed 000).
+
+The sender never guesses what was lost: the retransmit task resends only the
+highest-sent message, and only when HA < HS and both were unchanged since the
+previous run (seed 001); the receiver then asks for its gaps with XMIT_REQ.
+Plain synchronous code: the protocol passes ``now`` and lists to append to.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from triogroups.address import Address
+from triogroups.message import Flag, Message
+from triogroups.protocols._table import SeqnoTable
+from triogroups.protocols.unicast3._common import (
+    CLOSE,
+    DATA,
+    ID,
+    State,
+    Unicast3Header,
+    next_conn_id,
+    timestamp_newer,
+)
+from triogroups.view import View
+
+if TYPE_CHECKING:
+    from triogroups.protocols.unicast3._protocol import Unicast3
+
+__all__ = ["Sender", "SenderEntry"]
+
+_INTERNAL = int(Flag.INTERNAL)
+
+
+class SenderEntry:
+    """The send side of one connection."""
+
+    __slots__ = (
+        "conn_id",
+        "last_timestamp",
+        "last_used",
+        "progress",
+        "state",
+        "table",
+        "watermark",
+    )
+
+    def __init__(self, conn_id: int, now: float) -> None:
+        self.conn_id = conn_id
+        self.table: SeqnoTable[Message] = SeqnoTable()
+        self.state = State.OPEN
+        #: Last send or state change: connection reaping measures idleness from here.
+        self.last_used = now
+        #: Last time the peer acked something new (or the window stopped being empty).
+        self.progress = now
+        #: (HA, HS) as seen by the previous retransmit run.
+        self.watermark = (0, 0)
+        #: Timestamp of the last ACK / SEND_FIRST_SEQNO accepted; 0 before the first.
+        self.last_timestamp = 0
+
+    def accept_timestamp(self, ts: int) -> bool:
+        """Take ``ts`` if it is newer than the last one taken (seed 000); False: drop it."""
+        if self.last_timestamp and not timestamp_newer(ts, self.last_timestamp):
+            return False
+        self.last_timestamp = ts
+        return True
+
+    def snapshot(self) -> dict[str, Any]:
+        t = self.table
+        return {
+            "conn_id": self.conn_id,
+            "state": self.state.value,
+            "highest_acked": t.hd,
+            "highest_sent": t.hr,
+            "window": len(t),
+            "last_timestamp": self.last_timestamp,
+        }
+
+
+class Sender:
+    """All send windows of one UNICAST3 instance, plus the sender's counters."""
+
+    def __init__(self, proto: Unicast3) -> None:
+        self.proto = proto
+        self.entries: dict[Address, SenderEntry] = {}
+        self._conn_id = -1
+        self.msgs_sent = 0
+        self.acks_received = 0
+        self.acks_dropped_stale = 0  # timestamp not newer than the last one (seed 000)
+        self.acks_dropped_conn = 0  # for a connection that no longer exists
+        self.first_seqno_received = 0
+        self.first_seqno_dropped = 0  # stale timestamp (seed 000)
+        self.first_seqno_unknown = 0  # no send window for the asker
+        self.first_resent = 0
+        self.xmit_reqs_received = 0  # seqnos asked for
+        self.xmit_rsps_sent = 0
+        self.retransmissions = 0  # highest-sent resends by the retransmit task
+        self.msgs_given_up = 0
+        self.reopened = 0
+        self.removed = 0
+        self.closes_sent = 0
+
+    # --- sending ---------------------------------------------------------------
+
+    def send(self, msg: Message, now: float, out: list[Message]) -> None:
+        """Number ``msg`` on its destination's connection, keep it until acked, send it."""
+        dest = msg.dest
+        assert dest is not None
+        entry = self.entries.get(dest)
+        if entry is None:
+            self._conn_id = next_conn_id(self._conn_id)
+            entry = self.entries[dest] = SenderEntry(self._conn_id, now)
+        elif entry.state is State.CLOSING:  # a send reopens a closing connection (seed 001)
+            entry.state = State.OPEN
+            self.reopened += 1
+        table = entry.table
+        seqno = table.hr + 1
+        if table.hd == table.hr:  # the window was empty: the wait for an ack starts now
+            entry.progress = now
+        entry.last_used = now
+        msg.headers[ID] = Unicast3Header(DATA, seqno, entry.conn_id, seqno == 1)
+        table.add(seqno, msg)
+        self.msgs_sent += 1
+        out.append(msg)
+
+    # --- what the receiver tells us ------------------------------------------------
+
+    def on_ack(self, peer: Address, hdr: Unicast3Header, now: float) -> None:
+        """Cumulative ack: purge everything <= seqno, unless the ack is stale."""
+        entry = self.entries.get(peer)
+        if entry is None or entry.conn_id != hdr.conn_id:
+            self.acks_dropped_conn += 1
+            return
+        if not entry.accept_timestamp(hdr.timestamp):
+            self.acks_dropped_stale += 1
+            return
+        self.acks_received += 1
+        table = entry.table
+        upto = min(hdr.seqno, table.hr)  # an ack beyond what was sent is bogus: clamp
+        if upto > table.hd:
+            table.purge(upto)
+            entry.progress = now
+
+    def on_send_first_seqno(self, peer: Address, hdr: Unicast3Header, out: list[Message]) -> None:
+        """Resend the lowest unacked message marked first, unless the request is stale."""
+        entry = self.entries.get(peer)
+        if entry is None:
+            self.first_seqno_unknown += 1
+            return
+        if not entry.accept_timestamp(hdr.timestamp):
+            self.first_seqno_dropped += 1
+            return
+        self.first_seqno_received += 1
+        table = entry.table
+        msg = table.get(table.hd + 1)
+        if msg is None:
+            return
+        copy = msg.copy()  # the stored message keeps its own header
+        copy.headers[ID] = copy.headers[ID]._replace(first=True)
+        self.first_resent += 1
+        out.append(copy)
+
+    def on_xmit_req(self, peer: Address, hdr: Unicast3Header, out: list[Message]) -> None:
+        """Resend the requested messages that are still in the window."""
+        self.xmit_reqs_received += len(hdr.missing)
+        entry = self.entries.get(peer)
+        if entry is None:
+            return
+        get = entry.table.get
+        for seqno in hdr.missing:
+            msg = get(seqno)
+            if msg is not None:
+                out.append(msg)
+                self.xmit_rsps_sent += 1
+
+    # --- the retransmit task ----------------------------------------------------------
+
+    def tick(self, now: float, out: list[Message]) -> None:
+        """Resend HS where HA/HS is stuck; give up on silent non-members; reap connections."""
+        proto = self.proto
+        for peer, entry in list(self.entries.items()):
+            table = entry.table
+            ha_hs = (table.hd, table.hr)
+            if ha_hs[0] < ha_hs[1]:
+                if (
+                    proto.max_retransmit_time > 0
+                    and now - entry.progress >= proto.max_retransmit_time
+                    and not proto.is_member(peer)
+                ):
+                    self._remove(peer, entry, out, close=False)
+                    continue
+                if entry.watermark == ha_hs:
+                    msg = table.get(ha_hs[1])
+                    if msg is not None:
+                        out.append(msg)
+                        self.retransmissions += 1
+                else:
+                    entry.watermark = ha_hs
+            else:
+                entry.watermark = ha_hs
+            self._reap(peer, entry, now, out)
+
+    def _reap(self, peer: Address, entry: SenderEntry, now: float, out: list[Message]) -> None:
+        """OPEN -> CLOSING when idle; CLOSING -> CLOSED (removed, CLOSE sent) when flushed.
+
+        A CLOSING connection to a member is removed only once every message is
+        acked: the retransmit task flushes it first (seed 001), and dropping
+        unacked messages to a member would break the delivery contract.
+        """
+        proto = self.proto
+        if entry.state is State.OPEN:
+            expiry = proto.conn_expiry_timeout
+            if expiry > 0 and now - entry.last_used >= expiry:
+                entry.state = State.CLOSING
+                entry.last_used = now
+        elif proto.conn_close_timeout > 0 and now - entry.last_used >= proto.conn_close_timeout:
+            if not entry.table:
+                self._remove(peer, entry, out, close=proto.may_be_member(peer))
+            elif not proto.is_member(peer):
+                self._remove(peer, entry, out, close=False)
+
+    def _remove(
+        self, peer: Address, entry: SenderEntry, out: list[Message], *, close: bool
+    ) -> None:
+        """Remove the connection; what is still unacked is given up (counted)."""
+        del self.entries[peer]
+        entry.state = State.CLOSED
+        self.removed += 1
+        self.msgs_given_up += len(entry.table)
+        if close:
+            hdr = Unicast3Header(CLOSE, conn_id=entry.conn_id)
+            out.append(Message(peer, flags=_INTERNAL, headers={ID: hdr}))
+            self.closes_sent += 1
+
+    # --- connection management ---------------------------------------------------------
+
+    def close(self, peer: Address, now: float) -> None:
+        entry = self.entries.get(peer)
+        if entry is not None and entry.state is State.OPEN:
+            entry.state = State.CLOSING
+            entry.last_used = now
+
+    def view_changed(self, view: View, now: float) -> None:
+        """Connections to members that left go to CLOSING; those of members reopen."""
+        for peer, entry in self.entries.items():
+            if peer not in view:
+                self.close(peer, now)
+            elif entry.state is State.CLOSING:
+                entry.state = State.OPEN
+                entry.last_used = now
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "msgs_sent": self.msgs_sent,
+            "acks_received": self.acks_received,
+            "acks_dropped_stale": self.acks_dropped_stale,
+            "acks_dropped_conn": self.acks_dropped_conn,
+            "send_first_seqno_received": self.first_seqno_received,
+            "send_first_seqno_dropped": self.first_seqno_dropped,
+            "send_first_seqno_unknown": self.first_seqno_unknown,
+            "first_resent": self.first_resent,
+            "xmit_reqs_received": self.xmit_reqs_received,
+            "xmit_rsps_sent": self.xmit_rsps_sent,
+            "retransmissions": self.retransmissions,
+            "msgs_given_up": self.msgs_given_up,
+            "send_conns_reopened": self.reopened,
+            "send_conns_removed": self.removed,
+            "closes_sent": self.closes_sent,
+            "unacked": sum(len(e.table) for e in self.entries.values()),
+        }
