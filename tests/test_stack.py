@@ -268,3 +268,39 @@ async def test_set_property_at_run_time_rearms_the_layer_timer_at_once(
         with pytest.raises(KeyError, match="no protocol 'NOPE'"):
             await stack.set_property("NOPE", "x", 1)
         nursery.cancel_scope.cancel()
+
+
+async def test_parked_senders_wake_when_an_unblocking_batch_follows_a_blocking_one(
+    autojump_clock: Any,
+) -> None:
+    """Traffic from below that leaves the layer blocked must not lose the wake-up
+    for the later batch that unblocks it (the up loop never touches the parking flag)."""
+
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        cfg = StackConfig.of(("SIM", {"network": net.name}), "TEST_GATE")
+        a = Stack(cfg, "c", "A", channel_size=1)
+        b = Stack(StackConfig.of(("SIM", {"network": net.name}), "PASS"), "c", "B")
+        await nursery.start(a.run)
+        await nursery.start(b.run)
+        sent: list[int] = []
+
+        async def sender() -> None:
+            for i in range(10):
+                await a.send([Message(b.address, str(i).encode())])
+                sent.append(i)
+
+        async def drain_a() -> None:
+            async for _ in a.deliveries:
+                pass
+
+        nursery.start_soon(drain_a)
+        nursery.start_soon(sender)
+        await trio.sleep(5)
+        await b.send([Message(a.address, b"not yet")])  # handled while still blocked
+        await trio.sleep(1)
+        assert len(sent) < 10
+        await b.send([Message(a.address, b"open")])
+        with trio.fail_after(10):
+            while len(sent) < 10:
+                await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()

@@ -213,11 +213,12 @@ class LayerActor(Actor):
                 on_event(item, trio.current_time())  # type: ignore[arg-type]
             if not self._emit():
                 await self._emit_rest()
-            while parks and proto.blocks_down():
-                self._parked = True
-                self._unblocked = trio.Event()
-                await self._unblocked.wait()
-            self._parked = False
+            if parks:  # only the down loop parks, so only it may clear the flag
+                while proto.blocks_down():
+                    self._parked = True
+                    self._unblocked = trio.Event()
+                    await self._unblocked.wait()
+                self._parked = False
 
     async def _timer_loop(self) -> None:
         proto = self.protocol  # tick() must move next_deadline() past now
