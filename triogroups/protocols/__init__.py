@@ -4,12 +4,15 @@ from triogroups.protocols.discard import Discard
 from triogroups.protocols.fd_all3 import FdAll3
 from triogroups.protocols.frag import Frag
 from triogroups.protocols.gms import Gms
+from triogroups.protocols.mcast import Mcast
 from triogroups.protocols.merge3 import Merge3
+from triogroups.protocols.mfc import Mfc
 from triogroups.protocols.nakack2 import Nakack2
 from triogroups.protocols.passthrough import PassThrough
 from triogroups.protocols.ping import Ping
 from triogroups.protocols.stable import Stable
 from triogroups.protocols.tcpping import TcpPing
+from triogroups.protocols.ufc import Ufc
 from triogroups.protocols.unicast3 import Unicast3
 from triogroups.protocols.verify_suspect import VerifySuspect
 
@@ -18,12 +21,15 @@ __all__ = [
     "FdAll3",
     "Frag",
     "Gms",
+    "Mcast",
     "Merge3",
+    "Mfc",
     "Nakack2",
     "PassThrough",
     "Ping",
     "Stable",
     "TcpPing",
+    "Ufc",
     "Unicast3",
     "VerifySuspect",
 ]

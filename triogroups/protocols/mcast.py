@@ -1,0 +1,475 @@
+"""MCAST: reliable multicast with a fixed-capacity window per member (seed 004, JGRP-2780).
+
+Unlike NAKACK2, MCAST's windows never grow: each member keeps one
+`RingBuffer` of ``capacity`` slots for what it sent and one per other member
+for what it received. A full send window blocks the sender (the layer holds
+the batch and answers True from `blocks_down`, so the senders above park while
+acks keep coming up); a receiver drops what lies beyond its window. The window
+is the flow control: no MFC is needed above MCAST.
+
+The seed's rules, as implemented here:
+
+- *Send*: the next seqno ``S``, adding the message to the send window and
+  handing it down happen in one synchronous handler call, so concurrent
+  senders can never put seqnos on the wire out of order (the seed's "Misc"
+  lock, free here). If ``S - low >= capacity`` the message waits, in order,
+  with every later multicast.
+- *Receive*: messages outside ``[low, low + capacity)`` are dropped; new ones
+  are stored and delivered up to the first gap. OOB messages are delivered as
+  soon as they arrive (they may overtake) and leave a marker so ``low`` can
+  pass them without delivering them twice.
+- *Ack*: receivers ack the highest delivered seqno to the sender after
+  ``ack_threshold`` deliveries (default ``capacity // 4``) and otherwise every
+  ``xmit_interval``. The sender keeps an ack map over the view's other members,
+  purges its window up to the minimum, and sends what was waiting. Acks from
+  non-members are ignored; a view change recomputes the minimum, so a member
+  that left cannot block senders forever.
+- *Retransmit*: every ``xmit_interval`` a receiver sends XMIT_REQ with the
+  missing seqnos of each window to their sender, which answers each with the
+  original message as a unicast to the requester (XMIT_RSP, original sender
+  in the header).
+- *Views and digests*: windows are removed for members that left and created
+  for new ones; `SetDigest` moves a member's window to the digest's delivered
+  seqno (creating it if needed, never moving it back), whichever of the view
+  and the digest arrives first. `GetDigest` is answered with a `DigestReply`.
+
+Choices where the seed is open:
+
+- A window starts at 0 for members of a view installed without a digest
+  (the first view; GMS hands joiners a digest).
+- The sender delivers its own multicasts itself, a copy each, when it sends
+  them (unless DONT_LOOPBACK), and drops the copies the transport loops back:
+  so a layer below that loses the outgoing message (DISCARD) cannot lose the
+  local delivery, and nothing is delivered twice. The ack map holds the
+  *other* members; alone in a view, a member purges what it sent at once.
+- A new member's ack starts at the send window's ``low``, so joining never
+  moves the minimum backwards.
+- Before the first view nothing is purged (nobody to ack yet).
+- Tail loss: a receiver cannot see a gap after the last message it got, and a
+  lost ACK is never repeated by a receiver with nothing new to deliver. So, as
+  JGroups' ``resend_last_seqno`` does, every ``xmit_interval`` the sender
+  resends its highest message to each member whose ack has been behind it for
+  a whole interval without moving; a receiver that already had it answers
+  with an ACK.
+- Unicasts and NO_RELIABILITY messages pass through untouched. `StableDigest`
+  is passed on and otherwise ignored: acks, not STABLE, purge MCAST's window.
+- ``capacity`` cannot change at run time (JGroups: not writable).
+
+Never awaits, never reads a clock: ``now`` is passed in.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import Any, NamedTuple
+
+from triogroups.address import Address
+from triogroups.events import DigestReply, Event, GetDigest, SetDigest
+from triogroups.message import Flag, Message
+from triogroups.properties import Duration, Int, PropertyError, at_least, positive
+from triogroups.protocol import Protocol
+from triogroups.protocols import ids
+from triogroups.protocols._ring import RingBuffer
+from triogroups.view import Digest, View
+from triogroups.wire import register_header
+
+__all__ = ["Mcast", "McastHeader"]
+
+#: Header types.
+MSG = 0
+XMIT_REQ = 1
+XMIT_RSP = 2
+ACK = 3
+
+_OOB = int(Flag.OOB)
+_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_NO_RELIABILITY = int(Flag.NO_RELIABILITY)
+_CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
+
+
+class McastHeader(NamedTuple):
+    """On every reliable multicast; also on ACK, XMIT_REQ and retransmissions.
+
+    ``seqno``: the message's seqno (MSG, XMIT_RSP) or the highest delivered
+    (ACK). ``sender``: the original sender of a retransmission. ``missing``:
+    the seqnos an XMIT_REQ asks for.
+    """
+
+    type: int
+    seqno: int
+    sender: Address | None = None
+    missing: tuple[int, ...] = ()
+
+
+register_header(ids.MCAST, McastHeader)
+
+#: Marks a slot whose OOB message was delivered on arrival.
+_DELIVERED = Message()
+
+
+def _window_stats(win: RingBuffer[Message]) -> dict[str, int]:
+    return {"low": win.low, "high": win.high, "size": len(win)}
+
+
+class Mcast(Protocol):
+    """Reliable multicast over fixed-size windows; see the module docstring."""
+
+    name = "MCAST"
+    id = ids.MCAST
+
+    capacity = Int(
+        2048,
+        doc="messages in each window (send and receive); fixed at run time",
+        check=at_least(2),
+        rule=">= 2",
+    )
+    ack_threshold = Int(
+        0,
+        doc="deliveries after which a receiver acks at once (0: capacity // 4)",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    xmit_interval = Duration(
+        1.0,
+        doc="period of retransmission requests, pending acks and last-seqno resends",
+        check=positive,
+        rule="> 0",
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self._send: RingBuffer[Message] = RingBuffer(self.capacity)
+        self._pending: deque[Message] = deque()
+        self._windows: dict[Address, RingBuffer[Message]] = {}
+        self._acks: dict[Address, int] = {}
+        self._unacked: dict[Address, int] = {}
+        self._ack_due: set[Address] = set()
+        self._progress: set[Address] = set()
+        self._purge_due = False
+        self._high_at_tick = 0
+        self._next_tick = math.inf
+        self._blocked_since: float | None = None
+        self._ack_every = self._threshold()
+        self.counters = dict.fromkeys(
+            (
+                "msgs_sent",
+                "msgs_delivered",
+                "acks_sent",
+                "acks_received",
+                "acks_from_non_members",
+                "xmit_reqs_sent",
+                "xmit_reqs_received",
+                "retransmissions",
+                "xmit_rsps_received",
+                "xmit_not_found",
+                "last_seqno_resends",
+                "dropped_outside_window",
+                "dropped_no_window",
+                "duplicates",
+                "loopbacks_dropped",
+                "bad_headers",
+                "blockings",
+            ),
+            0,
+        )
+        self.time_blocked = 0.0
+
+    def _threshold(self) -> int:
+        return self.ack_threshold or max(1, self.capacity // 4)
+
+    # --- configuration -----------------------------------------------------------
+
+    def set_property(self, key: str, value: Any, now: float) -> None:
+        if key == "capacity":
+            raise PropertyError(f"MCAST.capacity cannot change at run time, got {value!r}")
+        super().set_property(key, value, now)
+
+    def property_changed(self, key: str, now: float) -> None:
+        if key == "ack_threshold":
+            self._ack_every = self._threshold()
+        elif key == "xmit_interval":
+            self._next_tick = now + self.xmit_interval
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        if any(p.name == "NAKACK2" for p in (*below, *above)):
+            raise PropertyError("MCAST replaces NAKACK2: a stack cannot have both")
+
+    def start(self, local_address: Address, cluster: str, now: float) -> None:
+        super().start(local_address, cluster, now)
+        self._next_tick = now + self.xmit_interval
+
+    # --- sending ---------------------------------------------------------------------
+
+    def down(self, batch: list[Message], now: float) -> None:
+        out: list[Message] = []
+        local: list[Message] = []
+        pending = self._pending
+        for msg in batch:
+            if msg.dest is not None or msg.flags & _NO_RELIABILITY:
+                out.append(msg)
+            elif pending or not self._has_room():
+                pending.append(msg)
+            else:
+                out.append(self._stamp(msg, local))
+        self.send_down(out)
+        self.send_up(local)
+        if pending and self._blocked_since is None:
+            self._blocked_since = now
+            self.counters["blockings"] += 1
+
+    def _has_room(self) -> bool:
+        send = self._send
+        return send.high + 1 - send.low < self.capacity
+
+    def _stamp(self, msg: Message, local: list[Message]) -> Message:
+        """Seqno, window and send in one step: what makes concurrent senders safe.
+
+        Appends the local delivery (a copy from us) to ``local``.
+        """
+        seqno = self._send.high + 1
+        msg.headers[ids.MCAST] = McastHeader(MSG, seqno)
+        self._send.add(seqno, msg)
+        if self.view is not None and not self._acks:
+            self._send.purge(seqno)  # alone in the view: nobody will ever ask for it
+        self.counters["msgs_sent"] += 1
+        if not msg.flags & _DONT_LOOPBACK:
+            copy = msg.copy()
+            copy.src = self.local_address
+            local.append(copy)
+            self.counters["msgs_delivered"] += 1
+        return msg
+
+    def _drain(self, now: float) -> None:
+        """Send what waited for room, in order; unblock the senders when all went."""
+        pending = self._pending
+        if not pending:
+            return
+        out: list[Message] = []
+        local: list[Message] = []
+        while pending and self._has_room():
+            out.append(self._stamp(pending.popleft(), local))
+        self.send_down(out)
+        self.send_up(local)
+        if not pending and self._blocked_since is not None:
+            self.time_blocked += now - self._blocked_since
+            self._blocked_since = None
+
+    def blocks_down(self) -> bool:
+        return bool(self._pending)
+
+    # --- receiving --------------------------------------------------------------------
+
+    def up(self, batch: list[Message], now: float) -> None:
+        deliver: list[Message] = []
+        for msg in batch:
+            hdr = msg.headers.get(ids.MCAST)
+            if hdr is None:
+                deliver.append(msg)
+                continue
+            kind = hdr.type
+            if kind in (MSG, XMIT_RSP):
+                self._receive(msg, hdr, deliver)
+            elif kind == ACK:
+                self._on_ack(msg.src, hdr.seqno)
+            elif kind == XMIT_REQ:
+                self._on_xmit_req(msg.src, hdr.missing)
+            else:
+                self.counters["bad_headers"] += 1
+        self.send_up(deliver)
+        if self._ack_due:
+            for sender in self._ack_due:
+                self._send_ack(sender)
+            self._ack_due.clear()
+        if self._purge_due:
+            self._purge(now)
+
+    def _receive(self, msg: Message, hdr: McastHeader, deliver: list[Message]) -> None:
+        sender = hdr.sender if hdr.type == XMIT_RSP and hdr.sender is not None else msg.src
+        seqno = hdr.seqno
+        if sender is None or seqno < 1:
+            self.counters["bad_headers"] += 1
+            return
+        if sender == self.local_address:
+            self.counters["loopbacks_dropped"] += 1  # delivered when it was sent
+            return
+        win = self._windows.get(sender)
+        if win is None:
+            self.counters["dropped_no_window"] += 1
+            return
+        if seqno <= win.low:
+            self.counters["duplicates"] += 1
+            self._ack_due.add(sender)  # the sender may be probing for a lost ack
+            return
+        if win.beyond(seqno):
+            self.counters["dropped_outside_window"] += 1
+            return
+        if hdr.type == XMIT_RSP:
+            self.counters["xmit_rsps_received"] += 1
+            msg.dest = None  # a retransmitted multicast is still a multicast
+        oob = msg.flags & _OOB
+        if not win.add(seqno, _DELIVERED if oob else msg):
+            self.counters["duplicates"] += 1
+            return
+        if oob:
+            deliver.append(msg)
+            self.counters["msgs_delivered"] += 1
+        if seqno != win.low + 1:
+            return
+        ready = win.remove_ready()
+        for m in ready:
+            if m is not _DELIVERED:
+                deliver.append(m)
+                self.counters["msgs_delivered"] += 1
+        count = self._unacked.get(sender, 0) + len(ready)
+        self._unacked[sender] = count
+        if count >= self._ack_every:
+            self._ack_due.add(sender)
+
+    def _send_ack(self, sender: Address) -> None:
+        win = self._windows.get(sender)
+        if win is None:
+            return
+        self._unacked[sender] = 0
+        self.counters["acks_sent"] += 1
+        header = McastHeader(ACK, win.low)
+        self.send_down_one(Message(sender, flags=_CONTROL_FLAGS, headers={ids.MCAST: header}))
+
+    def _on_ack(self, member: Address | None, ack: int) -> None:
+        if member is None or member not in self._acks:
+            self.counters["acks_from_non_members"] += 1
+            return
+        self.counters["acks_received"] += 1
+        ack = min(ack, self._send.high)
+        if ack > self._acks[member]:
+            self._acks[member] = ack
+            self._progress.add(member)
+            self._purge_due = True
+
+    def _purge(self, now: float) -> None:
+        """Purge the send window up to the minimum ack, then send what waited."""
+        self._purge_due = False
+        if self.view is None:
+            return
+        lowest = min(self._acks.values(), default=self._send.high)
+        if lowest > self._send.low:
+            self._send.purge(lowest)
+        self._drain(now)
+
+    def _on_xmit_req(self, requester: Address | None, missing: tuple[int, ...]) -> None:
+        if requester is None:
+            self.counters["bad_headers"] += 1
+            return
+        self.counters["xmit_reqs_received"] += 1
+        out: list[Message] = []
+        for seqno in missing[: self.capacity]:
+            msg = self._send.get(seqno)
+            if msg is None:
+                self.counters["xmit_not_found"] += 1
+            else:
+                out.append(self._retransmission(msg, seqno, requester))
+        self.counters["retransmissions"] += len(out)
+        self.send_down(out)
+
+    def _retransmission(self, msg: Message, seqno: int, to: Address) -> Message:
+        copy = msg.copy()
+        copy.dest = to
+        copy.headers[ids.MCAST] = McastHeader(XMIT_RSP, seqno, self.local_address)
+        return copy
+
+    # --- the retransmission timer ------------------------------------------------------
+
+    def next_deadline(self) -> float:
+        return self._next_tick
+
+    def tick(self, now: float) -> None:
+        """XMIT_REQ for every gap, acks not yet sent, and last-seqno resends."""
+        for sender, win in self._windows.items():
+            missing = win.missing(limit=self.capacity)
+            if missing:
+                self.counters["xmit_reqs_sent"] += 1
+                header = McastHeader(XMIT_REQ, 0, None, tuple(missing))
+                self.send_down_one(
+                    Message(sender, flags=_CONTROL_FLAGS, headers={ids.MCAST: header})
+                )
+        for sender, count in list(self._unacked.items()):
+            if count:
+                self._send_ack(sender)
+        self._resend_last()
+        self._next_tick = now + self.xmit_interval
+
+    def _resend_last(self) -> None:
+        """Resend the highest message to members stuck below it for a whole interval."""
+        high = self._send.high
+        if self.view is not None:
+            msg = self._send.get(high)
+            for member, ack in self._acks.items():
+                if ack < self._high_at_tick and member not in self._progress and msg is not None:
+                    self.counters["last_seqno_resends"] += 1
+                    self.send_down_one(self._retransmission(msg, high, member))
+        self._progress.clear()
+        self._high_at_tick = high
+
+    # --- views and digests --------------------------------------------------------------
+
+    def view_changed(self, view: View, now: float) -> None:
+        super().view_changed(view, now)
+        me = self.local_address
+        for member in [m for m in self._windows if m not in view]:
+            del self._windows[member]
+            self._unacked.pop(member, None)
+        for member in [m for m in self._acks if m not in view]:
+            del self._acks[member]
+        for member in view.members:
+            if member == me:
+                continue
+            if member not in self._windows:
+                self._windows[member] = RingBuffer(self.capacity)
+            if member not in self._acks:
+                self._acks[member] = self._send.low
+        self._purge(now)
+
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, GetDigest):
+            self.pass_up(DigestReply(event.requester, self.digest()))
+            return
+        if isinstance(event, SetDigest):
+            self._set_digest(event.digest)
+        super().down_event(event, now)
+
+    def _set_digest(self, digest: Digest) -> None:
+        deliver: list[Message] = []
+        for member, (delivered, _received) in digest.items():
+            if member == self.local_address:
+                continue
+            win = self._windows.get(member)
+            if win is None:
+                self._windows[member] = RingBuffer(self.capacity, delivered)
+            elif win.low < delivered:
+                win.purge(delivered)
+                deliver.extend(m for m in win.remove_ready() if m is not _DELIVERED)
+        self.counters["msgs_delivered"] += len(deliver)
+        self.send_up(deliver)
+
+    def digest(self) -> Digest:
+        """Per member: (highest delivered, highest received); ours: highest sent twice."""
+        entries = {m: (w.low, w.high) for m, w in self._windows.items()}
+        if self.local_address is not None:
+            entries[self.local_address] = (self._send.high, self._send.high)
+        return Digest(entries)
+
+    # --- observability --------------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        lowest = min(self._acks.values(), default=self._send.high)
+        return {
+            **self.counters,
+            "seqno": self._send.high,
+            "send_window": _window_stats(self._send),
+            "receive_windows": {str(m): _window_stats(w) for m, w in self._windows.items()},
+            "ack_map": {str(m): a for m, a in self._acks.items()},
+            "min_ack": lowest,
+            "blocked": bool(self._pending),
+            "parked_messages": len(self._pending),
+            "time_blocked": self.time_blocked,
+        }

@@ -1,0 +1,70 @@
+"""UFC: credit-based flow control for unicasts, credits per destination.
+
+A sender spends the payload length of every unicast from the credits it holds
+for that destination; with too few, the unicast waits (and the senders above
+park) until the destination's REPLENISH arrives, or the view drops it. The
+shared machinery (receiver side, CREDIT_REQUEST after ``max_block_time``,
+DONT_BLOCK, NO_FC, OOB) and the choices made where JGroups leaves room are
+described in `triogroups.protocols._flow`.
+
+One slow destination holds back every sender of the member while its queue is
+non-empty (one down loop carries them all); unicasts to other destinations in
+the same batch still go when their credits allow. Destinations outside the
+view are not flow controlled (JGroups: no credit entry, no blocking).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from triogroups.address import Address
+from triogroups.protocols import ids
+from triogroups.protocols._flow import FcHeader, FlowControl
+from triogroups.view import View
+from triogroups.wire import register_header
+
+__all__ = ["Ufc"]
+
+register_header(ids.UFC, FcHeader)
+
+
+class Ufc(FlowControl):
+    """Unicast flow control; see the module docstring."""
+
+    name = "UFC"
+    id = ids.UFC
+    multicast = False
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self._sent: dict[Address, int] = {}
+
+    def _cost_ok(self, key: Address | None, cost: int) -> bool:
+        if key is None or cost == 0:
+            return True
+        left = self._sent.get(key)
+        return left is None or left >= min(cost, self.max_credits)
+
+    def _spend(self, key: Address | None, cost: int) -> None:
+        if key is not None and cost and key in self._sent:
+            self._sent[key] = max(0, self._sent[key] - cost)
+
+    def _credit(self, member: Address, credits: int) -> None:
+        left = self._sent.get(member)
+        if left is not None:
+            self._sent[member] = min(self.max_credits, left + credits)
+
+    def _short_of(self, key: Address | None, cost: int) -> list[tuple[Address, int]]:
+        if key is None or key not in self._sent:
+            return []
+        return [(key, self._sent[key])]
+
+    def _view_members(self, view: View) -> None:
+        sent = self._sent
+        for member in [m for m in sent if m not in view]:
+            del sent[member]
+        for member in view.members:
+            sent.setdefault(member, self.max_credits)
+
+    def _credit_stats(self) -> dict[str, Any]:
+        return {"sender_credits": {str(m): c for m, c in self._sent.items()}}
