@@ -142,3 +142,52 @@ __all__ = [
     "register_header",
     "spawn",
 ]
+
+# The application API: channels, group RPC, actors in a group.
+from triogroups._channel import (
+    Channel,
+    ChannelClosed,
+    ChannelError,
+    JoinFailed,
+    MemberGone,
+    MessageTooLarge,
+    NotAMember,
+    Received,
+    StateProvider,
+    StateTransferFailed,
+    ViewIterator,
+    open_channel,
+)
+from triogroups._group_actor import GroupActor
+from triogroups._rpc import (
+    NotExecuted,
+    RemoteError,
+    RpcDispatcher,
+    RpcTimeout,
+    Rsp,
+    RspList,
+    UnknownMethod,
+)
+
+__all__ += [
+    "Channel",
+    "ChannelClosed",
+    "ChannelError",
+    "GroupActor",
+    "JoinFailed",
+    "MemberGone",
+    "MessageTooLarge",
+    "NotAMember",
+    "NotExecuted",
+    "Received",
+    "RemoteError",
+    "RpcDispatcher",
+    "RpcTimeout",
+    "Rsp",
+    "RspList",
+    "StateProvider",
+    "StateTransferFailed",
+    "UnknownMethod",
+    "ViewIterator",
+    "open_channel",
+]

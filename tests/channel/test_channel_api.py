@@ -1,0 +1,241 @@
+"""The channel's public surface: join, send, receive, views, errors, leave."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+import trio
+
+from triogroups import (
+    Address,
+    ChannelClosed,
+    JoinFailed,
+    MessageTooLarge,
+    NotAMember,
+    Received,
+    SimNetwork,
+    StackConfig,
+    open_channel,
+)
+
+
+async def take(ch: object, n: int, timeout: float = 30.0) -> list[Received]:
+    got = []
+    with trio.fail_after(timeout):
+        for _ in range(n):
+            got.append(await ch.receive())  # type: ignore[attr-defined]
+    return got
+
+
+async def test_open_channel_returns_once_the_view_including_the_member_is_installed(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with open_channel("c", stack, "A", network=net) as a:
+        assert a.view.members == (a.address,)
+        async with open_channel("c", stack, "B", network=net) as b:
+            assert b.view.members == (a.address, b.address)
+            with trio.fail_after(5):
+                while a.view != b.view:
+                    await trio.sleep(0.01)
+
+
+async def test_multicasts_reach_every_member_and_the_sender_in_send_order(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
+        for i in range(30):
+            await a.send(i)
+            await b.send(f"b{i}")
+        for ch in (a, b):
+            got = await take(ch, 60)
+            assert [m.payload for m in got if m.src == a.address] == list(range(30))
+            assert [m.payload for m in got if m.src == b.address] == [f"b{i}" for i in range(30)]
+            assert all(m.multicast and not m.oob for m in got)
+
+
+async def test_unicast_reaches_only_its_destination(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net) as b,
+        open_channel("c", stack, "C", network=net) as c,
+    ):
+        await a.send(b"for b", to=b.address)
+        await a.send(b"for all")
+        (first, second) = await take(b, 2)
+        assert (first.payload, first.multicast, first.src) == (b"for b", False, a.address)
+        assert second.payload == b"for all"
+        assert [m.payload for m in await take(c, 1)] == [b"for all"]
+        with pytest.raises(trio.WouldBlock):
+            c.receive_nowait()
+
+
+@dataclass
+class Point:
+    x: int
+    y: int
+
+
+async def test_payloads_round_trip_as_bytes_msgpack_and_pickle_when_asked(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net, allow_pickle=True) as b,
+    ):
+        values = [b"\x00raw", {"k": [1, 2.5, None, "s"]}, 7, "text", None]
+        for value in values:
+            await a.send(value)
+        await a.send(Point(1, 2), pickle=True)
+        got = await take(b, len(values) + 1)
+        assert [m.payload for m in got[:-1]] == values
+        assert got[0].raw == b"\x00raw"
+        assert got[-1].payload == Point(1, 2)
+
+
+async def test_pickled_payload_is_dropped_and_counted_where_pickle_is_not_allowed(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
+        await a.send(Point(1, 2), pickle=True)
+        await a.send("after")
+        (got,) = await take(b, 1)
+        assert got.payload == "after"
+        assert b.stats()["dropped"]["pickle_refused"] == 1
+
+
+async def test_unserialisable_payload_raises_type_error_and_sends_nothing(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with open_channel("c", stack, "A", network=net) as a:
+        with pytest.raises(TypeError, match="not msgpack-able"):
+            await a.send(Point(1, 2))
+        with pytest.raises(TypeError, match="cannot be pickled"):
+            await a.send(threading.Lock(), pickle=True)
+        assert a.stats().get("sent", 0) == 0
+
+
+async def test_send_to_an_address_outside_the_view_raises_not_a_member(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with open_channel("c", stack, "A", network=net) as a:
+        async with open_channel("c", stack, "B", network=net) as b:
+            gone = b.address
+            await a.send(b"ok", to=gone)
+        with trio.fail_after(10):
+            while gone in a.view:
+                await trio.sleep(0.01)
+        with pytest.raises(NotAMember) as info:
+            await a.send(b"late", to=gone)
+        assert info.value.member == gone
+        with pytest.raises(NotAMember):
+            a.send_nowait(b"x", to=Address.random("stranger"))
+
+
+async def test_a_closed_channel_raises_channel_closed_and_iteration_ends(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with open_channel("c", stack, "A", network=net) as a:
+        await a.send(b"one")
+        async with trio.open_nursery() as nursery:
+            seen: list[bytes] = []
+
+            async def read() -> None:
+                async for msg in a:
+                    seen.append(msg.payload)
+
+            nursery.start_soon(read)
+            with trio.fail_after(5):
+                while not seen:
+                    await trio.sleep(0.01)
+            await a.aclose()
+        assert seen == [b"one"]
+    with pytest.raises(ChannelClosed):
+        await a.send(b"two")
+    with pytest.raises(ChannelClosed):
+        await a.receive()
+
+
+async def test_payload_larger_than_frag_max_message_size_raises_message_too_large(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    small = stack.configure("FRAG", max_message_size=20_000, frag_size=4_000)
+    async with (
+        open_channel("c", small, "A", network=net) as a,
+        open_channel("c", small, "B", network=net) as b,
+    ):
+        with pytest.raises(MessageTooLarge) as info:
+            await a.send(bytes(20_000))
+        assert info.value.limit == 20_000
+        await a.send(bytes(19_000))  # the tag byte counts too
+        (got,) = await take(b, 1)
+        assert got.payload == bytes(19_000)
+
+
+async def test_without_frag_a_payload_must_fit_one_transport_bundle(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    stack = StackConfig.of(("SIM", {"max_bundle_size": 8_000}), "PING", "GMS")
+    async with open_channel("c", stack, "A", network=net) as a:
+        with pytest.raises(MessageTooLarge, match="put FRAG in the stack"):
+            await a.send(bytes(7_000))
+        await a.send(bytes(6_000))
+        assert len((await take(a, 1))[0].payload) == 6_000
+
+
+async def test_views_yields_the_current_view_then_every_change(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with open_channel("c", stack, "A", network=net) as a:
+        views = a.views()
+        async with open_channel("c", stack, "B", network=net) as b:
+            joined = b.address
+        seen = []
+        with trio.fail_after(10):
+            async for view in views:
+                seen.append(view.members)
+                if len(seen) == 3:
+                    break
+        assert seen == [(a.address,), (a.address, joined), (a.address,)]
+    with trio.fail_after(1):
+        assert [v async for v in a.views()] == []
+
+
+async def test_leaving_on_exit_removes_the_member_without_failure_detection(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """No FD layer in the stack: only a graceful leave can shrink the view."""
+    async with open_channel("c", stack, "A", network=net) as a:
+        async with open_channel("c", stack, "B", network=net):
+            pass
+        with trio.fail_after(3):
+            while len(a.view) != 1:
+                await trio.sleep(0.01)
+        assert a.stats().get("leave_timeouts", 0) == 0
+
+
+async def test_open_channel_raises_join_failed_when_no_view_comes_in_time(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    slow = stack.configure("GMS", join_timeout=5.0)  # discovery alone takes 5 s
+    with pytest.raises(JoinFailed, match="within 1"):
+        async with open_channel("c", slow, "A", network=net, join_timeout=1):
+            pass
+
+
+async def test_open_channel_refuses_a_stack_without_gms(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    with pytest.raises(ValueError, match="needs GMS"):
+        async with open_channel("c", StackConfig.of("SIM", "PING"), "A", network=net):
+            pass

@@ -1,0 +1,136 @@
+"""Back-pressure, cancellation and stack restarts as the channel sees them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from triogroups import Channel, Message, Received, SimNetwork, Stack, StackConfig, open_channel
+from triogroups.protocols import ids
+
+#: MFC with little credit: a sender blocks soon when a receiver stops reading.
+FLOW = StackConfig.of(
+    "SIM",
+    "PING",
+    "NAKACK2",
+    "UNICAST3",
+    "STABLE",
+    "GMS",
+    ("MFC", {"max_credits": 20_000, "max_block_time": 0.2}),
+    "FRAG",
+)
+
+
+async def drain(ch: Channel, into: list[Received]) -> None:
+    async for msg in ch:
+        into.append(msg)
+
+
+async def test_a_receiver_that_stops_reading_stops_the_sender_and_nothing_is_lost(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    """Bounded receive queue -> the stack stops -> MFC runs out of credit -> send awaits."""
+    payload = bytes(1_000)
+    async with (
+        open_channel("c", FLOW, "A", network=net) as a,
+        open_channel("c", FLOW, "B", network=net, receive_buffer=8) as b,
+        trio.open_nursery() as nursery,
+    ):
+        own: list[Received] = []
+        nursery.start_soon(drain, a, own)
+        sent = 0
+
+        async def sender() -> None:
+            nonlocal sent
+            for i in range(3000):
+                await a.send(i.to_bytes(4, "big") + payload)
+                sent += 1
+
+        nursery.start_soon(sender)
+        await trio.sleep(30)
+        assert 0 < sent < 3000, "the sender should be blocked by flow control"
+        assert b.stats()["receive_queue"] == 8
+        got: list[Received] = []
+        with trio.fail_after(60):
+            while len(got) < 3000:
+                got.append(await b.receive())
+        assert [int.from_bytes(m.payload[:4], "big") for m in got] == list(range(3000))
+        assert sent == 3000
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_cancelled_send_was_not_sent_and_gives_its_seqno_back(
+    autojump_clock: Any,
+) -> None:
+    """A stack that is not running takes ``channel_size`` items, then every send waits."""
+    stack = Stack(FLOW, "c", "A", channel_size=2)
+    stack._new_incarnation()
+    ch = Channel(stack)
+    await ch.send(b"one")
+    await ch.send(b"two")
+    with trio.move_on_after(1) as scope:
+        await ch.send(b"three")
+    assert scope.cancelled_caught
+    assert ch.stats()["seqno"] == 2
+    with pytest.raises(trio.WouldBlock):
+        ch.send_nowait(b"four")
+    first = await stack._down_recv.receive()
+    assert isinstance(first, list)
+    ch.send_nowait(b"five")
+    queued = [first, await stack._down_recv.receive(), await stack._down_recv.receive()]
+    seen = [(m.payload[1:], m.headers[ids.STATE_TRANSFER].seqno) for b in queued for m in b]
+    assert seen == [(b"one", 1), (b"two", 2), (b"five", 3)]
+
+
+async def test_senders_that_wait_reach_the_stack_in_seqno_order(autojump_clock: Any) -> None:
+    stack = Stack(FLOW, "c", "A", channel_size=1)
+    stack._new_incarnation()
+    ch = Channel(stack)
+    async with trio.open_nursery() as nursery:
+        for i in range(20):
+            nursery.start_soon(ch.send, i)
+        seqnos = []
+        for _ in range(20):
+            (msg,) = await stack._down_recv.receive()  # type: ignore[misc]
+            seqnos.append(msg.headers[ids.STATE_TRANSFER].seqno)
+    assert seqnos == list(range(1, 21))
+
+
+async def test_the_channel_rejoins_with_a_new_address_after_its_stack_restarts(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    stack = StackConfig.of(
+        "SIM",
+        "PING",
+        "DISCARD",
+        ("FD_ALL3", {"interval": 0.5, "timeout": 2.0}),
+        ("VERIFY_SUSPECT", {"timeout": 0.5}),
+        "NAKACK2",
+        "UNICAST3",
+        "STABLE",
+        "GMS",
+    )
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
+        old = b.address
+
+        def crash(msg: Message) -> bool:
+            raise RuntimeError("injected layer crash")
+
+        b.stack.protocol("DISCARD").drop_if(crash, direction="up")
+        await a.send(b"trigger")
+        with trio.fail_after(30):
+            while b.address == old or b.address not in a.view or b.view != a.view:
+                await trio.sleep(0.05)
+        with trio.fail_after(30):  # the old incarnation vanished: failure detection removes it
+            while old in a.view:
+                await trio.sleep(0.05)
+        assert b.stats()["rejoins"] == 1
+        await a.send(b"after", to=b.address)
+        with trio.fail_after(10):
+            while (await b.receive()).payload != b"after":
+                pass

@@ -1,0 +1,114 @@
+"""Each example's core, run on the simulated network in virtual time."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import trio
+
+from triogroups import SimNetwork, StackConfig, open_channel
+
+
+async def lines_from(channel: trio.MemoryReceiveChannel[str]) -> AsyncIterator[str]:
+    async for line in channel:
+        yield line
+
+
+async def until(check: Any, timeout: float = 30.0) -> None:
+    with trio.fail_after(timeout):
+        while not check():
+            await trio.sleep(0.02)
+
+
+async def test_chat_shows_the_other_members_lines_and_the_view_changes(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig, example: Any
+) -> None:
+    chat = example("chat")
+    shown: dict[str, list[str]] = {"A": [], "B": []}
+    typed = {name: trio.open_memory_channel[str](10) for name in "AB"}
+    async with trio.open_nursery() as nursery:
+
+        async def member(name: str) -> None:
+            async with open_channel("chat", stack, name, network=net) as ch:
+                await chat.chat(ch, lines_from(typed[name][1]), shown[name].append)
+
+        nursery.start_soon(member, "A")
+        await until(lambda: shown["A"] == ["* view: A"])
+        nursery.start_soon(member, "B")
+        await until(lambda: "* view: A, B" in shown["B"])
+        await typed["A"][0].send("hello from A\n")
+        await typed["B"][0].send("  \n")
+        await typed["B"][0].send("hi A\n")
+        await until(lambda: "[A] hello from A" in shown["B"] and "[B] hi A" in shown["A"])
+        await typed["B"][0].aclose()  # Ctrl-D: B leaves
+        await until(lambda: shown["A"][-1] == "* view: A")
+        await typed["A"][0].aclose()
+    assert shown["A"] == ["* view: A", "* view: A, B", "[B] hi A", "* view: A"]
+    assert shown["B"] == ["* view: A, B", "[A] hello from A"]
+
+
+async def test_replicated_kv_late_joiner_gets_the_data_while_writes_continue(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig, example: Any
+) -> None:
+    kv = example("replicated_kv")
+
+    async def dumps(*nodes: Any) -> list[dict[str, Any]]:
+        return [await node.dump() for node in nodes]
+
+    async with (
+        kv.open_kv_node("kv", stack, "A", network=net) as a,
+        kv.open_kv_node("kv", stack, "B", network=net) as b,
+        trio.open_nursery() as nursery,
+    ):
+        for i in range(20):
+            await a.put(f"a{i}", i)
+        await b.put("shared", "from B")
+        written = trio.Event()
+
+        async def keep_writing() -> None:
+            for i in range(40):
+                await b.put(f"b{i}", i)
+                await trio.sleep(0.05)
+            written.set()
+
+        nursery.start_soon(keep_writing)
+        await trio.sleep(0.5)
+        async with kv.open_kv_node("kv", stack, "C", network=net) as c:
+            assert await c.get("a7") == 7  # from the state: C applied no write of A's
+            assert not written.is_set()
+            await written.wait()
+            with trio.fail_after(30):
+                while (got := await dumps(a, b, c)) != [got[0]] * 3 or len(got[0]) != 61:
+                    await trio.sleep(0.1)
+            await c.delete("shared")
+            with trio.fail_after(30):
+                while (got := await dumps(a, b, c)) != [got[0]] * 3 or "shared" in got[0]:
+                    await trio.sleep(0.1)
+            assert got[0] == {**{f"a{i}": i for i in range(20)}, **{f"b{i}": i for i in range(40)}}
+        assert await kv.execute(a, "get a3") == "3"
+        assert await kv.execute(a, "put x 1\n") is None and await a.get("x") == "1"
+        assert "commands:" in await kv.execute(a, "bogus")
+
+
+async def test_counter_rpc_demo_uses_every_response_mode(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig, example: Any
+) -> None:
+    rpc = example("counter_rpc")
+    counters = {name: rpc.Counter() for name in "ABC"}
+    shown: list[str] = []
+    async with (
+        open_channel("cnt", stack, "A", network=net, handlers=counters["A"].handlers()),
+        open_channel("cnt", stack, "B", network=net, handlers=counters["B"].handlers()),
+        open_channel("cnt", stack, "C", network=net, handlers=counters["C"].handlers()) as c,
+    ):
+        await rpc.wait_for_members(c, 3)
+        results = await rpc.demo(c, shown.append)
+    assert results["all"] == {"A": 1, "B": 1, "C": 1}
+    assert results["first"][1] == 1
+    assert len(results["majority"]) >= 2
+    assert results["none"] == {"A": 11, "B": 11, "C": 11}
+    assert results["timeout"] is True
+    assert results["error"] == ("ValueError", "this counter refuses (value 11)")
+    assert any("remote traceback" in line and "def fail" not in line for line in shown)
+    assert any("in fail" in line for line in shown)

@@ -1,0 +1,32 @@
+"""The application's channel (see `_channel`). Import the public names from `triogroups`."""
+
+from triogroups._channel._channel import Channel
+from triogroups._channel._errors import (
+    ChannelClosed,
+    ChannelError,
+    JoinFailed,
+    MemberGone,
+    MessageTooLarge,
+    NotAMember,
+    StateTransferFailed,
+)
+from triogroups._channel._inbox import Received, Sink
+from triogroups._channel._open import open_channel
+from triogroups._channel._state import StateProvider
+from triogroups._channel._views import ViewIterator
+
+__all__ = [
+    "Channel",
+    "ChannelClosed",
+    "ChannelError",
+    "JoinFailed",
+    "MemberGone",
+    "MessageTooLarge",
+    "NotAMember",
+    "Received",
+    "Sink",
+    "StateProvider",
+    "StateTransferFailed",
+    "ViewIterator",
+    "open_channel",
+]

@@ -1,0 +1,651 @@
+"""The channel: what an application uses to be a member of a group.
+
+A `Channel` (made by `open_channel`) sends to the group or to one member
+(`Channel.send`), hands over messages (`Channel.receive`, ``async for``),
+tracks membership (`Channel.view`, `Channel.views`) and carries group RPC
+(`Channel.rpc`).
+
+Two tasks read what comes out of the stack. The *reader* handles what must
+never wait behind the application: RPC responses, views (for `view` and RPC
+failure detection), suspicions, the end of membership. It passes everything
+ordered to the *dispatcher*, which hands messages to the application in
+delivery order, runs RPC requests, and serves and applies state transfers
+(the design and its guarantee are in `_state`).
+
+Back-pressure: received messages wait in a bounded queue of
+``receive_buffer`` messages. When the application stops reading, the
+dispatcher waits, the stack's channels fill, the stack stops reading from
+the network, and flow control (UFC/MFC) or MCAST's window eventually block
+the senders. Nothing is dropped on the way.
+
+This module never interprets a protocol's header other than its own
+(`StateHeader`, `RpcHeader`) and never touches the network itself.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import math
+import weakref
+from collections import Counter, deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import trio
+
+from triogroups._channel._codec import PayloadError, decode_payload, encode_payload
+from triogroups._channel._errors import (
+    ChannelClosed,
+    JoinFailed,
+    MessageTooLarge,
+    NotAMember,
+    StateTransferFailed,
+)
+from triogroups._channel._inbox import Inbox, Received, Sink
+from triogroups._channel._state import (
+    MSG,
+    STATE_REQ,
+    STATE_RSP,
+    Alignment,
+    StateHeader,
+    StateProvider,
+    first_gap,
+)
+from triogroups._channel._views import ViewIterator
+from triogroups._rpc import RPC_REQ, RpcDispatcher
+from triogroups.address import Address
+from triogroups.events import Connect, Disconnect, Disconnected, Suspect, Unsuspect, ViewChange
+from triogroups.message import Flag, Message
+from triogroups.protocols import ids
+from triogroups.protocols.frag import HEADROOM, Frag
+from triogroups.stack import Stack
+from triogroups.transports._drops import DropLog
+from triogroups.view import View
+
+__all__ = ["Channel"]
+
+_log = logging.getLogger("triogroups.channel")
+
+_STATE = ids.STATE_TRANSFER
+_RPC = ids.RPC
+_OOB = int(Flag.OOB)
+_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_CHECKPOINT_EVERY = 32  # sends between forced checkpoints, as in Stack.send
+_ORDERED_BUFFER = 4  # batches between the reader and the dispatcher
+_STATE_RETRY_FIRST = 0.5
+_STATE_RETRY_MAX = 5.0
+
+
+class Channel:
+    """A member of a group, as the application sees it. Made by `open_channel`.
+
+    One task should read (`receive` or ``async for``); any number may send.
+    """
+
+    def __init__(
+        self,
+        stack: Stack,
+        *,
+        allow_pickle: bool = False,
+        state: StateProvider | None = None,
+        handlers: Mapping[str, Callable[..., Any]] | None = None,
+        receive_buffer: int = 256,
+        join_timeout: float = 60.0,
+        state_timeout: float = 30.0,
+        leave_timeout: float = 2.0,
+        sink: Sink | None = None,
+    ) -> None:
+        for label, value in (
+            ("join_timeout", join_timeout),
+            ("state_timeout", state_timeout),
+            ("leave_timeout", leave_timeout),
+        ):
+            if not 0 < value < math.inf:
+                raise ValueError(f"{label} must be a finite number > 0, got {value}")
+        self._join_timeout = join_timeout
+        self._state_timeout = state_timeout
+        self._leave_timeout = leave_timeout
+        if state is not None and not isinstance(state, StateProvider):
+            raise TypeError(
+                f"state must have get_state() and set_state(), got {type(state).__name__}"
+            )
+        self._stack = stack
+        self.allow_pickle = allow_pickle
+        self._provider = state
+        self._inbox = Inbox(receive_buffer)
+        self._sink: Sink = self._inbox if sink is None else sink
+        self._ordered_send, self._ordered_recv = trio.open_memory_channel[
+            list[Message] | ViewChange
+        ](_ORDERED_BUFFER)
+        self._view: View | None = None
+        self._suspected: set[Address] = set()
+        self._watches: weakref.WeakSet[ViewIterator] = weakref.WeakSet()
+        self._nursery: trio.Nursery | None = None
+        self._closing = False
+        self._left = trio.Event()
+        self._send_lock = trio.StrictFIFOLock()
+        self._sends = 0
+        self._seqno = 0
+        self._align = Alignment()
+        self._limit: tuple[int, Callable[[int], None]] | None = None
+        self._counters = Counter[str]()
+        self._drops = DropLog(_log, f"channel {stack.name or stack.cluster}")
+        self._membership_changed = trio.Event()
+        self._reset_membership()
+        self.rpc: RpcDispatcher = RpcDispatcher(self)
+        for method, fn in (handlers or {}).items():
+            self.rpc.register(method, fn)
+        stack.on_incarnation(self._new_incarnation)
+
+    def _reset_membership(self) -> None:
+        """Start (again) as a member that has yet to join and, with state, to get it."""
+        self._in_view = False
+        self._holding = self._provider is not None
+        self._transferred = not self._holding
+        self._held: deque[Message | View] = deque()
+        self._state_source: Address | None = None
+        self._state_requests = 0
+        self._pulse()
+
+    def _pulse(self) -> None:
+        """Wake `_join`: joined, state set, or starting over."""
+        self._membership_changed.set()
+        self._membership_changed = trio.Event()
+
+    async def _wait_until(self, done: Callable[[], bool], timeout: float) -> bool:
+        with trio.move_on_after(timeout):
+            while not done():
+                await self._membership_changed.wait()
+        return done()
+
+    # --- introspection ------------------------------------------------------------
+
+    @property
+    def stack(self) -> Stack:
+        return self._stack
+
+    @property
+    def cluster(self) -> str:
+        return self._stack.cluster
+
+    @property
+    def name(self) -> str:
+        return self._stack.name
+
+    @property
+    def address(self) -> Address:
+        """This member's address (a new one after the stack restarted)."""
+        return self._stack.address
+
+    @property
+    def view(self) -> View:
+        """The current view: updated as soon as the stack installs one."""
+        if self._view is None:
+            raise RuntimeError("the channel has not joined yet")
+        return self._view
+
+    @property
+    def suspected(self) -> frozenset[Address]:
+        """Members of the current view that failure detection suspects."""
+        return frozenset(self._suspected)
+
+    @property
+    def closed(self) -> bool:
+        return self._closing
+
+    def views(self) -> ViewIterator:
+        """An async iterator over views: the current one, then each newly installed one.
+
+        A consumer that falls more than 64 views behind loses the oldest
+        (counted in its ``skipped``). It ends when the channel closes; on a
+        closed channel it is empty.
+        """
+        if self._closing:
+            watch = ViewIterator(None)
+            watch._close()
+            return watch
+        watch = ViewIterator(self._view)
+        self._watches.add(watch)
+        return watch
+
+    def stats(self) -> dict[str, Any]:
+        """A plain snapshot of the channel's counters (the stack has its own `Stack.stats`)."""
+        return {
+            "cluster": self.cluster,
+            "address": str(self._stack.address) if self._stack.incarnation else None,
+            "view": str(self._view.view_id) if self._view else None,
+            "members": len(self._view) if self._view else 0,
+            "closed": self._closing,
+            "receive_queue": self._inbox.depth,
+            "holding": len(self._held),
+            "seqno": self._seqno,
+            "seqno_gaps": self._align.gaps,
+            "dropped": {**self._drops.snapshot(), "after_close": self._inbox.dropped},
+            **self._counters,
+            "rpc": self.rpc.stats(),
+        }
+
+    # --- sending ------------------------------------------------------------------
+
+    async def send(
+        self,
+        payload: Any,
+        to: Address | None = None,
+        *,
+        pickle: bool = False,
+        oob: bool = False,
+    ) -> None:
+        """Send ``payload`` to the group (``to=None``) or to the member ``to``.
+
+        Bytes travel as they are, other values as msgpack, or with cloudpickle
+        when ``pickle`` is true (receivers that do not allow pickle drop it).
+        Awaits while the stack cannot take more (full channels, flow control,
+        MCAST's window). Cancellation-safe: a cancelled send was not sent.
+        Raises ChannelClosed, NotAMember, MessageTooLarge, or TypeError for a
+        payload that cannot be encoded.
+        """
+        await self._send(self._app_message(payload, to, pickle, oob))
+
+    def send_nowait(
+        self,
+        payload: Any,
+        to: Address | None = None,
+        *,
+        pickle: bool = False,
+        oob: bool = False,
+    ) -> None:
+        """As `send`, but raises trio.WouldBlock instead of waiting (nothing was sent)."""
+        self._send_nowait(self._app_message(payload, to, pickle, oob))
+
+    def _app_message(self, payload: Any, to: Address | None, pickle: bool, oob: bool) -> Message:
+        self._check_open()
+        if to is not None:
+            self._check_member(to)
+        data = encode_payload(payload, pickle=pickle)
+        self._check_size(len(data))
+        return Message(to, data, flags=_OOB if oob else 0)
+
+    def _check_open(self) -> None:
+        if self._closing:
+            raise ChannelClosed("the channel is closed")
+
+    def _check_member(self, member: Address) -> None:
+        """Raise NotAMember unless ``member`` is in the current view."""
+        view = self.view
+        if member not in view:
+            raise NotAMember(member, f"{member} is not a member of view {view.view_id}")
+
+    def _check_size(self, size: int) -> None:
+        """Raise MessageTooLarge if a payload of ``size`` bytes cannot be sent.
+
+        The limit is FRAG's ``max_message_size`` when FRAG is in the stack,
+        else what one transport bundle carries (``max_bundle_size`` less room
+        for headers), since without FRAG a larger message could not leave.
+        """
+        limit = self._limit
+        if limit is None or limit[0] != self._stack.incarnation:
+            limit = (self._stack.incarnation, _size_check(self._stack))
+            self._limit = limit
+        limit[1](size)
+
+    def _stamp(self, msg: Message) -> bool:
+        """Give an ordered multicast the next application seqno; False for other messages."""
+        if msg.dest is not None or msg.flags & (_OOB | _DONT_LOOPBACK):
+            return False
+        self._seqno += 1
+        msg.headers[_STATE] = StateHeader(MSG, self._seqno)
+        return True
+
+    async def _send(self, msg: Message, *, internal: bool = False) -> None:
+        """Pass one message down (see `_stamp`).
+
+        Seqnos must reach the stack in order, so a send that has to wait
+        holds a FIFO lock, and a cancelled one gives its seqno back.
+        """
+        self._sends += 1
+        if not self._sends % _CHECKPOINT_EVERY:
+            await trio.lowlevel.checkpoint()
+        if not internal:
+            self._check_open()
+        if not self._send_lock.locked():
+            try:
+                self._send_nowait(msg)
+                return
+            except trio.WouldBlock:
+                pass
+        async with self._send_lock:
+            stamped = self._stamp(msg)
+            try:
+                await self._stack.send([msg])
+            except BaseException:
+                if stamped:
+                    self._seqno -= 1
+                raise
+        self._counters["sent"] += 1
+
+    def _send_nowait(self, msg: Message) -> None:
+        if self._send_lock.locked():
+            raise trio.WouldBlock
+        stamped = self._stamp(msg)
+        try:
+            self._stack.send_nowait([msg])
+        except trio.WouldBlock:
+            if stamped:
+                self._seqno -= 1
+            raise
+        self._counters["sent"] += 1
+
+    # --- receiving ----------------------------------------------------------------
+
+    async def receive(self) -> Received:
+        """The next message, in delivery order; raises ChannelClosed once closed.
+
+        Returning to ``receive`` tells the channel the previous message is
+        finished: state for a joiner is taken only between messages.
+        """
+        return await self._inbox.receive()
+
+    def receive_nowait(self) -> Received:
+        """As `receive`; raises trio.WouldBlock when no message is waiting."""
+        return self._inbox.receive_nowait()
+
+    def __aiter__(self) -> Channel:
+        return self
+
+    async def __anext__(self) -> Received:
+        try:
+            return await self._inbox.receive()
+        except ChannelClosed:
+            raise StopAsyncIteration from None
+
+    # --- the reader -----------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        """Take everything out of the stack; pass on what is ordered, answer the rest now."""
+        ordered = self._ordered_send
+        async for item in self._stack.deliveries:
+            if type(item) is list:
+                rest = []
+                for msg in item:
+                    hdr = msg.headers.get(_RPC)
+                    if hdr is not None and hdr.type != RPC_REQ:
+                        self.rpc._response(msg, hdr)
+                    else:
+                        rest.append(msg)
+                if rest:
+                    await ordered.send(rest)
+            elif isinstance(item, ViewChange):
+                self._install_view(item.view)
+                await ordered.send(item)
+            elif isinstance(item, Suspect):
+                members = [m for m in item.members if self._view and m in self._view]
+                self._suspected.update(members)
+                self.rpc._gone(members, "suspected")
+            elif isinstance(item, Unsuspect):
+                self._suspected.discard(item.member)
+            elif isinstance(item, Disconnected):
+                self._left.set()
+
+    def _install_view(self, view: View) -> None:
+        self._view = view
+        self._suspected &= set(view.members)
+        if not self._in_view and self._stack.address in view:
+            self._in_view = True
+            self._pulse()
+        self.rpc._view_changed(view)
+        for watch in list(self._watches):
+            watch._push(view)
+        self._counters["views"] += 1
+
+    # --- the dispatcher ----------------------------------------------------------------
+
+    async def _dispatch_loop(self) -> None:
+        """Hand over in order; once closed, only drain (so the reader sees Disconnected)."""
+        async for item in self._ordered_recv:
+            try:
+                if type(item) is list:
+                    for msg in item:
+                        if not self._closing:
+                            await self._dispatch(msg)
+                elif not self._closing:
+                    await self._dispatch_view(item.view)  # type: ignore[union-attr]
+            except ChannelClosed:
+                if not self._closing:
+                    raise
+
+    async def _dispatch(self, msg: Message) -> None:
+        hdr = msg.headers.get(_STATE)
+        if hdr is not None and hdr.type == STATE_RSP:
+            await self._state_response(msg, hdr)
+        elif self._holding:
+            self._held.append(msg)
+        else:
+            await self._deliver(msg, hdr)
+
+    async def _dispatch_view(self, view: View) -> None:
+        self._align.view_changed(view)
+        if self._holding:
+            self._held.append(view)
+            if self._stack.address in view and (
+                self._state_source is None or self._state_source not in view
+            ):
+                await self._ask_for_state()
+        else:
+            await self._sink.view(view)
+
+    async def _deliver(self, msg: Message, hdr: StateHeader | None) -> None:
+        src = msg.src
+        if src is None:
+            self._drops.drop("malformed", "message without a source")
+            return
+        rpc = msg.headers.get(_RPC)
+        if hdr is not None:
+            if hdr.type == STATE_REQ:
+                await self._serve_state(src, hdr)
+                return
+            if hdr.type == MSG and not self._align.accept(src, hdr.seqno):
+                self._counters["dropped_in_state"] += 1
+                if rpc is not None:
+                    await self.rpc._not_executed(msg, rpc)
+                return
+        if rpc is not None:
+            await self.rpc._execute(msg, rpc)
+            return
+        if self._closing:
+            return
+        try:
+            value, body = decode_payload(msg.payload, allow_pickle=self.allow_pickle)
+        except PayloadError as exc:
+            self._drops.drop(exc.reason, str(exc), src)
+            return
+        self._counters["delivered"] += 1
+        await self._sink.deliver(
+            Received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
+        )
+
+    # --- state transfer (see _state) ------------------------------------------------------
+
+    async def _ask_for_state(self) -> None:
+        """Ask the coordinator for the state; without an older member, start without it."""
+        if not self._holding:
+            return
+        view = self._view
+        me = self._stack.address
+        if view is None or me not in view:
+            return
+        coord = view.coord
+        if coord == me:
+            _log.info("%s: no older member to get the state from; starting without it", me)
+            self._counters["state_none_to_ask"] += 1
+            await self._release()
+            return
+        self._state_source = coord
+        self._state_requests += 1
+        self._counters["state_requests_sent"] += 1
+        hdr = StateHeader(STATE_REQ, self._state_requests)
+        await self._send(Message(coord, headers={_STATE: hdr}), internal=True)
+
+    async def _serve_state(self, joiner: Address, hdr: StateHeader) -> None:
+        if self._provider is None:
+            reply = StateHeader(STATE_RSP, hdr.seqno)
+            await self._send(Message(joiner, headers={_STATE: reply}), internal=True)
+            return
+        provider = self._provider
+
+        async def take() -> tuple[Any, tuple[tuple[Address, int], ...]]:
+            state = provider.get_state()
+            if inspect.isawaitable(state):
+                state = await state
+            return state, self._align.snapshot()
+
+        state, applied = await self._sink.snapshot(take)
+        try:
+            try:
+                payload = encode_payload(state)
+            except TypeError:
+                if not self.allow_pickle:
+                    raise
+                payload = encode_payload(state, pickle=True)
+            self._check_size(len(payload))
+        except (TypeError, MessageTooLarge) as exc:
+            # The joiner's state_timeout reports it there; this member keeps working.
+            _log.error("%s: cannot send the state to %s: %s", self.address, joiner, exc)
+            self._counters["states_not_sent"] += 1
+            return
+        reply = StateHeader(STATE_RSP, hdr.seqno, applied, True)
+        self._counters["states_served"] += 1
+        await self._send(Message(joiner, payload, headers={_STATE: reply}), internal=True)
+
+    async def _state_response(self, msg: Message, hdr: StateHeader) -> None:
+        if self._transferred:
+            self._counters["state_responses_stale"] += 1
+            return
+        if hdr.has_state:
+            assert self._provider is not None
+            held = [
+                (m.src, h.seqno)
+                for m in self._held
+                if isinstance(m, Message)
+                and m.src is not None
+                and (h := m.headers.get(_STATE)) is not None
+                and h.type == MSG
+            ]
+            if first_gap(held, hdr.applied) is not None:
+                self._counters["state_responses_behind"] += 1
+                return
+            try:
+                state, _ = decode_payload(msg.payload, allow_pickle=self.allow_pickle)
+            except PayloadError as exc:
+                self._drops.drop(f"state_{exc.reason}", str(exc), msg.src)
+                return
+            done = self._provider.set_state(state)
+            if inspect.isawaitable(done):
+                await done
+            self._align.install(hdr.applied)
+        self._counters["states_received"] += 1
+        await self._release()
+
+    async def _release(self) -> None:
+        """Hand over what was held back, in order; the transfer is done."""
+        self._transferred = True
+        self._pulse()
+        while self._held:
+            item = self._held.popleft()
+            if isinstance(item, View):
+                await self._sink.view(item)
+            else:
+                await self._deliver(item, item.headers.get(_STATE))
+        self._holding = False
+
+    # --- joining and leaving ------------------------------------------------------------
+
+    async def _join(self) -> None:
+        """Connect; return once in a view and, with a state provider, once the state is set.
+
+        Waits for the current incarnation: if the stack restarts meanwhile,
+        it waits for the new one to join.
+        """
+        await self._stack.send(Connect())
+        if not await self._wait_until(lambda: self._in_view, self._join_timeout):
+            raise JoinFailed(
+                f"{self.name or 'member'} saw no view including it within {self._join_timeout}s"
+            )
+        deadline = trio.current_time() + self._state_timeout
+        retry = _STATE_RETRY_FIRST
+        while not self._transferred:
+            remaining = deadline - trio.current_time()
+            if remaining <= 0:
+                raise StateTransferFailed(
+                    f"{self.name or 'member'} got no usable state within {self._state_timeout}s "
+                    f"({self._state_requests} requests)"
+                )
+            if not await self._wait_until(lambda: self._transferred, min(retry, remaining)):
+                retry = min(retry * 2, _STATE_RETRY_MAX)
+                await self._ask_for_state()
+
+    def _new_incarnation(self, stack: Stack) -> None:
+        """The stack restarted with a new address: join again (and get the state again)."""
+        if stack.incarnation <= 1 or self._nursery is None or self._closing:
+            return
+        self._counters["rejoins"] += 1
+        self._seqno = 0
+        self._reset_membership()
+        self._nursery.start_soon(self._join)
+
+    async def aclose(self) -> None:
+        """Leave the group gracefully (at most ``leave_timeout``) and close; idempotent.
+
+        Pending receives and RPC calls fail with ChannelClosed, `views`
+        iterators end, messages not read yet are dropped (counted).
+        """
+        if self._closing:
+            return
+        self._shut()
+        with trio.move_on_after(self._leave_timeout):
+            await self._stack.send(Disconnect())
+            await self._left.wait()
+        if not self._left.is_set():
+            self._counters["leave_timeouts"] += 1
+
+    def _shut(self) -> None:
+        """Close everything the application waits on; the stack is not told."""
+        if self._closing:
+            return
+        self._closing = True
+        self._sink.close()
+        self._inbox.close()
+        self.rpc._close()
+        for watch in list(self._watches):
+            watch._close()
+
+
+def _size_check(stack: Stack) -> Callable[[int], None]:
+    """The payload size check for the current incarnation of ``stack``."""
+    frag = next((p for p in stack.protocols if isinstance(p, Frag)), None)
+    if frag is not None:
+
+        def check_frag(size: int) -> None:
+            try:
+                frag.check_size(size)
+            except ValueError as exc:
+                raise MessageTooLarge(size, frag.max_message_size, str(exc)) from None
+
+        return check_frag
+    transport = stack.protocols[0]
+    bundle = getattr(transport, "max_bundle_size", None)
+    if not isinstance(bundle, int):
+        return lambda size: None
+    limit = bundle - HEADROOM
+
+    def check_bundle(size: int) -> None:
+        if size > limit:
+            raise MessageTooLarge(
+                size,
+                limit,
+                f"message of {size} bytes exceeds the {limit} bytes one {transport.name} bundle "
+                f"carries (max_bundle_size {bundle} less {HEADROOM} for headers); "
+                "put FRAG in the stack to send larger ones",
+            )
+
+    return check_bundle

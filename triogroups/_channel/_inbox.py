@@ -1,0 +1,133 @@
+"""Where delivered messages go: the `Received` record and the sinks that take them.
+
+The channel's dispatcher hands messages (and views) to a `Sink` in delivery
+order. `Inbox`, the default, is the bounded queue `Channel.receive` reads; a
+group actor plugs in its own. A sink also decides *when* state may be taken:
+only once the application has finished everything handed to it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
+
+import trio
+
+from triogroups._channel._errors import ChannelClosed
+from triogroups.address import Address
+from triogroups.view import View
+
+__all__ = ["Inbox", "Received", "Sink"]
+
+_T = TypeVar("_T")
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    """A message delivered to the application.
+
+    ``payload`` is decoded (bytes stay bytes; msgpack values come back with
+    tuples as lists); ``raw`` is the encoded payload without its tag.
+    ``multicast`` is False for a message sent to this member only.
+    """
+
+    src: Address
+    payload: Any
+    raw: bytes
+    oob: bool = False
+    multicast: bool = True
+
+
+class Sink(Protocol):
+    """Where the dispatcher hands what the application consumes, in delivery order.
+
+    ``snapshot(take)`` runs ``take`` once the application has finished with
+    everything handed over so far and before it sees anything later (the
+    dispatcher hands nothing over meanwhile): that is where state is taken.
+    """
+
+    async def deliver(self, item: Received) -> None: ...
+
+    async def view(self, view: View) -> None: ...
+
+    async def snapshot(self, take: Callable[[], Awaitable[_T]]) -> _T: ...
+
+    def close(self) -> None: ...
+
+
+class Inbox:
+    """The default sink: a bounded queue that `Channel.receive` reads.
+
+    The application has *finished* a message when it calls ``receive``
+    again; it is idle when it has finished every message handed to the
+    queue (counted as they go in, so one on its way to a waiting reader is
+    not finished yet).
+    """
+
+    def __init__(self, size: int) -> None:
+        if size < 1:
+            raise ValueError(f"receive_buffer must be >= 1, got {size}")
+        self._send, self._recv = trio.open_memory_channel[Received](size)
+        self._delivered = 0
+        self._returned = 0
+        self._finished = 0
+        self._closed = False
+        self._changed = trio.Event()
+        self.dropped = 0
+
+    async def deliver(self, item: Received) -> None:
+        try:
+            await self._send.send(item)
+        except trio.BrokenResourceError:
+            self.dropped += 1
+            return
+        self._delivered += 1
+
+    async def view(self, view: View) -> None:
+        """Views reach a reading application through `Channel.view` and `Channel.views`."""
+
+    async def snapshot(self, take: Callable[[], Awaitable[_T]]) -> _T:
+        """Run ``take`` once the reader has finished every message handed over."""
+        while not self._closed and self._finished != self._delivered:
+            await self._changed.wait()
+        if self._closed:
+            raise ChannelClosed("the channel closed before its application was idle")
+        return await take()
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self.dropped += self.depth
+        self._recv.close()
+        self._changed.set()
+
+    @property
+    def depth(self) -> int:
+        return self._send.statistics().current_buffer_used
+
+    def _finish(self) -> None:
+        """The reader is back: everything returned so far is finished."""
+        if self._finished != self._returned:
+            self._finished = self._returned
+            self._changed.set()
+            self._changed = trio.Event()
+
+    async def receive(self) -> Received:
+        self._finish()
+        try:
+            item = await self._recv.receive()
+        except (trio.ClosedResourceError, trio.EndOfChannel):
+            raise ChannelClosed("the channel is closed") from None
+        self._returned += 1
+        return item
+
+    def receive_nowait(self) -> Received:
+        self._finish()
+        try:
+            item = self._recv.receive_nowait()
+        except (trio.ClosedResourceError, trio.EndOfChannel):
+            raise ChannelClosed("the channel is closed") from None
+        self._returned += 1
+        return item

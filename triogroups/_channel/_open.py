@@ -1,0 +1,132 @@
+"""`open_channel`: build a member's stack, run it and join; on exit leave and stop.
+
+The channel's tasks (the stack, its reader and dispatcher) run in a nursery
+owned here, so the application sees one ``async with`` and, when something
+fails, that one error rather than a group of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import trio
+
+from triogroups._channel._channel import Channel
+from triogroups._channel._state import StateProvider
+from triogroups.config import StackConfig
+from triogroups.stack import Stack
+
+if TYPE_CHECKING:
+    from triogroups.transports.sim import SimNetwork
+
+__all__ = ["open_channel", "run_channel"]
+
+
+def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    """The one exception of a nursery's group, or the group when there are several."""
+    if len(group.exceptions) == 1:
+        inner = group.exceptions[0]
+        if isinstance(inner, BaseExceptionGroup):
+            return _unwrap(inner)
+        return inner
+    return group
+
+
+@asynccontextmanager
+async def open_channel(
+    cluster: str,
+    stack: StackConfig | str | Path = "udp",
+    name: str = "",
+    *,
+    network: SimNetwork | None = None,
+    allow_pickle: bool = False,
+    state: StateProvider | None = None,
+    handlers: Mapping[str, Callable[..., Any]] | None = None,
+    receive_buffer: int = 256,
+    join_timeout: float = 60.0,
+    state_timeout: float = 30.0,
+    leave_timeout: float = 2.0,
+    **stack_options: Any,
+) -> AsyncIterator[Channel]:
+    """Join ``cluster`` as member ``name``; leave on exit.
+
+    ``stack`` is a preset name ("udp", "tcp", ...), a TOML path or a
+    `StackConfig`; it must contain GMS. ``network`` runs the member on a
+    `SimNetwork` instead of its transport (tests, virtual time).
+    ``stack_options`` go to `Stack` (``channel_size``, ``max_restarts``,
+    ``restart_window``, ``new_address``).
+
+    Returns once the view that includes this member is installed and, when
+    ``state`` (an object with ``get_state``/``set_state``) is given, once
+    the group's state was set: the application sees no message before it.
+    Raises JoinFailed or StateTransferFailed when that takes longer than
+    ``join_timeout`` or ``state_timeout``. ``handlers`` are RPC methods
+    registered before joining, so no early call finds them missing.
+    Received pickled payloads are unpickled only with ``allow_pickle``.
+
+    On exit the member leaves gracefully, waiting at most ``leave_timeout``
+    (also when the body was cancelled), then the stack stops. If the stack
+    fails beyond its restart intensity, that error is raised here.
+    """
+    async with run_channel(
+        cluster,
+        stack,
+        name,
+        network=network,
+        stack_options=stack_options,
+        allow_pickle=allow_pickle,
+        state=state,
+        handlers=handlers,
+        receive_buffer=receive_buffer,
+        join_timeout=join_timeout,
+        state_timeout=state_timeout,
+        leave_timeout=leave_timeout,
+    ) as channel:
+        yield channel
+
+
+@asynccontextmanager
+async def run_channel(
+    cluster: str,
+    stack: StackConfig | str | Path,
+    name: str,
+    *,
+    network: SimNetwork | None,
+    stack_options: Mapping[str, Any],
+    **channel_options: Any,
+) -> AsyncIterator[Channel]:
+    """`open_channel` with every `Channel` option, including a custom ``sink``."""
+    config = StackConfig.resolve(stack)
+    if network is not None:
+        from triogroups.testing import sim_config
+
+        config = sim_config(config, network)
+    if "GMS" not in config.names():
+        raise ValueError(
+            f"a channel needs GMS in its stack to join a group, got {', '.join(config.names())}"
+        )
+    the_stack = Stack(config, cluster, name, **stack_options)
+    channel = Channel(the_stack, **channel_options)
+    try:
+        async with trio.open_nursery() as nursery:
+            channel._nursery = nursery
+            await nursery.start(the_stack.run)
+            nursery.start_soon(channel._read_loop)
+            nursery.start_soon(channel._dispatch_loop)
+            await channel._join()
+            try:
+                yield channel
+            finally:
+                if not nursery.cancel_scope.cancel_called:
+                    with trio.CancelScope(shield=True):
+                        await channel.aclose()
+                channel._shut()
+                nursery.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        error = _unwrap(group)
+        if error is group:
+            raise
+        raise error from error.__cause__

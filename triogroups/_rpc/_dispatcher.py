@@ -1,0 +1,378 @@
+"""Group RPC over a channel: call a named function on all members or some.
+
+Requests are ordinary messages through the stack with an `RpcHeader`: a
+call to the group is one multicast (ordered, so every member runs the
+group's requests in the same per-sender order, and state transfer covers
+them), a call to given members is one unicast each. Every member runs
+requests in delivery order, one at a time, in the channel's dispatcher;
+``oob=True`` requests run at once, concurrently, outside that order.
+Responses are OOB unicasts, taken by the channel's reader as soon as they
+arrive, so a handler may itself call other members (but a handler that
+calls the group *including itself* in order waits for its own request,
+which runs after it: use ``oob=True`` for such calls).
+
+Response modes: ``all`` waits for every target, ``first`` for one answer,
+``majority`` for more than half of the targets, ``none`` does not wait. A
+target that leaves the view or is suspected while the call waits counts as
+failed at once (``Rsp.suspected``, `MemberGone`), so a call never hangs on
+a dead member; ``timeout`` bounds the rest. An exception raised by a
+handler comes back as described in `_errors`.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections import Counter
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+
+import trio
+
+from triogroups._channel._codec import PICKLE, PayloadError, decode_payload, encode_payload
+from triogroups._channel._errors import ChannelClosed, MemberGone
+from triogroups._rpc._errors import (
+    NotExecuted,
+    RpcTimeout,
+    UnknownMethod,
+    error_info,
+    rebuild_error,
+)
+from triogroups._rpc._rsp import Rsp, RspList
+from triogroups.address import Address
+from triogroups.message import Flag, Message
+from triogroups.protocols import ids
+from triogroups.view import View
+from triogroups.wire import register_header
+
+if TYPE_CHECKING:
+    from triogroups._channel._channel import Channel
+
+__all__ = ["RPC_EXC", "RPC_REQ", "RPC_RSP", "Mode", "RpcDispatcher", "RpcHeader"]
+
+RPC_REQ = 1
+RPC_RSP = 2
+RPC_EXC = 3
+
+_ID = ids.RPC
+_OOB = int(Flag.OOB)
+
+Mode = Literal["all", "first", "majority", "none"]
+_MODES = ("all", "first", "majority", "none")
+
+
+class RpcHeader(NamedTuple):
+    """REQ: call ``method`` (``req_id`` 0: no answer wanted). RSP/EXC: the answer to ``req_id``."""
+
+    type: int
+    req_id: int = 0
+    method: str = ""
+
+
+register_header(_ID, RpcHeader)
+
+
+class _Call:
+    """A call waiting for answers."""
+
+    def __init__(self, targets: list[Address], mode: Mode) -> None:
+        self.rsps = {member: Rsp(member) for member in targets}
+        self.pending = set(targets)
+        self.arrivals: list[Address] = []
+        n = len(targets)
+        self.need = {"all": n, "first": 1, "majority": n // 2 + 1}.get(mode, 0)
+        self.done = trio.Event()
+        self.closed = False
+
+    def settle(
+        self,
+        member: Address,
+        *,
+        value: Any = None,
+        exception: BaseException | None = None,
+        suspected: bool = False,
+    ) -> None:
+        if member not in self.pending:
+            return
+        self.pending.discard(member)
+        rsp = self.rsps[member]
+        rsp.value = value
+        rsp.exception = exception
+        if suspected:
+            rsp.suspected = True
+        else:
+            rsp.received = True
+            self.arrivals.append(member)
+        if len(self.arrivals) >= self.need or not self.pending:
+            self.done.set()
+
+    def close(self) -> None:
+        self.closed = True
+        self.done.set()
+
+
+class RpcDispatcher:
+    """Registered methods and calls in flight for one channel (`Channel.rpc`)."""
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+        self._methods: dict[str, Callable[..., Any]] = {}
+        self._calls: dict[int, _Call] = {}
+        self._next_id = 0
+        self._closed = False
+        self._counters = Counter[str]()
+
+    # --- serving -----------------------------------------------------------------
+
+    def register(self, name: str, fn: Callable[..., Any]) -> None:
+        """Make ``fn`` (sync or async) callable by members as ``name``."""
+        if not isinstance(name, str) or not name:
+            raise ValueError(f"rpc method name must be a non-empty str, got {name!r}")
+        if not callable(fn):
+            raise TypeError(f"rpc method {name!r} must be callable, got {type(fn).__name__}")
+        self._methods[name] = fn
+
+    def unregister(self, name: str) -> None:
+        self._methods.pop(name, None)
+
+    @property
+    def methods(self) -> list[str]:
+        return sorted(self._methods)
+
+    async def _execute(self, msg: Message, hdr: RpcHeader) -> None:
+        """Run a request (called by the channel's dispatcher, in delivery order)."""
+        if self._closed or msg.src is None:
+            return
+        nursery = self._channel._nursery
+        if msg.flags & _OOB and nursery is not None:
+            nursery.start_soon(self._run, msg, hdr)
+        else:
+            await self._run(msg, hdr)
+
+    async def _run(self, msg: Message, hdr: RpcHeader) -> None:
+        assert msg.src is not None
+        self._counters["requests_executed"] += 1
+        pickled = msg.payload[:1] == bytes((PICKLE,))
+        try:
+            fn = self._methods.get(hdr.method)
+            if fn is None:
+                raise UnknownMethod(
+                    f"no rpc method {hdr.method!r} on {self._channel.address}"
+                    f" (registered: {', '.join(self.methods) or 'none'})"
+                )
+            try:
+                args, _ = decode_payload(msg.payload, allow_pickle=self._channel.allow_pickle)
+            except PayloadError as exc:
+                if exc.reason == "pickle_refused":
+                    raise TypeError(
+                        f"{self._channel.address} refuses pickled arguments (allow_pickle is off)"
+                    ) from None
+                raise ValueError(f"malformed rpc arguments: {exc}") from None
+            if not isinstance(args, list):
+                raise ValueError("malformed rpc arguments: not a list")
+            result = fn(*args)
+            if inspect.isawaitable(result):
+                result = await result
+        except Exception as exc:
+            self._counters["requests_failed"] += 1
+            await self._answer_error(msg.src, hdr.req_id, exc)
+            return
+        if hdr.req_id:
+            await self._answer(msg.src, hdr.req_id, result, pickled)
+
+    async def _answer(self, caller: Address, req_id: int, result: Any, pickled: bool) -> None:
+        try:
+            payload = encode_payload(result)
+        except TypeError as exc:
+            if not pickled:
+                await self._answer_error(caller, req_id, exc)
+                return
+            try:
+                payload = encode_payload(result, pickle=True)
+            except TypeError as exc:
+                await self._answer_error(caller, req_id, exc)
+                return
+        try:
+            self._channel._check_size(len(payload))
+        except ValueError as exc:
+            await self._answer_error(caller, req_id, exc)
+            return
+        await self._reply(caller, RpcHeader(RPC_RSP, req_id), payload)
+
+    async def _answer_error(self, caller: Address, req_id: int, exc: BaseException) -> None:
+        if req_id:
+            await self._reply(caller, RpcHeader(RPC_EXC, req_id), encode_payload(error_info(exc)))
+
+    async def _not_executed(self, msg: Message, hdr: RpcHeader) -> None:
+        """A request whose effect is in the state this member received: answer, don't run."""
+        if msg.src is not None and hdr.req_id and not self._closed:
+            self._counters["requests_in_state"] += 1
+            error = NotExecuted(
+                f"{self._channel.address} joined with a state that already contains "
+                f"this {hdr.method!r} request; it was not run again"
+            )
+            await self._answer_error(msg.src, hdr.req_id, error)
+
+    async def _reply(self, caller: Address, hdr: RpcHeader, payload: bytes) -> None:
+        if self._closed:
+            return
+        self._counters["responses_sent"] += 1
+        await self._channel._send(
+            Message(caller, payload, flags=_OOB, headers={_ID: hdr}), internal=True
+        )
+
+    # --- calling -----------------------------------------------------------------
+
+    async def call(
+        self,
+        method: str,
+        *args: Any,
+        to: Address | Iterable[Address] | None = None,
+        mode: Mode = "all",
+        timeout: float = 10.0,
+        oob: bool = False,
+        pickle: bool = False,
+        exclude_self: bool = False,
+    ) -> RspList:
+        """Call ``method(*args)`` on the group (``to=None``), one member or several.
+
+        Returns once ``mode`` is satisfied, every target answered or failed,
+        or ``timeout`` passed (then ``RspList.timed_out`` is True). With mode
+        "none" it returns at once after sending, with an empty list.
+        Raises NotAMember for a target not in the view, ChannelClosed if the
+        channel closes first (also while waiting), ValueError/TypeError for
+        bad arguments. A cancelled call to the group was not sent.
+        """
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
+        if not timeout > 0:
+            raise ValueError(f"timeout must be > 0, got {timeout}")
+        channel = self._channel
+        channel._check_open()
+        targets = self._targets(to, exclude_self)
+        data = encode_payload(list(args), pickle=pickle)
+        channel._check_size(len(data))
+        flags = _OOB if oob else 0
+        if to is None and exclude_self:
+            flags |= int(Flag.DONT_LOOPBACK)
+        if mode == "none":
+            await self._send_request(to, targets, method, 0, data, flags)
+            self._counters["calls"] += 1
+            return RspList({}, [], False)
+        self._next_id += 1
+        req_id = self._next_id
+        call = _Call(targets, mode)
+        self._calls[req_id] = call
+        self._gone([m for m in targets if m in channel.suspected], "suspected")
+        try:
+            await self._send_request(to, targets, method, req_id, data, flags)
+            self._counters["calls"] += 1
+            with trio.move_on_after(timeout):
+                await call.done.wait()
+        finally:
+            del self._calls[req_id]
+        if call.closed:
+            raise ChannelClosed("the channel closed during the call")
+        timed_out = not call.done.is_set()
+        if timed_out:
+            self._counters["calls_timed_out"] += 1
+        return RspList(call.rsps, call.arrivals, timed_out)
+
+    async def call_one(
+        self,
+        method: str,
+        *args: Any,
+        to: Address,
+        timeout: float = 10.0,
+        oob: bool = False,
+        pickle: bool = False,
+    ) -> Any:
+        """Call ``method(*args)`` on member ``to`` and return its value.
+
+        Raises what the handler raised (see `RemoteError`), MemberGone if
+        ``to`` left or was suspected, RpcTimeout after ``timeout``.
+        """
+        if not isinstance(to, Address):
+            raise TypeError(f"to must be an Address, got {type(to).__name__}")
+        rsps = await self.call(method, *args, to=to, timeout=timeout, oob=oob, pickle=pickle)
+        rsp = rsps[to]
+        if not rsp.received and not rsp.suspected:
+            raise RpcTimeout(f"no answer from {to} to {method!r} within {timeout}s")
+        return rsp.result()
+
+    def _targets(self, to: Address | Iterable[Address] | None, exclude_self: bool) -> list[Address]:
+        channel = self._channel
+        if to is None:
+            me = channel.address
+            return [m for m in channel.view.members if not (exclude_self and m == me)]
+        members = [to] if isinstance(to, Address) else list(dict.fromkeys(to))
+        for member in members:
+            if not isinstance(member, Address):
+                raise TypeError(f"rpc targets must be Addresses, got {type(member).__name__}")
+            channel._check_member(member)
+        return members
+
+    async def _send_request(
+        self,
+        to: Address | Iterable[Address] | None,
+        targets: list[Address],
+        method: str,
+        req_id: int,
+        data: bytes,
+        flags: int,
+    ) -> None:
+        hdr = RpcHeader(RPC_REQ, req_id, method)
+        dests: list[Address | None] = [None] if to is None else list(targets)
+        for dest in dests:
+            await self._channel._send(Message(dest, data, flags=flags, headers={_ID: hdr}))
+
+    # --- answers and failures (called by the channel's reader) -------------------------
+
+    def _response(self, msg: Message, hdr: RpcHeader) -> None:
+        call = self._calls.get(hdr.req_id)
+        src = msg.src
+        if call is None or src is None:
+            self._counters["responses_stale"] += 1
+            return
+        self._counters["responses_received"] += 1
+        if hdr.type == RPC_RSP:
+            try:
+                value, _ = decode_payload(msg.payload, allow_pickle=self._channel.allow_pickle)
+            except PayloadError as exc:
+                call.settle(src, exception=TypeError(f"response from {src} refused: {exc}"))
+            else:
+                call.settle(src, value=value)
+        else:
+            try:
+                info, _ = decode_payload(msg.payload, allow_pickle=False)
+            except PayloadError:
+                info = None
+            call.settle(src, exception=rebuild_error(info, src))
+
+    def _view_changed(self, view: View) -> None:
+        for call in list(self._calls.values()):
+            for member in [m for m in call.pending if m not in view]:
+                self._counters["targets_gone"] += 1
+                call.settle(
+                    member,
+                    exception=MemberGone(member, f"{member} left the view during the call"),
+                    suspected=True,
+                )
+
+    def _gone(self, members: Iterable[Address], why: str) -> None:
+        for member in members:
+            for call in list(self._calls.values()):
+                if member in call.pending:
+                    self._counters["targets_gone"] += 1
+                    call.settle(
+                        member,
+                        exception=MemberGone(member, f"{member} was {why} during the call"),
+                        suspected=True,
+                    )
+
+    def _close(self) -> None:
+        self._closed = True
+        for call in self._calls.values():
+            call.close()
+
+    def stats(self) -> dict[str, Any]:
+        return {"methods": self.methods, "calls_pending": len(self._calls), **self._counters}
