@@ -55,6 +55,7 @@ from triogroups.protocols import (
     Stable,
     TcpPing,
     Ufc,
+    Unicast2,
     Unicast3,
     VerifySuspect,
 )
@@ -127,6 +128,7 @@ __all__ = [
     "Transport",
     "UdpTransport",
     "Ufc",
+    "Unicast2",
     "Unicast3",
     "Unsuspect",
     "VerifySuspect",

@@ -13,6 +13,7 @@ from triogroups.protocols.ping import Ping
 from triogroups.protocols.stable import Stable
 from triogroups.protocols.tcpping import TcpPing
 from triogroups.protocols.ufc import Ufc
+from triogroups.protocols.unicast2 import Unicast2
 from triogroups.protocols.unicast3 import Unicast3
 from triogroups.protocols.verify_suspect import VerifySuspect
 
@@ -30,6 +31,7 @@ __all__ = [
     "Stable",
     "TcpPing",
     "Ufc",
+    "Unicast2",
     "Unicast3",
     "VerifySuspect",
 ]

@@ -1,0 +1,597 @@
+"""UNICAST2: reliable unicast with negative acks and connection ids (seed 002).
+
+Makes every unicast (``dest`` set, no NO_RELIABILITY flag) reliable and FIFO
+per sender; multicasts and NO_RELIABILITY messages pass through. Sans-IO: it
+never awaits and reads no clock; ``now`` is passed in.
+
+Each peer has a *send* entry (send conn-id, seqnos from 1, the sent window)
+and a *receive* entry (receive conn-id, the receive window). The receiver
+drives reliability: it asks for the seqnos it misses (XMIT_REQ) and tells the
+sender every ``stable_interval`` how far it got (STABLE), so the sender can
+purge. A non-first message on an unknown or other connection is dropped and
+answered with SEND_FIRST_SEQNO; the sender then resends its lowest unacked
+message flagged ``first``, and the receiver opens a window there. Connection
+ids are what keep a reopened connection from mixing with the old one (the
+seed's scenarios #4 to #9).
+
+Where the seed leaves a choice open, this module decides:
+
+- Conn-ids come from a per-member counter with a random start (seeded from
+  the address and the start time; no clock of our own) and grow by one per
+  new connection. Unique between two members is what the seed needs; because
+  they also *grow*, a receiver can tell a delayed message of an older
+  connection and drops it instead of letting it reset a newer window (the
+  seed's "Issues": a retransmitted first message must not trash a window).
+- Every DATA header carries the conn-id (the seed's final design, which is
+  what fixes scenario #6); XMIT_REQ, SEND_FIRST_SEQNO and STABLE carry it
+  too, and a sender ignores any of them for a connection it no longer has.
+- SEND_FIRST_SEQNO names the highest seqno dropped; the sender resends
+  lowest..that, the lowest marked first (as JGroups). The receiver coalesces
+  them per batch and asks a peer at most once per ``xmit_interval``; like a
+  gap, an unanswered ask is repeated by the retransmit task (five times at
+  most, then the sender's next message or probe starts over).
+- XMIT_REQ: the retransmit task (every ``xmit_interval``) asks for seqnos
+  that were already missing at its previous run: one request per gap per
+  interval, and none for a message that is merely reordered.
+- STABLE (hd, hr): ``max_stable_msgs`` bounds repeats of the same (hd, hr)
+  (JGroups compares hr only; any progress counts here); a duplicate DATA
+  restores the budget, since it shows the sender has not purged. The sender
+  purges up to hd (clamped to what it sent) and resends the tail above hr,
+  but only messages sent before the previous STABLE: later ones may still
+  be in flight, and resending them would cost retransmissions without loss.
+- JGroups UNICAST2 can leave a tail unretransmitted and a window unpurged
+  when every STABLE for an unchanged (hd, hr) is lost. A sender that has not
+  heard a STABLE for ``(max_stable_msgs + 1) * stable_interval`` while it
+  holds unacked messages resends its highest one (a probe).
+- Closing (a view without the peer, `close_connection`, age-out, Disconnect)
+  removes both entries at once. Closing the send side abandons its unacked
+  messages, as the seed says (cancel pending retransmissions; counted in
+  ``abandoned``). Closing the receive side keeps a tombstone (conn-id,
+  highest delivered, OOB messages delivered above it) for
+  ``max_retransmit_time``: if the same connection comes back after
+  SEND_FIRST_SEQNO (scenarios #5, #9) the new window starts past what was
+  delivered, so nothing is delivered twice.
+- Idle connections (JGroups' ``conn_expiry_timeout``): a receive entry
+  that got no DATA for that long is closed (with its tombstone); a send
+  entry only once nothing is unacked, so reaping never abandons a message.
+  This is also what frees a receive window stuck behind a gap that its
+  sender abandoned by closing.
+- Age-out: a connection to a peer that is not in the installed view is
+  closed ``max_retransmit_time`` after it was opened (JGroups' AgeOutCache,
+  not refreshed by traffic). Before any view is installed nobody is a
+  non-member, so nothing ages out.
+- A unicast to itself takes the same path (the transport loops it back).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from typing import Any, NamedTuple
+
+from triogroups.address import Address
+from triogroups.events import Disconnect, Event
+from triogroups.message import Flag, Message
+from triogroups.properties import Duration, Int, PropertyError, Size, at_least, positive
+from triogroups.protocol import Protocol
+from triogroups.protocols import ids
+from triogroups.protocols._table import SeqnoTable
+from triogroups.view import View
+from triogroups.wire import register_header
+
+__all__ = ["DATA", "SEND_FIRST_SEQNO", "STABLE", "XMIT_REQ", "Unicast2", "Unicast2Header"]
+
+DATA, XMIT_REQ, SEND_FIRST_SEQNO, STABLE = 0, 1, 2, 3
+
+_ID = ids.UNICAST2
+_OOB = int(Flag.OOB)
+_NO_RELIABILITY = int(Flag.NO_RELIABILITY)
+_CONTROL = int(Flag.OOB | Flag.INTERNAL)
+_MAX_XMIT_REQ = 512  # seqnos per XMIT_REQ: a few KB at most, one datagram
+_MAX_FIRST_SEQNO_ASKS = 5  # then the sender's next message or probe asks again
+_MAX_TOMBSTONES = 1024  # when max_retransmit_time is 0, the oldest go first
+_COUNTERS = (
+    "msgs_sent",
+    "msgs_received",
+    "msgs_delivered",
+    "duplicates",
+    "xmit_reqs_sent",
+    "xmit_reqs_received",
+    "retransmissions",
+    "stable_sent",
+    "stable_received",
+    "send_first_seqno_sent",
+    "send_first_seqno_received",
+    "probes",
+    "stale_dropped",
+    "dropped_no_connection",
+    "malformed",
+    "connections_opened",
+    "connections_reset",
+    "connections_closed",
+    "aged_out",
+    "reaped",
+    "abandoned",
+)
+
+
+class Unicast2Header(NamedTuple):
+    """JGroups' Unicast2Header; which fields count depends on ``type``.
+
+    DATA: seqno, conn_id, first. XMIT_REQ: conn_id, missing.
+    SEND_FIRST_SEQNO: seqno (highest dropped), conn_id. STABLE: seqno (highest
+    delivered), high (highest received), conn_id.
+    """
+
+    type: int
+    seqno: int = 0
+    conn_id: int = 0
+    first: bool = False
+    high: int = 0
+    missing: tuple[int, ...] = ()
+
+
+register_header(_ID, Unicast2Header)
+
+
+class _SendEntry:
+    __slots__ = ("conn_id", "heard", "mark", "used", "win")
+
+    def __init__(self, conn_id: int, now: float) -> None:
+        self.conn_id = conn_id
+        self.win: SeqnoTable[Message] = SeqnoTable()
+        self.heard = now  # last new message or STABLE: when the probe counts from
+        self.used = now  # last new message: for conn_expiry_timeout
+        self.mark = 0  # highest seqno sent when the previous STABLE came in
+
+
+class _RecvEntry:
+    __slots__ = ("bytes", "conn_id", "last_missing", "last_stable", "stable_count", "used", "win")
+
+    def __init__(self, conn_id: int, win: SeqnoTable[Message], now: float) -> None:
+        self.conn_id = conn_id
+        self.win = win
+        self.used = now  # last DATA on this connection: for conn_expiry_timeout
+        self.bytes = 0
+        self.last_stable = (-1, -1)
+        self.stable_count = 0
+        self.last_missing: frozenset[int] = frozenset()
+
+
+class _Ask:
+    """An outstanding SEND_FIRST_SEQNO: the first message of a connection is a gap too."""
+
+    __slots__ = ("conn_id", "seqno", "time", "tries")
+
+    def __init__(self, conn_id: int, seqno: int, now: float) -> None:
+        self.conn_id = conn_id
+        self.seqno = seqno
+        self.time = now
+        self.tries = 1
+
+
+class _Tombstone(NamedTuple):
+    conn_id: int
+    hd: int
+    oob: tuple[tuple[int, Message], ...]
+    expires: float
+
+
+class Unicast2(Protocol):
+    """Reliable unicast, receiver-driven (see the module docstring)."""
+
+    name = "UNICAST2"
+    id = ids.UNICAST2
+
+    xmit_interval = Duration(
+        0.5, doc="interval of the retransmit task (XMIT_REQ for gaps)", check=positive, rule="> 0"
+    )
+    stable_interval = Duration(
+        1.0, doc="interval at which receivers send STABLE to senders", check=positive, rule="> 0"
+    )
+    max_stable_msgs = Int(
+        5, doc="STABLE messages sent for the same (hd, hr) at most", check=at_least(1), rule=">= 1"
+    )
+    max_bytes = Size(
+        1_000_000, doc="bytes received from a sender before a STABLE", check=positive, rule="> 0"
+    )
+    conn_expiry_timeout = Duration(
+        60.0,
+        doc="idle connections are closed after this long (0: never); see the module docstring",
+        check=at_least(0),
+        rule=">= 0",
+    )
+    max_retransmit_time = Duration(
+        60.0,
+        doc="connections to non-members are closed this long after opening (0: never)",
+        check=at_least(0),
+        rule=">= 0",
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self._send: dict[Address, _SendEntry] = {}
+        self._recv: dict[Address, _RecvEntry] = {}
+        self._tombs: dict[Address, _Tombstone] = {}
+        self._age_out: dict[Address, float] = {}
+        self._asked_first: dict[Address, _Ask] = {}
+        self._asks: dict[Address, tuple[int, int]] = {}
+        self._next_conn_id = 1
+        self._next_xmit = self._next_stable = self._next_expiry = math.inf
+        self._c: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
+
+    # --- lifecycle and public API ------------------------------------------------
+
+    def start(self, local_address: Address, cluster: str, now: float) -> None:
+        super().start(local_address, cluster, now)
+        self._next_conn_id = random.Random(f"{local_address.uuid}:{now}").randrange(1, 1 << 15)
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        if any(p.name == "UNICAST3" for p in below + above):
+            raise PropertyError("UNICAST2 cannot share a stack with UNICAST3, got both")
+
+    def close_connection(self, member: Address, now: float) -> None:
+        """Remove both entries for ``member`` at once (JGroups' removeConnection).
+
+        Unacked messages to it are abandoned; the next message opens a new
+        connection with a new conn-id. Emits nothing, so tests and tools may
+        call it between handlers.
+        """
+        self._close(member, now)
+        self._set_next_expiry()
+
+    def pending(self, member: Address) -> list[Message]:
+        """The unacked messages to ``member`` (what closing would abandon), lowest first."""
+        entry = self._send.get(member)
+        return [] if entry is None else [m for _, m in entry.win.items()]
+
+    def view_changed(self, view: View, now: float) -> None:
+        """Close connections to peers that left; members no longer age out."""
+        super().view_changed(view, now)
+        for peer in [p for p in self._age_out if p in view]:
+            del self._age_out[peer]
+        for peer in {*self._send, *self._recv} - set(view.members):
+            self._close(peer, now)
+        self._set_next_expiry()
+
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Disconnect):
+            for peer in {*self._send, *self._recv}:
+                self._close(peer, now)
+            self._set_next_expiry()
+        super().down_event(event, now)
+
+    # --- sending -----------------------------------------------------------------
+
+    def down(self, batch: list[Message], now: float) -> None:
+        for msg in batch:
+            dest = msg.dest
+            if dest is None or msg.flags & _NO_RELIABILITY:
+                continue
+            entry = self._send.get(dest)
+            if entry is None:
+                entry = self._send[dest] = _SendEntry(self._next_conn_id, now)
+                self._next_conn_id += 1
+                self._opened(dest, now)
+            win = entry.win
+            seqno = win.hr + 1
+            msg.headers[_ID] = Unicast2Header(DATA, seqno, entry.conn_id, seqno == 1)
+            win.add(seqno, msg)
+            entry.heard = entry.used = now
+            self._c["msgs_sent"] += 1
+        self.send_down(batch)
+
+    def _opened(self, peer: Address, now: float) -> None:
+        self._c["connections_opened"] += 1
+        if self._next_xmit == math.inf:
+            self._next_xmit = now + self.xmit_interval
+        view = self.view
+        aged = self.max_retransmit_time > 0 and view is not None and peer not in view
+        if aged and peer not in self._age_out:
+            self._age_out[peer] = now + self.max_retransmit_time
+            self._next_expiry = min(self._next_expiry, self._age_out[peer])
+
+    def _control(self, dest: Address, header: Unicast2Header) -> None:
+        self.send_down_one(Message(dest, flags=_CONTROL, headers={_ID: header}))
+
+    # --- receiving ---------------------------------------------------------------
+
+    def up(self, batch: list[Message], now: float) -> None:
+        out: list[Message] = []
+        for msg in batch:
+            hdr = msg.headers.get(_ID)
+            if hdr is None or msg.dest is None or msg.flags & _NO_RELIABILITY:
+                out.append(msg)
+                continue
+            src = msg.src
+            if src is None or not 0 <= hdr.type <= STABLE:
+                self._c["malformed"] += 1
+            elif hdr.type == DATA:
+                self._on_data(src, hdr, msg, out, now)
+            elif hdr.type == XMIT_REQ:
+                self._on_xmit_req(src, hdr)
+            elif hdr.type == SEND_FIRST_SEQNO:
+                self._on_send_first_seqno(src, hdr)
+            else:
+                self._on_stable(src, hdr, now)
+        if self._asks:
+            self._send_asks(now)
+        self.send_up(out)
+
+    def _on_data(
+        self, src: Address, hdr: Unicast2Header, msg: Message, out: list[Message], now: float
+    ) -> None:
+        if hdr.seqno < 1:
+            self._c["malformed"] += 1
+            return
+        entry = self._recv.get(src)
+        if entry is None or entry.conn_id != hdr.conn_id:
+            entry = self._connect(src, hdr, now)
+            if entry is None:
+                return
+        win = entry.win
+        entry.used = now
+        if not win.add(hdr.seqno, msg):
+            self._c["duplicates"] += 1
+            entry.stable_count = 0
+            return
+        self._c["msgs_received"] += 1
+        n = len(out)
+        if msg.flags & _OOB:
+            out.append(msg)
+        if win.has_ready():
+            out.extend(m for m in win.remove_ready() if not m.flags & _OOB)
+        self._c["msgs_delivered"] += len(out) - n
+        entry.bytes += len(msg.payload)
+        if entry.bytes >= self.max_bytes:
+            entry.bytes = 0
+            self._send_stable(src, entry)
+
+    def _connect(self, src: Address, hdr: Unicast2Header, now: float) -> _RecvEntry | None:
+        """The receive entry for a message on a connection we do not have, or None (dropped)."""
+        current = self._recv.get(src)
+        tomb = self._tombs.get(src)
+        known = current.conn_id if current is not None else tomb.conn_id if tomb else None
+        if known is not None and hdr.conn_id < known:
+            self._c["stale_dropped"] += 1  # an older connection of the sender: it is gone
+            return None
+        if not hdr.first:
+            self._c["dropped_no_connection"] += 1
+            ask = self._asks.get(src)
+            if ask is None or ask[0] != hdr.conn_id or ask[1] < hdr.seqno:
+                self._asks[src] = (hdr.conn_id, hdr.seqno)
+            return None
+        win: SeqnoTable[Message] = SeqnoTable(hdr.seqno - 1)
+        if tomb is not None:
+            del self._tombs[src]
+            if tomb.conn_id == hdr.conn_id:  # reopened after our close: skip what we delivered
+                win = SeqnoTable(max(hdr.seqno - 1, tomb.hd))
+                for seqno, oob in tomb.oob:
+                    win.add(seqno, oob)
+        entry = self._recv[src] = _RecvEntry(hdr.conn_id, win, now)
+        self._asks.pop(src, None)
+        self._asked_first.pop(src, None)
+        if current is None:
+            self._opened(src, now)
+        else:
+            self._c["connections_reset"] += 1
+        if self._next_stable == math.inf:
+            self._next_stable = now + self.stable_interval
+        return entry
+
+    def _send_asks(self, now: float) -> None:
+        for src, (conn_id, seqno) in self._asks.items():
+            last = self._asked_first.get(src)
+            if last is not None and now - last.time < self.xmit_interval:
+                if last.conn_id == conn_id:
+                    last.seqno = max(last.seqno, seqno)
+                continue
+            self._asked_first[src] = _Ask(conn_id, seqno, now)
+            if self._next_xmit == math.inf:  # the retransmit task asks again
+                self._next_xmit = now + self.xmit_interval
+            self._ask_first(src, conn_id, seqno)
+        self._asks.clear()
+
+    def _ask_first(self, src: Address, conn_id: int, seqno: int) -> None:
+        self._control(src, Unicast2Header(SEND_FIRST_SEQNO, seqno, conn_id))
+        self._c["send_first_seqno_sent"] += 1
+
+    # --- the sender's side of the receiver's requests ------------------------------
+
+    def _entry_for(self, src: Address, conn_id: int) -> _SendEntry | None:
+        entry = self._send.get(src)
+        if entry is None or entry.conn_id != conn_id:
+            self._c["stale_dropped"] += 1
+            return None
+        return entry
+
+    def _resend(self, msgs: list[Message]) -> None:
+        self._c["retransmissions"] += len(msgs)
+        self.send_down(msgs)
+
+    def _on_xmit_req(self, src: Address, hdr: Unicast2Header) -> None:
+        self._c["xmit_reqs_received"] += len(hdr.missing)
+        entry = self._entry_for(src, hdr.conn_id)
+        if entry is not None:
+            found = (entry.win.get(s) for s in hdr.missing)
+            self._resend([m.copy() for m in found if m is not None])
+
+    def _on_send_first_seqno(self, src: Address, hdr: Unicast2Header) -> None:
+        self._c["send_first_seqno_received"] += 1
+        entry = self._entry_for(src, hdr.conn_id)
+        low = None if entry is None else entry.win.lowest()
+        if entry is None or low is None:
+            return
+        win = entry.win
+        first = win.get(low)
+        assert first is not None
+        copy = first.copy()
+        copy.headers[_ID] = copy.headers[_ID]._replace(first=True)
+        rest = (win.get(s) for s in range(low + 1, min(hdr.seqno, win.hr) + 1))
+        self._resend([copy, *(m.copy() for m in rest if m is not None)])
+
+    def _on_stable(self, src: Address, hdr: Unicast2Header, now: float) -> None:
+        self._c["stable_received"] += 1
+        entry = self._entry_for(src, hdr.conn_id)
+        if entry is None:
+            return
+        win = entry.win
+        entry.heard = now
+        if hdr.seqno > win.hd:
+            win.purge(min(hdr.seqno, win.hr))
+        tail = range(max(hdr.high, win.hd) + 1, min(entry.mark, win.hr) + 1)
+        entry.mark = win.hr
+        found = (win.get(s) for s in tail)
+        self._resend([m.copy() for m in found if m is not None])
+
+    # --- timers --------------------------------------------------------------------
+
+    def next_deadline(self) -> float:
+        return min(self._next_xmit, self._next_stable, self._next_expiry)
+
+    def tick(self, now: float) -> None:
+        if now >= self._next_xmit:
+            self._xmit_task(now)
+            busy = self._send or self._recv or self._asked_first
+            self._next_xmit = now + self.xmit_interval if busy else math.inf
+        if now >= self._next_stable:
+            for src, entry in self._recv.items():
+                self._stable_task(src, entry)
+            self._next_stable = now + self.stable_interval if self._recv else math.inf
+        if now >= self._next_expiry:
+            self._expire(now)
+
+    def property_changed(self, key: str, now: float) -> None:
+        if key == "xmit_interval" and self._next_xmit != math.inf:
+            self._next_xmit = now + self.xmit_interval
+        elif key == "stable_interval" and self._next_stable != math.inf:
+            self._next_stable = now + self.stable_interval
+
+    def _xmit_task(self, now: float) -> None:
+        """Ask for gaps that persisted for an interval; probe silent senders' tails."""
+        for src, entry in self._recv.items():
+            missing = entry.win.missing(_MAX_XMIT_REQ)
+            if not missing and not entry.last_missing:
+                continue
+            ask = tuple(s for s in missing if s in entry.last_missing)
+            entry.last_missing = frozenset(missing)
+            if ask:
+                self._control(src, Unicast2Header(XMIT_REQ, conn_id=entry.conn_id, missing=ask))
+                self._c["xmit_reqs_sent"] += len(ask)
+        quiet = (self.max_stable_msgs + 1) * self.stable_interval
+        for send in self._send.values():
+            if len(send.win) and now - send.heard >= quiet:
+                highest = send.win.get(send.win.hr)
+                assert highest is not None
+                send.heard = now
+                self._c["probes"] += 1
+                self._resend([highest.copy()])
+        for src, first in list(self._asked_first.items()):
+            if now - first.time < self.xmit_interval:
+                continue
+            if first.tries >= _MAX_FIRST_SEQNO_ASKS:
+                del self._asked_first[src]
+            else:
+                first.time, first.tries = now, first.tries + 1
+                self._ask_first(src, first.conn_id, first.seqno)
+        if self.conn_expiry_timeout > 0:
+            self._reap(now)
+
+    def _stable_task(self, src: Address, entry: _RecvEntry) -> None:
+        key = (entry.win.hd, entry.win.hr)
+        if key == entry.last_stable:
+            if entry.stable_count >= self.max_stable_msgs:
+                return
+            entry.stable_count += 1
+        else:
+            entry.last_stable, entry.stable_count = key, 1
+        self._send_stable(src, entry)
+
+    def _send_stable(self, dest: Address, entry: _RecvEntry) -> None:
+        win = entry.win
+        self._control(dest, Unicast2Header(STABLE, win.hd, entry.conn_id, high=win.hr))
+        self._c["stable_sent"] += 1
+
+    # --- closing ---------------------------------------------------------------------
+
+    def _close(self, peer: Address, now: float) -> None:
+        self._close_send(peer)
+        self._close_recv(peer, now)
+        self._age_out.pop(peer, None)
+        self._asked_first.pop(peer, None)
+
+    def _close_send(self, peer: Address) -> None:
+        send = self._send.pop(peer, None)
+        if send is not None:
+            self._c["abandoned"] += len(send.win)
+            self._c["connections_closed"] += 1
+
+    def _close_recv(self, peer: Address, now: float) -> None:
+        recv = self._recv.pop(peer, None)
+        if recv is not None:
+            self._c["connections_closed"] += 1
+            win = recv.win
+            oob = tuple((s, m) for s, m in win.items() if m.flags & _OOB)
+            life = self.max_retransmit_time or math.inf
+            self._tombs[peer] = _Tombstone(recv.conn_id, win.hd, oob, now + life)
+            while len(self._tombs) > _MAX_TOMBSTONES:
+                del self._tombs[next(iter(self._tombs))]
+            self._set_next_expiry()
+
+    def _reap(self, now: float) -> None:
+        """Close idle connections: receive ones with no DATA, send ones with nothing unacked."""
+        limit = now - self.conn_expiry_timeout
+        for peer in [p for p, e in self._recv.items() if e.used <= limit]:
+            self._close_recv(peer, now)
+            self._c["reaped"] += 1
+        for peer in [p for p, e in self._send.items() if e.used <= limit and not len(e.win)]:
+            self._close_send(peer)
+            self._c["reaped"] += 1
+
+    def _expire(self, now: float) -> None:
+        for peer in [p for p, t in self._age_out.items() if t <= now]:
+            self._c["aged_out"] += 1
+            self._close(peer, now)
+        for peer in [p for p, tomb in self._tombs.items() if tomb.expires <= now]:
+            del self._tombs[peer]
+        self._set_next_expiry()
+
+    def _set_next_expiry(self) -> None:
+        times = [*self._age_out.values(), *(t.expires for t in self._tombs.values())]
+        self._next_expiry = min(times, default=math.inf)
+
+    # --- observability -----------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """Counters, plus every connection's conn-id and window (low = hd, high = hr)."""
+        send = {
+            str(p): {
+                "conn_id": e.conn_id,
+                "seqno": e.win.hr,
+                "low": e.win.hd,
+                "high": e.win.hr,
+                "size": len(e.win),
+            }
+            for p, e in self._send.items()
+        }
+        recv = {
+            str(p): {
+                "conn_id": e.conn_id,
+                "low": e.win.hd,
+                "high": e.win.hr,
+                "size": len(e.win),
+                "missing": e.win.hr - e.win.hd - len(e.win),
+            }
+            for p, e in self._recv.items()
+        }
+        return {
+            **self._c,
+            "send_connections": len(send),
+            "recv_connections": len(recv),
+            "send_window_size": sum(len(e.win) for e in self._send.values()),
+            "recv_window_size": sum(len(e.win) for e in self._recv.values()),
+            "tombstones": len(self._tombs),
+            "age_out": len(self._age_out),
+            "send": send,
+            "recv": recv,
+        }
