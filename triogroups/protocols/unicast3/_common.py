@@ -11,9 +11,11 @@ wrap. Nothing here holds state or reads a clock.
 from __future__ import annotations
 
 import enum
-from typing import NamedTuple
+from typing import Generic, NamedTuple, Protocol, TypeVar
 
+from triogroups.address import Address
 from triogroups.protocols import ids
+from triogroups.view import View
 from triogroups.wire import register_header
 
 __all__ = [
@@ -24,6 +26,7 @@ __all__ = [
     "SEND_FIRST_SEQNO",
     "TYPE_NAMES",
     "XMIT_REQ",
+    "ConnectionTable",
     "State",
     "Unicast3Header",
     "conn_newer",
@@ -90,6 +93,38 @@ class State(enum.Enum):
     OPEN = "OPEN"
     CLOSING = "CLOSING"
     CLOSED = "CLOSED"
+
+
+class _Entry(Protocol):
+    state: State
+    last_used: float
+
+
+E = TypeVar("E", bound=_Entry)
+
+
+class ConnectionTable(Generic[E]):
+    """What the send and receive sides share: one entry per peer, which goes
+    CLOSING when closed or when the peer leaves the view, and OPEN again when
+    the peer is back in a view before it was removed."""
+
+    def __init__(self) -> None:
+        self.entries: dict[Address, E] = {}
+
+    def close(self, peer: Address, now: float) -> None:
+        entry = self.entries.get(peer)
+        if entry is not None and entry.state is State.OPEN:
+            entry.state = State.CLOSING
+            entry.last_used = now
+
+    def view_changed(self, view: View, now: float) -> None:
+        """Entries of members that left go to CLOSING; those of members reopen."""
+        for peer, entry in self.entries.items():
+            if peer not in view:
+                self.close(peer, now)
+            elif entry.state is State.CLOSING:
+                entry.state = State.OPEN
+                entry.last_used = now
 
 
 def next_timestamp(ts: int) -> int:

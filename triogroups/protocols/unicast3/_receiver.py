@@ -40,6 +40,7 @@ from triogroups.protocols.unicast3._common import (
     ID,
     SEND_FIRST_SEQNO,
     XMIT_REQ,
+    ConnectionTable,
     State,
     Unicast3Header,
     conn_newer,
@@ -102,12 +103,12 @@ class ReceiverEntry:
         }
 
 
-class Receiver:
+class Receiver(ConnectionTable[ReceiverEntry]):
     """All receive windows of one UNICAST3 instance, plus the receiver's counters."""
 
     def __init__(self, proto: Unicast3) -> None:
         self.proto = proto
-        self.entries: dict[Address, ReceiverEntry] = {}
+        super().__init__()
         #: sender -> (conn_id, highest delivered or _CLOSED_FLOOR, since)
         self.floors: dict[Address, Floor] = {}
         self.cache: dict[Address, dict[tuple[int, int], Message]] = {}
@@ -341,20 +342,9 @@ class Receiver:
 
     # --- connection management -----------------------------------------------------------
 
-    def close(self, peer: Address, now: float) -> None:
-        entry = self.entries.get(peer)
-        if entry is not None and entry.state is State.OPEN:
-            entry.state = State.CLOSING
-            entry.last_used = now
-
     def view_changed(self, view: View, now: float) -> None:
-        """Windows of members that left go to CLOSING; those of members reopen."""
-        for peer, entry in self.entries.items():
-            if peer not in view:
-                self.close(peer, now)
-            elif entry.state is State.CLOSING:
-                entry.state = State.OPEN
-                entry.last_used = now
+        """As `ConnectionTable.view_changed`, and early messages of non-members are dropped."""
+        super().view_changed(view, now)
         for peer in [p for p in self.cache if p not in view]:
             self._drop_cache(peer)
 

@@ -22,12 +22,12 @@ from triogroups.protocols.unicast3._common import (
     CLOSE,
     DATA,
     ID,
+    ConnectionTable,
     State,
     Unicast3Header,
     next_conn_id,
     timestamp_newer,
 )
-from triogroups.view import View
 
 if TYPE_CHECKING:
     from triogroups.protocols.unicast3._protocol import Unicast3
@@ -82,12 +82,12 @@ class SenderEntry:
         }
 
 
-class Sender:
+class Sender(ConnectionTable[SenderEntry]):
     """All send windows of one UNICAST3 instance, plus the sender's counters."""
 
     def __init__(self, proto: Unicast3) -> None:
         self.proto = proto
-        self.entries: dict[Address, SenderEntry] = {}
+        super().__init__()
         self._conn_id = -1
         self.msgs_sent = 0
         self.acks_received = 0
@@ -238,21 +238,6 @@ class Sender:
             self.closes_sent += 1
 
     # --- connection management ---------------------------------------------------------
-
-    def close(self, peer: Address, now: float) -> None:
-        entry = self.entries.get(peer)
-        if entry is not None and entry.state is State.OPEN:
-            entry.state = State.CLOSING
-            entry.last_used = now
-
-    def view_changed(self, view: View, now: float) -> None:
-        """Connections to members that left go to CLOSING; those of members reopen."""
-        for peer, entry in self.entries.items():
-            if peer not in view:
-                self.close(peer, now)
-            elif entry.state is State.CLOSING:
-                entry.state = State.OPEN
-                entry.last_used = now
 
     def stats(self) -> dict[str, Any]:
         return {
