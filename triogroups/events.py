@@ -34,6 +34,7 @@ __all__ = [
     "SetPhysicalAddresses",
     "StableDigest",
     "Suspect",
+    "TmpView",
     "Unsuspect",
     "ViewChange",
 ]
@@ -57,6 +58,20 @@ class SetDigest(Event):
     """A joiner's receive windows start from this digest (goes down to NAKACK2/MCAST)."""
 
     digest: Digest
+
+
+@dataclass(frozen=True, slots=True)
+class TmpView(Event):
+    """The coordinator's next view, sent down before it takes the joiners' digest.
+
+    Transports that fan a multicast out member by member (TCP) add the
+    joiners to their fan-out list at once, so every multicast after the
+    digest (the VIEW itself included) reaches them; otherwise a joiner's
+    window would wait forever for seqnos it was never sent (JGroups'
+    TMP_VIEW). Layers that keep windows ignore it: only ViewChange installs.
+    """
+
+    view: View
 
 
 @dataclass(frozen=True, slots=True)

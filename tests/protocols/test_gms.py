@@ -214,3 +214,18 @@ def test_gms_disconnect_before_joining_reports_disconnected_at_once() -> None:
     gms = _gms(A)
     gms.down_event(Disconnect(), 0.0)
     assert Disconnected() in gms.take_up()
+
+
+def test_gms_tells_the_transport_the_next_view_before_taking_the_joiners_digest() -> None:
+    """Over TCP a multicast reaches only the transport's members: the joiners must be
+    among them before the digest is taken, or their windows wait forever (TMP_VIEW)."""
+    from triogroups.events import GetDigest, TmpView
+
+    gms = _gms(A, max_bundling_time=0.0)
+    gms.has_digest = True
+    gms.down_event(Connect(), 0.0)
+    gms.take_down(), gms.take_up()
+    gms.up([Message(A, src=B, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 0.0)
+    events = [e for e in gms.take_down() if not isinstance(e, list)]
+    assert [type(e) for e in events] == [TmpView, GetDigest]
+    assert events[0].view.members == (A, B)

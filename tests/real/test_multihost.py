@@ -15,6 +15,7 @@ import subprocess
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +24,8 @@ import trio
 from triogroups.testing._processes import MemberProcess, exchange_and_check
 
 pytestmark = [pytest.mark.real, pytest.mark.multihost]
+
+STACKS = Path(__file__).parent / "stacks"  # transport and discovery only
 
 
 def _ip(*args: str) -> None:
@@ -101,7 +104,7 @@ async def run_on_hosts(hosts: list[tuple[str, str]], stack: str, port: int) -> N
                         await MemberProcess.start(
                             nursery,
                             "ABC"[i],
-                            stack=stack,
+                            stack=str(STACKS / f"{stack}-transport.toml"),
                             cluster=cluster,
                             props=props,
                             prefix=["ip", "netns", "exec", ns],

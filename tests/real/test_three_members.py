@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import random
 import uuid
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,8 @@ import trio
 from triogroups.testing._processes import MemberProcess, exchange_and_check
 
 pytestmark = pytest.mark.real
+
+STACKS = Path(__file__).parent / "stacks"  # transport and discovery only
 
 
 def udp_props() -> dict[str, dict[str, Any]]:
@@ -55,17 +58,21 @@ async def run_three(stack: str, props: dict[str, dict[str, Any]], find_timeout: 
 
 
 async def test_three_udp_member_processes_deliver_all_unicasts_and_multicasts() -> None:
-    await run_three("udp", udp_props(), find_timeout=1.0)
+    await run_three(str(STACKS / "udp-transport.toml"), udp_props(), find_timeout=1.0)
 
 
 async def test_three_tcp_member_processes_deliver_all_unicasts_and_multicasts() -> None:
-    await run_three("tcp", tcp_props(), find_timeout=5.0)
+    await run_three(str(STACKS / "tcp-transport.toml"), tcp_props(), find_timeout=5.0)
 
 
 async def test_member_process_exits_cleanly_on_sigterm() -> None:
     async with trio.open_nursery() as nursery:
         member = await MemberProcess.start(
-            nursery, "A", stack="udp", cluster=f"real-{uuid.uuid4().hex[:8]}", props=udp_props()
+            nursery,
+            "A",
+            stack=str(STACKS / "udp-transport.toml"),
+            cluster=f"real-{uuid.uuid4().hex[:8]}",
+            props=udp_props(),
         )
         try:
             with trio.fail_after(20):

@@ -16,6 +16,7 @@ from triogroups import (
     PropertyError,
     SendToHosts,
     SetPhysicalAddresses,
+    StackConfig,
     View,
     ViewChange,
     WireCodec,
@@ -307,7 +308,7 @@ def test_tcpping_asks_members_it_discovered_before_in_later_finds() -> None:
 
 
 async def test_ping_finds_members_on_the_simulated_network(autojump_clock: Any) -> None:
-    async with open_cluster(3, "udp", view=False) as cluster:
+    async with open_cluster(3, StackConfig.of("UDP", "PING"), view=False) as cluster:
         await cluster[0].stack.send(FindMembers(2.0))
         with trio.fail_after(10):
             while not any(isinstance(e, MembersFound) for e in cluster[0].events):

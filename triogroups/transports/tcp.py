@@ -40,6 +40,7 @@ from triogroups.events import (
     Item,
     LocalPhysicalAddress,
     SetPhysicalAddresses,
+    TmpView,
     ViewChange,
 )
 from triogroups.message import Message
@@ -62,6 +63,7 @@ from triogroups.transports._tcp_conn import (
     encode_hello,
 )
 from triogroups.transports.base import Transport
+from triogroups.view import View
 from triogroups.wire import WireCodec, WireError
 
 __all__ = ["TcpTransport"]
@@ -147,6 +149,7 @@ class TcpTransport(Transport):
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         self.table = AddressTable(self.logical_addr_cache_max_size)
+        self._next_view: View | None = None
         self.physical: Physical | None = None
         self.buffers: dict[str, int] = {}
         self.counters = dict.fromkeys(
@@ -254,6 +257,8 @@ class TcpTransport(Transport):
     def _multicast_targets(self) -> list[Address]:
         me = self.local_address
         members = self.view.members if self.view is not None else self.table.members()
+        if self._next_view is not None:  # joiners get multicasts from the digest on
+            members = tuple(dict.fromkeys([*members, *self._next_view.members]))
         return [m for m in members if m != me]
 
     def _send_to(self, dest: Address, data: bytes, count: int) -> Connection | _Pending | None:
@@ -280,6 +285,9 @@ class TcpTransport(Transport):
     async def _handle_event(self, event: Event) -> None:
         if isinstance(event, ViewChange):
             self.view_changed(event.view, trio.current_time())
+            self._next_view = None
+        elif isinstance(event, TmpView):
+            self._next_view = event.view
         elif isinstance(event, AddPhysicalAddress):
             self.table.add(event.address, event.physical)
         elif isinstance(event, SetPhysicalAddresses):

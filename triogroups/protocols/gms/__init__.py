@@ -46,6 +46,7 @@ from triogroups.events import (
     Merge,
     SetDigest,
     Suspect,
+    TmpView,
     Unsuspect,
     ViewChange,
 )
@@ -307,6 +308,7 @@ class Gms(Protocol):
         self._pending = install
         if joiners and self.has_digest:
             install.awaiting_digest = True
+            self.pass_down(TmpView(view))  # TCP fans multicasts out to the joiners from here on
             self.pass_down(GetDigest(self.name))
         else:
             self._send_view(install, None, now)
