@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from triogroups import Discard, PropertyError, Protocol, StackConfig, preset_names
-from triogroups.properties import Bool, Duration, Int, Size, StrList, positive
+from triogroups.properties import Bool, Duration, Float, Int, Size, StrList, positive
 
 
 class _Probe(Protocol):
@@ -126,3 +126,17 @@ def test_configure_insert_remove_and_replace_return_new_configs() -> None:
     assert cfg.replace("PASS", "DISCARD").names() == ["SIM", "DISCARD", "DISCARD"]
     with pytest.raises(PropertyError, match="stack has no protocol 'X'"):
         cfg.configure("X", a=1)
+
+
+def test_a_check_helper_names_its_own_rule_in_the_error() -> None:
+    from triogroups.properties import at_least, between
+
+    class _Derived(Protocol):
+        name = "TEST_DERIVED"
+        floor = Int(1, doc="at least one", check=at_least(1))
+        share = Float(0.5, doc="a fraction", check=between(0, 1))
+
+    with pytest.raises(PropertyError, match=r"TEST_DERIVED.floor must be >= 1, got 0"):
+        _Derived(floor=0)
+    with pytest.raises(PropertyError, match=r"TEST_DERIVED.share must be in \[0, 1\], got 2"):
+        _Derived(share=2)

@@ -28,6 +28,7 @@ __all__ = [
     "Int",
     "Property",
     "PropertyError",
+    "Rule",
     "Size",
     "Str",
     "StrList",
@@ -66,7 +67,7 @@ class Property(Generic[T]):
         self.default = default
         self.doc = doc
         self.check = check
-        self.rule = rule
+        self.rule = rule or getattr(check, "text", "")
         self.nullable = nullable
         self.name = ""
 
@@ -188,13 +189,25 @@ class Size(Property[int]):
         return value
 
 
-def positive(value: float) -> bool:
-    return value > 0
+class Rule:
+    """A value check that can say itself ("> 0"), so a property need not repeat it."""
+
+    __slots__ = ("_test", "text")
+
+    def __init__(self, test: Callable[[Any], bool], text: str) -> None:
+        self._test = test
+        self.text = text
+
+    def __call__(self, value: Any) -> bool:
+        return self._test(value)
 
 
-def at_least(low: float) -> Callable[[float], bool]:
-    return lambda value: value >= low
+positive = Rule(lambda value: value > 0, "> 0")
 
 
-def between(low: float, high: float) -> Callable[[float], bool]:
-    return lambda value: low <= value <= high
+def at_least(low: float) -> Rule:
+    return Rule(lambda value: value >= low, f">= {low}")
+
+
+def between(low: float, high: float) -> Rule:
+    return Rule(lambda value: low <= value <= high, f"in [{low}, {high}]")

@@ -48,7 +48,7 @@ from triogroups.events import (
     SetPhysicalAddresses,
 )
 from triogroups.message import Flag, Message
-from triogroups.properties import Bool, Duration, Int, positive
+from triogroups.properties import Bool, Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.transports._addresses import Physical, SendToHosts, format_physical, label
 
@@ -88,14 +88,17 @@ class Discovery(Protocol):
     num_discovery_runs = Int(
         1,
         doc="requests sent per find, spread over its timeout",
-        check=lambda v: v >= 1,
-        rule=">= 1",
+        check=at_least(1),
     )
     discovery_rsp_expiry_time = Duration(
-        60.0, doc="forget members not heard of for this long", check=positive, rule="> 0"
+        60.0,
+        doc="forget members not heard of for this long",
+        check=positive,
     )
     max_members = Int(
-        2000, doc="members kept in the member table", check=lambda v: v >= 1, rule=">= 1"
+        2000,
+        doc="members kept in the member table",
+        check=at_least(1),
     )
 
     def __init__(self, **properties: Any) -> None:

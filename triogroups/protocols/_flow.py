@@ -76,25 +76,21 @@ class FlowControl(Protocol):
         5_000_000,
         doc="bytes a sender may send to a receiver before it must get credits back",
         check=positive,
-        rule="> 0",
     )
     min_threshold = Float(
         0.40,
         doc="a receiver replenishes once a sender's credits fall to max_credits * this",
         check=between(0, 1),
-        rule="in [0, 1]",
     )
     min_credits = Size(
         0,
         doc="replenish threshold in bytes; 0: max_credits * min_threshold",
         check=at_least(0),
-        rule=">= 0",
     )
     max_block_time = Duration(
         0.5,
         doc="how long a sender waits before it sends CREDIT_REQUEST (0: never)",
         check=at_least(0),
-        rule=">= 0",
     )
 
     def __init__(self, **properties: Any) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from triogroups.address import Address
 from triogroups.message import Message
-from triogroups.properties import Bool, Float, Int, between
+from triogroups.properties import Bool, Float, Int, at_least, between
 from triogroups.protocol import Protocol
 
 __all__ = ["Discard"]
@@ -34,20 +34,22 @@ class Discard(Protocol):
         0.0,
         doc="probability of dropping a message coming up",
         check=between(0, 1),
-        rule="in [0, 1]",
     )
     down_loss = Float(
         0.0,
         doc="probability of dropping a message going down",
         check=between(0, 1),
-        rule="in [0, 1]",
     )
     discard_all = Bool(False, doc="drop every message in both directions")
     drop_down_unicasts = Int(
-        0, doc="drop the next N unicasts going down", check=lambda v: v >= 0, rule=">= 0"
+        0,
+        doc="drop the next N unicasts going down",
+        check=at_least(0),
     )
     drop_down_multicasts = Int(
-        0, doc="drop the next N multicasts going down", check=lambda v: v >= 0, rule=">= 0"
+        0,
+        doc="drop the next N multicasts going down",
+        check=at_least(0),
     )
     exclude_itself = Bool(True, doc="never drop messages this member sent to itself")
     seed = Int(0, doc="seed of the drop decisions (None: from the OS)", nullable=True)

@@ -76,10 +76,11 @@ class FdAll3(Protocol):
         8.0,
         doc="how often a heartbeat is multicast and the slots are checked",
         check=positive,
-        rule="> 0",
     )
     timeout = Duration(
-        40.0, doc="silence after which a member is suspected", check=positive, rule="> 0"
+        40.0,
+        doc="silence after which a member is suspected",
+        check=positive,
     )
 
     def __init__(self, **properties: Any) -> None:

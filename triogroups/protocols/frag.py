@@ -106,19 +106,16 @@ class Frag(Protocol):
         60_000,
         doc="largest payload sent as one message; larger ones are split",
         check=positive,
-        rule="> 0",
     )
     max_message_size = Size(
         16 << 20,
         doc="largest payload accepted for sending; the channel refuses larger ones at send",
         check=positive,
-        rule="> 0",
     )
     max_pending_size = Size(
         32 << 20,
         doc="bytes of unfinished messages kept per sender (>= max_message_size)",
         check=positive,
-        rule="> 0",
     )
 
     def __init__(self, **properties: Any) -> None:

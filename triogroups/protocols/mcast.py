@@ -122,19 +122,16 @@ class Mcast(Protocol):
         2048,
         doc="messages in each window (send and receive); fixed at run time",
         check=at_least(2),
-        rule=">= 2",
     )
     ack_threshold = Int(
         0,
         doc="deliveries after which a receiver acks at once (0: capacity // 4)",
         check=at_least(0),
-        rule=">= 0",
     )
     xmit_interval = Duration(
         1.0,
         doc="period of retransmission requests, pending acks and last-seqno resends",
         check=positive,
-        rule="> 0",
     )
 
     def __init__(self, **properties: Any) -> None:

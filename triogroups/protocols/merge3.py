@@ -54,16 +54,25 @@ class Merge3(Protocol):
     name = "MERGE3"
     id = _ID
 
-    min_interval = Duration(1.0, doc="shortest time between INFOs", check=positive, rule="> 0")
-    max_interval = Duration(10.0, doc="longest time between INFOs", check=positive, rule="> 0")
+    min_interval = Duration(
+        1.0,
+        doc="shortest time between INFOs",
+        check=positive,
+    )
+    max_interval = Duration(
+        10.0,
+        doc="longest time between INFOs",
+        check=positive,
+    )
     check_interval = Duration(
         0.0,
         doc="time between checks for coexisting views (0: 1.6 x max_interval, as JGroups)",
         check=at_least(0),
-        rule=">= 0",
     )
     max_participants_in_merge = Int(
-        100, doc="most subgroups one merge takes in", check=at_least(2), rule=">= 2"
+        100,
+        doc="most subgroups one merge takes in",
+        check=at_least(2),
     )
 
     def __init__(self, **properties: Any) -> None:

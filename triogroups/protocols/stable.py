@@ -76,13 +76,14 @@ class Stable(Protocol):
     id = _ID
 
     desired_avg_gossip = Duration(
-        20.0, doc="average time between two digests a member sends", check=positive, rule="> 0"
+        20.0,
+        doc="average time between two digests a member sends",
+        check=positive,
     )
     max_bytes = Size(
         2_000_000,
         doc="multicast bytes received that trigger a digest at once (0: only the timer)",
         check=at_least(0),
-        rule=">= 0",
     )
 
     def __init__(self, **properties: Any) -> None:

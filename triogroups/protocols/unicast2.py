@@ -184,28 +184,34 @@ class Unicast2(Protocol):
     id = ids.UNICAST2
 
     xmit_interval = Duration(
-        0.5, doc="interval of the retransmit task (XMIT_REQ for gaps)", check=positive, rule="> 0"
+        0.5,
+        doc="interval of the retransmit task (XMIT_REQ for gaps)",
+        check=positive,
     )
     stable_interval = Duration(
-        1.0, doc="interval at which receivers send STABLE to senders", check=positive, rule="> 0"
+        1.0,
+        doc="interval at which receivers send STABLE to senders",
+        check=positive,
     )
     max_stable_msgs = Int(
-        5, doc="STABLE messages sent for the same (hd, hr) at most", check=at_least(1), rule=">= 1"
+        5,
+        doc="STABLE messages sent for the same (hd, hr) at most",
+        check=at_least(1),
     )
     max_bytes = Size(
-        1_000_000, doc="bytes received from a sender before a STABLE", check=positive, rule="> 0"
+        1_000_000,
+        doc="bytes received from a sender before a STABLE",
+        check=positive,
     )
     conn_expiry_timeout = Duration(
         60.0,
         doc="idle connections are closed after this long (0: never); see the module docstring",
         check=at_least(0),
-        rule=">= 0",
     )
     max_retransmit_time = Duration(
         60.0,
         doc="connections to non-members are closed this long after opening (0: never)",
         check=at_least(0),
-        rule=">= 0",
     )
 
     def __init__(self, **properties: Any) -> None:

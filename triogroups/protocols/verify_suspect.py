@@ -63,10 +63,11 @@ class VerifySuspect(Protocol):
         2.0,
         doc="how long a suspect has to answer ARE_YOU_DEAD before it goes up",
         check=positive,
-        rule="> 0",
     )
     num_msgs = Int(
-        1, doc="ARE_YOU_DEAD messages sent to each suspect", check=at_least(1), rule=">= 1"
+        1,
+        doc="ARE_YOU_DEAD messages sent to each suspect",
+        check=at_least(1),
     )
 
     def __init__(self, **properties: Any) -> None:

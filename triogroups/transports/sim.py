@@ -29,7 +29,7 @@ import trio
 from triogroups.address import Address
 from triogroups.events import Item, LocalPhysicalAddress, ViewChange
 from triogroups.message import Message
-from triogroups.properties import Bool, Size, Str
+from triogroups.properties import Bool, Size, Str, at_least
 from triogroups.transports._bundler import encode_bundles, route
 from triogroups.transports.base import Transport
 from triogroups.wire import WireCodec, WireError
@@ -225,7 +225,9 @@ class SimTransport(Transport):
     network = Str("", doc="name of the open SimNetwork to attach to")
     lossless = Bool(False, doc="behave like TCP: no random loss, no reordering, never drop")
     max_bundle_size = Size(
-        65_507, doc="largest bundle (bytes)", check=lambda v: v >= 64, rule=">= 64"
+        65_507,
+        doc="largest bundle (bytes)",
+        check=at_least(64),
     )
     rx_buffer = Size(4096, doc="datagrams queued at the receiver before it drops (lossy only)")
 

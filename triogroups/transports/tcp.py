@@ -118,32 +118,39 @@ class TcpTransport(Transport):
     send_buf_size = Size(0, doc="socket send buffer (bytes); 0 = kernel default")
     tcp_nodelay = Bool(True, doc="send small frames at once (TCP_NODELAY)")
     max_bundle_size = Size(
-        64_000, doc="largest bundle packed into one frame (bytes)", check=at_least(64), rule=">= 64"
+        64_000,
+        doc="largest bundle packed into one frame (bytes)",
+        check=at_least(64),
     )
     max_frame_size = Size(
         1 << 20,
         doc="largest frame accepted; a longer one closes the connection",
         check=at_least(64),
-        rule=">= 64",
     )
-    sock_conn_timeout = Duration(2.0, doc="connect and hello timeout", check=positive, rule="> 0")
+    sock_conn_timeout = Duration(
+        2.0,
+        doc="connect and hello timeout",
+        check=positive,
+    )
     conn_expire_time = Duration(
-        0.0, doc="retire connections idle this long; 0 = never", check=at_least(0), rule=">= 0"
+        0.0,
+        doc="retire connections idle this long; 0 = never",
+        check=at_least(0),
     )
     close_timeout = Duration(
         10.0,
         doc="how long a retired connection waits for the peer's EOF",
         check=positive,
-        rule="> 0",
     )
     send_queue_size = Size(
         8 << 20,
         doc="bytes queued per connection before sending blocks",
         check=at_least(1),
-        rule=">= 1",
     )
     logical_addr_cache_max_size = Int(
-        2000, doc="members kept in the address table", check=lambda v: v >= 1, rule=">= 1"
+        2000,
+        doc="members kept in the address table",
+        check=at_least(1),
     )
 
     def __init__(self, **properties: Any) -> None:

@@ -41,7 +41,7 @@ from triogroups.events import (
     ViewChange,
 )
 from triogroups.message import Message
-from triogroups.properties import Int, Size, Str, between
+from triogroups.properties import Int, Size, Str, at_least, between
 from triogroups.transports._addresses import AddressTable, Physical, SendToHosts
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
 from triogroups.transports._drops import DropLog
@@ -113,11 +113,12 @@ class UdpTransport(Transport):
     drain_limit = Int(
         1000,
         doc="datagrams read per wake-up at most (one batch up)",
-        check=lambda v: v >= 1,
-        rule=">= 1",
+        check=at_least(1),
     )
     logical_addr_cache_max_size = Int(
-        2000, doc="members kept in the address table", check=lambda v: v >= 1, rule=">= 1"
+        2000,
+        doc="members kept in the address table",
+        check=at_least(1),
     )
 
     def __init__(self, **properties: Any) -> None:

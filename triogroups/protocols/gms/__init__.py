@@ -121,26 +121,34 @@ class Gms(Protocol):
     id = _ID
 
     join_timeout = Duration(
-        2.0, doc="time to wait for a JOIN_RSP (and for discovery)", check=positive, rule="> 0"
+        2.0,
+        doc="time to wait for a JOIN_RSP (and for discovery)",
+        check=positive,
     )
     max_join_attempts = Int(
         10,
         doc="JOIN_REQ attempts before starting alone (0: forever)",
         check=at_least(0),
-        rule=">= 0",
     )
-    leave_timeout = Duration(1.0, doc="time to wait for LEAVE_RSP", check=positive, rule="> 0")
+    leave_timeout = Duration(
+        1.0,
+        doc="time to wait for LEAVE_RSP",
+        check=positive,
+    )
     view_ack_collection_timeout = Duration(
-        2.0, doc="time the coordinator waits for VIEW_ACKs", check=positive, rule="> 0"
+        2.0,
+        doc="time the coordinator waits for VIEW_ACKs",
+        check=positive,
     )
     max_bundling_time = Duration(
         0.05,
         doc="time the coordinator collects requests into one view",
         check=at_least(0),
-        rule=">= 0",
     )
     merge_timeout = Duration(
-        5.0, doc="time a merge may take (used by MERGE3)", check=positive, rule="> 0"
+        5.0,
+        doc="time a merge may take (used by MERGE3)",
+        check=positive,
     )
 
     def __init__(self, **properties: Any) -> None:

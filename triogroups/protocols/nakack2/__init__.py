@@ -126,17 +126,20 @@ class Nakack2(Protocol):
     )
     use_mcast_xmit = Bool(True, doc="answer XMIT_REQ by multicasting the message again")
     max_xmit_req_size = Int(
-        1024, doc="most seqnos asked for in one XMIT_REQ", check=at_least(1), rule=">= 1"
+        1024,
+        doc="most seqnos asked for in one XMIT_REQ",
+        check=at_least(1),
     )
     become_server_queue_size = Int(
         50,
         doc="multicasts a joiner queues before it is a server (unbounded if xmit_interval <= 0)",
         check=at_least(1),
-        rule=">= 1",
     )
     resend_last_seqno = Bool(True, doc="multicast the highest seqno sent while nothing new is sent")
     resend_last_seqno_max_times = Int(
-        1, doc="times the same highest seqno is resent", check=at_least(1), rule=">= 1"
+        1,
+        doc="times the same highest seqno is resent",
+        check=at_least(1),
     )
 
     def __init__(self, **properties: Any) -> None:

@@ -79,43 +79,36 @@ class Unicast3(Protocol):
         0.5,
         doc="how often the retransmit task runs: delayed acks, XMIT_REQs, HS resends, reaping",
         check=positive,
-        rule="> 0",
     )
     ack_threshold = Int(
         100,
         doc="ack at once when this many messages were delivered since the last ack",
-        check=lambda v: v >= 1,
-        rule=">= 1",
+        check=at_least(1),
     )
     conn_expiry_timeout = Duration(
         120.0,
         doc="an idle OPEN connection goes to CLOSING after this long (0: never)",
         check=at_least(0),
-        rule=">= 0",
     )
     conn_close_timeout = Duration(
         240.0,
         doc="a CLOSING connection is removed after this long (0: never)",
         check=at_least(0),
-        rule=">= 0",
     )
     max_retransmit_time = Duration(
         60.0,
         doc="give up on messages to a non-member that acked nothing for this long (0: never)",
         check=at_least(0),
-        rule=">= 0",
     )
     sync_min_interval = Duration(
         2.0,
         doc="min time between two SEND_FIRST_SEQNO to the same sender",
         check=at_least(0),
-        rule=">= 0",
     )
     max_xmit_req_size = Int(
         0,
         doc="max seqnos in one XMIT_REQ (0: as many as fit one datagram)",
-        check=lambda v: v >= 0,
-        rule=">= 0",
+        check=at_least(0),
     )
 
     def __init__(self, **properties: Any) -> None:
