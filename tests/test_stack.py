@@ -9,11 +9,13 @@ import pytest
 import trio
 
 from triogroups import (
+    Address,
     Message,
     Protocol,
     RestartIntensityExceeded,
     Stack,
     StackConfig,
+    View,
     ViewChange,
 )
 from triogroups.properties import Duration
@@ -56,6 +58,12 @@ class _Gate(Protocol):
 
     def blocks_down(self) -> bool:
         return len(self.held) >= 3
+
+    def view_changed(self, view: Any, now: float) -> None:
+        """A view opens the gate too: like MCAST dropping a member that never acks."""
+        self.closed = False
+        self.send_down(self.held)
+        self.held = []
 
 
 class _Ticker(Protocol):
@@ -303,4 +311,42 @@ async def test_parked_senders_wake_when_an_unblocking_batch_follows_a_blocking_o
         with trio.fail_after(10):
             while len(sent) < 10:
                 await trio.sleep(0.1)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_view_change_reaches_a_blocking_layer_while_senders_wait_at_the_top(
+    autojump_clock: Any,
+) -> None:
+    """Layers never park: batches wait in `Stack.send`, events pass, so a view from
+    above can release a blocked window (MCAST dropping a silent member); several
+    waiting senders then go on in the order they came."""
+
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        cfg = StackConfig.of(("SIM", {"network": net.name}), "TEST_GATE")
+        a = Stack(cfg, "c", "A", channel_size=1)
+        b = Stack(StackConfig.of(("SIM", {"network": net.name}), "PASS"), "c", "B")
+        await nursery.start(a.run)
+        await nursery.start(b.run)
+        order: list[str] = []
+
+        async def sender(name: str) -> None:
+            for i in range(5):
+                await a.send([Message(b.address, f"{name}{i}".encode())])
+                order.append(f"{name}{i}")
+
+        nursery.start_soon(sender, "x")
+        await trio.sleep(1)
+        assert a.protocol("TEST_GATE").blocks_down()
+        nursery.start_soon(sender, "y")
+        await trio.sleep(1)
+        assert len(order) < 10
+        with pytest.raises(trio.WouldBlock):
+            a.send_nowait([Message(b.address, b"z")])
+        view = View.create(a.address, 2, [a.address, Address.random("C")])
+        with trio.fail_after(1):
+            await a.send(ViewChange(view))  # an event never waits at the gate
+        got = await _receive_payloads(b, 10)
+        assert sorted(got) == sorted(p.encode() for p in order) and len(order) == 10
+        assert [p for p in got if p.startswith(b"x")] == [f"x{i}".encode() for i in range(5)]
+        assert [p for p in got if p.startswith(b"y")] == [f"y{i}".encode() for i in range(5)]
         nursery.cancel_scope.cancel()

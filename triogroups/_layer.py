@@ -108,8 +108,11 @@ class LayerActor(Actor):
         up_in: trio.MemoryReceiveChannel[Item],
         down_out: trio.MemorySendChannel[Item],
         up_out: trio.MemorySendChannel[Item],
+        on_blocked: Callable[[LayerActor, bool], None],
     ) -> None:
         self.protocol = protocol
+        self._on_blocked = on_blocked
+        self._blocked = False
         self._down_in = down_in
         self._up_in = up_in
         self._down_out = down_out
@@ -120,8 +123,6 @@ class LayerActor(Actor):
         self._deadline = protocol.next_deadline()
         self._down_rest: list[Item] = []
         self._up_rest: list[Item] = []
-        self._parked = False
-        self._unblocked = trio.Event()
         self._down_counts = [0, 0]
         self._up_counts = [0, 0]
         self.events = self.ticks = 0
@@ -131,18 +132,19 @@ class LayerActor(Actor):
             async with trio.open_nursery() as nursery:
                 proto = self.protocol
                 nursery.start_soon(
-                    self._loop, self._down_in, proto.down, proto.down_event, self._down_counts, True
+                    self._loop, self._down_in, proto.down, proto.down_event, self._down_counts
                 )
                 nursery.start_soon(
-                    self._loop, self._up_in, proto.up, proto.up_event, self._up_counts, False
+                    self._loop, self._up_in, proto.up, proto.up_event, self._up_counts
                 )
                 nursery.start_soon(self._timer_loop)
         except BaseExceptionGroup as group:
             raise original_error(group) from None
 
     def _emit(self) -> bool:
-        """Forward what the handler emitted without awaiting, re-arm the timer, wake
-        parked senders. False if something is left for `_emit_rest` (a neighbour is full)."""
+        """Forward what the handler emitted without awaiting, re-arm the timer, tell the
+        stack when the protocol starts or stops holding back senders. False if
+        something is left for `_emit_rest` (a neighbour is full)."""
         proto = self.protocol
         done = True
         if proto._down_out:
@@ -156,8 +158,10 @@ class LayerActor(Actor):
             self._deadline = deadline
             if self._timer_scope is not None:
                 self._timer_scope.deadline = deadline
-        if self._parked and not proto.blocks_down():
-            self._unblocked.set()
+        blocked = proto.blocks_down()
+        if blocked != self._blocked:
+            self._blocked = blocked
+            self._on_blocked(self, blocked)
         return done
 
     async def _emit_rest(self) -> None:
@@ -183,15 +187,14 @@ class LayerActor(Actor):
         on_batch: Callable[[list[Message], float], None],
         on_event: Callable[[Event, float], None],
         counts: list[int],
-        parks: bool,
     ) -> None:
         """Feed one direction's items to the protocol.
 
-        ``counts`` is [batches, messages]. The down loop ``parks`` while the
-        protocol holds back senders; the up loop never does, so acks keep
-        flowing while senders wait.
+        ``counts`` is [batches, messages]. Neither loop ever parks: while the
+        protocol holds back senders the stack closes its top (`Stack.send`
+        waits), and what was already on the way down is queued by the
+        protocol, so acks, view changes and other events keep flowing.
         """
-        proto = self.protocol
         held: Item | None = None
         taken = 0
         while True:
@@ -213,12 +216,6 @@ class LayerActor(Actor):
                 on_event(item, trio.current_time())  # type: ignore[arg-type]
             if not self._emit():
                 await self._emit_rest()
-            if parks:  # only the down loop parks, so only it may clear the flag
-                while proto.blocks_down():
-                    self._parked = True
-                    self._unblocked = trio.Event()
-                    await self._unblocked.wait()
-                self._parked = False
 
     async def _timer_loop(self) -> None:
         proto = self.protocol  # tick() must move next_deadline() past now

@@ -14,9 +14,12 @@ Handlers emit by calling `send_down`, `send_up`, `pass_down` and `pass_up`,
 which append to per-direction outboxes; the host takes them with
 `take_down` / `take_up` after every handler and forwards them in order. A
 protocol that must hold back senders (a full window, no credits) keeps what
-it cannot send and answers True from `blocks_down`; the host then stops
-reading from the layer above but keeps handling batches from below and
-ticks, so acks can free space and nothing deadlocks.
+it cannot send and answers True from `blocks_down`; the host then makes
+new sends wait at the top of the stack, while every layer keeps handling
+batches, events and ticks in both directions, so acks can free space, a view
+change can release the window and nothing deadlocks. Messages that were
+already on their way down when the protocol blocked still arrive and must be
+queued (their number is bounded by the channels between the layers).
 
 A batch handed to a handler belongs to the protocol from then on; it may be
 forwarded as is (no copy) or mutated.

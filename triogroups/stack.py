@@ -43,6 +43,7 @@ class _Incarnation:
         top_down_in: trio.MemoryReceiveChannel[Item],
         top_up_out: trio.MemorySendChannel[Item],
         channel_size: int,
+        on_blocked: Callable[[LayerActor, bool], None],
     ) -> None:
         self.address = address
         self.protocols = config.build()
@@ -57,7 +58,9 @@ class _Incarnation:
             down_in = top_down_in if i == n - 1 else down[i][1]
             up_out = top_up_out if i == n - 1 else up[i][0]
             self.actors.append(
-                LayerActor(self.protocols[i], down_in, up[i - 1][1], down[i - 1][0], up_out)
+                LayerActor(
+                    self.protocols[i], down_in, up[i - 1][1], down[i - 1][0], up_out, on_blocked
+                )
             )
 
     def start(self, cluster: str) -> None:
@@ -104,6 +107,10 @@ class Stack:
         self._current: _Incarnation | None = None
         self._supervisor: Supervisor | None = None
         self._listeners: list[Callable[[Stack], None]] = []
+        self._blocked: set[int] = set()  # layers holding back senders (id of the actor)
+        self._open = trio.Event()
+        self._open.set()
+        self._gate = trio.StrictFIFOLock()
         self.crash_reports: list[CrashReport] = []
 
     # --- lifecycle ---------------------------------------------------------------
@@ -111,8 +118,15 @@ class Stack:
     def _new_incarnation(self, _names: list[str] | None = None) -> None:
         self.incarnation += 1
         address = self._new_address(self.name)
+        self._blocked.clear()
+        self._open.set()
         self._current = _Incarnation(
-            self.config, address, self._down_recv, self._up_send, self._channel_size
+            self.config,
+            address,
+            self._down_recv,
+            self._up_send,
+            self._channel_size,
+            self._layer_blocked,
         )
         self._current.start(self.cluster)
         for listener in list(self._listeners):
@@ -154,13 +168,33 @@ class Stack:
 
     # --- the top of the stack -------------------------------------------------------
 
+    def _layer_blocked(self, layer: LayerActor, blocked: bool) -> None:
+        """A layer started or stopped holding back senders: close or open the top."""
+        if blocked:
+            self._blocked.add(id(layer))
+            if self._open.is_set():
+                self._open = trio.Event()
+        else:
+            self._blocked.discard(id(layer))
+            if not self._blocked:
+                self._open.set()
+
     async def send(self, item: Item) -> None:
         """Pass a batch or an event down from the top; awaits when the stack is full.
 
         While there is room it returns without yielding (a checkpoint every
         few calls keeps it fair and cancellable), so a burst of sends queues
-        up and the layers carry it as one coalesced batch.
+        up and the layers carry it as one coalesced batch. While a layer holds
+        back senders (`Protocol.blocks_down`: no credits, a full window) a
+        batch waits here, senders in the order they came; events never wait,
+        so a view change can reach the layer that blocks.
         """
+        if type(item) is list and (self._blocked or self._gate.locked()):
+            async with self._gate:  # first come, first sent: waiting senders keep their order
+                while self._blocked:
+                    await self._open.wait()
+                await self._down_send.send(item)
+            return
         self._sends += 1
         if self._sends % 32:
             try:
@@ -171,7 +205,9 @@ class Stack:
         await self._down_send.send(item)
 
     def send_nowait(self, item: Item) -> None:
-        """As `send`; raises trio.WouldBlock when the stack is full."""
+        """As `send`; raises trio.WouldBlock when the stack is full or holds back batches."""
+        if type(item) is list and (self._blocked or self._gate.locked()):
+            raise trio.WouldBlock
         self._down_send.send_nowait(item)
 
     async def receive(self) -> Item:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import pytest
 import trio
 
 from triogroups import Flag, Message, StackConfig
@@ -89,11 +88,6 @@ async def test_mcast_full_window_blocks_the_sender_until_the_partition_heals(
             cluster.check_contract()
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="host: a parked layer stops reading its down channel, so a view sent from above "
-    "(GMS, install_view) waits behind the parked batches; needs the stack-top gate (see report)",
-)
 async def test_mcast_view_change_dropping_a_silent_member_releases_the_blocked_sender(
     autojump_clock: Any,
 ) -> None:

@@ -2,7 +2,7 @@
 
 JGroups' FlowControl model. A sender holds *credits* (bytes) per receiver and
 spends a message's payload length on each send; with too few credits the
-message waits and the senders above park (`blocks_down`), so a slow receiver
+message waits and new sends wait at the top of the stack (`blocks_down`), so a slow receiver
 throttles its senders instead of growing their memory. A receiver counts what
 it received from each sender; once that sender's credits as it sees them fall
 to ``min_credits`` (``max_credits * min_threshold`` unless set), it sends a

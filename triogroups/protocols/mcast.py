@@ -2,9 +2,10 @@
 
 Unlike NAKACK2, MCAST's windows never grow: each member keeps one
 `RingBuffer` of ``capacity`` slots for what it sent and one per other member
-for what it received. A full send window blocks the sender (the layer holds
-the batch and answers True from `blocks_down`, so the senders above park while
-acks keep coming up); a receiver drops what lies beyond its window. The window
+for what it received. A full send window blocks the sender (MCAST holds
+what it cannot send and answers True from `blocks_down`, so new sends wait at
+the top of the stack while acks and view changes keep flowing); a receiver
+drops what lies beyond its window. The window
 is the flow control: no MFC is needed above MCAST.
 
 The seed's rules, as implemented here:

@@ -1,8 +1,8 @@
 """UFC: credit-based flow control for unicasts, credits per destination.
 
 A sender spends the payload length of every unicast from the credits it holds
-for that destination; with too few, the unicast waits (and the senders above
-park) until the destination's REPLENISH arrives, or the view drops it. The
+for that destination; with too few, the unicast waits (and new sends wait at
+the top of the stack) until the destination's REPLENISH arrives, or the view drops it. The
 shared machinery (receiver side, CREDIT_REQUEST after ``max_block_time``,
 DONT_BLOCK, NO_FC, OOB) and the choices made where JGroups leaves room are
 described in `triogroups.protocols._flow`.
