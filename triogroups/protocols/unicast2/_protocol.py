@@ -1,180 +1,40 @@
-"""UNICAST2: reliable unicast with negative acks and connection ids (seed 002).
-
-Makes every unicast (``dest`` set, no NO_RELIABILITY flag) reliable and FIFO
-per sender; multicasts and NO_RELIABILITY messages pass through. Sans-IO: it
-never awaits and reads no clock; ``now`` is passed in.
-
-Each peer has a *send* entry (send conn-id, seqnos from 1, the sent window)
-and a *receive* entry (receive conn-id, the receive window). The receiver
-drives reliability: it asks for the seqnos it misses (XMIT_REQ) and tells the
-sender every ``stable_interval`` how far it got (STABLE), so the sender can
-purge. A non-first message on an unknown or other connection is dropped and
-answered with SEND_FIRST_SEQNO; the sender then resends its lowest unacked
-message flagged ``first``, and the receiver opens a window there. Connection
-ids are what keep a reopened connection from mixing with the old one (the
-seed's scenarios #4 to #9).
-
-Where the seed leaves a choice open, this module decides:
-
-- Conn-ids come from a per-member counter with a random start (seeded from
-  the address and the start time; no clock of our own) and grow by one per
-  new connection. Unique between two members is what the seed needs; because
-  they also *grow*, a receiver can tell a delayed message of an older
-  connection and drops it instead of letting it reset a newer window (the
-  seed's "Issues": a retransmitted first message must not trash a window).
-- Every DATA header carries the conn-id (the seed's final design, which is
-  what fixes scenario #6); XMIT_REQ, SEND_FIRST_SEQNO and STABLE carry it
-  too, and a sender ignores any of them for a connection it no longer has.
-- SEND_FIRST_SEQNO names the highest seqno dropped; the sender resends
-  lowest..that, the lowest marked first (as JGroups). The receiver coalesces
-  them per batch and asks a peer at most once per ``xmit_interval``; like a
-  gap, an unanswered ask is repeated by the retransmit task (five times at
-  most, then the sender's next message or probe starts over).
-- XMIT_REQ: the retransmit task (every ``xmit_interval``) asks for seqnos
-  that were already missing at its previous run: one request per gap per
-  interval, and none for a message that is merely reordered.
-- STABLE (hd, hr): ``max_stable_msgs`` bounds repeats of the same (hd, hr)
-  (JGroups compares hr only; any progress counts here); a duplicate DATA
-  restores the budget, since it shows the sender has not purged. The sender
-  purges up to hd (clamped to what it sent) and resends the tail above hr,
-  but only messages sent before the previous STABLE: later ones may still
-  be in flight, and resending them would cost retransmissions without loss.
-- JGroups UNICAST2 can leave a tail unretransmitted and a window unpurged
-  when every STABLE for an unchanged (hd, hr) is lost. A sender that has not
-  heard a STABLE for ``(max_stable_msgs + 1) * stable_interval`` while it
-  holds unacked messages resends its highest one (a probe).
-- Closing (a view without the peer, `close_connection`, age-out, Disconnect)
-  removes both entries at once. Closing the send side abandons its unacked
-  messages, as the seed says (cancel pending retransmissions; counted in
-  ``abandoned``). Closing the receive side keeps a tombstone (conn-id,
-  highest delivered, OOB messages delivered above it) for
-  ``max_retransmit_time``: if the same connection comes back after
-  SEND_FIRST_SEQNO (scenarios #5, #9) the new window starts past what was
-  delivered, so nothing is delivered twice.
-- Idle connections (JGroups' ``conn_expiry_timeout``): a receive entry
-  that got no DATA for that long is closed (with its tombstone); a send
-  entry only once nothing is unacked, so reaping never abandons a message.
-  This is also what frees a receive window stuck behind a gap that its
-  sender abandoned by closing.
-- Age-out: a connection to a peer that is not in the installed view is
-  closed ``max_retransmit_time`` after it was opened (JGroups' AgeOutCache,
-  not refreshed by traffic). Before any view is installed nobody is a
-  non-member, so nothing ages out.
-- A unicast to itself takes the same path (the transport loops it back).
-"""
+"""The UNICAST2 protocol: the rules of the package docstring, over the state in `_state`."""
 
 from __future__ import annotations
 
 import math
 import random
-from typing import Any, NamedTuple
+from typing import Any
 
 from triogroups.address import Address
 from triogroups.events import Disconnect, Event
-from triogroups.message import Flag, Message
+from triogroups.message import Message
 from triogroups.properties import Duration, Int, PropertyError, Size, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._table import SeqnoTable
-from triogroups.view import View
-from triogroups.wire import register_header
-
-__all__ = ["DATA", "SEND_FIRST_SEQNO", "STABLE", "XMIT_REQ", "Unicast2", "Unicast2Header"]
-
-DATA, XMIT_REQ, SEND_FIRST_SEQNO, STABLE = 0, 1, 2, 3
-
-_ID = ids.UNICAST2
-_OOB = int(Flag.OOB)
-_NO_RELIABILITY = int(Flag.NO_RELIABILITY)
-_CONTROL = int(Flag.OOB | Flag.INTERNAL)
-_MAX_XMIT_REQ = 512  # seqnos per XMIT_REQ: a few KB at most, one datagram
-_MAX_FIRST_SEQNO_ASKS = 5  # then the sender's next message or probe asks again
-_MAX_TOMBSTONES = 1024  # when max_retransmit_time is 0, the oldest go first
-_COUNTERS = (
-    "msgs_sent",
-    "msgs_received",
-    "msgs_delivered",
-    "duplicates",
-    "xmit_reqs_sent",
-    "xmit_reqs_received",
-    "retransmissions",
-    "stable_sent",
-    "stable_received",
-    "send_first_seqno_sent",
-    "send_first_seqno_received",
-    "probes",
-    "stale_dropped",
-    "dropped_no_connection",
-    "malformed",
-    "connections_opened",
-    "connections_reset",
-    "connections_closed",
-    "aged_out",
-    "reaped",
-    "abandoned",
+from triogroups.protocols.unicast2._state import (
+    _CONTROL,
+    _COUNTERS,
+    _ID,
+    _MAX_FIRST_SEQNO_ASKS,
+    _MAX_TOMBSTONES,
+    _MAX_XMIT_REQ,
+    _NO_RELIABILITY,
+    _OOB,
+    DATA,
+    SEND_FIRST_SEQNO,
+    STABLE,
+    XMIT_REQ,
+    Unicast2Header,
+    _Ask,
+    _RecvEntry,
+    _SendEntry,
+    _Tombstone,
 )
+from triogroups.view import View
 
-
-class Unicast2Header(NamedTuple):
-    """JGroups' Unicast2Header; which fields count depends on ``type``.
-
-    DATA: seqno, conn_id, first. XMIT_REQ: conn_id, missing.
-    SEND_FIRST_SEQNO: seqno (highest dropped), conn_id. STABLE: seqno (highest
-    delivered), high (highest received), conn_id.
-    """
-
-    type: int
-    seqno: int = 0
-    conn_id: int = 0
-    first: bool = False
-    high: int = 0
-    missing: tuple[int, ...] = ()
-
-
-register_header(_ID, Unicast2Header)
-
-
-class _SendEntry:
-    __slots__ = ("conn_id", "heard", "mark", "used", "win")
-
-    def __init__(self, conn_id: int, now: float) -> None:
-        self.conn_id = conn_id
-        self.win: SeqnoTable[Message] = SeqnoTable()
-        self.heard = now  # last new message or STABLE: when the probe counts from
-        self.used = now  # last new message: for conn_expiry_timeout
-        self.mark = 0  # highest seqno sent when the previous STABLE came in
-
-
-class _RecvEntry:
-    __slots__ = ("bytes", "conn_id", "last_missing", "last_stable", "stable_count", "used", "win")
-
-    def __init__(self, conn_id: int, win: SeqnoTable[Message], now: float) -> None:
-        self.conn_id = conn_id
-        self.win = win
-        self.used = now  # last DATA on this connection: for conn_expiry_timeout
-        self.bytes = 0
-        self.last_stable = (-1, -1)
-        self.stable_count = 0
-        self.last_missing: frozenset[int] = frozenset()
-
-
-class _Ask:
-    """An outstanding SEND_FIRST_SEQNO: the first message of a connection is a gap too."""
-
-    __slots__ = ("conn_id", "seqno", "time", "tries")
-
-    def __init__(self, conn_id: int, seqno: int, now: float) -> None:
-        self.conn_id = conn_id
-        self.seqno = seqno
-        self.time = now
-        self.tries = 1
-
-
-class _Tombstone(NamedTuple):
-    conn_id: int
-    hd: int
-    oob: tuple[tuple[int, Message], ...]
-    expires: float
+__all__ = ["Unicast2"]
 
 
 class Unicast2(Protocol):
