@@ -204,6 +204,12 @@ async def test_seed003_tcp_orders_and_stable_purges_without_any_retransmission(
         assert _stat(cluster, "purged") == 90 * 3 // 3
 
 
+def _ticks(member: Any) -> int:
+    """How often the host ran NAKACK2's timer: the xmit task is its only timer here."""
+    (layer,) = [x for x in member.stack.stats()["layers"] if x["protocol"] == "NAKACK2"]
+    return int(layer["host"]["ticks"])
+
+
 async def test_seed003_xmit_interval_changed_at_run_time_starts_and_stops_the_task(
     autojump_clock: Any,
 ) -> None:
@@ -213,14 +219,18 @@ async def test_seed003_xmit_interval_changed_at_run_time_starts_and_stops_the_ta
         await a.send(b"a1")
         await trio.sleep(2)
         assert not nak.stats()["xmit_task_running"] and nak.stats()["highest_seqno_sent"] == 0
-        nak.set_property("xmit_interval", "200ms", trio.current_time())
-        await a.send(b"a2")  # the host re-reads next_deadline after the next handler
+        await a.stack.set_property("NAKACK2", "xmit_interval", "200ms")  # re-arms the timer
         await trio.sleep(2)
-        assert nak.stats()["xmit_task_running"] and nak.stats()["highest_seqno_sent"] == 1
-        nak.set_property("xmit_interval", 0, trio.current_time())
+        assert nak.stats()["xmit_task_running"] and _ticks(a) >= 5
+        await a.send(b"a2")
+        await trio.sleep(2)
+        assert nak.stats()["highest_seqno_sent"] == 2  # HIGHEST_SEQNO for a1, then for a2
+        await a.stack.set_property("NAKACK2", "xmit_interval", 0)
+        runs = _ticks(a)
         await a.send(b"a3")
         await trio.sleep(2)
-        assert not nak.stats()["xmit_task_running"] and nak.stats()["highest_seqno_sent"] == 1
+        assert not nak.stats()["xmit_task_running"] and nak.stats()["highest_seqno_sent"] == 2
+        assert _ticks(a) == runs
         await cluster.wait_until_delivered(timeout=5)
 
 
