@@ -4,16 +4,22 @@ A layer actor runs three tasks that share the protocol object: the down loop
 (batches and events from the layer above), the up loop (from the layer
 below) and the timer loop (calls `Protocol.tick` at `next_deadline`). Trio
 runs one task at a time and handlers never await, so the protocol needs no
-locks. After every handler the outboxes are forwarded in order under one lock
-per direction, so what a protocol emits leaves in the order it was emitted.
+locks. After every handler the protocol's outboxes go into one `_Outbox` per
+direction, so what a protocol emits leaves in the order it was emitted.
 
-Items are forwarded with ``send_nowait`` and only await when the neighbour's
-channel is full: a batch can cross several layers in one scheduler pass,
-and a full channel still blocks the producer (back-pressure, never loss).
+Items are forwarded with ``send_nowait``: a batch can cross several layers in
+one scheduler pass. When a neighbour is full, the loop that fed the handler
+waits only for its own direction (back-pressure, never loss); what it emitted
+the other way (an ack going down while handling an up batch) waits in that
+direction's outbox without holding the loop up. Awaiting the other direction
+would close a cycle across members: over TCP, A's writes wait for B to read,
+B's reader waits for B's up loop, which would wait for B's writes, which wait
+for A to read.
 """
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Callable
 from typing import Any
 
@@ -30,34 +36,67 @@ __all__ = ["LayerActor", "TransportActor", "original_error"]
 
 _FAIR_SHARE = 32  # items a loop takes without yielding before it lets others run
 _MAX_COALESCE = 4096  # messages merged into one batch at most
+_MAX_CROSS_BACKLOG = 1024  # items a loop may leave waiting in the other direction
 
 
-def _forward_nowait(
-    lock: trio.StrictFIFOLock, out: trio.MemorySendChannel[Item], items: list[Item]
-) -> list[Item]:
-    """Send what fits without awaiting; return what is left, in order.
+class _Outbox:
+    """One direction's way out of a layer: in emission order, never awaiting to put.
 
-    Only sends while no other task of this layer is part-way through
-    forwarding in the same direction (``lock`` is free), so a later emission
-    can never overtake an earlier one that had to wait.
+    Items go straight into the neighbour's channel while it has room. What
+    does not fit waits here, in order, for `forward` (a task of its own) to
+    send it as room appears; later items queue behind it so nothing
+    overtakes. Putting never awaits, so a loop that emits into the *other*
+    direction is never held up by it: the up loop of a member whose down
+    path is stuck (its TCP peer is not reading) keeps reading, which is
+    what lets that peer's writes drain. A loop waits (`wait_room`) only for
+    its own direction, which is the back-pressure the channels exist for.
     """
-    if lock.locked():
-        return items
-    for i, item in enumerate(items):
-        try:
-            out.send_nowait(item)
-        except trio.WouldBlock:
-            return items[i:]
-    return []
 
+    __slots__ = ("_empty", "_out", "_rest", "_wake")
 
-async def _forward_rest(
-    lock: trio.StrictFIFOLock, out: trio.MemorySendChannel[Item], items: list[Item]
-) -> None:
-    """Send the rest in order, awaiting room (back-pressure), holding ``lock``."""
-    async with lock:
-        for item in items:
-            await out.send(item)
+    def __init__(self, out: trio.MemorySendChannel[Item]) -> None:
+        self._out = out
+        self._rest: deque[Item] = deque()
+        self._wake = trio.Event()
+        self._empty = trio.Event()
+        self._empty.set()
+
+    def put(self, items: list[Item]) -> bool:
+        """Forward ``items`` without awaiting; False if some had to wait here."""
+        rest = self._rest
+        if rest:
+            rest.extend(items)
+            return False
+        out = self._out
+        for i, item in enumerate(items):
+            try:
+                out.send_nowait(item)
+            except trio.WouldBlock:
+                rest.extend(items[i:])
+                self._empty = trio.Event()
+                self._wake.set()
+                return False
+        return True
+
+    def backlog(self) -> int:
+        """Items waiting for room in the neighbour's channel."""
+        return len(self._rest)
+
+    async def wait_room(self) -> None:
+        """Return once nothing waits here any more."""
+        while self._rest:
+            await self._empty.wait()
+
+    async def forward(self) -> None:
+        """Send what waits, in order, as the neighbour makes room (runs as a task)."""
+        rest = self._rest
+        while True:
+            while rest:
+                await self._out.send(rest[0])  # cancelled: the item stays first in line
+                rest.popleft()
+            self._empty.set()
+            self._wake = trio.Event()
+            await self._wake.wait()
 
 
 async def _next_item(channel: trio.MemoryReceiveChannel[Item], taken: int) -> Item:
@@ -115,14 +154,10 @@ class LayerActor(Actor):
         self._blocked = False
         self._down_in = down_in
         self._up_in = up_in
-        self._down_out = down_out
-        self._up_out = up_out
-        self._down_lock = trio.StrictFIFOLock()
-        self._up_lock = trio.StrictFIFOLock()
+        self._down_out = _Outbox(down_out)
+        self._up_out = _Outbox(up_out)
         self._timer_scope: trio.CancelScope | None = None
         self._deadline = protocol.next_deadline()
-        self._down_rest: list[Item] = []
-        self._up_rest: list[Item] = []
         self._down_counts = [0, 0]
         self._up_counts = [0, 0]
         self.events = self.ticks = 0
@@ -131,28 +166,33 @@ class LayerActor(Actor):
         try:
             async with trio.open_nursery() as nursery:
                 proto = self.protocol
+                down, up = self._down_out, self._up_out
+                nursery.start_soon(down.forward)
+                nursery.start_soon(up.forward)
                 nursery.start_soon(
-                    self._loop, self._down_in, proto.down, proto.down_event, self._down_counts
+                    self._loop,
+                    self._down_in,
+                    proto.down,
+                    proto.down_event,
+                    self._down_counts,
+                    down,
+                    up,
                 )
                 nursery.start_soon(
-                    self._loop, self._up_in, proto.up, proto.up_event, self._up_counts
+                    self._loop, self._up_in, proto.up, proto.up_event, self._up_counts, up, down
                 )
                 nursery.start_soon(self._timer_loop)
         except BaseExceptionGroup as group:
             raise original_error(group) from None
 
-    def _emit(self) -> bool:
+    def _emit(self) -> None:
         """Forward what the handler emitted without awaiting, re-arm the timer, tell the
-        stack when the protocol starts or stops holding back senders. False if
-        something is left for `_emit_rest` (a neighbour is full)."""
+        stack when the protocol starts or stops holding back senders."""
         proto = self.protocol
-        done = True
         if proto._down_out:
-            self._down_rest = _forward_nowait(self._down_lock, self._down_out, proto.take_down())
-            done = not self._down_rest
+            self._down_out.put(proto.take_down())
         if proto._up_out:
-            self._up_rest = _forward_nowait(self._up_lock, self._up_out, proto.take_up())
-            done = done and not self._up_rest
+            self._up_out.put(proto.take_up())
         deadline = proto.next_deadline()
         if deadline != self._deadline:
             self._deadline = deadline
@@ -162,24 +202,16 @@ class LayerActor(Actor):
         if blocked != self._blocked:
             self._blocked = blocked
             self._on_blocked(self, blocked)
-        return done
 
-    async def _emit_rest(self) -> None:
-        down, self._down_rest = self._down_rest, []
-        up, self._up_rest = self._up_rest, []
-        if down:
-            await _forward_rest(self._down_lock, self._down_out, down)
-        if up:
-            await _forward_rest(self._up_lock, self._up_out, up)
-
-    async def _after(self) -> None:
-        if not self._emit():
-            await self._emit_rest()
+    async def _wait_room(self) -> None:
+        await self._down_out.wait_room()
+        await self._up_out.wait_room()
 
     async def poke(self) -> None:
         """The protocol changed outside a handler (a run-time property): forward what
         it emitted and re-arm the timer from its new deadline."""
-        await self._after()
+        self._emit()
+        await self._wait_room()
 
     async def _loop(
         self,
@@ -187,6 +219,8 @@ class LayerActor(Actor):
         on_batch: Callable[[list[Message], float], None],
         on_event: Callable[[Event, float], None],
         counts: list[int],
+        same: _Outbox,
+        other: _Outbox,
     ) -> None:
         """Feed one direction's items to the protocol.
 
@@ -194,6 +228,9 @@ class LayerActor(Actor):
         protocol holds back senders the stack closes its top (`Stack.send`
         waits), and what was already on the way down is queued by the
         protocol, so acks, view changes and other events keep flowing.
+        After a handler the loop waits for room in its own direction
+        (``same``), and in the ``other`` only once more than
+        _MAX_CROSS_BACKLOG items wait there (memory stays bounded).
         """
         held: Item | None = None
         taken = 0
@@ -214,8 +251,11 @@ class LayerActor(Actor):
             else:
                 self.events += 1
                 on_event(item, trio.current_time())  # type: ignore[arg-type]
-            if not self._emit():
-                await self._emit_rest()
+            self._emit()
+            if same._rest:
+                await same.wait_room()
+            if len(other._rest) > _MAX_CROSS_BACKLOG:
+                await other.wait_room()
 
     async def _timer_loop(self) -> None:
         proto = self.protocol  # tick() must move next_deadline() past now
@@ -229,7 +269,8 @@ class LayerActor(Actor):
             if proto.next_deadline() <= now:
                 self.ticks += 1
                 proto.tick(now)
-                await self._after()
+                self._emit()
+                await self._wait_room()  # no new tick while its output still waits
 
     def stats(self) -> dict[str, Any]:
         return {
