@@ -104,7 +104,7 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
 
     Decoding runs for every header of every message received, so instead of
     a generic loop over per-field checkers this generates straight-line code
-    (exact-type fields are checked inline, others call their converter).
+    (the common field shapes are checked inline, others call their converter).
     """
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined,unused-ignore]
     names = [f"f{i}" for i in range(len(fields))]
@@ -118,17 +118,50 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = raw")
     for name, field in zip(names, fields, strict=True):
         tp = hints[field]
-        if tp in _EXACT:
-            lines += [
-                f"    if type({name}) is not {_EXACT[tp]}:",
-                f"        raise ValueError('{field}: expected {_EXACT[tp]}')",
-            ]
+        inline = _inline_check(name, field, tp, env)
+        if inline is not None:
+            lines += inline
         else:
             env[f"_c_{name}"] = _converter(tp)
             lines.append(f"    {name} = _c_{name}({name})")
     lines.append(f"    return _new(_cls, ({', '.join(names)}{',' if len(names) == 1 else ''}))")
     exec("\n".join(lines), env)  # generated from type hints only, never from input
     return env["convert"]  # type: ignore[no-any-return]
+
+
+def _inline_check(name: str, field: str, tp: Any, env: dict[str, Any]) -> list[str] | None:
+    """Straight-line checks for the field shapes every data message carries, or None.
+
+    Exact types (``int``), ``X | None`` of an exact or an instance type
+    (``Address | None``) and ``tuple[int, ...]``: the common headers are
+    then checked without a single converter call.
+    """
+    if tp in _EXACT:
+        return [
+            f"    if type({name}) is not {_EXACT[tp]}:",
+            f"        raise ValueError('{field}: expected {_EXACT[tp]}')",
+        ]
+    origin, args = typing.get_origin(tp), typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+        inner = args[0] if args[1] is type(None) else args[1]
+        if inner in _EXACT or inner in (Address, View, MergeView, Digest):
+            env[f"_t_{name}"] = inner
+            test = "type({0}) is not _t_{0}" if inner in _EXACT else "not isinstance({0}, _t_{0})"
+            return [
+                f"    if {name} is not None and {test.format(name)}:",
+                f"        raise ValueError('{field}: expected {inner.__name__} or nil')",
+            ]
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in _EXACT:
+        item = _EXACT[args[0]]
+        return [
+            f"    if type({name}) is not list and type({name}) is not tuple:",
+            f"        raise ValueError('{field}: expected array')",
+            f"    for _item in {name}:",
+            f"        if type(_item) is not {item}:",
+            f"            raise ValueError('{field}: expected {item} items')",
+            f"    {name} = tuple({name})",
+        ]
+    return None
 
 
 def register_header(protocol_id: int, cls: type) -> None:

@@ -64,7 +64,7 @@ class FcHeader(NamedTuple):
 class FlowControl(Protocol):
     """The shared half of UFC and MFC; subclasses supply the sender's credit book.
 
-    Subclass hooks: `_cost_ok` (may ``key`` spend ``cost`` now?), `_spend`,
+    Subclass hooks: `_take` (spend ``cost`` for ``key`` if the credits allow it),
     `_credit` (a REPLENISH arrived), `_short_of` (whom to ask for credits),
     `_view_members` (a view arrived) and `_credit_stats`.
     """
@@ -119,10 +119,7 @@ class FlowControl(Protocol):
 
     # --- subclass hooks ------------------------------------------------------------
 
-    def _cost_ok(self, key: Address | None, cost: int) -> bool:
-        raise NotImplementedError
-
-    def _spend(self, key: Address | None, cost: int) -> None:
+    def _take(self, key: Address | None, cost: int) -> bool:
         raise NotImplementedError
 
     def _credit(self, member: Address, credits: int) -> None:
@@ -149,23 +146,27 @@ class FlowControl(Protocol):
     def down(self, batch: list[Message], now: float) -> None:
         out: list[Message] = []
         queues = self._queues
+        take = self._take
+        multicast = self.multicast
+        spent = 0
         for msg in batch:
-            if not self._handles(msg):
+            key = msg.dest
+            if (key is None) is not multicast:
                 out.append(msg)
                 continue
-            key = msg.dest
-            queue = queues.get(key)
-            cost = self._cost(msg)
-            if (not queue or msg.flags & _OOB) and self._cost_ok(key, cost):
-                self._spend(key, cost)
-                self.counters["bytes_sent"] += cost
+            flags = msg.flags
+            cost = 0 if flags & _NO_FC else len(msg.payload)
+            queue = queues.get(key) if queues else None
+            if (not queue or flags & _OOB) and take(key, cost):
+                spent += cost
                 out.append(msg)
-            elif msg.flags & _DONT_BLOCK:
+            elif flags & _DONT_BLOCK:
                 self.counters["dont_block_drops"] += 1
             elif queue is None:
                 queues[key] = deque((msg,))
             else:
                 queue.append(msg)
+        self.counters["bytes_sent"] += spent
         self.send_down(out)
         self._sent_locally(out)
         self._update_blocked(now)
@@ -180,9 +181,8 @@ class FlowControl(Protocol):
             queue = self._queues[key]
             while queue:
                 cost = self._cost(queue[0])
-                if not self._cost_ok(key, cost):
+                if not self._take(key, cost):
                     break
-                self._spend(key, cost)
                 self.counters["bytes_sent"] += cost
                 out.append(queue.popleft())
             if not queue:
@@ -232,14 +232,21 @@ class FlowControl(Protocol):
         out: list[Message] = []
         used: dict[Address, int] = {}
         credited = False
+        pid = self.id
+        multicast = self.multicast
         for msg in batch:
-            hdr = msg.headers.get(self.id)
+            hdr = msg.headers.get(pid)
             if hdr is not None:
                 credited = self._on_control(msg.src, hdr) or credited
                 continue
             out.append(msg)
             src = msg.src
-            if src is not None and msg.payload and self._handles(msg) and not msg.flags & _NO_FC:
+            if (
+                src is not None
+                and msg.payload
+                and (msg.dest is None) is multicast
+                and not msg.flags & _NO_FC
+            ):
                 used[src] = used.get(src, 0) + len(msg.payload)
         self.send_up(out)
         for sender, length in used.items():

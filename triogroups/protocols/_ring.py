@@ -63,6 +63,19 @@ class RingBuffer(Generic[T]):
             self.high = seqno
         return True
 
+    def deliver_next(self, seqno: int) -> bool:
+        """Take ``seqno`` as delivered at once if it is the next one and nothing
+        waits: what `add` then `remove_ready` would do, without storing it.
+
+        The in-order arrival of a receiver; False changes nothing (use `add`).
+        """
+        if seqno != self.low + 1 or self._size:
+            return False
+        self.low = seqno
+        if seqno > self.high:
+            self.high = seqno
+        return True
+
     def get(self, seqno: int) -> T | None:
         """The item stored for ``seqno``, or None."""
         if self.low < seqno <= self.high:

@@ -50,6 +50,27 @@ class SeqnoTable(Generic[T]):
         """Add several; returns how many were new."""
         return sum(1 for seqno, item in items if self.add(seqno, item))
 
+    def append_run(self, items: list[T]) -> int:
+        """Store ``items`` at the seqnos after ``hr`` (a sender numbering what it
+        sends); returns the first seqno used."""
+        first = self.hr + 1
+        self._items.update(zip(range(first, first + len(items)), items, strict=True))
+        self.hr += len(items)
+        return first
+
+    def deliver_next(self, seqno: int) -> bool:
+        """Take ``seqno`` as delivered at once if it is the next one and nothing
+        waits: what `add` then `remove_ready` would do, without storing it.
+
+        The in-order arrival of a receiver; False changes nothing (use `add`).
+        """
+        if seqno != self.hd + 1 or self._items:
+            return False
+        self.hd = seqno
+        if seqno > self.hr:
+            self.hr = seqno
+        return True
+
     def get(self, seqno: int) -> T | None:
         return self._items.get(seqno)
 

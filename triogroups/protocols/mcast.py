@@ -87,6 +87,7 @@ _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
+_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 
 
 class McastHeader(NamedTuple):
@@ -203,10 +204,11 @@ class Mcast(Protocol):
         out: list[Message] = []
         local: list[Message] = []
         pending = self._pending
+        send, capacity = self._send, self.capacity
         for msg in batch:
             if msg.dest is not None or msg.flags & _NO_RELIABILITY:
                 out.append(msg)
-            elif pending or not self._has_room():
+            elif pending or send.high + 1 - send.low >= capacity:  # no room: wait
                 pending.append(msg)
             else:
                 out.append(self._stamp(msg, local))
@@ -226,7 +228,7 @@ class Mcast(Protocol):
         Appends the local delivery (a copy from us) to ``local``.
         """
         seqno = self._send.high + 1
-        msg.headers[ids.MCAST] = McastHeader(MSG, seqno)
+        msg.headers[ids.MCAST] = _new(McastHeader, (MSG, seqno, None, ()))
         self._send.add(seqno, msg)
         if self.view is not None and not self._acks:
             self._send.purge(seqno)  # alone in the view: nobody will ever ask for it
@@ -260,13 +262,23 @@ class Mcast(Protocol):
 
     def up(self, batch: list[Message], now: float) -> None:
         deliver: list[Message] = []
+        windows = self._windows
         for msg in batch:
             hdr = msg.headers.get(ids.MCAST)
             if hdr is None:
                 deliver.append(msg)
                 continue
             kind = hdr.type
-            if kind in (MSG, XMIT_RSP):
+            if kind == MSG:
+                # The common case first: the next message of a member's window, nothing waiting.
+                win = windows.get(msg.src)  # type: ignore[arg-type]
+                if win is not None and not msg.flags & _OOB and win.deliver_next(hdr.seqno):
+                    deliver.append(msg)
+                    self.counters["msgs_delivered"] += 1
+                    self._count_for_ack(msg.src, 1)  # type: ignore[arg-type]
+                else:
+                    self._receive(msg, hdr, deliver)
+            elif kind == XMIT_RSP:
                 self._receive(msg, hdr, deliver)
             elif kind == ACK:
                 self._on_ack(msg.src, hdr.seqno)
@@ -319,7 +331,11 @@ class Mcast(Protocol):
             if m is not _DELIVERED:
                 deliver.append(m)
                 self.counters["msgs_delivered"] += 1
-        count = self._unacked.get(sender, 0) + len(ready)
+        self._count_for_ack(sender, len(ready))
+
+    def _count_for_ack(self, sender: Address, count: int) -> None:
+        """``count`` more of ``sender``'s seqnos are delivered: ack once enough piled up."""
+        count += self._unacked.get(sender, 0)
         self._unacked[sender] = count
         if count >= self._ack_every:
             self._ack_due.add(sender)

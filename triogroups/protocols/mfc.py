@@ -53,14 +53,13 @@ class Mfc(FlowControl):
     def _left(self, member: Address) -> int:
         return max(0, self._granted[member] - self._spent)
 
-    def _cost_ok(self, key: Address | None, cost: int) -> bool:
+    def _take(self, key: Address | None, cost: int) -> bool:
         if cost == 0 or not self._granted:
             return True
-        return self._min_granted - self._spent >= min(cost, self.max_credits)
-
-    def _spend(self, key: Address | None, cost: int) -> None:
-        if cost and self._granted:
-            self._spent = min(self._spent + cost, self._min_granted)
+        if self._min_granted - self._spent < min(cost, self.max_credits):
+            return False
+        self._spent = min(self._spent + cost, self._min_granted)
+        return True
 
     def _credit(self, member: Address, credits: int) -> None:
         if member in self._granted:

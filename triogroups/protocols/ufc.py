@@ -39,15 +39,16 @@ class Ufc(FlowControl):
         super().__init__(**properties)
         self._sent: dict[Address, int] = {}
 
-    def _cost_ok(self, key: Address | None, cost: int) -> bool:
+    def _take(self, key: Address | None, cost: int) -> bool:
         if key is None or cost == 0:
             return True
         left = self._sent.get(key)
-        return left is None or left >= min(cost, self.max_credits)
-
-    def _spend(self, key: Address | None, cost: int) -> None:
-        if key is not None and cost and key in self._sent:
-            self._sent[key] = max(0, self._sent[key] - cost)
+        if left is None:
+            return True
+        if left < min(cost, self.max_credits):
+            return False
+        self._sent[key] = max(0, left - cost)
+        return True
 
     def _credit(self, member: Address, credits: int) -> None:
         left = self._sent.get(member)

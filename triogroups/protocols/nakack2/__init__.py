@@ -84,6 +84,7 @@ from triogroups.view import Digest, View
 __all__ = ["NakAckHeader2", "Nakack2"]
 
 _ID = ids.NAKACK2
+_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
@@ -207,29 +208,33 @@ class Nakack2(Protocol):
     # --- sending ---------------------------------------------------------------------
 
     def down(self, batch: list[Message], now: float) -> None:
-        """Number each multicast, keep a copy for retransmission, deliver our own at once.
+        """Number each multicast, keep it for retransmission, deliver our own at once.
 
         The multicast goes down with DONT_LOOPBACK: it was delivered here
-        already, so the transport must not loop it back a second time.
+        already, so the transport must not loop it back a second time. The
+        kept message is the one sent (as UNICAST3 keeps its own): the layers
+        below never change a message beyond stamping its source, and a
+        retransmission sends a copy.
         """
         me = self._me()
         local: list[Message] = []
-        sent = 0
+        kept: list[Message] = []
+        seqno = self._seqno
         for msg in batch:
             if msg.dest is not None or msg.flags & _NO_RELIABILITY:
                 continue
-            self._seqno += 1
-            seqno = self._seqno
-            msg.headers[_ID] = NakAckHeader2(MSG, seqno)
+            seqno += 1
+            msg.headers[_ID] = _new(NakAckHeader2, (MSG, seqno, None, ()))
             if not msg.flags & _DONT_LOOPBACK:
                 mine = msg.copy()
                 mine.src = me
                 local.append(mine)
                 msg.flags |= _DONT_LOOPBACK
-            self._sent.add(seqno, msg.copy())
-            sent += 1
-        if sent:
-            self._counters["msgs_sent"] += sent
+            kept.append(msg)
+        if kept:
+            self._seqno = seqno
+            self._sent.append_run(kept)
+            self._counters["msgs_sent"] += len(kept)
             self._sent_since_xmit = True
         self.send_down(batch)
         if local:
@@ -243,22 +248,31 @@ class Nakack2(Protocol):
 
     def up(self, batch: list[Message], now: float) -> None:
         out: list[Message] = []
+        windows = self._windows
+        received = 0
         for msg in batch:
             hdr = msg.headers.get(_ID)
             if hdr is None or msg.flags & _NO_RELIABILITY:
                 out.append(msg)
                 continue
             kind = hdr.type
-            if kind in (MSG, XMIT_RSP):
+            if kind == MSG and self._server:
+                # The common case first: the next message of a member's window, nothing waiting.
+                win = windows.get(msg.src)  # type: ignore[arg-type]
+                if win is not None and not msg.flags & _OOB and win.deliver_next(hdr.seqno):
+                    received += 1
+                    out.append(msg)
+                else:
+                    self._receive(msg, hdr.seqno, out)
+            elif kind in (MSG, XMIT_RSP):
                 if not self._server:
                     self._enqueue(msg)
                     continue
-                if kind == XMIT_RSP:
-                    self._counters["xmit_rsps_received"] += 1
-                    if hdr.sender is None:
-                        self._counters["malformed"] += 1
-                        continue
-                    msg.src, msg.dest = hdr.sender, None
+                self._counters["xmit_rsps_received"] += 1
+                if hdr.sender is None:
+                    self._counters["malformed"] += 1
+                    continue
+                msg.src, msg.dest = hdr.sender, None
                 self._receive(msg, hdr.seqno, out)
             elif kind == XMIT_REQ:
                 self._handle_xmit_req(msg, hdr)
@@ -266,6 +280,8 @@ class Nakack2(Protocol):
                 self._handle_highest_seqno(msg.src, hdr.seqno)
             else:
                 self._counters["malformed"] += 1
+        if received:
+            self._counters["msgs_received"] += received
         if out:
             self.send_up(out)
 

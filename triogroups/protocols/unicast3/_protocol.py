@@ -67,6 +67,7 @@ _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _SEQNO_BYTES = 9  # a msgpack uint64
 _HEADER_ROOM = 128  # bundle envelope, addresses, the rest of the header
 _DEFAULT_BUNDLE = 65_507
+_CONN_MOD = 1 << 16  # connection ids are 16 bits (see header_ok)
 
 
 class Unicast3(Protocol):
@@ -148,17 +149,30 @@ class Unicast3(Protocol):
     # --- messages ---------------------------------------------------------------------
 
     def down(self, batch: list[Message], now: float) -> None:
+        """Number unicasts per destination; consecutive messages to one peer go as a run."""
         out: list[Message] = []
         me = self.local_address
         send = self.sender.send
+        run: list[Message] = []
+        run_dest: Address | None = None
         for msg in batch:
             dest = msg.dest
+            if dest is run_dest and dest is not None and not msg.flags & _NO_RELIABILITY:
+                run.append(msg)
+                continue
+            if run:
+                assert run_dest is not None
+                send(run_dest, run, now, out)
+                run, run_dest = [], None
             if dest is None or msg.flags & _NO_RELIABILITY:
                 out.append(msg)
             elif dest == me:
                 self._loopback(msg)
             else:
-                send(msg, now, out)
+                run, run_dest = [msg], dest
+        if run:
+            assert run_dest is not None
+            send(run_dest, run, now, out)
         self.send_down(out)
         self._arm(now)
 
@@ -181,10 +195,14 @@ class Unicast3(Protocol):
                 others.append(msg)
                 continue
             src = msg.src
-            if src is None or not header_ok(hdr, cap):
+            kind = hdr.type
+            if kind == DATA:  # header_ok's DATA case, inline: this runs for every message
+                ok = hdr.seqno >= 1 and 0 <= hdr.conn_id < _CONN_MOD
+            else:
+                ok = header_ok(hdr, cap)
+            if src is None or not ok:
                 self.malformed += 1
                 continue
-            kind = hdr.type
             if kind == DATA:
                 items = data.get(src)
                 if items is None:

@@ -166,9 +166,13 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         conn = entry.conn_id
         table = entry.table
         before = len(delivered)
+        deliver_next = table.deliver_next
         for hdr, msg in items:
             if hdr.conn_id == conn:
-                self._add(table, hdr.seqno, msg, delivered)
+                if not msg.flags & _OOB and deliver_next(hdr.seqno):  # in order, nothing waits
+                    delivered.append(msg)
+                else:
+                    self._add(table, hdr.seqno, msg, delivered)
             elif conn_newer(hdr.conn_id, conn):
                 self._cache(peer, hdr, msg)
             else:

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 __all__ = ["Sender", "SenderEntry"]
 
 _INTERNAL = int(Flag.INTERNAL)
+_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 
 
 class SenderEntry:
@@ -107,10 +108,9 @@ class Sender(ConnectionTable[SenderEntry]):
 
     # --- sending ---------------------------------------------------------------
 
-    def send(self, msg: Message, now: float, out: list[Message]) -> None:
-        """Number ``msg`` on its destination's connection, keep it until acked, send it."""
-        dest = msg.dest
-        assert dest is not None
+    def send(self, dest: Address, msgs: list[Message], now: float, out: list[Message]) -> None:
+        """Number a run of messages to ``dest`` on its connection, keep them until acked,
+        send them (appended to ``out``)."""
         entry = self.entries.get(dest)
         if entry is None:
             self._conn_id = next_conn_id(self._conn_id)
@@ -119,14 +119,16 @@ class Sender(ConnectionTable[SenderEntry]):
             entry.state = State.OPEN
             self.reopened += 1
         table = entry.table
-        seqno = table.hr + 1
         if table.hd == table.hr:  # the window was empty: the wait for an ack starts now
             entry.progress = now
         entry.last_used = now
-        msg.headers[ID] = Unicast3Header(DATA, seqno, entry.conn_id, seqno == 1)
-        table.add(seqno, msg)
-        self.msgs_sent += 1
-        out.append(msg)
+        conn_id = entry.conn_id
+        seqno = table.append_run(msgs)
+        for msg in msgs:
+            msg.headers[ID] = _new(Unicast3Header, (DATA, seqno, conn_id, seqno == 1, 0, ()))
+            seqno += 1
+        self.msgs_sent += len(msgs)
+        out += msgs
 
     # --- what the receiver tells us ------------------------------------------------
 

@@ -1,0 +1,167 @@
+"""Reliable multicast among three member processes, beside the transport alone, in one run.
+
+    python benchmarks/bench_multicast.py [--seconds 3] [--repeat 3] [--members 3]
+                                         [--size 1000] [--stacks ...] [--long [--sample 10]]
+
+Every member (see `_members`) runs a `Stack` and multicasts batches of 64
+messages of 1 KB for ``--seconds`` while it counts every message delivered
+to it, its own included. The stacks:
+
+- ``udp``: UDP with a PASS layer above it (a stack needs a layer above its
+  transport): IP multicast with no reliability and no flow control;
+- ``udp-nakack2``: UDP, NAKACK2, STABLE and MFC (NAKACK2 retransmits, STABLE
+  lets senders purge, MFC keeps senders from running ahead of receivers);
+- ``udp-mcast``: UDP and MCAST (its fixed window is its flow control);
+- ``tcp``: TCP with a PASS layer (a multicast is one send per member);
+- ``tcp-nakack2``: TCP, NAKACK2 with ``xmit_interval=0`` (seed 003: TCP
+  retransmits, NAKACK2 only orders) and STABLE; TCP's blocking sends are
+  the flow control.
+
+Per member, the rate is the messages delivered per second between its first
+and its last delivery; the table shows the lowest member's rate (what every
+member got at least), its share of what was sent (the transport alone over
+UDP loses what the receivers cannot keep up with; that is not counted), and
+the ratio to the transport-only stack of the same transport. Peak memory is
+``ru_maxrss`` of the largest member. Runs are interleaved and repeated;
+medians are shown.
+
+``--long`` runs each protocol stack once for ``--seconds`` (default 60) and
+prints every member's RSS every ``--sample`` seconds, to check that memory
+stays flat while traffic flows.
+
+This is a measurement, not a test: nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import uuid
+from typing import Any
+
+from _members import run_group
+
+BATCH = 64  # messages per Stack.send
+IDLE = 2.0  # a member stops counting this long after its last delivery
+BUFFER = 4 << 20  # UDP receive buffers: what the kernel grants here without tuning
+
+STACKS: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
+    "udp": ("udp", [("PASS", {})]),
+    "udp-nakack2": ("udp", [("NAKACK2", {}), ("STABLE", {}), ("MFC", {})]),
+    "udp-mcast": ("udp", [("MCAST", {})]),
+    "tcp": ("tcp", [("PASS", {})]),
+    "tcp-nakack2": ("tcp", [("NAKACK2", {"xmit_interval": 0}), ("STABLE", {})]),
+}
+#: The transport-only stack each protocol stack is compared with.
+BASELINE = {name: kind for name, (kind, _) in STACKS.items()}
+
+
+def _transport(kind: str) -> tuple[str, dict[str, Any]]:
+    if kind == "udp":
+        return "UDP", {
+            "bind_port": 0,
+            "mcast_port": random.randint(20_000, 60_000),
+            "ip_ttl": 0,
+            "ucast_recv_buf_size": BUFFER,
+            "mcast_recv_buf_size": BUFFER,
+        }
+    return "TCP", {"bind_port": 0}
+
+
+def run(stack: str, opts: Any, sample: float = 0.0) -> list[dict[str, Any]]:
+    """One run: every member's result (count, seconds, sent, peak_rss_kb, rss_kb)."""
+    kind, layers = STACKS[stack]
+    cluster = f"bench-{uuid.uuid4().hex[:12]}"
+    transport = _transport(kind)  # one multicast port for the whole group
+    specs = [
+        {
+            "label": stack,
+            "layers": [transport, *layers],
+            "cluster": cluster,
+            "name": f"M{i}",
+            "role": "mcast",
+            "size": opts.size,
+            "batch": BATCH,
+            "seconds": opts.seconds,
+            "idle": IDLE,
+            "sample": sample,
+        }
+        for i in range(opts.members)
+    ]
+    return run_group(specs)
+
+
+def _summary(results: list[dict[str, Any]]) -> tuple[float, float, int]:
+    """The lowest member's rate, its share of all that was sent, the largest peak RSS."""
+    sent = sum(r["sent"] for r in results)
+    rates = [r["count"] / max(r["seconds"], 1e-9) for r in results]
+    low = min(range(len(results)), key=lambda i: rates[i])
+    return rates[low], results[low]["count"] / max(sent, 1), max(r["peak_rss_kb"] for r in results)
+
+
+def short(opts: Any) -> None:
+    names = opts.stacks.split(",")
+    rates: dict[str, list[float]] = {s: [] for s in names}
+    shares: dict[str, list[float]] = {s: [] for s in names}
+    peaks: dict[str, list[int]] = {s: [] for s in names}
+    for _ in range(opts.repeat):  # interleaved, so a noisy moment hits every stack
+        for stack in names:
+            rate, share, peak = _summary(run(stack, opts))
+            rates[stack].append(rate)
+            shares[stack].append(share)
+            peaks[stack].append(peak)
+    print(
+        f"\n{opts.members} members each multicasting {opts.size} B messages in batches of "
+        f"{BATCH}; medians of {opts.repeat} interleaved runs"
+    )
+    print(
+        f"{'stack':<12} {'msgs/s/member':>13} {'ratio':>6} {'delivered':>9} "
+        f"{'peak RSS MiB':>12}   runs (lowest member's msgs/s)"
+    )
+    for stack in names:
+        rate = statistics.median(rates[stack])
+        base = BASELINE[stack]
+        ratio = f"{rate / statistics.median(rates[base]):>5.2f}x" if base in rates else f"{'-':>6}"
+        print(
+            f"{stack:<12} {rate:>13,.0f} {ratio} {statistics.median(shares[stack]):>9.1%} "
+            f"{statistics.median(peaks[stack]) / 1024:>12.1f}   "
+            f"{[round(r) for r in rates[stack]]}"
+        )
+
+
+def long(opts: Any) -> None:
+    names = [s for s in opts.stacks.split(",") if s != BASELINE[s]]
+    for stack in names:
+        results = run(stack, opts, sample=opts.sample)
+        rate, share, peak = _summary(results)
+        print(
+            f"\n{stack}: {opts.seconds:.0f} s, {rate:,.0f} msgs/s at the lowest member "
+            f"({share:.1%} of those sent), peak RSS {peak / 1024:.1f} MiB"
+        )
+        print(f"RSS MiB every {opts.sample:g} s, per member:")
+        for i, result in enumerate(results):
+            curve = " ".join(f"{kb / 1024:6.1f}" for kb in result["rss_kb"])
+            print(f"  M{i}: {curve}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="reliable multicast vs transport-only stack")
+    parser.add_argument("--seconds", type=float, default=None, help="sending time per run")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved runs; medians shown")
+    parser.add_argument("--members", type=int, default=3)
+    parser.add_argument("--size", type=int, default=1000, help="payload bytes")
+    parser.add_argument("--stacks", default=",".join(STACKS))
+    parser.add_argument("--long", action="store_true", help="one long run per protocol stack")
+    parser.add_argument("--sample", type=float, default=10.0, help="RSS sampling period (--long)")
+    opts = parser.parse_args()
+    if opts.seconds is None:
+        opts.seconds = 60.0 if opts.long else 3.0
+    if opts.long:
+        long(opts)
+    else:
+        short(opts)
+
+
+if __name__ == "__main__":
+    main()
