@@ -11,6 +11,7 @@ bounded by a generous deadline and nothing asserts on durations.
 
 from __future__ import annotations
 
+import functools
 import random
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -94,13 +95,15 @@ async def _multicast_and_check(
     marks = {r.name: len(r.events) for r in receivers}
     for s in senders:
         await s.command("burst", to=None, prefix=f"{tag}-{s.name}", count=count)
+    total = count * len(senders)
+
+    def tagged(got: list[tuple[str, str]]) -> list[tuple[str, str]]:
+        return [(src, p) for src, p in got if p.startswith(f"{tag}-")]
+
     for r in receivers:
-        total = count * len(senders)
-        await r.wait_until(
-            lambda m: sum(p.startswith(f"{tag}-") for _, p in m.delivered_since(marks[m.name]))  # type: ignore[attr-defined]
-            >= total
+        got = tagged(
+            await r.wait_delivered_since(marks[r.name], lambda got: len(tagged(got)) >= total)
         )
-        got = [(src, p) for src, p in r.delivered_since(marks[r.name]) if p.startswith(f"{tag}-")]
         for s in senders:
             from_s = [p for src, p in got if src == s.uuid]
             assert from_s == [f"{tag}-{s.name}-{i}" for i in range(count)], (r.name, s.name)
@@ -115,9 +118,12 @@ async def _unicast_and_check(members: Sequence[GroupMember], tag: str) -> None:
                 await s.command("send", to=r.uuid, payloads=[f"{tag}-{s.name}-{r.name}"])
     for r in members:
         want = {(s.uuid, f"{tag}-{s.name}-{r.name}") for s in members if s is not r}
-        await r.wait_until(
-            lambda m: want <= set(m.delivered_since(marks[m.name]))  # type: ignore[attr-defined]
-        )
+        got = await r.wait_delivered_since(marks[r.name], functools.partial(_holds, want))
+        assert len([p for _, p in got if p.startswith(f"{tag}-")]) == len(want), r.name
+
+
+def _holds(want: set[tuple[str, str]], got: list[tuple[str, str]]) -> bool:
+    return want <= set(got)
 
 
 @pytest.mark.parametrize("stack", ["udp", "tcp"])
@@ -163,9 +169,7 @@ async def test_five_processes_survive_sigkills_and_a_late_joiner_gets_state_and_
         expected_state = set(survivors[0].delivered())
 
         async with _step("late joiner", members):
-            late = await GroupMember.start(
-                nursery, "F", stack=stack, cluster=cluster, props=props
-            )
+            late = await GroupMember.start(nursery, "F", stack=stack, cluster=cluster, props=props)
             members.append(late)
             await wait_same_view([*survivors, late])
         state = late.state()

@@ -131,7 +131,7 @@ class _Member:
             except ChannelClosed:
                 return
             msgs = [[_hex(m.src), str(m.payload)] for m in batch]
-            self.ledger.applied.extend(pair for m, pair in zip(batch, msgs) if m.multicast)
+            self.ledger.applied.extend(p for m, p in zip(batch, msgs, strict=True) if m.multicast)
             _emit("deliver", msgs=msgs)
 
     async def read_commands(self) -> None:

@@ -91,6 +91,13 @@ class GroupMember(MemberProcess):
             for src, payload in event["msgs"]
         ]
 
+    async def wait_delivered_since(
+        self, index: int, done: Callable[[list[tuple[str, str]]], bool]
+    ) -> list[tuple[str, str]]:
+        """Wait until what was delivered after event ``index`` passes ``done``; return it."""
+        await self.wait_until(lambda _: done(self.delivered_since(index)))
+        return self.delivered_since(index)
+
     def state(self) -> list[tuple[str, str]] | None:
         """The state this member received on join, or None if it got none."""
         event = next((e for e in self.events if e["event"] == "state"), None)
@@ -134,7 +141,7 @@ async def wait_same_view(
     *,
     check: Callable[[dict[str, Any]], bool] = lambda view: True,
 ) -> dict[str, Any]:
-    """Wait until every member's last view has exactly these members, the same id, and passes ``check``.
+    """Wait until the members' last views have one id, exactly these members, and pass ``check``.
 
     Returns that view (as ``members[0]`` printed it).
     """
