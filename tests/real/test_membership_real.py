@@ -209,7 +209,7 @@ def _check_state_then_deliveries(late: GroupMember, old: GroupMember) -> None:
 async def test_five_processes_split_by_discard_and_heal_into_one_merge_view(stack: str) -> None:
     """(a) five join one view; (d) DISCARD splits {A,B} | {C,D,E} into two views; healed,
     all five install one MergeView whose subgroups are the two sides, and multicasts and
-    unicasts sent after it reach everyone."""
+    unicasts sent after it reach everyone; a member sent SIGTERM leaves gracefully."""
     cluster = f"mem-{uuid.uuid4().hex[:8]}"
     props = _props(stack, 5)
     async with _processes() as (nursery, members):
@@ -241,3 +241,10 @@ async def test_five_processes_split_by_discard_and_heal_into_one_merge_view(stac
         async with _step("messages after the merge", members):
             await _multicast_and_check(members, members, "merged", 10)
             await _unicast_and_check(members, "uc")
+
+        leaver = members[-1]
+        leaver.process.terminate()
+        async with _step("SIGTERM leaves gracefully", members):
+            assert await leaver.process.wait() == 0
+            await leaver.wait_for(lambda e: e["event"] == "bye")
+            await wait_same_view(members[:-1])
