@@ -201,6 +201,22 @@ def test_gms_only_the_first_unsuspected_member_takes_over() -> None:
     assert not [m for item in gms.take_down() if isinstance(item, list) for m in item]
 
 
+def test_gms_member_taking_over_excludes_every_member_suspected_before() -> None:
+    """C learns that A (coordinator) and then B are suspected, in two events: it takes over
+    on the second and its first view must leave out both, not only the fresh suspect B
+    (a view [A, C] would name the dead A coordinator). JGroups queues every suspect then."""
+    gms = _gms(C)
+    _installed(gms, View(ViewId(3, A), [A, B, C]))
+    gms.up_event(Suspect((A,)), 1.0)
+    assert gms.state == "participant"
+    gms.up_event(Suspect((B,)), 2.0)
+    gms.tick(2.0 + gms.max_bundling_time)
+    out = [m for item in gms.take_down() if isinstance(item, list) for m in item]
+    (view_msg,) = [m for m in out if m.headers[ids.GMS].type == VIEW]
+    assert view_msg.headers[ids.GMS].view.members == (C,)
+    assert gms.state == "coordinator" and gms.view is not None and gms.view.coord == C
+
+
 def test_gms_older_and_foreign_views_are_ignored() -> None:
     gms = _gms(B)
     _installed(gms, View(ViewId(3, A), [A, B]))

@@ -7,11 +7,14 @@ from typing import Any
 import trio
 
 from triogroups import Address, MergeView, Message, StackConfig, View, ViewChange, ViewId
-from triogroups.events import Merge
+from triogroups.events import FindMembers, MembersFound, Merge, PingData
+from triogroups.message import Flag
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import MERGE_RSP
 from triogroups.protocols.merge3 import INFO, Merge3, Merge3Header
 from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.transports.sim import SimTransport
+from triogroups.transports.tcp import TcpTransport
 
 STACK = StackConfig.of(
     "SIM",
@@ -178,3 +181,30 @@ def test_merge3_a_view_whose_coordinator_is_silent_is_represented_by_a_member() 
     m.tick(5.0)
     (event,) = [e for e in m.take_up() if isinstance(e, Merge)]
     assert set(event.coords) == {A, B}
+
+
+def test_merge3_over_tcp_finds_members_and_sends_info_to_each_as_a_unicast() -> None:
+    """TCP multicasts reach only the current view, so an INFO multicast would never reach
+    another partition after it healed: MERGE3 runs a discovery and unicasts INFO to every
+    member that answered (found by the real-process partition test over TCP)."""
+    mine = View(ViewId(5, A), [A, B])
+    m = _merge3(A, mine)
+    m.check_stack([TcpTransport()], [])
+    m.tick(1.0)
+    (find,) = m.take_down()
+    assert isinstance(find, FindMembers)
+    found = [PingData(x, ("127.0.0.1", 7800 + i), x == C) for i, x in enumerate((A, B, C))]
+    m.up_event(MembersFound(tuple(found)), 1.1)
+    infos = [msg for batch in m.take_down() if isinstance(batch, list) for msg in batch]
+    assert sorted(msg.dest for msg in infos) == [B, C]  # type: ignore[type-var]
+    assert all(msg.headers[ids.MERGE3] == Merge3Header(INFO, mine) for msg in infos)
+    assert all(msg.flags & Flag.NO_RELIABILITY for msg in infos)
+    assert [e for e in m.take_up() if isinstance(e, MembersFound)], "GMS still sees the answer"
+
+
+def test_merge3_over_a_multicasting_transport_sends_one_info_multicast() -> None:
+    m = _merge3(A, View(ViewId(5, A), [A, B]))
+    m.check_stack([SimTransport()], [])
+    m.tick(1.0)
+    (batch,) = m.take_down()
+    assert isinstance(batch, list) and [msg.dest for msg in batch] == [None]

@@ -11,6 +11,10 @@ Only one member leads; the others see the same views and stay quiet.
 
 INFO is sent with NO_RELIABILITY (and OOB): it must reach members of other
 views, whose reliability layers would drop a multicast from a non-member.
+Over a transport whose multicast reaches only the current view (TCP, see
+`Transport.supports_multicasting`), members of other views would never hear
+it, so, as JGroups does, MERGE3 runs a discovery (`FindMembers`) instead and
+sends the INFO as a unicast to every member that answered.
 
 Choices the design leaves open: the INFO carries the whole view rather than
 only its id (no extra round trip to learn a view's members, at the cost of a
@@ -25,7 +29,7 @@ import random
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import Merge
+from triogroups.events import Event, FindMembers, MembersFound, Merge
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
@@ -88,10 +92,15 @@ class Merge3(Protocol):
         self._next_info = math.inf
         self._next_check = math.inf
         self._rng = random.Random()
+        self._multicasting = True
+        self._finding = False
         self.infos_sent = 0
         self.infos_received = 0
         self.merges_started = 0
         self.checks_with_many_views = 0
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        self._multicasting = getattr(below[0], "supports_multicasting", True) if below else True
 
     def start(self, local_address: Address, cluster: str, now: float) -> None:
         super().start(local_address, cluster, now)
@@ -117,16 +126,32 @@ class Merge3(Protocol):
         if passed:
             self.send_up(passed)
 
+    def up_event(self, event: Event, now: float) -> None:
+        if isinstance(event, MembersFound) and self._finding:
+            self._finding = False
+            me = self.local_address
+            for data in event.responses:
+                if data.address != me:
+                    self._send_info(data.address)
+        super().up_event(event, now)
+
+    def _send_info(self, dest: Address | None) -> None:
+        if self.view is not None:
+            self.infos_sent += 1
+            hdr = Merge3Header(INFO, self.view)
+            self.send_down_one(Message(dest, flags=_INFO_FLAGS, headers={_ID: hdr}))
+
     def next_deadline(self) -> float:
         return min(self._next_info, self._next_check)
 
     def tick(self, now: float) -> None:
         if now >= self._next_info:
             self._next_info = now + self._interval()
-            if self.view is not None:
-                self.infos_sent += 1
-                hdr = Merge3Header(INFO, self.view)
-                self.send_down_one(Message(None, flags=_INFO_FLAGS, headers={_ID: hdr}))
+            if self._multicasting:
+                self._send_info(None)
+            elif self.view is not None:
+                self._finding = True
+                self.pass_down(FindMembers(self.min_interval))
         if now >= self._next_check:
             self._next_check = now + self._check_every()
             self._check()

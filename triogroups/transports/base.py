@@ -25,9 +25,15 @@ class Transport(Protocol):
     ``lossless`` says whether a message the transport has accepted can still
     be lost before it reaches the layer above (UDP: yes; TCP: no). NAKACK2's
     no-retransmission mode is refused over a lossy transport.
+
+    ``supports_multicasting`` says whether a multicast reaches every member
+    of the cluster, in the view or not (IP multicast, the simulated
+    network), or only the members of the current view (TCP sends it to
+    each). MERGE3 must find members of other views some other way then.
     """
 
     lossless: ClassVar[bool] = False
+    supports_multicasting: ClassVar[bool] = True
 
     async def serve(
         self,

@@ -399,6 +399,7 @@ class Gms(Protocol):
             if heir == self.local_address:
                 self.counters["coordinator_takeovers"] += 1
                 self.state = COORDINATOR
+                fresh = sorted(self._suspected)  # earlier suspects too: they left no request
         if self.state in (COORDINATOR, LEAVING):
             for member in fresh:
                 self._request(SUSPECT_REQ, member, now)

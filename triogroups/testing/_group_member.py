@@ -1,0 +1,210 @@
+"""A GMS-driven member in a process of its own, driven by JSON lines: membership tests.
+
+Run as ``python -m triogroups.testing._group_member --stack udp|tcp|file.toml
+--cluster C --name A [--props '{"FD_ALL3": {"timeout": 2.0}}']``. It opens a
+channel (`open_channel`: discovery, JOIN, state transfer) on the stack with
+DISCARD inserted just above the transport, and speaks JSON lines: commands
+on stdin, events on stdout. Unlike `_member_process`, membership is the
+group's own business here: nothing installs views by hand.
+
+Commands::
+
+    {"cmd": "send", "to": uuid | null, "payloads": ["..", ...]}
+    {"cmd": "burst", "to": uuid | null, "prefix": "x", "count": 100}   x-0 .. x-99
+    {"cmd": "partition", "members": [uuid, ...]}   DISCARD drops all from/to them
+    {"cmd": "heal"}                                DISCARD drops nothing any more
+    {"cmd": "stats"}
+
+Events: ``state`` (applied: the replicated state received on join),
+``ready`` (uuid, name, physical; once joined), ``view`` (one per installed
+view, see `_view_event`), ``deliver`` (msgs: [[src uuid, payload], ...],
+one line per batch), ``sent``, ``partitioned``, ``healed``, ``stats`` and
+``bye``. The replicated state is the list of multicasts applied so far, as
+[src uuid, payload] pairs. UUIDs are 32 hex digits. The process leaves the
+group gracefully and exits with status 0 when stdin closes or on SIGTERM.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from typing import Any
+
+import trio
+
+from triogroups._channel import Channel, ChannelClosed, open_channel
+from triogroups.address import Address
+from triogroups.config import StackConfig
+from triogroups.protocols.discard import Discard
+from triogroups.view import MergeView, View
+
+__all__ = ["main"]
+
+
+def _emit(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}, default=str) + "\n")
+    sys.stdout.flush()
+
+
+def _hex(address: Address) -> str:
+    return f"{address.uuid:032x}"
+
+
+def _members(view: View) -> list[list[str]]:
+    return [[_hex(m), m.name] for m in view.members]
+
+
+def _view_event(view: View) -> dict[str, Any]:
+    """A view as JSON: id (counter, coordinator uuid), members, merge subgroups."""
+    merge = isinstance(view, MergeView)
+    return {
+        "id": [view.view_id.id, _hex(view.view_id.coord)],
+        "coord": _hex(view.coord),
+        "members": _members(view),
+        "merge": merge,
+        "subgroups": (
+            [
+                {"id": [v.view_id.id, _hex(v.view_id.coord)], "members": _members(v)}
+                for v in view.subgroups  # type: ignore[attr-defined]
+            ]
+            if merge
+            else []
+        ),
+    }
+
+
+class _Ledger:
+    """The replicated state: every multicast applied, as [src uuid, payload], in order."""
+
+    def __init__(self) -> None:
+        self.applied: list[list[str]] = []
+
+    def get_state(self) -> list[list[str]]:
+        return list(self.applied)
+
+    def set_state(self, state: list[list[str]]) -> None:
+        self.applied = [[str(src), str(payload)] for src, payload in state]
+        _emit("state", applied=self.applied)
+
+
+def stack_with_discard(stack: str, props: dict[str, dict[str, Any]]) -> StackConfig:
+    """The stack named ``stack`` with ``props`` applied and DISCARD right above the transport."""
+    config = StackConfig.resolve(stack)
+    if "DISCARD" not in config.names():
+        config = config.insert_above(config.names()[0], "DISCARD")
+    for layer, values in props.items():
+        config = config.configure(layer, **values)
+    return config
+
+
+class _Member:
+    def __init__(self, channel: Channel, ledger: _Ledger) -> None:
+        self.channel = channel
+        self.ledger = ledger
+
+    def _address(self, uuid: str) -> Address:
+        """The member of the current view with this uuid (NotAMember on send if none)."""
+        wanted = int(uuid, 16)
+        return next((m for m in self.channel.view.members if m.uuid == wanted), Address(wanted))
+
+    def _discard(self) -> Discard:
+        discard = self.channel.stack.protocol("DISCARD")
+        assert isinstance(discard, Discard)
+        return discard
+
+    async def read_views(self) -> None:
+        async for view in self.channel.views():
+            _emit("view", **_view_event(view))
+
+    async def read_messages(self) -> None:
+        channel = self.channel
+        while True:
+            try:
+                batch = [await channel.receive()]
+                while True:
+                    batch.append(channel.receive_nowait())
+            except trio.WouldBlock:
+                pass
+            except ChannelClosed:
+                return
+            msgs = [[_hex(m.src), str(m.payload)] for m in batch]
+            self.ledger.applied.extend(p for m, p in zip(batch, msgs, strict=True) if m.multicast)
+            _emit("deliver", msgs=msgs)
+
+    async def read_commands(self) -> None:
+        stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
+        buffer = b""
+        async with stdin:
+            while True:
+                chunk = await stdin.receive_some(65536)
+                if not chunk:
+                    return
+                buffer += chunk
+                *lines, buffer = buffer.split(b"\n")
+                for line in lines:
+                    if line.strip():
+                        await self.command(json.loads(line))
+
+    async def command(self, cmd: dict[str, Any]) -> None:
+        kind = cmd.get("cmd")
+        if kind in ("send", "burst"):
+            to = cmd.get("to")
+            dest = None if to is None else self._address(to)
+            if kind == "send":
+                payloads = [str(p) for p in cmd["payloads"]]
+            else:
+                payloads = [f"{cmd['prefix']}-{i}" for i in range(int(cmd["count"]))]
+            for payload in payloads:
+                await self.channel.send(payload, dest)
+            _emit("sent", count=len(payloads))
+        elif kind == "partition":
+            others = [self._address(u) for u in cmd["members"]]
+            self._discard().ignore(*others)
+            self._discard().drop_to(*others)
+            _emit("partitioned", members=[_hex(m) for m in others])
+        elif kind == "heal":
+            self._discard().reset()
+            _emit("healed")
+        elif kind == "stats":
+            _emit("stats", stats={"channel": self.channel.stats(), **self.channel.stack.stats()})
+        else:
+            _emit("error", detail=f"unknown command {kind!r}")
+
+
+async def _run(args: argparse.Namespace) -> None:
+    config = stack_with_discard(args.stack, json.loads(args.props))
+    ledger = _Ledger()
+    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+        async with open_channel(args.cluster, config, args.name, state=ledger) as channel:
+            me = channel.address
+            physical = getattr(channel.stack.protocols[0], "physical", ("", 0))
+            _emit("ready", uuid=_hex(me), name=me.name, physical=list(physical))
+            member = _Member(channel, ledger)
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(member.read_views)
+                nursery.start_soon(member.read_messages)
+
+                async def stop_on_signal() -> None:
+                    async for _ in signals:
+                        nursery.cancel_scope.cancel()
+
+                nursery.start_soon(stop_on_signal)
+                await member.read_commands()
+                nursery.cancel_scope.cancel()
+    _emit("bye")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--stack", default="udp", help="preset name or TOML file")
+    parser.add_argument("--cluster", default="test")
+    parser.add_argument("--name", default="")
+    parser.add_argument("--props", default="{}", help='JSON: {"LAYER": {"property": value}}')
+    trio.run(_run, parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    main()
