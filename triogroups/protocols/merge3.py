@@ -12,6 +12,12 @@ Only one member leads; the others see the same views and stay quiet.
 INFO is sent with NO_RELIABILITY (and OOB): it must reach members of other
 views, whose reliability layers would drop a multicast from a non-member.
 
+Over a transport whose multicast reaches only the view (TCP), a multicast
+INFO would never leave the subgroup, and a member that started alone would
+stay alone. There, as in JGroups, each INFO round asks discovery who is
+there (`FindMembers`) and sends the INFO as a unicast to every member that
+answered, inside the view or not.
+
 Choices the design leaves open: the INFO carries the whole view rather than
 only its id (no extra round trip to learn a view's members, at the cost of a
 larger INFO in large groups); the interval randomness comes from a generator
@@ -25,7 +31,7 @@ import random
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import Merge
+from triogroups.events import Event, FindMembers, MembersFound, Merge
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
@@ -88,6 +94,8 @@ class Merge3(Protocol):
         self._next_info = math.inf
         self._next_check = math.inf
         self._rng = random.Random()
+        self._multicast = True
+        self._finding = False
         self.infos_sent = 0
         self.infos_received = 0
         self.merges_started = 0
@@ -98,6 +106,10 @@ class Merge3(Protocol):
         self._rng = random.Random(local_address.uuid)
         self._next_info = now + self._interval()
         self._next_check = now + self._check_every()
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        """Learn whether the transport's multicast reaches members of other views."""
+        self._multicast = bool(getattr(below[0], "supports_multicast", True)) if below else True
 
     def _interval(self) -> float:
         return self._rng.uniform(self.min_interval, self.max_interval)
@@ -123,13 +135,31 @@ class Merge3(Protocol):
     def tick(self, now: float) -> None:
         if now >= self._next_info:
             self._next_info = now + self._interval()
-            if self.view is not None:
-                self.infos_sent += 1
-                hdr = Merge3Header(INFO, self.view)
-                self.send_down_one(Message(None, flags=_INFO_FLAGS, headers={_ID: hdr}))
+            if self.view is not None and self._multicast:
+                self._send_info(None)
+            elif self.view is not None:
+                self._finding = True
+                self.pass_down(FindMembers(self.min_interval))
         if now >= self._next_check:
             self._next_check = now + self._check_every()
             self._check()
+
+    def _send_info(self, dest: Address | None) -> None:
+        assert self.view is not None
+        self.infos_sent += 1
+        hdr = Merge3Header(INFO, self.view)
+        self.send_down_one(Message(dest, flags=_INFO_FLAGS, headers={_ID: hdr}))
+
+    def up_event(self, event: Event, now: float) -> None:
+        """Discovery answered our find: the INFO goes to each member found, one by one."""
+        if isinstance(event, MembersFound) and self._finding:
+            self._finding = False
+            me = self.local_address
+            if self.view is not None:
+                for data in event.responses:
+                    if data.address != me:
+                        self._send_info(data.address)
+        super().up_event(event, now)
 
     def _check(self) -> None:
         heard, self._heard = self._heard, {}

@@ -25,9 +25,15 @@ class Transport(Protocol):
     ``lossless`` says whether a message the transport has accepted can still
     be lost before it reaches the layer above (UDP: yes; TCP: no). NAKACK2's
     no-retransmission mode is refused over a lossy transport.
+
+    ``supports_multicast`` says whether a multicast reaches members outside
+    the current view (UDP: yes, IP multicast; TCP: no, it is written to each
+    view member). MERGE3 must find members of other views some other way
+    where it does not.
     """
 
     lossless: ClassVar[bool] = False
+    supports_multicast: ClassVar[bool] = True
 
     async def serve(
         self,

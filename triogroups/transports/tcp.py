@@ -98,6 +98,7 @@ class TcpTransport(Transport):
 
     name = "TCP"
     lossless = True
+    supports_multicast = False
 
     bind_addr = Str(
         "127.0.0.1",
