@@ -169,7 +169,7 @@ class _Member:
     name: str
     proc: subprocess.Popen[str]
     ready: float = 0.0
-    views: list[dict[str, Any]] = field(default_factory=list)
+    reports: list[dict[str, Any]] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
 
     def tell(self, line: str) -> None:
@@ -228,15 +228,13 @@ class _Group:
                 raise RuntimeError(f"no {what} within {timeout}s{self._diagnosis()}") from None
             if "ready" in report:
                 member.ready = report["ready"]
-            elif "view" in report:
-                member.views.append(report)
-            elif "rpc" in report:
-                member.views.append(report)
+            else:
+                member.reports.append(report)
 
     def _diagnosis(self) -> str:
         lines = []
         for m in self.members:
-            last = m.views[-1] if m.views else None
+            last = m.reports[-1] if m.reports else None
             lines.append(f"\n  {m.name} (exit {m.proc.poll()}): last report {last}")
             lines.extend(f"\n    {line.rstrip()}" for line in m.stderr[-5:])
         return "".join(lines)
@@ -273,7 +271,7 @@ class _Group:
 
 
 def _last_view(member: _Member) -> dict[str, Any] | None:
-    views = [r for r in member.views if "view" in r]
+    views = [r for r in member.reports if "view" in r]
     return views[-1] if views else None
 
 
@@ -321,8 +319,9 @@ def measure_rpc(kind: str, seconds: float, callers: int) -> dict[str, Any]:
         group.start()
         caller = group.members[0]
         caller.tell(f"rpc {seconds} {callers}")
-        group.wait_for(lambda: any("rpc" in r for r in caller.views), "rpc result", seconds + WAIT)
-        return next(r["rpc"] for r in caller.views if "rpc" in r)
+        results = caller.reports
+        group.wait_for(lambda: any("rpc" in r for r in results), "rpc result", seconds + WAIT)
+        return next(r["rpc"] for r in results if "rpc" in r)
     finally:
         group.close()
 
@@ -379,10 +378,7 @@ def run_fd(kinds: list[str], n: int, repeat: int, default_repeat: int) -> None:
         )
         low = fd["timeout"] - fd["interval"] + fd["verify_timeout"]
         high = fd["timeout"] + fd["interval"] + fd["verify_timeout"]
-        print(
-            f"{kind.upper():<5}{desc:<40}{len(runs):>5}  {_spread(runs):<24}"
-            f"{low:g}-{high:g}s"
-        )
+        print(f"{kind.upper():<5}{desc:<40}{len(runs):>5}  {_spread(runs):<24}{low:g}-{high:g}s")
 
 
 def run_rpc(kinds: list[str], seconds: float, callers: list[int], repeat: int) -> None:
