@@ -2,12 +2,16 @@
 
     python benchmarks/bench_membership.py [--parts formation,fd,rpc] [--kinds udp,tcp]
         [--sizes 2,4,8] [--repeat 3] [--fd-members 4] [--fd-repeat 3] [--fd-default-repeat 1]
-        [--rpc-seconds 3] [--rpc-callers 1,8]
+        [--rpc-seconds 3] [--rpc-callers 1,8] [--tcp-hosts listed|range]
 
 Every member is its own OS process running the shipped ``udp`` or ``tcp``
 preset on loopback (UDP: a random ``mcast_port``, TTL 0; TCP: a random
-``bind_port`` base and ``TCPPING`` probing the N ports above it), in a
-cluster of its own name, so parallel runs on the host do not meet.
+``bind_port`` base and ``TCPPING`` listing the N ports from there, or with
+``--tcp-hosts range`` listing the base port with ``port_range`` N-1 as the
+preset does), in a cluster of its own name, so parallel runs on the host do
+not meet. (A TCPPING find ends once every *listed* host answered, so with
+``range`` a find ends at the first answer and members starting together
+often form several views that only MERGE3 joins later.)
 
 - **formation**: N member processes are launched at once. Each imports
   triogroups, builds its stack config, says it is ready and waits; when all
@@ -76,11 +80,13 @@ def _config(spec: dict[str, Any]) -> Any:
     if spec["kind"] == "udp":
         config = config.configure("UDP", mcast_port=spec["port"])
     else:
-        base = spec["port"]
-        config = config.configure("TCP", bind_port=base, port_range=spec["members"] + 10)
-        config = config.configure(
-            "TCPPING", initial_hosts=[f"127.0.0.1[{base}]"], port_range=spec["members"] - 1
-        )
+        base, n = spec["port"], spec["members"]
+        config = config.configure("TCP", bind_port=base, port_range=n + 10)
+        if spec["tcp_hosts"] == "listed":
+            hosts, extra = [f"127.0.0.1[{base + i}]" for i in range(n)], 0
+        else:
+            hosts, extra = [f"127.0.0.1[{base}]"], n - 1
+        config = config.configure("TCPPING", initial_hosts=hosts, port_range=extra)
     fd = spec.get("fd")
     if fd:
         config = config.configure("FD_ALL3", interval=fd["interval"], timeout=fd["timeout"])
@@ -182,9 +188,11 @@ class _Member:
 class _Group:
     """N member processes and the JSON lines they send, gathered by one thread each."""
 
+    tcp_hosts = "listed"
+
     def __init__(self, kind: str, n: int, fd: dict[str, float] | None) -> None:
         port = random.randint(20_000, 59_000 - n)
-        spec = {"kind": kind, "members": n, "port": port, "fd": fd}
+        spec = {"kind": kind, "members": n, "port": port, "fd": fd, "tcp_hosts": self.tcp_hosts}
         spec["cluster"] = f"bm-{uuid.uuid4().hex[:10]}"
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
@@ -416,7 +424,9 @@ def main() -> None:
     parser.add_argument("--fd-default-repeat", type=int, default=1, help="runs, default FD")
     parser.add_argument("--rpc-seconds", type=float, default=3.0)
     parser.add_argument("--rpc-callers", default="1,8", help="concurrent calling tasks")
+    parser.add_argument("--tcp-hosts", choices=["listed", "range"], default="listed")
     opts = parser.parse_args()
+    _Group.tcp_hosts = opts.tcp_hosts
     parts = opts.parts.split(",")
     kinds = opts.kinds.split(",")
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} on {os.cpu_count()} cores")
