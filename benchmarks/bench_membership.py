@@ -360,19 +360,35 @@ def run_formation(kinds: list[str], sizes: list[int], repeat: int) -> None:
     for _ in range(repeat):
         for n in sizes:
             for kind in kinds:
-                startup, formation = measure_formation(kind, n)
-                results.setdefault((kind, n), []).append((startup, formation))
+                runs = results.setdefault((kind, n), [])
+                try:
+                    startup, formation = measure_formation(kind, n)
+                except RuntimeError as exc:  # recorded as a run without a result
+                    print(f"  formation {kind} N={n}: FAILED: {exc}")
+                    continue
+                runs.append((startup, formation))
                 print(f"  formation {kind} N={n}: start-up {startup:.2f}s, view {formation:.2f}s")
-    print(f"\nView formation: median (min-max) of {repeat} runs")
-    print(f"{'':<5}{'N':>3}  {'start-up':<22}{'go -> one view':<22}{'launch -> one view':<22}")
+    print(f"\nView formation: median (min-max) of the runs that formed one view, of {repeat}")
+    print(
+        f"{'':<5}{'N':>3}{'runs':>5}  {'start-up':<22}{'go -> one view':<22}"
+        f"{'launch -> one view':<22}"
+    )
     for (kind, n), runs in sorted(results.items()):
         startups = [s for s, _ in runs]
         forms = [f for _, f in runs]
         totals = [s + f for s, f in runs]
         print(
-            f"{kind.upper():<5}{n:>3}  {_spread(startups):<22}{_spread(forms):<22}"
+            f"{kind.upper():<5}{n:>3}{len(runs):>5}  {_spread(startups):<22}{_spread(forms):<22}"
             f"{_spread(totals):<22}"
         )
+
+
+def _fd_attempt(kind: str, n: int, fd: dict[str, float], fast: bool) -> float | None:
+    try:
+        return measure_fd(kind, n, fd, fast)
+    except RuntimeError as exc:  # recorded as a run without a result
+        print(f"  fd {kind} {'fast' if fast else 'default'}: FAILED: {exc}")
+        return None
 
 
 def run_fd(kinds: list[str], n: int, repeat: int, default_repeat: int) -> None:
@@ -384,11 +400,13 @@ def run_fd(kinds: list[str], n: int, repeat: int, default_repeat: int) -> None:
             # the default runs mostly wait out the timeout: the transports wait side by side
             with ThreadPoolExecutor(max_workers=1 if fast else len(kinds) or 1) as pool:
                 fds = [settings[kind, fast] for kind in todo]
-                runs = pool.map(measure_fd, todo, [n] * len(todo), fds, [fast] * len(todo))
+                runs = pool.map(_fd_attempt, todo, [n] * len(todo), fds, [fast] * len(todo))
                 for kind, took in zip(todo, runs, strict=True):
                     label = "fast" if fast else "default"
-                    results.setdefault((kind, label), []).append(took)
-                    print(f"  fd {kind} {label}: new view {took:.2f}s after SIGKILL")
+                    results.setdefault((kind, label), [])
+                    if took is not None:
+                        results[kind, label].append(took)
+                        print(f"  fd {kind} {label}: new view {took:.2f}s after SIGKILL")
     print(f"\nFailure detection, group of {n}, SIGKILL of one participant: median (min-max)")
     print(f"{'':<5}{'settings':<40}{'runs':>5}  {'kill -> view':<24}{'expected':<20}")
     for (kind, label), runs in sorted(results.items()):
@@ -407,22 +425,30 @@ def run_rpc(kinds: list[str], seconds: float, callers: list[int], repeat: int) -
     for _ in range(repeat):
         for kind in kinds:
             for k in callers:
-                r = measure_rpc(kind, seconds, k)
-                results.setdefault((kind, k), []).append(r)
+                runs = results.setdefault((kind, k), [])
+                try:
+                    r = measure_rpc(kind, seconds, k)
+                except RuntimeError as exc:  # recorded as a run without a result
+                    print(f"  rpc {kind} callers={k}: FAILED: {exc}")
+                    continue
+                runs.append(r)
                 rate = r["calls"] / r["seconds"]
                 print(
                     f"  rpc {kind} callers={k}: {rate:,.0f} calls/s, "
                     f"p50 {r['p50'] * 1e3:.2f}ms p99 {r['p99'] * 1e3:.2f}ms, failed {r['failed']}"
                 )
     print(f"\nGroup RPC, N=3, mode all, {seconds:g}s per run: median (min-max) of {repeat} runs")
-    print(f"{'':<5}{'callers':>8}  {'calls/s':<24}{'p50':<26}{'p99':<26}{'failed':>6}")
+    print(
+        f"{'':<5}{'callers':>8}{'runs':>5}  {'calls/s':<24}{'p50':<26}{'p99':<26}"
+        f"{'failed calls':>12}"
+    )
     for (kind, k), runs in sorted(results.items()):
         rates = [r["calls"] / r["seconds"] for r in runs]
         p50 = [r["p50"] * 1e3 for r in runs]
         p99 = [r["p99"] * 1e3 for r in runs]
         print(
-            f"{kind.upper():<5}{k:>8}  {_spread(rates, '', 0):<24}{_spread(p50, 'ms'):<26}"
-            f"{_spread(p99, 'ms'):<26}{sum(r['failed'] for r in runs):>6}"
+            f"{kind.upper():<5}{k:>8}{len(runs):>5}  {_spread(rates, '', 0):<24}"
+            f"{_spread(p50, 'ms'):<26}{_spread(p99, 'ms'):<26}{sum(r['failed'] for r in runs):>12}"
         )
 
 
