@@ -63,6 +63,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+import trio
+
+from triogroups import Channel, StackConfig, open_channel
+from triogroups.protocols.fd_all3 import FdAll3
+from triogroups.protocols.verify_suspect import VerifySuspect
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAST_FD = {"interval": 0.5, "timeout": 2.0, "verify_timeout": 0.5}
 WAIT = 120.0  # longest the driver waits for any one step before giving up on a run
@@ -76,10 +82,8 @@ def _emit(**fields: Any) -> None:
 # --- the member process --------------------------------------------------------------
 
 
-def _config(spec: dict[str, Any]) -> Any:
+def _config(spec: dict[str, Any]) -> StackConfig:
     """The preset of ``spec["kind"]`` on the run's ports, with the run's FD settings."""
-    from triogroups import StackConfig
-
     config = StackConfig.preset(spec["kind"])
     if spec["kind"] == "udp":
         config = config.configure("UDP", mcast_port=spec["port"])
@@ -104,10 +108,8 @@ def _percentile(sorted_values: list[float], q: float) -> float:
     return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
 
 
-async def _rpc_load(channel: Any, seconds: float, callers: int) -> dict[str, Any]:
+async def _rpc_load(channel: Channel, seconds: float, callers: int) -> dict[str, Any]:
     """``callers`` tasks calling ``echo`` on the group with mode all, for ``seconds``."""
-    import trio
-
     latencies: list[float] = []
     failed = 0
     members = len(channel.view)
@@ -142,11 +144,10 @@ async def _rpc_load(channel: Any, seconds: float, callers: int) -> dict[str, Any
 
 
 async def _member(spec: dict[str, Any]) -> None:
-    """One member: ready, wait for go, join, report every view, obey commands on stdin."""
-    import trio
+    """One member: ready, wait for go, join, report every view, run rpc loads when told.
 
-    from triogroups import open_channel
-
+    It ends when its stdin closes; the driver usually kills it before that.
+    """
     config = _config(spec)
     _emit(ready=time.time())
     await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
@@ -164,7 +165,7 @@ async def _member(spec: dict[str, Any]) -> None:
             while True:
                 line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
                 words = line.split()
-                if not words or words[0] == "quit":
+                if not words:
                     break
                 if words[0] == "rpc":
                     _emit(rpc=await _rpc_load(channel, float(words[1]), int(words[2])))
@@ -196,8 +197,14 @@ class _Group:
 
     def __init__(self, kind: str, n: int, fd: dict[str, float] | None) -> None:
         port = random.randint(20_000, 59_000 - n)
-        spec = {"kind": kind, "members": n, "port": port, "fd": fd, "tcp_hosts": self.tcp_hosts}
-        spec["cluster"] = f"bm-{uuid.uuid4().hex[:10]}"
+        spec = {
+            "kind": kind,
+            "members": n,
+            "port": port,
+            "fd": fd,
+            "tcp_hosts": self.tcp_hosts,
+            "cluster": f"bm-{uuid.uuid4().hex[:10]}",
+        }
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [REPO, env.get("PYTHONPATH")]))
         self.inbox: queue.Queue[tuple[_Member, dict[str, Any]]] = queue.Queue()
@@ -272,7 +279,7 @@ class _Group:
             )
 
         self.wait_for(agreed, f"common view of {len(names)}", timeout)
-        return max(v["t"] for m in members if (v := _last_view(m)) is not None)
+        return max(float(v["t"]) for m in members if (v := _last_view(m)) is not None)
 
     def close(self) -> None:
         for member in self.members:
@@ -291,10 +298,6 @@ def _fd_settings(kind: str, fast: bool) -> dict[str, float]:
     """The fast settings, or what the preset's FD_ALL3 and VERIFY_SUSPECT run with."""
     if fast:
         return dict(FAST_FD)
-    from triogroups import StackConfig
-    from triogroups.protocols.fd_all3 import FdAll3
-    from triogroups.protocols.verify_suspect import VerifySuspect
-
     layers = {layer.name: layer.properties for layer in StackConfig.preset(kind).layers}
     fd = FdAll3(**layers["FD_ALL3"])
     verify = VerifySuspect(**layers["VERIFY_SUSPECT"])
@@ -400,8 +403,8 @@ def run_fd(kinds: list[str], n: int, repeat: int, default_repeat: int) -> None:
             # the default runs mostly wait out the timeout: the transports wait side by side
             with ThreadPoolExecutor(max_workers=1 if fast else len(kinds) or 1) as pool:
                 fds = [settings[kind, fast] for kind in todo]
-                runs = pool.map(_fd_attempt, todo, [n] * len(todo), fds, [fast] * len(todo))
-                for kind, took in zip(todo, runs, strict=True):
+                tooks = pool.map(_fd_attempt, todo, [n] * len(todo), fds, [fast] * len(todo))
+                for kind, took in zip(todo, tooks, strict=True):
                     label = "fast" if fast else "default"
                     results.setdefault((kind, label), [])
                     if took is not None:
@@ -481,8 +484,6 @@ def main() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) > 2 and sys.argv[1] == "_member":
-        import trio
-
         trio.run(_member, json.loads(sys.argv[2]))
     else:
         main()
