@@ -1,7 +1,8 @@
 """Membership and group RPC over real processes: forming views, detecting a crash, RPC rate.
 
     python benchmarks/bench_membership.py [--parts formation,fd,rpc] [--kinds udp,tcp]
-        [--sizes 2,4,8] [--repeat 3] [--fd-members 4] [--fd-repeat 3] [--fd-default-repeat 1]
+        [--sizes 2,4,8] [--repeat 3] [--fd-members 4] [--fd-victim participant|coord]
+        [--fd-repeat 3] [--fd-default-repeat 1]
         [--rpc-seconds 3] [--rpc-callers 1,8] [--tcp-hosts listed|range]
 
 Every member is its own OS process running the shipped ``udp`` or ``tcp``
@@ -20,18 +21,19 @@ often form several views that only MERGE3 joins later.)
   last member installed the same view of N members (the time each member
   reports from `Channel.views`). Both are shown, and their sum.
 - **fd**: a group of ``--fd-members`` is formed, one participant (the last
-  member of the view, not the coordinator) is killed with SIGKILL, and the
-  time until every survivor has installed a view without it is measured,
-  with the preset's FD_ALL3 / VERIFY_SUSPECT settings and with fast ones
-  (`FAST_FD`). The kill comes once the new view's grace is over (a view
-  change gives every member a full FD_ALL3 bitmap), at a random phase of the
-  heartbeat. FD_ALL3 suspects a member silent for ``timeout`` at its next
-  check (at most ``interval`` later), and the last sign of life came at most
-  ``interval`` before the kill, so the suspicion comes ``timeout`` +-
-  ``interval`` after the kill; VERIFY_SUSPECT then waits its ``timeout``.
-  That window is shown beside the measurement. With the default settings a
-  run takes about 100 s (the grace, then the detection), so it is repeated
-  only ``--fd-default-repeat`` times, the transports side by side.
+  member of the view; with ``--fd-victim coord`` the coordinator, so the next
+  member takes over) is killed with SIGKILL, and the time until every survivor
+  has installed a view without it is measured, with the preset's FD_ALL3 /
+  VERIFY_SUSPECT settings and with fast ones (`FAST_FD`). The kill comes once
+  the new view's grace is over (a view change gives every member a full
+  FD_ALL3 bitmap), at a random phase of the heartbeat. FD_ALL3 suspects a
+  member silent for ``timeout`` at its next check (at most ``interval``
+  later), and the last sign of life came at most ``interval`` before the kill,
+  so the suspicion comes ``timeout`` +- ``interval`` after the kill;
+  VERIFY_SUSPECT then waits its ``timeout``. That window is shown beside the
+  measurement. With the default settings a run takes about 100 s (the grace,
+  then the detection), so it is repeated only ``--fd-default-repeat`` times,
+  the transports side by side.
 - **rpc**: a group of three; one member calls ``echo(i)`` on the whole group
   with response mode ``all`` for ``--rpc-seconds`` (after a short warm-up),
   from one task calling sequentially and from several tasks calling
@@ -312,7 +314,7 @@ def measure_formation(kind: str, n: int) -> tuple[float, float]:
         group.close()
 
 
-def measure_fd(kind: str, n: int, fd: dict[str, float], fast: bool) -> float:
+def measure_fd(kind: str, n: int, fd: dict[str, float], fast: bool, victim: str) -> float:
     """Seconds from the SIGKILL of a participant to the last survivor's view without it.
 
     The kill waits until the view's grace has passed (a new view starts every
@@ -324,11 +326,12 @@ def measure_fd(kind: str, n: int, fd: dict[str, float], fast: bool) -> float:
         group.start()
         last = _last_view(group.members[0])
         assert last is not None
-        victim = next(m for m in group.members if m.name == last["members"][-1])
-        survivors = [m for m in group.members if m is not victim]
+        name = last["members"][0 if victim == "coord" else -1]
+        killed_member = next(m for m in group.members if m.name == name)
+        survivors = [m for m in group.members if m is not killed_member]
         time.sleep(fd["timeout"] + fd["interval"] * random.uniform(1.0, 2.0))
         killed = time.time()
-        os.kill(victim.proc.pid, signal.SIGKILL)
+        os.kill(killed_member.proc.pid, signal.SIGKILL)
         bound = fd["timeout"] + fd["interval"] + fd["verify_timeout"]
         return group.wait_for_view(survivors, timeout=bound + 60) - killed
     finally:
@@ -386,15 +389,15 @@ def run_formation(kinds: list[str], sizes: list[int], repeat: int) -> None:
         )
 
 
-def _fd_attempt(kind: str, n: int, fd: dict[str, float], fast: bool) -> float | None:
+def _fd_attempt(kind: str, n: int, fd: dict[str, float], fast: bool, victim: str) -> float | None:
     try:
-        return measure_fd(kind, n, fd, fast)
+        return measure_fd(kind, n, fd, fast, victim)
     except RuntimeError as exc:  # recorded as a run without a result
         print(f"  fd {kind} {'fast' if fast else 'default'}: FAILED: {exc}")
         return None
 
 
-def run_fd(kinds: list[str], n: int, repeat: int, default_repeat: int) -> None:
+def run_fd(kinds: list[str], n: int, victim: str, repeat: int, default_repeat: int) -> None:
     results: dict[tuple[str, str], list[float]] = {}
     settings = {(kind, fast): _fd_settings(kind, fast) for kind in kinds for fast in (True, False)}
     for i in range(max(repeat, default_repeat)):
@@ -403,14 +406,15 @@ def run_fd(kinds: list[str], n: int, repeat: int, default_repeat: int) -> None:
             # the default runs mostly wait out the timeout: the transports wait side by side
             with ThreadPoolExecutor(max_workers=1 if fast else len(kinds) or 1) as pool:
                 fds = [settings[kind, fast] for kind in todo]
-                tooks = pool.map(_fd_attempt, todo, [n] * len(todo), fds, [fast] * len(todo))
+                more = [n] * len(todo), fds, [fast] * len(todo), [victim] * len(todo)
+                tooks = pool.map(_fd_attempt, todo, *more)
                 for kind, took in zip(todo, tooks, strict=True):
                     label = "fast" if fast else "default"
                     results.setdefault((kind, label), [])
                     if took is not None:
                         results[kind, label].append(took)
                         print(f"  fd {kind} {label}: new view {took:.2f}s after SIGKILL")
-    print(f"\nFailure detection, group of {n}, SIGKILL of one participant: median (min-max)")
+    print(f"\nFailure detection, group of {n}, SIGKILL of the {victim}: median (min-max)")
     print(f"{'':<5}{'settings':<40}{'runs':>5}  {'kill -> view':<24}{'expected':<20}")
     for (kind, label), runs in sorted(results.items()):
         fd = settings[kind, label == "fast"]
@@ -462,6 +466,7 @@ def main() -> None:
     parser.add_argument("--sizes", default="2,4,8", help="group sizes for view formation")
     parser.add_argument("--repeat", type=int, default=3, help="runs of formation and rpc")
     parser.add_argument("--fd-members", type=int, default=4)
+    parser.add_argument("--fd-victim", choices=["participant", "coord"], default="participant")
     parser.add_argument("--fd-repeat", type=int, default=3, help="runs with fast FD settings")
     parser.add_argument("--fd-default-repeat", type=int, default=1, help="runs, default FD")
     parser.add_argument("--rpc-seconds", type=float, default=3.0)
@@ -475,7 +480,7 @@ def main() -> None:
     if "formation" in parts:
         run_formation(kinds, [int(s) for s in opts.sizes.split(",")], opts.repeat)
     if "fd" in parts:
-        run_fd(kinds, opts.fd_members, opts.fd_repeat, opts.fd_default_repeat)
+        run_fd(kinds, opts.fd_members, opts.fd_victim, opts.fd_repeat, opts.fd_default_repeat)
     if "rpc" in parts:
         callers = [int(c) for c in opts.rpc_callers.split(",")]
         run_rpc(kinds, opts.rpc_seconds, callers, opts.repeat)
