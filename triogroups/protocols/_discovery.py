@@ -24,7 +24,12 @@ is (`AddPhysicalAddress`) and refreshes the member table that `stats` and
 are forgotten unless they are in the current view.
 
 A member is coordinator when the installed view says so (``view.coord``);
-without a view it is not. Requests and responses carry the physical address
+without a view it is not. Members starting together all answer "not
+coordinator" until one of them installs the first view; a member that asked
+again a moment too early would then wait out its whole find. So a member
+whose first view makes it coordinator answers once more, now as
+coordinator, everyone outside that view whose request it answered before it
+had a view. Requests and responses carry the physical address
 the transport announced (`LocalPhysicalAddress`); before that, or on the
 simulated network which has none, they carry ``("", 0)`` and receivers learn
 nothing physical from them (answers still reach the requester by its
@@ -51,6 +56,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Bool, Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.transports._addresses import Physical, SendToHosts, format_physical, label
+from triogroups.view import View
 
 __all__ = ["REQUEST", "RESPONSE", "Discovery", "DiscoveryHeader"]
 
@@ -107,6 +113,7 @@ class Discovery(Protocol):
         self.hosts: list[Physical] = []
         self._members: dict[Address, tuple[PingData, float]] = {}
         self._find: _Find | None = None
+        self._asked_before_view: dict[Address, None] = {}
         self.counters = {"finds": 0, "requests_sent": 0, "requests_received": 0}
         self.counters.update({"responses_sent": 0, "responses_received": 0})
 
@@ -183,6 +190,19 @@ class Discovery(Protocol):
         if hdr.type == REQUEST:
             self.counters["responses_sent"] += 1
             self.send_down_one(self._message(sender, RESPONSE))
+            if self.view is None and len(self._asked_before_view) < self.max_members:
+                self._asked_before_view[sender] = None
+
+    def view_changed(self, view: View, now: float) -> None:
+        """On becoming coordinator with a first view, answer earlier askers again (see above)."""
+        super().view_changed(view, now)
+        asked, self._asked_before_view = self._asked_before_view, {}
+        if view.coord != self.local_address:
+            return
+        for sender in asked:
+            if sender not in view:
+                self.counters["responses_sent"] += 1
+                self.send_down_one(self._message(sender, RESPONSE))
 
     def _message(self, dest: Address | None, kind: int) -> Message:
         ip, port = self.local_physical or ("", 0)
