@@ -282,7 +282,7 @@ def test_tcpping_sends_to_listed_hosts_and_port_range_but_not_itself() -> None:
 
 def test_tcpping_ends_early_once_every_listed_host_answered() -> None:
     hosts = "10.0.0.1[7800],10.0.0.2[7800],10.0.0.3[7800]"
-    a, b, c = (member(TcpPing, m, initial_hosts=hosts, port_range=3) for m in (A, B, C))
+    a, b, c = (member(TcpPing, m, initial_hosts=hosts, port_range=0) for m in (A, B, C))
     link = Link(a, b)
     a.down_event(FindMembers(5.0), 0.0)
     link.flush(0.0)
@@ -316,3 +316,23 @@ async def test_ping_finds_members_on_the_simulated_network(autojump_clock: Any) 
         (found,) = [e for e in cluster[0].events if isinstance(e, MembersFound)]
         assert {d.address for d in found.responses} == {cluster[1].address, cluster[2].address}
         assert not any(d.is_coord for d in found.responses)
+
+
+def test_tcpping_waits_for_the_port_range_extras_when_no_coordinator_answered() -> None:
+    """Members starting together on one host (base port listed, the rest in
+    ``port_range``): the base port's answer alone must not end the find, or
+    several joiners each conclude they sort first and the group splits."""
+    a, b, c = (member(TcpPing, m, initial_hosts="10.0.0.9[7800]", port_range=2) for m in (A, B, C))
+    for port, proto in enumerate((a, b, c), start=7800):  # one host, consecutive ports
+        proto.up_event(LocalPhysicalAddress(("10.0.0.9", port)), 0.0)
+        proto.take_up()
+    link = Link(a, b)
+    a.down_event(FindMembers(5.0), 0.0)
+    link.flush(0.0)
+    assert link.found(A) == []  # B (7801) answered; 7802, in the port range, has not
+    link = Link(a, b, c)
+    a.tick(5.0)
+    link.flush(5.0)
+    a.down_event(FindMembers(5.0), 6.0)
+    link.flush(6.0)
+    assert {d.address for d in link.found(A)[-1].responses} == {B, C}

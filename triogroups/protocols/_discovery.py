@@ -10,8 +10,8 @@ with the answers (this member not included) when the find ends:
 - earlier, with ``break_on_coord_rsp`` (default, as in JGroups), as soon as a
   coordinator has answered;
 - earlier, when every *expected* endpoint other than our own has answered:
-  TCPPING's ``initial_hosts`` as listed (the extra ports of ``port_range`` are
-  probed, not awaited) plus the endpoints handed in with
+  every endpoint TCPPING probes from ``initial_hosts`` (``port_range`` extras
+  included, as JGroups expands them) plus the endpoints handed in with
   `SetPhysicalAddresses`. Matching is on the (ip, port) a member reports, so
   list IP addresses for this rule to apply (host names still get probed).
 

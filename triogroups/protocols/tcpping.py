@@ -7,8 +7,11 @@ request directly to each of those endpoints, to the endpoints handed in with
 `SetPhysicalAddresses` (how a Spark barrier stage passes its members), and to
 every member discovered before (JGroups' dynamic hosts). The state machine
 and the rules for when a find ends are in `_discovery`: besides the timeout
-and a coordinator's answer, a find ends once every listed endpoint (not the
-``port_range`` extras) has answered. Sans-IO: no sockets, no clock, no DNS.
+and a coordinator's answer, a find ends once every probed endpoint (the
+``port_range`` extras included) has answered. Ending once only the listed
+ports answered split groups whose members start together on one host: each
+heard the base port's member, no coordinator yet, and several of them
+concluded they sorted first. Sans-IO: no sockets, no clock, no DNS.
 """
 
 from __future__ import annotations
@@ -76,19 +79,24 @@ class TcpPing(Discovery):
         if key == "initial_hosts":
             self.listed = parse_hosts(self.initial_hosts)
 
-    def request_hosts(self) -> list[Physical]:
+    def _probed(self) -> dict[Physical, None]:
+        """Every listed endpoint with its ``port_range`` extras, then the handed-in ones."""
         hosts: dict[Physical, None] = {}
         for host, port in self.listed:
             for p in range(port, min(port + self.port_range, 65535) + 1):
                 hosts[(host, p)] = None
         for extra in self.hosts:
             hosts[extra] = None
+        return hosts
+
+    def request_hosts(self) -> list[Physical]:
+        hosts = self._probed()
         for data in self.members():
             hosts[data.physical] = None
         return list(hosts)
 
     def expected_hosts(self) -> set[Physical]:
-        return set(self.listed) | set(self.hosts)
+        return set(self._probed())
 
 
 register_header(ids.TCPPING, DiscoveryHeader)
