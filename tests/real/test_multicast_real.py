@@ -87,10 +87,10 @@ async def _multicast_and_check(members: list[MemberProcess]) -> list[dict[str, A
         await m.burst(None, m.name, COUNT)
     want = {m.name: (m.uuid, COUNT) for m in members}
     for m in members:
-        check_tally(m, await m.tally(at_least=COUNT * len(members)), want)
+        check_tally(m.name, await m.tally(at_least=COUNT * len(members)), want)
     stats = [await m.stats() for m in members]
     for m in members:  # nothing arrived twice after the count was reached
-        check_tally(m, await m.tally(), want)
+        check_tally(m.name, await m.tally(), want)
     return stats
 
 

@@ -220,14 +220,12 @@ def _has_delivered(total: int) -> Callable[[MemberProcess], bool]:
     return lambda member: len(member.delivered()) >= total
 
 
-def check_tally(
-    member: MemberProcess, tally: dict[str, Any], want: dict[str, tuple[str, int]]
-) -> None:
-    """Check a member delivered every burst in ``want`` whole, each message once, in order.
+def check_tally(name: str, tally: dict[str, Any], want: dict[str, tuple[str, int]]) -> None:
+    """Check member ``name`` delivered every burst in ``want`` whole, each message once, in order.
 
-    ``want`` maps each burst's prefix to (sender uuid, count). Nothing else may
-    have been delivered. Raises AssertionError naming the member and burst
-    otherwise.
+    ``tally`` is the member's `MemberProcess.tally` answer; ``want`` maps each
+    burst's prefix to (sender uuid, count). Nothing else may have been
+    delivered. Raises AssertionError naming the member and burst otherwise.
     """
     got = {
         prefix: (src, report)
@@ -235,11 +233,11 @@ def check_tally(
         for prefix, report in prefixes.items()
     }
     if set(got) != set(want):
-        raise AssertionError(f"{member.name} delivered bursts {sorted(got)}, want {sorted(want)}")
+        raise AssertionError(f"{name} delivered bursts {sorted(got)}, want {sorted(want)}")
     for prefix, (sender, count) in want.items():
         src, report = got[prefix]
         if src != sender:
-            raise AssertionError(f"{member.name} got burst {prefix!r} from {src}, not {sender}")
+            raise AssertionError(f"{name} got burst {prefix!r} from {src}, not {sender}")
         expected = {
             "delivered": count,
             "duplicates": 0,
@@ -248,7 +246,7 @@ def check_tally(
             "next": count,
         }
         if report != expected:
-            raise AssertionError(f"{member.name} burst {prefix!r}: got {report}, want {expected}")
+            raise AssertionError(f"{name} burst {prefix!r}: got {report}, want {expected}")
 
 
 def layer_stats(stats: dict[str, Any], protocol: str) -> dict[str, Any]:
