@@ -1,28 +1,50 @@
 """A member in a process of its own, driven by JSON lines: for real-socket tests.
 
 Run as ``python -m triogroups.testing._member_process --stack udp --cluster c
---name A [--props '{"UDP": {"mcast_port": 45000}}']``. It runs one `Stack`
-and speaks JSON lines: commands on stdin, events on stdout.
+--name A [--props '{"UDP": {"mcast_port": 45000}}'] [--tally]``. It runs one
+`Stack` and speaks JSON lines: commands on stdin, events on stdout.
 
 Commands::
 
     {"cmd": "find", "timeout": 2.0}                 FindMembers down the stack
     {"cmd": "view", "members": [[uuid, name], ...]}  install a view (first = coordinator)
     {"cmd": "send", "to": uuid | null, "payloads": ["..", ...]}
+    {"cmd": "burst", "to": uuid | null, "prefix": "A", "count": 10000,
+     "size": 100, "batch": 50}                      send generated messages (see below)
+    {"cmd": "tally", "at_least": 0}                 the tally, once that many were delivered
     {"cmd": "hosts", "hosts": [[ip, port], ...]}     SetPhysicalAddresses down the stack
     {"cmd": "stats"}
 
 Events: ``ready`` (uuid, name, physical), ``found`` (members), ``view_sent``,
 ``sent``, ``deliver`` (msgs: [[src uuid, payload], ...], one line per batch),
+``burst_done`` (prefix, count), ``tally`` (total, maxrss_kb, senders),
 ``stats`` and ``bye``. UUIDs are 32 hex digits. The process exits cleanly,
 with status 0, when stdin closes or on SIGTERM.
+
+Load tests: ``burst`` makes ``count`` messages inside the member, payload
+``b"<prefix>:<index>:"`` padded with ``x`` to ``size`` bytes, and hands them to
+the stack ``batch`` at a time as fast as it accepts them; it runs in the
+background, so other commands are served meanwhile, and prints ``burst_done``
+once the last batch was accepted. With ``--tally`` the member prints no
+``deliver`` lines; it counts instead, per sender and prefix: ``delivered``,
+``duplicates`` (an index delivered again), ``out_of_order`` (a new index
+that was not the next one, with the ``first_disorder`` as [expected, got])
+and ``next`` (the lowest index not yet delivered). ``tally`` with
+``at_least`` N answers once N messages in all were delivered, so a test waits
+for 10,000s of deliveries without a line per message. Payloads that do not
+parse are counted under the prefix ``"?"``.
+
+``TRIOGROUPS_MEMBER_PROFILE=path`` runs the member under cProfile and writes
+the profile to ``path.<name>`` at exit.
 """
 
 from __future__ import annotations
 
 import argparse
+import cProfile
 import json
 import os
+import resource
 import signal
 import sys
 from typing import Any
@@ -58,14 +80,107 @@ def _hex(address: Address) -> str:
     return f"{address.uuid:032x}"
 
 
+class _Tally:
+    """Deliveries from one sender with one prefix: counts, duplicates, order."""
+
+    __slots__ = ("delivered", "duplicates", "first_disorder", "next", "out_of_order", "seen")
+
+    def __init__(self) -> None:
+        self.delivered = 0
+        self.duplicates = 0
+        self.out_of_order = 0
+        self.next = 0
+        self.first_disorder: list[int] | None = None
+        self.seen = bytearray()
+
+    def add(self, index: int) -> None:
+        self.delivered += 1
+        seen = self.seen
+        if index >= len(seen):
+            seen.extend(bytes(max(index + 1 - len(seen), 1024)))
+        if seen[index]:
+            self.duplicates += 1
+            return
+        seen[index] = 1
+        if index != self.next:
+            self.out_of_order += 1
+            if self.first_disorder is None:
+                self.first_disorder = [self.next, index]
+        while self.next < len(seen) and seen[self.next]:
+            self.next += 1
+
+    def report(self) -> dict[str, Any]:
+        return {
+            "delivered": self.delivered,
+            "duplicates": self.duplicates,
+            "out_of_order": self.out_of_order,
+            "first_disorder": self.first_disorder,
+            "next": self.next,
+        }
+
+
+def _payload(prefix: str, index: int, size: int) -> bytes:
+    return f"{prefix}:{index}:".encode().ljust(size, b"x")
+
+
 class _Member:
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: Stack, *, tally: bool) -> None:
         self.stack = stack
         self.known: dict[str, Address] = {}
+        self.tally = tally
+        self.tallies: dict[tuple[str, str], _Tally] = {}
+        self.total = 0
+        self._waiting: list[int] = []
+        self._delivered = trio.Event()
+
+    def _count(self, batch: list[Message]) -> None:
+        tallies = self.tallies
+        for msg in batch:
+            src = _hex(msg.src) if msg.src else "?"
+            prefix, _, rest = msg.payload.partition(b":")
+            index, colon, _ = rest.partition(b":")
+            if not colon or not index.isdigit():
+                prefix, index = b"?", b"0"
+            key = (src, prefix.decode(errors="replace"))
+            tally = tallies.get(key)
+            if tally is None:
+                tally = tallies[key] = _Tally()
+            tally.add(int(index))
+        self.total += len(batch)
+        self._delivered.set()
+        self._delivered = trio.Event()
+
+    def _tally_report(self) -> dict[str, Any]:
+        senders: dict[str, dict[str, Any]] = {}
+        for (src, prefix), tally in sorted(self.tallies.items()):
+            senders.setdefault(src, {})[prefix] = tally.report()
+        rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        return {"total": self.total, "maxrss_kb": rss, "senders": senders}
+
+    async def _answer_tally(self, at_least: int) -> None:
+        while self.total < at_least:
+            await self._delivered.wait()
+        _emit("tally", **self._tally_report())
+
+    async def _burst(self, dest: Address | None, cmd: dict[str, Any]) -> None:
+        prefix, count = str(cmd["prefix"]), int(cmd["count"])
+        size, step = int(cmd.get("size", 100)), max(1, int(cmd.get("batch", 50)))
+        for start in range(0, count, step):
+            end = min(start + step, count)
+            await self.stack.send(
+                [Message(dest, _payload(prefix, i, size)) for i in range(start, end)]
+            )
+        _emit("burst_done", prefix=prefix, count=count)
+
+    def _dest(self, to: str | None) -> Address | None:
+        return None if to is None else self.known.get(to) or Address(int(to, 16))
 
     async def read_stack(self) -> None:
         async for item in self.stack.deliveries:
             if type(item) is list:
+                if self.tally:
+                    self._count(item)
+                    continue
                 msgs = [[_hex(m.src) if m.src else None, m.payload.decode()] for m in item]
                 _emit("deliver", msgs=msgs)
             elif isinstance(item, LocalPhysicalAddress):
@@ -85,7 +200,7 @@ class _Member:
                     )
                 _emit("found", members=members)
 
-    async def read_commands(self) -> None:
+    async def read_commands(self, nursery: trio.Nursery) -> None:
         stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
         buffer = b""
         async with stdin:
@@ -97,9 +212,9 @@ class _Member:
                 *lines, buffer = buffer.split(b"\n")
                 for line in lines:
                     if line.strip():
-                        await self.command(json.loads(line))
+                        await self.command(json.loads(line), nursery)
 
-    async def command(self, cmd: dict[str, Any]) -> None:
+    async def command(self, cmd: dict[str, Any], nursery: trio.Nursery) -> None:
         kind = cmd["cmd"]
         if kind == "find":
             await self.stack.send(FindMembers(float(cmd["timeout"])))
@@ -111,10 +226,13 @@ class _Member:
             hosts = tuple((str(h), int(p)) for h, p in cmd["hosts"])
             await self.stack.send(SetPhysicalAddresses(hosts))
         elif kind == "send":
-            to = cmd.get("to")
-            dest = None if to is None else self.known.get(to) or Address(int(to, 16))
+            dest = self._dest(cmd.get("to"))
             await self.stack.send([Message(dest, p.encode()) for p in cmd["payloads"]])
             _emit("sent", count=len(cmd["payloads"]))
+        elif kind == "burst":
+            nursery.start_soon(self._burst, self._dest(cmd.get("to")), cmd)
+        elif kind == "tally":
+            nursery.start_soon(self._answer_tally, int(cmd.get("at_least", 0)))
         elif kind == "stats":
             _emit("stats", stats=self.stack.stats())
         else:
@@ -126,7 +244,7 @@ async def _run(args: argparse.Namespace) -> None:
     for layer, props in json.loads(args.props).items():
         config = config.configure(layer, **props)
     stack = Stack(config, args.cluster, args.name)
-    member = _Member(stack)
+    member = _Member(stack, tally=args.tally)
     with trio.open_signal_receiver(signal.SIGTERM) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(stack.run)
@@ -137,7 +255,7 @@ async def _run(args: argparse.Namespace) -> None:
                     nursery.cancel_scope.cancel()
 
             nursery.start_soon(stop_on_signal)
-            await member.read_commands()
+            await member.read_commands(nursery)
             nursery.cancel_scope.cancel()
     _emit("bye")
 
@@ -148,7 +266,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--cluster", default="test")
     parser.add_argument("--name", default="")
     parser.add_argument("--props", default="{}", help='JSON: {"LAYER": {"property": value}}')
-    trio.run(_run, parser.parse_args(argv))
+    parser.add_argument("--tally", action="store_true", help="count deliveries, print no lines")
+    args = parser.parse_args(argv)
+    profile_path = os.environ.get("TRIOGROUPS_MEMBER_PROFILE")
+    if not profile_path:
+        trio.run(_run, args)
+        return
+    profiler = cProfile.Profile()
+    try:
+        profiler.runcall(trio.run, _run, args)
+    finally:
+        profiler.dump_stats(f"{profile_path}.{args.name}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from typing import Any
 
 import trio
 
-__all__ = ["MemberProcess", "exchange_and_check"]
+__all__ = ["MemberProcess", "check_tally", "exchange_and_check", "layer_stats"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,8 +45,13 @@ class MemberProcess:
         cluster: str,
         props: dict[str, dict[str, Any]] | None = None,
         prefix: Sequence[str] = (),
+        tally: bool = False,
     ) -> MemberProcess:
-        """Launch a member and return once it printed ``ready``."""
+        """Launch a member and return once it printed ``ready``.
+
+        With ``tally`` the member counts deliveries instead of printing them
+        (see `tally`); `delivered` then stays empty.
+        """
         argv = [
             *prefix,
             sys.executable,
@@ -60,6 +65,7 @@ class MemberProcess:
             name,
             "--props",
             json.dumps(props or {}),
+            *(["--tally"] if tally else []),
         ]
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
@@ -120,19 +126,36 @@ class MemberProcess:
             for src, payload in event["msgs"]
         ]
 
-    async def stats(self) -> dict[str, Any]:
-        count = sum(1 for e in self.events if e["event"] == "stats")
-        await self.command("stats")
+    async def _ask(self, event: str, cmd: str, **fields: Any) -> dict[str, Any]:
+        """Send ``cmd`` and return the next ``event`` printed after it."""
+        count = sum(1 for e in self.events if e["event"] == event)
+        await self.command(cmd, **fields)
         seen = 0
 
-        def nth(event: dict[str, Any]) -> bool:
+        def nth(printed: dict[str, Any]) -> bool:
             nonlocal seen
-            if event["event"] == "stats":
+            if printed["event"] == event:
                 seen += 1
                 return seen > count
             return False
 
-        return (await self.wait_for(nth))["stats"]  # type: ignore[no-any-return]
+        return await self.wait_for(nth)
+
+    async def stats(self) -> dict[str, Any]:
+        return (await self._ask("stats", "stats"))["stats"]  # type: ignore[no-any-return]
+
+    async def burst(
+        self, to: str | None, prefix: str, count: int, *, size: int = 100, batch: int = 50
+    ) -> None:
+        """Have the member send ``count`` generated messages; returns at once."""
+        await self.command("burst", to=to, prefix=prefix, count=count, size=size, batch=batch)
+
+    async def tally(self, at_least: int = 0) -> dict[str, Any]:
+        """The member's tally (a ``--tally`` member) once it delivered ``at_least`` in all.
+
+        Only one tally may be outstanding per member: answers are matched by order.
+        """
+        return await self._ask("tally", "tally", at_least=at_least)
 
     async def stop(self) -> int:
         """Close stdin (the member's signal to leave) and return its exit status."""
@@ -195,3 +218,40 @@ async def exchange_and_check(
 
 def _has_delivered(total: int) -> Callable[[MemberProcess], bool]:
     return lambda member: len(member.delivered()) >= total
+
+
+def check_tally(name: str, tally: dict[str, Any], want: dict[str, tuple[str, int]]) -> None:
+    """Check member ``name`` delivered every burst in ``want`` whole, each message once, in order.
+
+    ``tally`` is the member's `MemberProcess.tally` answer; ``want`` maps each
+    burst's prefix to (sender uuid, count). Nothing else may have been
+    delivered. Raises AssertionError naming the member and burst otherwise.
+    """
+    got = {
+        prefix: (src, report)
+        for src, prefixes in tally["senders"].items()
+        for prefix, report in prefixes.items()
+    }
+    if set(got) != set(want):
+        raise AssertionError(f"{name} delivered bursts {sorted(got)}, want {sorted(want)}")
+    for prefix, (sender, count) in want.items():
+        src, report = got[prefix]
+        if src != sender:
+            raise AssertionError(f"{name} got burst {prefix!r} from {src}, not {sender}")
+        expected = {
+            "delivered": count,
+            "duplicates": 0,
+            "out_of_order": 0,
+            "first_disorder": None,
+            "next": count,
+        }
+        if report != expected:
+            raise AssertionError(f"{name} burst {prefix!r}: got {report}, want {expected}")
+
+
+def layer_stats(stats: dict[str, Any], protocol: str) -> dict[str, Any]:
+    """The protocol's own stats out of a member's ``stats`` answer."""
+    for layer in stats["layers"]:
+        if layer["protocol"] == protocol:
+            return layer["stats"]  # type: ignore[no-any-return]
+    raise KeyError(f"stack has no protocol {protocol!r}")
