@@ -10,16 +10,12 @@ agree on one view. Waits are bounded by the caller's deadlines
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
 
-from triogroups.testing._processes import _ROOT, MemberProcess
+from triogroups.testing._processes import MemberProcess
 
 __all__ = ["GroupMember", "describe", "start_group", "wait_same_view"]
 
@@ -29,45 +25,7 @@ _POLL = 0.05
 class GroupMember(MemberProcess):
     """One `_group_member` process and the events it has printed so far."""
 
-    @classmethod
-    async def start(
-        cls,
-        nursery: trio.Nursery,
-        name: str,
-        *,
-        stack: str,
-        cluster: str,
-        props: dict[str, dict[str, Any]] | None = None,
-        prefix: Sequence[str] = (),
-    ) -> GroupMember:
-        """Launch a member and return once it joined (and got the state): ``ready``."""
-        argv = [
-            *prefix,
-            sys.executable,
-            "-m",
-            "triogroups.testing._group_member",
-            "--stack",
-            stack,
-            "--cluster",
-            cluster,
-            "--name",
-            name,
-            "--props",
-            json.dumps(props or {}),
-        ]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
-        process = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
-        )
-        member = cls(name, process)
-        nursery.start_soon(member._read)
-        ready = await member.wait_for(lambda e: e["event"] in ("ready", "eof"))
-        if ready["event"] == "eof":
-            raise RuntimeError(f"member {name} exited before it joined")
-        member.uuid = ready["uuid"]
-        member.physical = (ready["physical"][0], int(ready["physical"][1]))
-        return member
+    program = "triogroups.testing._group_member"  # ready once joined (and got the state)
 
     @property
     def view(self) -> dict[str, Any] | None:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import trio
 
@@ -26,6 +26,8 @@ _ROOT = Path(__file__).resolve().parents[2]
 
 class MemberProcess:
     """One member process and the events it has printed so far."""
+
+    program: ClassVar[str] = "triogroups.testing._member_process"
 
     def __init__(self, name: str, process: trio.Process) -> None:
         self.name = name
@@ -46,17 +48,18 @@ class MemberProcess:
         props: dict[str, dict[str, Any]] | None = None,
         prefix: Sequence[str] = (),
         tally: bool = False,
-    ) -> MemberProcess:
+    ) -> Self:
         """Launch a member and return once it printed ``ready``.
 
         With ``tally`` the member counts deliveries instead of printing them
-        (see `tally`); `delivered` then stays empty.
+        (see `tally`); `delivered` then stays empty. Subclasses run another
+        member program (``program``) that speaks the same lines.
         """
         argv = [
             *prefix,
             sys.executable,
             "-m",
-            "triogroups.testing._member_process",
+            cls.program,
             "--stack",
             stack,
             "--cluster",
@@ -74,7 +77,9 @@ class MemberProcess:
         )
         member = cls(name, process)
         nursery.start_soon(member._read)
-        ready = await member.wait_for(lambda e: e["event"] == "ready")
+        ready = await member.wait_for(lambda e: e["event"] in ("ready", "eof"))
+        if ready["event"] == "eof":
+            raise RuntimeError(f"member {name} exited before it was ready")
         member.uuid = ready["uuid"]
         member.physical = (ready["physical"][0], int(ready["physical"][1]))
         return member
