@@ -30,7 +30,7 @@ import statistics
 import subprocess
 import sys
 import time
-from typing import Any
+from typing import Any, NamedTuple
 
 import trio
 
@@ -64,7 +64,7 @@ def raw_receiver(kind: str, size: int) -> None:
         conn, _ = listener.accept()
     count = 0
     received = 0
-    first = last = 0.0
+    first = last = cpu_first = cpu_last = 0.0
     while True:
         try:
             data = conn.recv(65536)
@@ -73,8 +73,9 @@ def raw_receiver(kind: str, size: int) -> None:
         if not data:
             break
         last = time.perf_counter()
+        cpu_last = time.process_time()
         if not first:
-            first = last
+            first, cpu_first = last, cpu_last
             conn.settimeout(IDLE)
         if kind == "udp":
             count += 1
@@ -82,30 +83,35 @@ def raw_receiver(kind: str, size: int) -> None:
             received += len(data)
     if kind != "udp":
         count = received // size
-    _emit(count=count, seconds=last - first)
+    _emit(count=count, seconds=last - first, cpu=cpu_last - cpu_first)
 
 
 def raw_sender(kind: str, size: int, port: int, seconds: float) -> None:
     payload = bytes(size)
+    sent = 0
     if kind == "udp":
         sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         send = sock.sendto
         target = ("127.0.0.1", port)
+        cpu = time.process_time()
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             for _ in range(1000):
                 with contextlib.suppress(OSError):  # ENOBUFS: the receiver's buffer is full
                     send(payload, target)
+            sent += 1000
     else:
         sock = socket.create_connection(("127.0.0.1", port))
         if kind == "tcp-nodelay":
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        cpu = time.process_time()
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             for _ in range(1000):
                 sock.send(payload)
+            sent += 1000
         sock.close()
-    _emit(done=True)
+    _emit(sent=sent, cpu=time.process_time() - cpu)
 
 
 # --- the transports --------------------------------------------------------------------
@@ -130,7 +136,7 @@ async def transport_receiver(kind: str) -> None:
         me = transport.local_address
         _emit(port=transport.physical[1], uuid=f"{me.uuid:032x}")
         count = 0
-        first = last = 0.0
+        first = last = cpu_first = cpu_last = 0.0
         while True:
             with trio.move_on_after(IDLE if first else 60) as idle:
                 item = await up_recv.receive()
@@ -138,10 +144,11 @@ async def transport_receiver(kind: str) -> None:
                 break
             if type(item) is list:
                 last = time.perf_counter()
+                cpu_last = time.process_time()
                 if not first:
-                    first = last
+                    first, cpu_first = last, cpu_last
                 count += len(item)
-        _emit(count=count, seconds=last - first)
+        _emit(count=count, seconds=last - first, cpu=cpu_last - cpu_first)
         nursery.cancel_scope.cancel()
         del down_send
 
@@ -156,11 +163,14 @@ async def transport_sender(kind: str, size: int, port: int, uuid: str, seconds: 
         await nursery.start(transport.serve, down_recv, up_send)
         await down_send.send(AddPhysicalAddress(receiver, ("127.0.0.1", port)))
         batch = [Message(receiver, payload) for _ in range(BATCH)]
+        sent = 0
+        cpu = time.process_time()
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             await down_send.send(list(batch))  # reused, as the raw senders reuse one payload
+            sent += BATCH
         await trio.sleep(0.5)  # let TCP flush what is queued
-        _emit(done=True)
+        _emit(sent=sent, cpu=time.process_time() - cpu)
         nursery.cancel_scope.cancel()
         del up_recv
 
@@ -176,17 +186,31 @@ def _child(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def measure(mode: str, kind: str, size: int, seconds: float) -> float:
-    """Messages per second the receiver got, for ``mode`` in raw / transport."""
+class Run(NamedTuple):
+    """One run: the receiver's rate and each side's CPU time per message."""
+
+    rate: float  # msgs/s the receiver got
+    send_us: float  # sender CPU microseconds per message sent
+    recv_us: float  # receiver CPU microseconds per message received
+
+
+def measure(mode: str, kind: str, size: int, seconds: float) -> Run:
+    """One sender / receiver pair for ``mode`` in raw / transport."""
     receiver = _child(f"{mode}-recv", kind, str(size))
     assert receiver.stdout is not None
     hello = json.loads(receiver.stdout.readline())
     extra = [hello.get("uuid", "-")]
     sender = _child(f"{mode}-send", kind, str(size), str(hello["port"]), str(seconds), *extra)
+    assert sender.stdout is not None
+    sent = json.loads(sender.stdout.readline())
     sender.wait(timeout=seconds + 60)
-    result = json.loads(receiver.stdout.readline())
+    got = json.loads(receiver.stdout.readline())
     receiver.wait(timeout=60)
-    return float(result["count"]) / max(result["seconds"], 1e-9)
+    return Run(
+        got["count"] / max(got["seconds"], 1e-9),
+        sent["cpu"] / max(sent["sent"], 1) * 1e6,
+        got["cpu"] / max(got["count"], 1) * 1e6,
+    )
 
 
 def child_main(args: list[str]) -> None:
@@ -201,8 +225,14 @@ def child_main(args: list[str]) -> None:
         trio.run(transport_sender, kind, size, int(args[3]), args[5], float(args[4]))
 
 
-def _median(values: list[float]) -> float:
-    return statistics.median(values) if values else 0.0
+def _median(runs: list[Run], field: str) -> float:
+    return statistics.median(getattr(r, field) for r in runs) if runs else 0.0
+
+
+def _cpu(runs: list[Run]) -> str:
+    if not runs:
+        return f"{'-':>13}"
+    return f"{_median(runs, 'send_us'):>6.2f}/{_median(runs, 'recv_us'):<6.2f}"
 
 
 def main() -> None:
@@ -216,26 +246,34 @@ def main() -> None:
     rows = []
     for kind in opts.kinds.split(","):
         for size in sizes:
-            raw: list[float] = []
-            nodelay: list[float] = []
-            ours: list[float] = []
+            raw: list[Run] = []
+            nodelay: list[Run] = []
+            ours: list[Run] = []
             for _ in range(opts.repeat):  # interleaved, so a noisy moment hits all columns
                 raw.append(measure("raw", kind, size, opts.seconds))
                 if kind == "tcp":
                     nodelay.append(measure("raw", "tcp-nodelay", size, opts.seconds))
                 ours.append(measure("transport", kind, size, opts.seconds))
-            rows.append((kind.upper(), size, _median(raw), _median(nodelay), _median(ours)))
+            rows.append((kind.upper(), size, raw, nodelay, ours))
     print(
         f"\n{'':<5}{'size':>6} {'raw':>11} {'raw nodelay':>12} {'triogroups':>11} "
         f"{'ratio':>6} {'ratio nodelay':>14}   (median msgs/s of {opts.repeat} runs)"
     )
-    for kind, size, raw_rate, nodelay_rate, our_rate in rows:
-        nd = f"{nodelay_rate:>12,.0f}" if nodelay_rate else f"{'-':>12}"
-        ndr = f"{our_rate / nodelay_rate:>13.2f}x" if nodelay_rate else f"{'-':>14}"
+    for kind, size, raw, nodelay, ours in rows:
+        raw_rate, our_rate = _median(raw, "rate"), _median(ours, "rate")
+        nodelay_rate = _median(nodelay, "rate")
+        nd = f"{nodelay_rate:>12,.0f}" if nodelay else f"{'-':>12}"
+        ndr = f"{our_rate / nodelay_rate:>13.2f}x" if nodelay else f"{'-':>14}"
         print(
             f"{kind:<5}{size:>5}B {raw_rate:>11,.0f} {nd} {our_rate:>11,.0f} "
             f"{our_rate / raw_rate:>5.2f}x {ndr}"
         )
+    print(
+        f"\n{'':<5}{'size':>6} {'raw':>13} {'raw nodelay':>13} {'triogroups':>13}"
+        "   (median CPU us per message, sender/receiver)"
+    )
+    for kind, size, raw, nodelay, ours in rows:
+        print(f"{kind:<5}{size:>5}B {_cpu(raw)} {_cpu(nodelay)} {_cpu(ours)}")
 
 
 if __name__ == "__main__":
