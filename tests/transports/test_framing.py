@@ -80,6 +80,7 @@ async def test_writer_coalesces_queued_frames_into_chunks_in_order() -> None:
     conn: Any = Connection.__new__(Connection)
     conn.out, conn.out_bytes = [], 0
     conn._wake = trio.Event()
+    conn._sending = True  # the writer is inside a send: frames queue behind it
     for i in range(5):
         conn.enqueue(bytes([i]) * 400)
     first = conn._take(1000)  # whole frames until the limit is passed
@@ -87,3 +88,50 @@ async def test_writer_coalesces_queued_frames_into_chunks_in_order() -> None:
     rest = conn._take(1_000_000)
     assert first + rest == b"".join(framed(bytes([i]) * 400) for i in range(5))
     assert conn.out == [] and conn.out_bytes == 0
+
+
+async def _socket_connection() -> tuple[Connection, trio.socket.SocketType]:
+    left, right = trio.socket.socketpair()
+    me = Address.random("me")
+    stream = trio.SocketStream(left)
+    return Connection(stream, FrameReader(stream, 1 << 20), me, ("127.0.0.1", 1), me), right
+
+
+async def _read_exactly(sock: trio.socket.SocketType, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        data += await sock.recv(size - len(data))
+    return data
+
+
+async def test_idle_connection_writes_a_frame_at_once_without_the_writer() -> None:
+    conn, peer = await _socket_connection()
+    conn.enqueue(b"hello")
+    assert conn.out == [] and conn.out_bytes == 0 and not conn._wake.is_set()
+    assert await _read_exactly(peer, 9) == framed(b"hello")
+
+
+async def test_what_the_socket_does_not_take_queues_and_frames_stay_in_order() -> None:
+    """Frames past a full socket buffer queue; later frames queue behind them, never ahead."""
+    conn, peer = await _socket_connection()
+    frames = [bytes([i % 251]) * 100_000 for i in range(40)]
+    for data in frames:
+        conn.enqueue(data)
+    assert conn.out and conn._wake.is_set()
+    expected = b"".join(framed(data) for data in frames)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.write_loop)
+        got = await _read_exactly(peer, len(expected))
+        conn.close()
+    assert got == expected
+
+
+async def test_a_broken_connection_queues_the_frame_for_the_writer_to_report() -> None:
+    conn, peer = await _socket_connection()
+    peer.close()
+    await trio.sleep(0.01)
+    for _ in range(3):  # the first write may still succeed; a later one meets the reset
+        conn.enqueue(b"x" * 100_000)
+    assert conn.out
+    with pytest.raises(trio.BrokenResourceError):
+        await conn.write_loop()

@@ -10,8 +10,11 @@ table needs (the source port of a TCP connection is not where its member
 listens). The hello goes through the codec, so another cluster or a newer
 wire version is refused before anything else is read.
 
-Writes are coalesced: frames queue on the connection and the writer task
-sends everything queued in one ``send_all``. A connection is *retired* by
+Writes go straight to the socket when they can: a frame enqueued while
+nothing is queued and the writer is idle is written at once with one
+non-blocking ``writev`` (POSIX), so a frame costs no task switch. What the
+kernel does not take queues on the connection, and the writer task sends
+everything queued, coalesced, in one ``send_all``. A connection is *retired* by
 half-closing it: its writer flushes what is queued and sends EOF, its reader
 keeps reading until the peer's EOF (or ``close_timeout``). Either side may
 retire a connection at any time (idle reaping, the simultaneous-connect
@@ -19,6 +22,8 @@ tie-break, a peer's EOF) without losing a frame the peer already wrote.
 """
 
 from __future__ import annotations
+
+import os
 
 import trio
 
@@ -148,13 +153,40 @@ class Connection:
         self.scope = trio.CancelScope()
         self._wake = trio.Event()
         self._room = trio.Event()
+        self._sending = False  # the writer holds taken bytes not yet fully sent
 
     def enqueue(self, data: bytes) -> None:
-        """Queue one encoded bundle (framed here) for the writer."""
-        self.out.append(frame(data))
+        """Send one encoded bundle (framed here) now if the socket takes it, else queue it.
+
+        Order is kept: the direct write is only tried while nothing is queued
+        and the writer is not inside a send. A partial write queues the rest;
+        an error queues the whole frame, and the writer's ``send_all`` then
+        reports the broken stream as it always has.
+        """
+        head = frame(data)
+        if not self.out and not self._sending and not self.retiring and not self.closed:
+            sent = self._write_now(head, data)
+            if sent == len(head) + len(data):
+                self.last_used = trio.current_time()
+                return
+            if sent >= len(head):
+                head, data = b"", data[sent - len(head) :]
+            elif sent:
+                head = head[sent:]
+        self.out.append(head)
         self.out.append(data)
-        self.out_bytes += len(data) + 4
+        self.out_bytes += len(head) + len(data)
         self._wake.set()
+
+    def _write_now(self, head: bytes, data: bytes) -> int:
+        """Bytes the kernel took without blocking (0 when full, closed or broken)."""
+        fd = self.stream.socket.fileno()  # -1 once closed; checked right before the write
+        if fd < 0:
+            return 0
+        try:
+            return os.writev(fd, (head, data))
+        except OSError:  # BlockingIOError, or a broken stream the writer will report
+            return 0
 
     def retire(self, close_timeout: float) -> None:
         """Stop writing after what is queued, send EOF, read on until the peer's EOF."""
@@ -208,4 +240,6 @@ class Connection:
             self._room.set()
             self._room = trio.Event()
             self.last_used = trio.current_time()
+            self._sending = True
             await self.stream.send_all(data)
+            self._sending = False
