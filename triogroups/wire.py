@@ -322,7 +322,7 @@ class WireCodec:
 
     # decoding ---------------------------------------------------------------
 
-    def check_prefix(self, data: bytes) -> int:
+    def check_prefix(self, data: bytes | memoryview) -> int:
         """Validate the fixed prefix; return the offset of the auth length byte."""
         if len(data) < _PREFIX_MIN:
             raise WireError("truncated", f"{len(data)} bytes is shorter than a prefix")
@@ -342,8 +342,12 @@ class WireCodec:
             raise WireError("foreign_cluster", f"cluster {theirs!r}, not {self.cluster!r}")
         return end
 
-    def decode(self, data: bytes) -> Bundle:
-        """Decode one bundle or raise `WireError`; never raises anything else."""
+    def decode(self, data: bytes | memoryview) -> Bundle:
+        """Decode one bundle or raise `WireError`; never raises anything else.
+
+        ``data`` may be a memoryview (a TCP frame in the reader's buffer): every
+        decoded value is a copy, nothing keeps a reference to ``data``.
+        """
         try:
             return self._decode(data)
         except WireError:
@@ -351,7 +355,7 @@ class WireCodec:
         except Exception as exc:  # hostile input: anything else is malformed
             raise WireError("malformed", f"{type(exc).__name__}: {exc}") from None
 
-    def _decode(self, data: bytes) -> Bundle:
+    def _decode(self, data: bytes | memoryview) -> Bundle:
         pos = self.check_prefix(data)
         if len(data) <= pos:
             raise WireError("truncated", "no auth length byte")
@@ -361,7 +365,7 @@ class WireCodec:
             raise WireError("truncated", "no body")
         body = data[body_at:]
         if self.authenticator is not None:
-            if not self.authenticator.verify(body, bytes(data[pos + 1 : body_at])):
+            if not self.authenticator.verify(bytes(body), bytes(data[pos + 1 : body_at])):
                 raise WireError("auth", "bundle failed authentication")
         elif tag_len:
             raise WireError("auth", "bundle carries an auth tag but no authenticator is set")

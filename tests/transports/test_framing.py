@@ -23,28 +23,57 @@ def framed(data: bytes) -> bytes:
     return frame(data) + data
 
 
+async def collect(chunks: list[bytes], max_frame_size: int = 100) -> list[bytes]:
+    """Feed ``chunks`` through a socket pair, one read each, and return every frame read."""
+    left, right = trio.socket.socketpair()
+    reader = FrameReader(right, max_frame_size)
+    got: list[bytes] = []
+
+    async def feed() -> None:
+        with left:
+            for chunk in chunks:
+                await trio.testing.wait_all_tasks_blocked()  # the reader waits: one read each
+                await left.send(chunk)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(feed)
+        while frames := await reader.frames():
+            got.extend(bytes(f) for f in frames)
+    right.close()
+    return got
+
+
 async def reader_for(chunks: list[bytes], max_frame_size: int = 100) -> FrameReader:
-    send, receive = trio.testing.memory_stream_one_way_pair()
-    for chunk in chunks:
-        await send.send_all(chunk)
-        await trio.testing.wait_all_tasks_blocked()
-    await send.aclose()
-    return FrameReader(receive, max_frame_size)  # type: ignore[arg-type]
+    left, right = trio.socket.socketpair()
+    with left:
+        for chunk in chunks:
+            await left.send(chunk)
+    return FrameReader(right, max_frame_size)
 
 
 async def test_frames_split_across_reads_and_several_per_read_come_out_whole() -> None:
     data = framed(b"one") + framed(b"two") + framed(b"three")
-    reader = await reader_for([data[:2], data[2:9], data[9:]])
-    got: list[bytes] = []
-    while frames := await reader.frames():
-        got.extend(frames)
-    assert got == [b"one", b"two", b"three"]
+    assert await collect([data[:2], data[2:9], data[9:]]) == [b"one", b"two", b"three"]
+
+
+async def test_a_frame_larger_than_the_read_buffer_comes_out_whole() -> None:
+    big = bytes(range(256)) * 2000  # 512 000 bytes: more than the reader's first buffer
+    data = framed(b"a") + framed(big) + framed(b"z")
+    chunks = [data[i : i + 70_000] for i in range(0, len(data), 70_000)]
+    assert await collect(chunks, max_frame_size=1 << 20) == [b"a", big, b"z"]
+
+
+async def test_frames_straddling_the_buffer_end_are_moved_not_lost() -> None:
+    frames = [bytes([i]) * (30_000 + 997 * i) for i in range(40)]  # ~1.9 MB, odd sizes
+    data = b"".join(framed(f) for f in frames)
+    chunks = [data[i : i + 50_000] for i in range(0, len(data), 50_000)]
+    assert await collect(chunks, max_frame_size=1 << 20) == frames
 
 
 async def test_first_returns_one_frame_and_keeps_the_rest() -> None:
     reader = await reader_for([framed(b"hello") + framed(b"data")])
     assert await reader.first() == b"hello"
-    assert await reader.frames() == [b"data"]
+    assert [bytes(f) for f in await reader.frames()] == [b"data"]
     assert await reader.first() is None
 
 
@@ -94,7 +123,7 @@ async def _socket_connection() -> tuple[Connection, trio.socket.SocketType]:
     left, right = trio.socket.socketpair()
     me = Address.random("me")
     stream = trio.SocketStream(left)
-    return Connection(stream, FrameReader(stream, 1 << 20), me, ("127.0.0.1", 1), me), right
+    return Connection(stream, FrameReader(left, 1 << 20), me, ("127.0.0.1", 1), me), right
 
 
 async def _read_exactly(sock: trio.socket.SocketType, size: int) -> bytes:
