@@ -279,6 +279,7 @@ class WireCodec:
         self._prefix = MAGIC + bytes((WIRE_VERSION, 0, len(raw))) + raw
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True)
         self._addresses: dict[bytes, Address] = {}
+        self._address_exts: dict[Address, tuple[str, msgpack.ExtType]] = {}
 
     # encoding ---------------------------------------------------------------
 
@@ -306,7 +307,7 @@ class WireCodec:
 
     def _default(self, obj: Any) -> Any:
         if isinstance(obj, Address):
-            return msgpack.ExtType(_EXT_ADDRESS, obj.to_bytes() + obj.name.encode())
+            return self._address_ext(obj)
         if isinstance(obj, MergeView):
             inner = (obj.view_id, obj.members, obj.subgroups)
             return msgpack.ExtType(_EXT_MERGE_VIEW, self._pack_inner(inner))
@@ -316,6 +317,21 @@ class WireCodec:
             rows = [(m, d, r) for m, (d, r) in obj.items()]
             return msgpack.ExtType(_EXT_DIGEST, self._pack_inner(rows))
         raise TypeError(f"cannot encode {type(obj).__name__} on the wire")
+
+    def _address_ext(self, addr: Address) -> msgpack.ExtType:
+        """Every bundle carries its source (and a unicast its destination): built once each.
+
+        Keyed by the address (its UUID) with the name checked, since the name is
+        encoded too but plays no part in address equality.
+        """
+        cached = self._address_exts.get(addr)
+        if cached is not None and cached[0] == addr.name:
+            return cached[1]
+        ext = msgpack.ExtType(_EXT_ADDRESS, addr.to_bytes() + addr.name.encode())
+        if len(self._address_exts) >= 4096:
+            self._address_exts.clear()
+        self._address_exts[addr] = (addr.name, ext)
+        return ext
 
     def _pack_inner(self, obj: Any) -> bytes:
         return msgpack.packb(obj, default=self._default, use_bin_type=True)  # type: ignore[no-any-return]
