@@ -4,16 +4,33 @@
 
 For UDP and TCP and each message size, two member processes (a sender and a
 receiver) run the triogroups transport with nothing above it: the sender
-pushes batches of messages down as fast as it can, the receiver counts the
-messages that come up. In the same run, two processes do the same with raw
-Python sockets the naive way: one message per datagram (UDP) or per
-``send`` (TCP; once with the default socket, where Nagle's algorithm lets the
-kernel coalesce, and once with TCP_NODELAY as the transport uses), read by a
-blocking receive loop that only counts. The rate is what the
-receiver got per second between its first and last message (UDP may lose
-datagrams when the receiver falls behind; what was lost is not counted).
-Runs are interleaved and repeated; the table shows median msgs/s and the
-transport / raw ratios.
+pushes batches of 64 messages down as fast as it can (what a layer above
+passes), the receiver counts the messages that come up. In the same run, two
+processes do the same with raw Python sockets the naive way, read by a
+blocking receive loop that only counts bytes: one message per datagram (UDP)
+or per ``send`` (TCP). The rate is what the receiver got per second between
+its first and last message (UDP may lose datagrams when the receiver falls
+behind; what was lost is not counted). Runs are interleaved and repeated; the
+first table shows median msgs/s and the transport / raw ratios.
+
+TCP has two baselines, and they measure different things:
+
+- ``raw nodelay``: one ``send`` per message with TCP_NODELAY, so one segment
+  per message, as the transport's socket is configured (and JGroups' TCP with
+  its default ``tcp_nodelay``). This is the one-send-per-message baseline.
+- ``raw``: one ``send`` per message on a default socket. Nagle's algorithm
+  lets the kernel coalesce the small sends, and the receiver reads 64 KB at
+  a time and does nothing with them, so this baseline is kernel-bundled: its
+  cost is one ``send`` system call per message on the sender and almost
+  nothing on the receiver. Beating it 2x means the transport must spend less
+  than half a ``send`` syscall per message on *each* side, decode and
+  ``Message`` objects included.
+
+The second table shows each side's CPU time per message (process time over
+the counted interval / messages): it is far less sensitive to other load on
+the machine than msgs/s, and shows which side limits a run. On a machine with
+fewer free cores than the two processes need, msgs/s follows the sum of both
+sides' CPU per message rather than the larger.
 
 This is a measurement, not a test: nothing here asserts a duration.
 """
