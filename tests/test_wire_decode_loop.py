@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from triogroups import Address, Message
 from triogroups.message import ALL_FLAGS
-from triogroups.wire import WIRE_VERSION, Bundle, WireCodec, WireError, register_header
 from triogroups.wire import _HEADERS as HEADERS
+from triogroups.wire import WIRE_VERSION, Bundle, WireCodec, WireError, register_header
 
 A = Address.random("A")
 B = Address.random("B")
