@@ -4,8 +4,8 @@
 
 For UDP and TCP and each message size, two member processes (a sender and a
 receiver) run the triogroups transport with nothing above it: the sender
-pushes batches of 64 messages down as fast as it can (what a layer above
-passes), the receiver counts the messages that come up. In the same run, two
+pushes batches of 64 messages (``--batch``) down as fast as it can (what a
+layer above passes), the receiver counts the messages that come up. In the same run, two
 processes do the same with raw Python sockets the naive way, read by a
 blocking receive loop that only counts bytes: one message per datagram (UDP)
 or per ``send`` (TCP). The rate is what the receiver got per second between
@@ -56,7 +56,7 @@ from triogroups.events import AddPhysicalAddress, Item
 from triogroups.transports import TcpTransport, UdpTransport
 
 IDLE = 1.0  # the receiver stops this long after its last message
-BATCH = 64  # messages per batch handed to the transport (what a layer above passes down)
+BATCH = 64  # default messages per batch handed to the transport (what a layer above passes)
 
 
 def _emit(**fields: Any) -> None:
@@ -170,7 +170,9 @@ async def transport_receiver(kind: str) -> None:
         del down_send
 
 
-async def transport_sender(kind: str, size: int, port: int, uuid: str, seconds: float) -> None:
+async def transport_sender(
+    kind: str, size: int, port: int, uuid: str, seconds: float, batch_size: int
+) -> None:
     transport = _transport(kind, "sender")
     down_send, down_recv = trio.open_memory_channel[Item](16)
     up_send, up_recv = trio.open_memory_channel[Item](64)
@@ -179,13 +181,13 @@ async def transport_sender(kind: str, size: int, port: int, uuid: str, seconds: 
     async with trio.open_nursery() as nursery:
         await nursery.start(transport.serve, down_recv, up_send)
         await down_send.send(AddPhysicalAddress(receiver, ("127.0.0.1", port)))
-        batch = [Message(receiver, payload) for _ in range(BATCH)]
+        batch = [Message(receiver, payload) for _ in range(batch_size)]
         sent = 0
         cpu = time.process_time()
         deadline = time.perf_counter() + seconds
         while time.perf_counter() < deadline:
             await down_send.send(list(batch))  # reused, as the raw senders reuse one payload
-            sent += BATCH
+            sent += batch_size
         await trio.sleep(0.5)  # let TCP flush what is queued
         _emit(sent=sent, cpu=time.process_time() - cpu)
         nursery.cancel_scope.cancel()
@@ -211,12 +213,12 @@ class Run(NamedTuple):
     recv_us: float  # receiver CPU microseconds per message received
 
 
-def measure(mode: str, kind: str, size: int, seconds: float) -> Run:
+def measure(mode: str, kind: str, size: int, seconds: float, batch: int = BATCH) -> Run:
     """One sender / receiver pair for ``mode`` in raw / transport."""
     receiver = _child(f"{mode}-recv", kind, str(size))
     assert receiver.stdout is not None
     hello = json.loads(receiver.stdout.readline())
-    extra = [hello.get("uuid", "-")]
+    extra = [hello.get("uuid", "-"), str(batch)]
     sender = _child(f"{mode}-send", kind, str(size), str(hello["port"]), str(seconds), *extra)
     assert sender.stdout is not None
     sent = json.loads(sender.stdout.readline())
@@ -239,7 +241,7 @@ def child_main(args: list[str]) -> None:
     elif role == "transport-recv":
         trio.run(transport_receiver, kind)
     elif role == "transport-send":
-        trio.run(transport_sender, kind, size, int(args[3]), args[5], float(args[4]))
+        trio.run(transport_sender, kind, size, int(args[3]), args[5], float(args[4]), int(args[6]))
 
 
 def _median(runs: list[Run], field: str) -> float:
@@ -258,6 +260,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved runs; medians shown")
     parser.add_argument("--sizes", default="100,1000", help="message sizes in bytes")
     parser.add_argument("--kinds", default="udp,tcp")
+    parser.add_argument(
+        "--batch", type=int, default=BATCH, help="messages per batch the transport sender gets"
+    )
     opts = parser.parse_args()
     sizes = [int(s) for s in opts.sizes.split(",")]
     rows = []
@@ -270,7 +275,7 @@ def main() -> None:
                 raw.append(measure("raw", kind, size, opts.seconds))
                 if kind == "tcp":
                     nodelay.append(measure("raw", "tcp-nodelay", size, opts.seconds))
-                ours.append(measure("transport", kind, size, opts.seconds))
+                ours.append(measure("transport", kind, size, opts.seconds, opts.batch))
             rows.append((kind.upper(), size, raw, nodelay, ours))
     print(
         f"\n{'':<5}{'size':>6} {'raw':>11} {'raw nodelay':>12} {'triogroups':>11} "
