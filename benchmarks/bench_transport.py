@@ -81,7 +81,7 @@ def raw_receiver(kind: str, size: int) -> None:
         conn, _ = listener.accept()
     count = 0
     received = 0
-    first = last = cpu_first = cpu_last = 0.0
+    first = last = cpu_first = 0.0
     while True:
         try:
             data = conn.recv(65536)
@@ -90,17 +90,17 @@ def raw_receiver(kind: str, size: int) -> None:
         if not data:
             break
         last = time.perf_counter()
-        cpu_last = time.process_time()
         if not first:
-            first, cpu_first = last, cpu_last
+            first, cpu_first = last, time.process_time()
             conn.settimeout(IDLE)
         if kind == "udp":
             count += 1
         else:
             received += len(data)
+    cpu = time.process_time() - cpu_first  # the idle wait at the end costs no CPU
     if kind != "udp":
         count = received // size
-    _emit(count=count, seconds=last - first, cpu=cpu_last - cpu_first)
+    _emit(count=count, seconds=last - first, cpu=cpu)
 
 
 def raw_sender(kind: str, size: int, port: int, seconds: float) -> None:
@@ -153,7 +153,7 @@ async def transport_receiver(kind: str) -> None:
         me = transport.local_address
         _emit(port=transport.physical[1], uuid=f"{me.uuid:032x}")
         count = 0
-        first = last = cpu_first = cpu_last = 0.0
+        first = last = cpu_first = 0.0
         while True:
             with trio.move_on_after(IDLE if first else 60) as idle:
                 item = await up_recv.receive()
@@ -161,11 +161,11 @@ async def transport_receiver(kind: str) -> None:
                 break
             if type(item) is list:
                 last = time.perf_counter()
-                cpu_last = time.process_time()
                 if not first:
-                    first, cpu_first = last, cpu_last
+                    first, cpu_first = last, time.process_time()
                 count += len(item)
-        _emit(count=count, seconds=last - first, cpu=cpu_last - cpu_first)
+        cpu = time.process_time() - cpu_first  # the idle wait at the end costs no CPU
+        _emit(count=count, seconds=last - first, cpu=cpu)
         nursery.cancel_scope.cancel()
         del down_send
 
