@@ -80,6 +80,15 @@ def test_round_trip_keeps_address_names() -> None:
     assert bundle.src.name == "A" and bundle.src.uuid == A.uuid
 
 
+def test_an_address_renamed_under_the_same_uuid_is_encoded_with_its_new_name() -> None:
+    """The encoder caches each address's encoding; equal addresses may differ in name."""
+    codec = _codec()
+    codec.encode(None, A, [Message(None, b"m")])
+    renamed = Address(A.uuid, "A2")
+    bundle = _codec().decode(codec.encode(None, renamed, [Message(None, b"m")]))
+    assert bundle.src.name == "A2"
+
+
 def test_round_trip_headers_with_views_digests_and_containers() -> None:
     codec = _codec()
     sub1 = View.create(A, 3, [A, C])

@@ -53,6 +53,11 @@ _EXT_VIEW = 3
 _EXT_MERGE_VIEW = 4
 _EXT_DIGEST = 5
 
+_BAD_ENTRY = "message entry is not [flags, headers, payload]"
+#: Any bit outside the defined flags; a negative int has all high bits set, so it is caught too.
+_BAD_FLAGS = ~ALL_FLAGS
+_new = object.__new__
+
 
 class WireError(Exception):
     """Bytes that are not a valid bundle for this codec.
@@ -96,6 +101,7 @@ class _HeaderSpec(NamedTuple):
 
 
 _HEADERS: dict[int, _HeaderSpec] = {}
+_CONVERTERS: dict[int, _Converter] = {}  # protocol id -> its spec's convert, for the decode loop
 _EXACT = {int: "int", bool: "bool", str: "str", bytes: "bytes"}
 
 
@@ -181,7 +187,8 @@ def register_header(protocol_id: int, cls: type) -> None:
         )
     hints = typing.get_type_hints(cls)
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
-    _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), _compile_header(cls, hints))
+    spec = _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), _compile_header(cls, hints))
+    _CONVERTERS[protocol_id] = spec.convert
 
 
 def header_type(protocol_id: int) -> type | None:
@@ -305,18 +312,20 @@ class WireCodec:
         self._prefix = MAGIC + bytes((WIRE_VERSION, 0, len(raw))) + raw
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True)
         self._addresses: dict[bytes, Address] = {}
+        self._address_exts: dict[Address, tuple[str, msgpack.ExtType]] = {}
 
     # encoding ---------------------------------------------------------------
 
     def encode(self, dest: Address | None, src: Address, messages: list[Message]) -> bytes:
         """One bundle; every message's ``src`` defaults to the bundle's ``src``."""
         entries: list[tuple[Any, ...]] = []
+        append = entries.append
         for m in messages:
-            hdrs = m.headers or None
-            if m.src is None or m.src == src:
-                entries.append((m.flags, hdrs, m.payload))
+            msrc = m.src
+            if msrc is src or msrc is None or msrc == src:  # identity first: no __eq__ call
+                append((m.flags, m.headers or None, m.payload))
             else:
-                entries.append((m.flags, hdrs, m.payload, m.src))
+                append((m.flags, m.headers or None, m.payload, msrc))
         body: bytes = self._packer.pack((dest, src, entries))
         if self.authenticator is None:
             data = self._prefix + b"\x00" + body
@@ -331,7 +340,7 @@ class WireCodec:
 
     def _default(self, obj: Any) -> Any:
         if isinstance(obj, Address):
-            return msgpack.ExtType(_EXT_ADDRESS, obj.to_bytes() + obj.name.encode())
+            return self._address_ext(obj)
         if isinstance(obj, MergeView):
             inner = (obj.view_id, obj.members, obj.subgroups)
             return msgpack.ExtType(_EXT_MERGE_VIEW, self._pack_inner(inner))
@@ -342,12 +351,27 @@ class WireCodec:
             return msgpack.ExtType(_EXT_DIGEST, self._pack_inner(rows))
         raise TypeError(f"cannot encode {type(obj).__name__} on the wire")
 
+    def _address_ext(self, addr: Address) -> msgpack.ExtType:
+        """Every bundle carries its source (and a unicast its destination): built once each.
+
+        Keyed by the address (its UUID) with the name checked, since the name is
+        encoded too but plays no part in address equality.
+        """
+        cached = self._address_exts.get(addr)
+        if cached is not None and cached[0] == addr.name:
+            return cached[1]
+        ext = msgpack.ExtType(_EXT_ADDRESS, addr.to_bytes() + addr.name.encode())
+        if len(self._address_exts) >= 4096:
+            self._address_exts.clear()
+        self._address_exts[addr] = (addr.name, ext)
+        return ext
+
     def _pack_inner(self, obj: Any) -> bytes:
         return msgpack.packb(obj, default=self._default, use_bin_type=True)  # type: ignore[no-any-return]
 
     # decoding ---------------------------------------------------------------
 
-    def check_prefix(self, data: bytes) -> int:
+    def check_prefix(self, data: bytes | memoryview) -> int:
         """Validate the fixed prefix; return the offset of the auth length byte."""
         if len(data) < _PREFIX_MIN:
             raise WireError("truncated", f"{len(data)} bytes is shorter than a prefix")
@@ -367,8 +391,12 @@ class WireCodec:
             raise WireError("foreign_cluster", f"cluster {theirs!r}, not {self.cluster!r}")
         return end
 
-    def decode(self, data: bytes) -> Bundle:
-        """Decode one bundle or raise `WireError`; never raises anything else."""
+    def decode(self, data: bytes | memoryview) -> Bundle:
+        """Decode one bundle or raise `WireError`; never raises anything else.
+
+        ``data`` may be a memoryview (a TCP frame in the reader's buffer): every
+        decoded value is a copy, nothing keeps a reference to ``data``.
+        """
         try:
             return self._decode(data)
         except WireError:
@@ -376,7 +404,7 @@ class WireCodec:
         except Exception as exc:  # hostile input: anything else is malformed
             raise WireError("malformed", f"{type(exc).__name__}: {exc}") from None
 
-    def _decode(self, data: bytes) -> Bundle:
+    def _decode(self, data: bytes | memoryview) -> Bundle:
         pos = self.check_prefix(data)
         if len(data) <= pos:
             raise WireError("truncated", "no auth length byte")
@@ -386,7 +414,7 @@ class WireCodec:
             raise WireError("truncated", "no body")
         body = data[body_at:]
         if self.authenticator is not None:
-            if not self.authenticator.verify(body, bytes(data[pos + 1 : body_at])):
+            if not self.authenticator.verify(bytes(body), bytes(data[pos + 1 : body_at])):
                 raise WireError("auth", "bundle failed authentication")
         elif tag_len:
             raise WireError("auth", "bundle carries an auth tag but no authenticator is set")
@@ -406,36 +434,7 @@ class WireCodec:
             raise WireError("malformed", "bad source")
         if type(entries) is not list:
             raise WireError("malformed", "messages are not an array")
-        return Bundle(dest, src, [self._message(e, dest, src) for e in entries])
-
-    def _message(self, entry: Any, dest: Address | None, src: Address) -> Message:
-        if type(entry) is not list:
-            raise WireError("malformed", "message entry is not [flags, headers, payload]")
-        if len(entry) == 3:
-            flags, hdrs, payload = entry
-        elif len(entry) == 4:
-            flags, hdrs, payload, src = entry
-            if type(src) is not Address:
-                raise WireError("malformed", "bad message source")
-        else:
-            raise WireError("malformed", "message entry is not [flags, headers, payload]")
-        if type(flags) is not int or flags & ~ALL_FLAGS or flags < 0:
-            raise WireError("malformed", f"bad flags {flags!r}")
-        if type(payload) is not bytes:
-            raise WireError("malformed", "payload is not bytes")
-        headers: dict[int, Any] = {}
-        if hdrs is not None:
-            if type(hdrs) is not dict:
-                raise WireError("malformed", "headers are not a map")
-            for pid, raw in hdrs.items():
-                spec = _HEADERS.get(pid) if type(pid) is int else None
-                if spec is None:
-                    raise WireError("malformed", f"unknown protocol id {pid!r}")
-                try:
-                    headers[pid] = spec.convert(raw)
-                except (ValueError, TypeError) as exc:
-                    raise WireError("malformed", f"header {spec.cls.__name__}: {exc}") from None
-        return Message(dest, payload, src=src, flags=flags, headers=headers)
+        return Bundle(dest, src, _messages(entries, dest, src))
 
     def _ext_hook(self, code: int, data: bytes) -> Any:
         if code == _EXT_ADDRESS:
@@ -468,6 +467,60 @@ class WireCodec:
                 self._addresses.clear()
             self._addresses[data] = addr
         return addr
+
+
+def _messages(entries: list[Any], dest: Address | None, src: Address) -> list[Message]:
+    """Check and build every message of a bundle: the receive path's per-message cost.
+
+    One loop with every check inline and no call per message except a header's
+    converter: the messages are built with ``object.__new__`` and their slots
+    set here, since each field has just been checked (tests/test_wire.py checks
+    that every `Message` slot is set, so a new slot cannot be forgotten here).
+    A decoded header map is converted in place and becomes the message's
+    ``headers``: one dict per message, not two.
+    """
+    msgs: list[Message] = []
+    append = msgs.append
+    converters = _CONVERTERS
+    for entry in entries:
+        if type(entry) is not list:
+            raise WireError("malformed", _BAD_ENTRY)
+        size = len(entry)
+        if size == 3:
+            flags, hdrs, payload = entry
+            msrc = src
+        elif size == 4:
+            flags, hdrs, payload, msrc = entry
+            if type(msrc) is not Address:
+                raise WireError("malformed", "bad message source")
+        else:
+            raise WireError("malformed", _BAD_ENTRY)
+        if type(flags) is not int or flags & _BAD_FLAGS:
+            raise WireError("malformed", f"bad flags {flags!r}")
+        if type(payload) is not bytes:
+            raise WireError("malformed", "payload is not bytes")
+        if hdrs is None:
+            hdrs = {}
+        elif type(hdrs) is dict:
+            for pid, raw in hdrs.items():
+                convert = converters.get(pid) if type(pid) is int else None
+                if convert is None:
+                    raise WireError("malformed", f"unknown protocol id {pid!r}")
+                try:
+                    hdrs[pid] = convert(raw)  # same key: safe while iterating
+                except (ValueError, TypeError) as exc:
+                    name = _HEADERS[pid].cls.__name__
+                    raise WireError("malformed", f"header {name}: {exc}") from None
+        else:
+            raise WireError("malformed", "headers are not a map")
+        msg = _new(Message)
+        msg.dest = dest
+        msg.src = msrc
+        msg.flags = flags
+        msg.headers = hdrs
+        msg.payload = payload
+        append(msg)
+    return msgs
 
 
 def _check_view_id(vid: Any) -> ViewId:

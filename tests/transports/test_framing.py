@@ -23,28 +23,57 @@ def framed(data: bytes) -> bytes:
     return frame(data) + data
 
 
+async def collect(chunks: list[bytes], max_frame_size: int = 100) -> list[bytes]:
+    """Feed ``chunks`` through a socket pair, one read each, and return every frame read."""
+    left, right = trio.socket.socketpair()
+    reader = FrameReader(right, max_frame_size)
+    got: list[bytes] = []
+
+    async def feed() -> None:
+        with left:
+            for chunk in chunks:
+                await trio.testing.wait_all_tasks_blocked()  # the reader waits: one read each
+                await left.send(chunk)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(feed)
+        while frames := await reader.frames():
+            got.extend(bytes(f) for f in frames)
+    right.close()
+    return got
+
+
 async def reader_for(chunks: list[bytes], max_frame_size: int = 100) -> FrameReader:
-    send, receive = trio.testing.memory_stream_one_way_pair()
-    for chunk in chunks:
-        await send.send_all(chunk)
-        await trio.testing.wait_all_tasks_blocked()
-    await send.aclose()
-    return FrameReader(receive, max_frame_size)  # type: ignore[arg-type]
+    left, right = trio.socket.socketpair()
+    with left:
+        for chunk in chunks:
+            await left.send(chunk)
+    return FrameReader(right, max_frame_size)
 
 
 async def test_frames_split_across_reads_and_several_per_read_come_out_whole() -> None:
     data = framed(b"one") + framed(b"two") + framed(b"three")
-    reader = await reader_for([data[:2], data[2:9], data[9:]])
-    got: list[bytes] = []
-    while frames := await reader.frames():
-        got.extend(frames)
-    assert got == [b"one", b"two", b"three"]
+    assert await collect([data[:2], data[2:9], data[9:]]) == [b"one", b"two", b"three"]
+
+
+async def test_a_frame_larger_than_the_read_buffer_comes_out_whole() -> None:
+    big = bytes(range(256)) * 2000  # 512 000 bytes: more than the reader's first buffer
+    data = framed(b"a") + framed(big) + framed(b"z")
+    chunks = [data[i : i + 70_000] for i in range(0, len(data), 70_000)]
+    assert await collect(chunks, max_frame_size=1 << 20) == [b"a", big, b"z"]
+
+
+async def test_frames_straddling_the_buffer_end_are_moved_not_lost() -> None:
+    frames = [bytes([i]) * (30_000 + 997 * i) for i in range(40)]  # ~1.9 MB, odd sizes
+    data = b"".join(framed(f) for f in frames)
+    chunks = [data[i : i + 50_000] for i in range(0, len(data), 50_000)]
+    assert await collect(chunks, max_frame_size=1 << 20) == frames
 
 
 async def test_first_returns_one_frame_and_keeps_the_rest() -> None:
     reader = await reader_for([framed(b"hello") + framed(b"data")])
     assert await reader.first() == b"hello"
-    assert await reader.frames() == [b"data"]
+    assert [bytes(f) for f in await reader.frames()] == [b"data"]
     assert await reader.first() is None
 
 
@@ -80,6 +109,7 @@ async def test_writer_coalesces_queued_frames_into_chunks_in_order() -> None:
     conn: Any = Connection.__new__(Connection)
     conn.out, conn.out_bytes = [], 0
     conn._wake = trio.Event()
+    conn._sending = True  # the writer is inside a send: frames queue behind it
     for i in range(5):
         conn.enqueue(bytes([i]) * 400)
     first = conn._take(1000)  # whole frames until the limit is passed
@@ -87,3 +117,50 @@ async def test_writer_coalesces_queued_frames_into_chunks_in_order() -> None:
     rest = conn._take(1_000_000)
     assert first + rest == b"".join(framed(bytes([i]) * 400) for i in range(5))
     assert conn.out == [] and conn.out_bytes == 0
+
+
+async def _socket_connection() -> tuple[Connection, trio.socket.SocketType]:
+    left, right = trio.socket.socketpair()
+    me = Address.random("me")
+    stream = trio.SocketStream(left)
+    return Connection(stream, FrameReader(left, 1 << 20), me, ("127.0.0.1", 1), me), right
+
+
+async def _read_exactly(sock: trio.socket.SocketType, size: int) -> bytes:
+    data = b""
+    while len(data) < size:
+        data += await sock.recv(size - len(data))
+    return data
+
+
+async def test_idle_connection_writes_a_frame_at_once_without_the_writer() -> None:
+    conn, peer = await _socket_connection()
+    conn.enqueue(b"hello")
+    assert conn.out == [] and conn.out_bytes == 0 and not conn._wake.is_set()
+    assert await _read_exactly(peer, 9) == framed(b"hello")
+
+
+async def test_what_the_socket_does_not_take_queues_and_frames_stay_in_order() -> None:
+    """Frames past a full socket buffer queue; later frames queue behind them, never ahead."""
+    conn, peer = await _socket_connection()
+    frames = [bytes([i % 251]) * 100_000 for i in range(40)]
+    for data in frames:
+        conn.enqueue(data)
+    assert conn.out and conn._wake.is_set()
+    expected = b"".join(framed(data) for data in frames)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(conn.write_loop)
+        got = await _read_exactly(peer, len(expected))
+        conn.close()
+    assert got == expected
+
+
+async def test_a_broken_connection_queues_the_frame_for_the_writer_to_report() -> None:
+    conn, peer = await _socket_connection()
+    peer.close()
+    await trio.sleep(0.01)
+    for _ in range(3):  # the first write may still succeed; a later one meets the reset
+        conn.enqueue(b"x" * 100_000)
+    assert conn.out
+    with pytest.raises(trio.BrokenResourceError):
+        await conn.write_loop()

@@ -197,3 +197,50 @@ async def test_tcp_member_drops_bad_frames_after_a_good_hello_and_keeps_the_conn
         await stream.send_all((2**31 - 1).to_bytes(4, "big"))
         assert await closed_by_peer(stream)
     assert tcp_member.transport.stats()["decode_errors"]["oversized"] == 1
+
+
+async def test_tcp_member_drops_a_flood_of_bad_frames_without_starving_other_tasks(
+    tcp_member: Any, cluster_name: str
+) -> None:
+    """Every bad frame is counted, and other tasks run between reads.
+
+    The reader does not await while data is ready, so the read loop must
+    checkpoint after a read that gave nothing to pass up. Trio may run the
+    reader first in one scheduling batch and last in the one before, so at
+    most two reads' worth of frames (256 KB each, 11-byte frames) may be
+    dropped between two turns of another task.
+    """
+    codec = WireCodec(cluster_name)
+    hello = encode_hello(codec, Address.random("friend"), ("127.0.0.1", 1))
+    flood = framed(b"garbage") * 20_000
+    rounds = 5
+
+    def send_flood() -> None:
+        with socket.create_connection(tcp_member.physical) as raw:
+            raw.sendall(hello)
+            for _ in range(rounds):
+                raw.sendall(flood)
+            raw.shutdown(socket.SHUT_WR)
+            while raw.recv(65536):  # the member's hello, then its EOF once it read everything
+                pass
+
+    def dropped() -> int:
+        return int(tcp_member.transport.stats()["decode_errors"].get("bad_magic", 0))
+
+    most_between_turns = 0
+
+    async def watch() -> None:
+        nonlocal most_between_turns
+        last = dropped()
+        while True:
+            await trio.lowlevel.checkpoint()
+            now = dropped()
+            most_between_turns = max(most_between_turns, now - last)
+            last = now
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(watch)
+        await trio.to_thread.run_sync(send_flood)
+        nursery.cancel_scope.cancel()
+    assert tcp_member.transport.stats()["decode_errors"] == {"bad_magic": 20_000 * rounds}
+    assert 0 < most_between_turns <= 2 * ((1 << 18) // len(framed(b"garbage")) + 1)

@@ -26,6 +26,7 @@ __all__ = ["BUNDLE_OVERHEAD", "drain", "encode_bundles", "pack", "route", "segme
 
 _DONT_BUNDLE = int(Flag.DONT_BUNDLE)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_UNSET = object()
 
 #: Allowance for the bundle prefix and the [dest, src, [...]] envelope.
 BUNDLE_OVERHEAD = 64
@@ -67,19 +68,23 @@ def route(
     """
     by_dest: dict[Address | None, list[Message]] = {}
     local: list[Message] = []
+    last: object = _UNSET
+    group: list[Message] = local
+    to_me = False
     for msg in batch:
         msg.src = me
         dest = msg.dest
-        if dest == me:
+        if dest is not last:  # runs of one destination skip Address.__eq__ / __hash__
+            last = dest
+            to_me = dest is not None and dest == me
+            if not to_me:
+                group = by_dest.setdefault(dest, [])
+        if to_me:
             local.append(msg)
             continue
         if dest is None and not msg.flags & _DONT_LOOPBACK:
             local.append(msg)
-        group = by_dest.get(dest)
-        if group is None:
-            by_dest[dest] = [msg]
-        else:
-            group.append(msg)
+        group.append(msg)
     return by_dest, local
 
 
@@ -92,7 +97,7 @@ def pack(msgs: list[Message], max_size: int) -> list[list[Message]]:
         if msg.flags & _DONT_BUNDLE:
             bundles.append([msg])
             continue
-        msize = msg.size()
+        msize = len(msg.payload) + 8 + 16 * len(msg.headers)  # Message.size(), inlined
         if current and size + msize > max_size:
             bundles.append(current)
             current, size = [], BUNDLE_OVERHEAD

@@ -10,8 +10,11 @@ table needs (the source port of a TCP connection is not where its member
 listens). The hello goes through the codec, so another cluster or a newer
 wire version is refused before anything else is read.
 
-Writes are coalesced: frames queue on the connection and the writer task
-sends everything queued in one ``send_all``. A connection is *retired* by
+Writes go straight to the socket when they can: a frame enqueued while
+nothing is queued and the writer is idle is written at once with one
+non-blocking ``writev`` (POSIX), so a frame costs no task switch. What the
+kernel does not take queues on the connection, and the writer task sends
+everything queued, coalesced, in one ``send_all``. A connection is *retired* by
 half-closing it: its writer flushes what is queued and sends EOF, its reader
 keeps reading until the peer's EOF (or ``close_timeout``). Either side may
 retire a connection at any time (idle reaping, the simultaneous-connect
@@ -19,6 +22,8 @@ tie-break, a peer's EOF) without losing a frame the peer already wrote.
 """
 
 from __future__ import annotations
+
+import os
 
 import trio
 
@@ -54,7 +59,7 @@ def encode_hello(codec: WireCodec, me: Address, listening: Physical) -> bytes:
     return frame(data) + data
 
 
-def decode_hello(codec: WireCodec, data: bytes) -> tuple[Address, Physical]:
+def decode_hello(codec: WireCodec, data: bytes | memoryview) -> tuple[Address, Physical]:
     """The peer's address and listening endpoint, or WireError (``bad_hello`` or the codec's)."""
     bundle = codec.decode(data)
     if len(bundle.messages) != 1 or bundle.messages[0].flags != _INTERNAL:
@@ -66,62 +71,99 @@ def decode_hello(codec: WireCodec, data: bytes) -> tuple[Address, Physical]:
 
 
 class FrameReader:
-    """Splits a stream into frames of at most ``max_frame_size`` bytes."""
+    """Splits a socket's byte stream into frames of at most ``max_frame_size`` bytes.
 
-    def __init__(self, stream: trio.SocketStream, max_frame_size: int) -> None:
-        self.stream = stream
+    Reads go into one buffer that lives as long as the connection, and frames
+    come out as memoryviews of it: no copy per read or per frame (the decoder
+    copies what it keeps). A returned frame is valid until the next call to
+    `frames` or `first`. Data already in the kernel is read without awaiting,
+    so the caller must checkpoint itself (the read loop's ``up.send`` does).
+    """
+
+    def __init__(self, sock: trio.socket.SocketType, max_frame_size: int) -> None:
+        self.sock = sock
         self.max_frame_size = max_frame_size
-        self._buf = bytearray()
-        self._ready: list[bytes] = []
+        self._buf = bytearray(_CHUNK)
+        self._view = memoryview(self._buf)
+        self._start = 0  # first byte not yet returned in a frame
+        self._end = 0  # end of the bytes read
+        self._ready: list[memoryview] = []
 
-    async def frames(self) -> list[bytes]:
+    async def frames(self) -> list[memoryview]:
         """Every complete frame available (at least one), or [] at a clean EOF.
 
         Raises FrameError on an oversized or empty length, or an EOF inside a
-        frame; trio's stream errors pass through.
+        frame; OSError and trio.ClosedResourceError pass through.
         """
-        while not self._ready:
-            data = await self.stream.receive_some(_CHUNK)
-            if not data:
-                if self._buf:
-                    detail = f"connection closed {len(self._buf)} bytes into a frame"
+        ready = self._ready
+        while not ready:
+            self._make_room()
+            read = await self._read(self._view[self._end :])
+            if not read:
+                if self._end > self._start:
+                    detail = f"connection closed {self._end - self._start} bytes into a frame"
                     raise FrameError("truncated", detail)
                 return []
-            self._buf += data
-            self._split()
-        ready, self._ready = self._ready, []
+            self._end += read
+            self._split(ready)
+        self._ready = []
         return ready
 
-    async def first(self) -> bytes | None:
+    async def first(self) -> memoryview | None:
         """The next single frame (the rest stay buffered), or None at EOF."""
         if not self._ready:
             self._ready = await self.frames()
         return self._ready.pop(0) if self._ready else None
 
-    def _split(self) -> None:
-        buf = self._buf
-        size = len(buf)
-        pos = 0
-        view = memoryview(buf)
-        try:
-            while size - pos >= 4:
-                length = int.from_bytes(view[pos : pos + 4], "big")
-                if length > self.max_frame_size:
-                    raise FrameError(
-                        "oversized",
-                        f"frame length {length} exceeds max_frame_size {self.max_frame_size}",
-                    )
-                if length == 0:
-                    raise FrameError("malformed", "empty frame")
-                end = pos + 4 + length
-                if end > size:
-                    break
-                self._ready.append(bytes(view[pos + 4 : end]))
-                pos = end
-        finally:
-            view.release()
-        if pos:
-            del buf[:pos]
+    async def _read(self, into: memoryview) -> int:
+        fd = self.sock.fileno()
+        while True:
+            try:
+                return os.readv(fd, (into,))
+            except BlockingIOError:
+                await trio.lowlevel.wait_readable(self.sock)
+                fd = self.sock.fileno()
+
+    def _split(self, ready: list[memoryview]) -> None:
+        buf, view = self._buf, self._view
+        pos, end = self._start, self._end
+        while end - pos >= 4:
+            length = int.from_bytes(buf[pos : pos + 4], "big")
+            if length > self.max_frame_size:
+                raise FrameError(
+                    "oversized",
+                    f"frame length {length} exceeds max_frame_size {self.max_frame_size}",
+                )
+            if length == 0:
+                raise FrameError("malformed", "empty frame")
+            stop = pos + 4 + length
+            if stop > end:
+                break
+            ready.append(view[pos + 4 : stop])
+            pos = stop
+        if pos == end:
+            pos = end = 0
+        self._start, self._end = pos, end
+
+    def _make_room(self) -> None:
+        """Room to read at least the rest of the pending frame (or a chunk) after ``_end``.
+
+        Only called once every returned frame is done with: it moves bytes
+        that earlier frames' views may point at.
+        """
+        start, end = self._start, self._end
+        pending = end - start
+        needed = _CHUNK // 4
+        if pending >= 4:
+            needed = max(needed, 4 + int.from_bytes(self._buf[start : start + 4], "big"))
+        if len(self._buf) - end >= needed - pending:
+            return
+        old = self._buf
+        if needed > len(old):  # a frame larger than the buffer: a larger buffer from now on
+            self._buf = bytearray(needed)
+            self._view = memoryview(self._buf)
+        self._buf[:pending] = old[start:end]
+        self._start, self._end = 0, pending
 
 
 class Connection:
@@ -148,13 +190,40 @@ class Connection:
         self.scope = trio.CancelScope()
         self._wake = trio.Event()
         self._room = trio.Event()
+        self._sending = False  # the writer holds taken bytes not yet fully sent
 
     def enqueue(self, data: bytes) -> None:
-        """Queue one encoded bundle (framed here) for the writer."""
-        self.out.append(frame(data))
+        """Send one encoded bundle (framed here) now if the socket takes it, else queue it.
+
+        Order is kept: the direct write is only tried while nothing is queued
+        and the writer is not inside a send. A partial write queues the rest;
+        an error queues the whole frame, and the writer's ``send_all`` then
+        reports the broken stream as it always has.
+        """
+        head = frame(data)
+        if not self.out and not self._sending and not self.retiring and not self.closed:
+            sent = self._write_now(head, data)
+            if sent == len(head) + len(data):
+                self.last_used = trio.current_time()
+                return
+            if sent >= len(head):
+                head, data = b"", data[sent - len(head) :]
+            elif sent:
+                head = head[sent:]
+        self.out.append(head)
         self.out.append(data)
-        self.out_bytes += len(data) + 4
+        self.out_bytes += len(head) + len(data)
         self._wake.set()
+
+    def _write_now(self, head: bytes, data: bytes) -> int:
+        """Bytes the kernel took without blocking (0 when full, closed or broken)."""
+        fd = self.stream.socket.fileno()  # -1 once closed; checked right before the write
+        if fd < 0:
+            return 0
+        try:
+            return os.writev(fd, (head, data))
+        except OSError:  # BlockingIOError, or a broken stream the writer will report
+            return 0
 
     def retire(self, close_timeout: float) -> None:
         """Stop writing after what is queued, send EOF, read on until the peer's EOF."""
@@ -208,4 +277,6 @@ class Connection:
             self._room.set()
             self._room = trio.Event()
             self.last_used = trio.current_time()
+            self._sending = True
             await self.stream.send_all(data)
+            self._sending = False

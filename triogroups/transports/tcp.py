@@ -335,7 +335,7 @@ class TcpTransport(Transport):
                 stream = await trio.open_tcp_stream(*where, local_address=self.bind_addr)
                 self._configure(stream)
                 await stream.send_all(self._hello)
-                reader = FrameReader(stream, self.max_frame_size)
+                reader = FrameReader(stream.socket, self.max_frame_size)
                 hello = await reader.first()
                 if hello is None:
                     raise FrameError("bad_hello", "closed before its hello")
@@ -377,7 +377,7 @@ class TcpTransport(Transport):
         try:
             with trio.fail_after(self.sock_conn_timeout):
                 self._configure(stream)
-                reader = FrameReader(stream, self.max_frame_size)
+                reader = FrameReader(stream.socket, self.max_frame_size)
                 hello = await reader.first()
                 if hello is None:
                     raise FrameError("bad_hello", "closed before its hello")
@@ -524,6 +524,8 @@ class TcpTransport(Transport):
                 counters["msgs_received"] += len(batch)
                 counters["batches_up"] += 1
                 await up.send(batch)
+            else:  # the reader does not await while data is ready: a stream of bad frames
+                await trio.lowlevel.checkpoint()  # must not starve the other tasks
 
     async def _reap_loop(self) -> None:
         while True:
