@@ -42,12 +42,16 @@ class Ufc(FlowControl):
     def _take(self, key: Address | None, cost: int) -> bool:
         if key is None or cost == 0:
             return True
-        left = self._sent.get(key)
+        sent = self._sent
+        left = sent.get(key)
         if left is None:
             return True
-        if left < min(cost, self.max_credits):
+        if left >= cost:  # the common case, first: one comparison
+            sent[key] = left - cost
+            return True
+        if left < self.max_credits:  # too few, and not full: a big message waits for full
             return False
-        self._sent[key] = max(0, left - cost)
+        sent[key] = 0
         return True
 
     def _credit(self, member: Address, credits: int) -> None:
