@@ -87,8 +87,10 @@ class _Member:
         self.samples: list[int] = []
         self.count = 0
         self.first = self.last = 0.0
+        self.first_cpu = self.last_cpu = 0.0
         self.sent = 0
         self.sending_done = False
+        self.send_busy = 0.0  # CPU time over wall time while sending
 
     async def _line(self) -> dict[str, Any] | None:
         line = await trio.to_thread.run_sync(sys.stdin.readline)
@@ -144,10 +146,12 @@ class _Member:
         stack = self.stack
         payload = bytes(self.size)
         batch = self.batch
-        deadline = time.perf_counter() + self.seconds
+        start, start_cpu = time.perf_counter(), time.process_time()
+        deadline = start + self.seconds
         while time.perf_counter() < deadline:
             await stack.send([Message(dest, payload) for _ in range(batch)])
             self.sent += batch
+        self.send_busy = (time.process_time() - start_cpu) / (time.perf_counter() - start)
         self.sending_done = True
 
     async def _count(self) -> None:
@@ -155,8 +159,9 @@ class _Member:
         async for item in self.stack.deliveries:
             if type(item) is list:
                 self.last = time.perf_counter()
+                self.last_cpu = time.process_time()
                 if not self.first:
-                    self.first = self.last
+                    self.first, self.first_cpu = self.last, self.last_cpu
                 self.count += len(item)
 
     async def _until_idle(self) -> None:
@@ -169,13 +174,18 @@ class _Member:
                 return
 
     def _report_counts(self) -> None:
-        self._result(count=self.count, seconds=self.last - self.first, sent=self.sent)
+        self._result(
+            count=self.count,
+            seconds=self.last - self.first,
+            cpu_seconds=self.last_cpu - self.first_cpu,
+            sent=self.sent,
+        )
 
     async def _role_send(self) -> None:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._count)
             await self._send_for(self._peer())
-            self._result(sent=self.sent)
+            self._result(sent=self.sent, busy=self.send_busy)
 
     async def _role_recv(self) -> None:
         async with trio.open_nursery() as nursery:

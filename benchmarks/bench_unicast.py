@@ -25,7 +25,11 @@ much arrived). Round trips: one member sends one message, the other answers
 each delivery with one message back, for ``--rtt-seconds``; p50 and p99 in
 microseconds (the first 20 round trips are left out: connection set-up).
 Runs are interleaved and repeated; the table shows medians and each
-stack's ratio to the transport alone.
+stack's ratio to the transport alone. ``busy s/r`` is each side's CPU time
+over the wall time of the one-way run (sender while sending, receiver
+between its first and last delivery): near 100% on both means the run is
+CPU-bound; two sides near 50% on a 2-core machine means they shared one
+core with other load.
 
 This is a measurement, not a test: nothing here asserts a duration.
 """
@@ -92,11 +96,14 @@ def _specs(kind: str, stack: str, roles: tuple[str, str], opts: Any) -> list[dic
     ]
 
 
-def one_way(kind: str, stack: str, opts: Any) -> tuple[float, float]:
-    """Messages per second delivered at the receiver, and the fraction of those sent."""
+def one_way(kind: str, stack: str, opts: Any) -> tuple[float, float, tuple[float, float]]:
+    """Messages per second delivered at the receiver, the fraction of those sent, and
+    how busy each side was meanwhile (CPU time over wall time: sender, receiver)."""
     sender, receiver = run_group(_specs(kind, stack, ("send", "recv"), opts))
-    rate = receiver["count"] / max(receiver["seconds"], 1e-9)
-    return rate, receiver["count"] / max(sender["sent"], 1)
+    seconds = max(receiver["seconds"], 1e-9)
+    rate = receiver["count"] / seconds
+    busy = (sender["busy"], receiver["cpu_seconds"] / seconds)
+    return rate, receiver["count"] / max(sender["sent"], 1), busy
 
 
 def round_trips(kind: str, stack: str, opts: Any) -> list[float]:
@@ -126,13 +133,15 @@ def main() -> None:
         stacks = _stacks(kind)
         rates: dict[str, list[float]] = {s: [] for s in stacks}
         shares: dict[str, list[float]] = {s: [] for s in stacks}
+        busy: dict[str, list[tuple[float, float]]] = {s: [] for s in stacks}
         p50: dict[str, list[float]] = {s: [] for s in stacks}
         p99: dict[str, list[float]] = {s: [] for s in stacks}
         for _ in range(opts.repeat):  # interleaved, so a noisy moment hits every stack
             for stack in stacks:
-                rate, share = one_way(kind, stack, opts)
+                rate, share, cpu = one_way(kind, stack, opts)
                 rates[stack].append(rate)
                 shares[stack].append(share)
+                busy[stack].append(cpu)
             for stack in stacks:
                 rtts = round_trips(kind, stack, opts)
                 p50[stack].append(_percentile(rtts, 0.50))
@@ -147,6 +156,8 @@ def main() -> None:
                     rate,
                     rate / base,
                     statistics.median(shares[stack]),
+                    statistics.median(b[0] for b in busy[stack]),
+                    statistics.median(b[1] for b in busy[stack]),
                     statistics.median(p50[stack]),
                     statistics.median(p99[stack]),
                     [round(r) for r in rates[stack]],
@@ -156,12 +167,13 @@ def main() -> None:
         f"\n{opts.size} B messages, batches of {BATCH}; medians of {opts.repeat} interleaved runs"
     )
     print(
-        f"{'':<4} {'stack':<12} {'msgs/s':>9} {'ratio':>6} {'delivered':>9} "
+        f"{'':<4} {'stack':<12} {'msgs/s':>9} {'ratio':>6} {'delivered':>9} {'busy s/r':>9} "
         f"{'rtt p50 us':>11} {'rtt p99 us':>11}   one-way runs"
     )
-    for kind, stack, rate, ratio, share, r50, r99, runs in rows:
+    for kind, stack, rate, ratio, share, s_busy, r_busy, r50, r99, runs in rows:
         print(
             f"{kind:<4} {stack:<12} {rate:>9,.0f} {ratio:>5.2f}x {share:>9.1%} "
+            f"{s_busy:>4.0%}/{r_busy:<4.0%} "
             f"{r50:>11,.0f} {r99:>11,.0f}   {runs}"
         )
 
