@@ -21,8 +21,11 @@ Per member, the rate is the messages delivered per second between its first
 and its last delivery; the table shows the lowest member's rate (what every
 member got at least), its share of what was sent (the transport alone over
 UDP loses what the receivers cannot keep up with; that is not counted), and
-the ratio to the transport-only stack of the same transport. Peak memory is
-``ru_maxrss`` of the largest member. Runs are interleaved and repeated;
+the ratio to the transport-only stack of the same transport, and the CPU
+a member spends per message it delivers (process time between its first and
+last delivery over its count, sending its share included; averaged over the
+members): msgs/s swings with other load on the machine, CPU per message far
+less. Peak memory is ``ru_maxrss`` of the largest member. Runs are interleaved and repeated;
 medians are shown.
 
 ``--long`` runs each protocol stack once for ``--seconds`` (default 60) and
@@ -100,24 +103,34 @@ def _summary(results: list[dict[str, Any]]) -> tuple[float, float, int]:
     return rates[low], results[low]["count"] / max(sent, 1), max(r["peak_rss_kb"] for r in results)
 
 
+def _cpu_per_message(results: list[dict[str, Any]]) -> float:
+    """Microseconds of a member's CPU per message it delivered (sending its share included),
+    averaged over the members: what the stack costs, much steadier than msgs/s on a busy
+    machine."""
+    return statistics.mean(r["cpu_seconds"] / max(r["count"], 1) * 1e6 for r in results)
+
+
 def short(opts: Any) -> None:
     names = opts.stacks.split(",")
     rates: dict[str, list[float]] = {s: [] for s in names}
     shares: dict[str, list[float]] = {s: [] for s in names}
     peaks: dict[str, list[int]] = {s: [] for s in names}
+    cpus: dict[str, list[float]] = {s: [] for s in names}
     for _ in range(opts.repeat):  # interleaved, so a noisy moment hits every stack
         for stack in names:
-            rate, share, peak = _summary(run(stack, opts))
+            results = run(stack, opts)
+            rate, share, peak = _summary(results)
             rates[stack].append(rate)
             shares[stack].append(share)
             peaks[stack].append(peak)
+            cpus[stack].append(_cpu_per_message(results))
     print(
         f"\n{opts.members} members each multicasting {opts.size} B messages in batches of "
         f"{BATCH}; medians of {opts.repeat} interleaved runs"
     )
     print(
         f"{'stack':<12} {'msgs/s/member':>13} {'ratio':>6} {'delivered':>9} "
-        f"{'peak RSS MiB':>12}   runs (lowest member's msgs/s)"
+        f"{'CPU us/msg':>10} {'peak RSS MiB':>12}   runs (lowest member's msgs/s)"
     )
     for stack in names:
         rate = statistics.median(rates[stack])
@@ -125,6 +138,7 @@ def short(opts: Any) -> None:
         ratio = f"{rate / statistics.median(rates[base]):>5.2f}x" if base in rates else f"{'-':>6}"
         print(
             f"{stack:<12} {rate:>13,.0f} {ratio} {statistics.median(shares[stack]):>9.1%} "
+            f"{statistics.median(cpus[stack]):>10.2f} "
             f"{statistics.median(peaks[stack]) / 1024:>12.1f}   "
             f"{[round(r) for r in rates[stack]]}"
         )
