@@ -214,6 +214,7 @@ def test_mcast_own_multicasts_are_delivered_once_at_send_and_loopbacks_dropped()
     local = _up(proto)
     assert [(m.payload, m.src, m.dest) for m in local] == [(b"m0", A, None), (b"m1", A, None)]
     assert all(a is not b for a, b in zip(local, sent, strict=True))  # copies, not the window's
+    assert all(m.flags & Flag.DONT_LOOPBACK for m in sent)  # the transport must not copy them up
     proto.up(_looped_back(sent), 0.0)
     assert _up(proto) == [] and proto.stats()["loopbacks_dropped"] == 2
     proto.up([_ack(B, 2), _ack(C, 2)], 0.1)  # the parked #3 is delivered when it is sent

@@ -39,9 +39,11 @@ Choices where the seed is open:
 - A window starts at 0 for members of a view installed without a digest
   (the first view; GMS hands joiners a digest).
 - The sender delivers its own multicasts itself, a copy each, when it sends
-  them (unless DONT_LOOPBACK), and drops the copies the transport loops back:
-  so a layer below that loses the outgoing message (DISCARD) cannot lose the
-  local delivery, and nothing is delivered twice. The ack map holds the
+  them (unless DONT_LOOPBACK), and sends them down with DONT_LOOPBACK (as
+  NAKACK2 does), so the transport does not copy them back up; a copy that
+  comes back anyway is dropped. So a layer below that loses the outgoing
+  message (DISCARD) cannot lose the local delivery, and nothing is delivered
+  twice. The ack map holds the
   *other* members; alone in a view, a member purges what it sent at once.
 - A new member's ack starts at the send window's ``low``, so joining never
   moves the minimum backwards.
@@ -238,6 +240,7 @@ class Mcast(Protocol):
             copy.src = self.local_address
             local.append(copy)
             self.counters["msgs_delivered"] += 1
+            msg.flags |= _DONT_LOOPBACK  # delivered here: the transport must not loop it back
         return msg
 
     def _drain(self, now: float) -> None:

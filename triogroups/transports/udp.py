@@ -258,6 +258,7 @@ class UdpTransport(Transport):
         drops = self.drops
         counters = self.counters
         limit = self.drain_limit
+        own = self.physical  # our multicasts come back from here: skipped before decoding
         while True:
             await trio.lowlevel.wait_readable(sock)
             batch: list[Message] = []
@@ -270,6 +271,9 @@ class UdpTransport(Transport):
                 except OSError as exc:
                     drops.drop("recv_error", str(exc))
                     break
+                if source == own:
+                    counters["own_multicasts_skipped"] += 1  # looped back locally already
+                    continue
                 try:
                     bundle = codec.decode(data)
                 except WireError as exc:
