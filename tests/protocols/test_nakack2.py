@@ -26,7 +26,14 @@ from triogroups import (
     View,
     ViewChange,
 )
-from triogroups.events import DigestReply, Event, GetDigest, MergeDigest, StableDigest
+from triogroups.events import (
+    DigestReply,
+    Disconnect,
+    Event,
+    GetDigest,
+    MergeDigest,
+    StableDigest,
+)
 from triogroups.protocols import ids
 from triogroups.protocols.nakack2 import Nakack2
 from triogroups.protocols.nakack2._header import (
@@ -527,6 +534,22 @@ def test_nakack2_merge_digest_only_adds_windows_for_members_without_one() -> Non
     a.down_event(ViewChange(View.create(net.addrs[0], 5, [*net.addrs, d])), 0.0)
     windows = a.stats()["windows"]
     assert windows[str(net.addrs[1])]["hd"] == 0 and windows[str(d)]["hd"] == 4
+
+
+def test_nakack2_member_that_left_asks_for_nothing_and_delivers_nothing() -> None:
+    """After Disconnect (GMS left) a gap in a window kept from the last view must not
+    make it ask the sender for ever: the requests look alive to the sender's failure
+    detector, which would then never exclude a member whose leave did not get through."""
+    net = _Net(2)
+    net.view()
+    a = net[0]
+    b = net.addrs[1]
+    a.up([_msg_from(b, 3)], 0.0)  # #1 and #2 missing
+    a.down_event(Disconnect(), 0.1)
+    assert a.take_down() == [Disconnect()]
+    assert a.next_deadline() == math.inf and a.stats()["windows"] == {}
+    a.up([_msg_from(b, 1)], 0.2)
+    assert _delivered(a) == [] and a.stats()["non_member_dropped"] == 1
 
 
 def test_nakack2_view_change_drops_left_members_and_adds_new_ones_at_zero() -> None:

@@ -11,7 +11,14 @@ import math
 import pytest
 
 from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View
-from triogroups.events import DigestReply, Event, GetDigest, StableDigest, ViewChange
+from triogroups.events import (
+    DigestReply,
+    Disconnect,
+    Event,
+    GetDigest,
+    StableDigest,
+    ViewChange,
+)
 from triogroups.protocols import ids
 from triogroups.protocols.stable import STABILITY, STABLE_GOSSIP, Stable, StableHeader
 from triogroups.view import ViewId
@@ -65,6 +72,15 @@ def test_stable_timer_asks_the_layer_below_for_the_digest() -> None:
     s.tick(s.next_deadline())
     assert _down(s) == ([], [GetDigest("STABLE")])
     assert s.stats()["digest_requests"] == 1
+
+
+def test_stable_member_that_left_gossips_no_more() -> None:
+    s = _stable(B)
+    s.down_event(Disconnect(), 0.1)
+    assert _down(s) == ([], [Disconnect()])
+    assert s.next_deadline() == math.inf and s.view is None
+    s.up_event(DigestReply("STABLE", Digest({A: (1, 1)})), 0.2)
+    assert _down(s) == ([], [])
 
 
 def test_stable_no_gossip_without_a_view() -> None:

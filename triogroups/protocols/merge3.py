@@ -16,6 +16,10 @@ Over a transport whose multicast reaches only the current view (TCP, see
 it, so, as JGroups does, MERGE3 runs a discovery (`FindMembers`) instead and
 sends the INFO as a unicast to every member that answered.
 
+A member that left the group (`Disconnect` coming down from GMS) forgets its
+view and stops: an INFO with the view it left would make the others merge
+it back in.
+
 Choices the design leaves open: the INFO carries the whole view rather than
 only its id (no extra round trip to learn a view's members, at the cost of a
 larger INFO in large groups); the interval randomness comes from a generator
@@ -29,7 +33,7 @@ import random
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import Event, FindMembers, MembersFound, Merge
+from triogroups.events import Disconnect, Event, FindMembers, MembersFound, Merge
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
@@ -125,6 +129,14 @@ class Merge3(Protocol):
                 self._heard[msg.src] = hdr.view
         if passed:
             self.send_up(passed)
+
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Disconnect):
+            self.view = None
+            self._heard = {}
+            self._finding = False
+            self._next_info = self._next_check = math.inf
+        super().down_event(event, now)
 
     def up_event(self, event: Event, now: float) -> None:
         if isinstance(event, MembersFound) and self._finding:

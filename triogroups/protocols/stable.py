@@ -16,7 +16,8 @@ what is stable and asks for messages that someone received and it did not.
 Decisions: gossip and STABILITY travel as OOB, NO_RELIABILITY messages (a
 lost round is redone by the next one, and they take no seqnos, so a quiet
 group purges down to nothing); collected digests are dropped on every view
-change and after every round; messages for another view are ignored. The
+change and after every round; messages for another view are ignored; a
+member that left the group (`Disconnect` from GMS) gossips no more. The
 interval jitter comes from an RNG seeded with the member's address, so a
 simulated run repeats exactly.
 """
@@ -29,7 +30,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import DigestReply, Event, GetDigest, StableDigest
+from triogroups.events import DigestReply, Disconnect, Event, GetDigest, StableDigest
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, PropertyError, Size, at_least, positive
 from triogroups.protocol import Protocol
@@ -127,6 +128,13 @@ class Stable(Protocol):
         self._awaiting_digest = True
         self._counters["digest_requests"] += 1
         self.pass_down(GetDigest(self.name))
+
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Disconnect):
+            self.view = None
+            self._votes.clear()
+            self._next_gossip = math.inf
+        super().down_event(event, now)
 
     def up_event(self, event: Event, now: float) -> None:
         if isinstance(event, DigestReply) and event.requester == self.name:

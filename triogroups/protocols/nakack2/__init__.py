@@ -47,6 +47,8 @@ Decisions where the seed and JGroups leave a choice:
   message that is merely in flight is not requested.
 - The become_server_queue drops its oldest entries when full (the seed's
   correction); it holds only MSG and XMIT_RSP messages.
+- A member that left the group (`Disconnect` from GMS) drops its windows and
+  its retransmit task: it asks nobody for anything any more.
 """
 
 from __future__ import annotations
@@ -59,6 +61,7 @@ from triogroups.address import Address
 from triogroups.events import (
     BecomeServer,
     DigestReply,
+    Disconnect,
     Event,
     GetDigest,
     MergeDigest,
@@ -416,8 +419,26 @@ class Nakack2(Protocol):
         elif isinstance(event, BecomeServer):
             self._become_server(now)
             self.pass_down(event)
+        elif isinstance(event, Disconnect):
+            self._left_group()
+            self.pass_down(event)
         else:
             super().down_event(event, now)
+
+    def _left_group(self) -> None:
+        """GMS left the group: no view, no windows, no retransmit task.
+
+        Every member is a non-member from now on. A window kept from the last
+        view would ask for what the others purged in views without us, for
+        ever, and those requests would look like signs of life to their
+        failure detectors. What we sent stays, so a late XMIT_REQ for our
+        own last messages is still answered.
+        """
+        self.view = None
+        self._windows.clear()
+        self._xmit_prev.clear()
+        self._stable_xmit.clear()
+        self._next_xmit = math.inf
 
     def view_changed(self, view: View, now: float) -> None:
         super().view_changed(view, now)
