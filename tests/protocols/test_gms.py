@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import trio
 
-from triogroups import Address, Message, StackConfig, View, ViewId
+from triogroups import Address, MergeView, Message, StackConfig, View, ViewId
 from triogroups.events import (
     BecomeServer,
     Connect,
@@ -20,7 +21,15 @@ from triogroups.events import (
 )
 from triogroups.protocols import ids
 from triogroups.protocols.gms import Gms, GmsHeader
-from triogroups.protocols.gms._header import JOIN_REQ, JOIN_RSP, VIEW, VIEW_ACK
+from triogroups.protocols.gms._header import (
+    INSTALL_MERGE_VIEW,
+    JOIN_REQ,
+    JOIN_RSP,
+    MERGE_REQ,
+    MERGE_RSP,
+    VIEW,
+    VIEW_ACK,
+)
 from triogroups.testing import open_cluster
 from triogroups.view import Digest
 
@@ -245,3 +254,75 @@ def test_gms_tells_the_transport_the_next_view_before_taking_the_joiners_digest(
     events = [e for e in gms.take_down() if not isinstance(e, list)]
     assert [type(e) for e in events] == [TmpView, GetDigest]
     assert events[0].view.members == (A, B)
+
+
+# --- leaving and merging: what the membership property tests found ------------------------
+
+D = Address(4, "D")
+
+
+def _member(me: Address, view: View, **props: Any) -> Gms:
+    """A GMS at ``me`` with ``view`` installed (as coordinator or participant)."""
+    gms = _gms(me, **props)
+    gms.down_event(Connect(), 0.0)
+    gms.install(view, 0.0)
+    gms.take_down()
+    gms.take_up()
+    return gms
+
+
+def _run_timers(gms: Gms, until: float) -> None:
+    """Tick as the layer host does; every tick must move the deadline past now."""
+    now = gms.next_deadline()
+    while now <= until:
+        gms.tick(now)
+        assert gms.next_deadline() > now, f"tick at {now} left next_deadline() due"
+        now = gms.next_deadline()
+
+
+def _sent(gms: Gms, kind: int) -> list[Message]:
+    out = [m for item in gms.take_down() if isinstance(item, list) for m in item]
+    return [m for m in out if m.headers[ids.GMS].type == kind]
+
+
+def test_gms_leaving_coordinator_timing_out_with_a_request_queued_leaves_no_timer_due() -> None:
+    """A suspicion queued while the leaving coordinator waits for VIEW_ACKs (bundled for
+    max_bundling_time) outlived the leave: the bundling deadline stayed, and with no
+    request left the tick never moved it, so the timer loop spun at one virtual time."""
+    gms = _member(A, View(ViewId(3, A), [A, B, C]), leave_timeout=1.0, max_bundling_time=0.05)
+    gms.down_event(Disconnect(), 0.0)
+    gms.tick(0.05)  # installs [B, C]; their acks never come
+    gms.up_event(Suspect((B,)), 0.98)
+    _run_timers(gms, until=5.0)
+    assert gms.state == "left" and gms.next_deadline() == math.inf
+
+
+def test_gms_member_that_left_has_no_view_and_takes_part_in_no_merge() -> None:
+    """A left member answers a merge leader that still sees its old view with a refusal
+    and installs no merge view: it is out of the group."""
+    gms = _member(B, View(ViewId(3, A), [A, B]), leave_timeout=1.0)
+    gms.down_event(Disconnect(), 0.0)
+    _run_timers(gms, until=2.0)  # no LEAVE_RSP: the leave times out
+    assert gms.state == "left" and gms.view is None
+    gms.take_down(), gms.take_up()
+    gms.up([Message(B, src=C, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 2.5)
+    (refusal,) = _sent(gms, MERGE_RSP)
+    assert refusal.dest == C and refusal.headers[ids.GMS].view is None
+    subgroups = [View(ViewId(2, C), [C]), View(ViewId(3, A), [A, B])]
+    merged = MergeView(ViewId(4, C), [C, A, B], subgroups)
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, merge_id=1)
+    gms.up([Message(B, src=C, headers={ids.GMS: hdr})], 2.6)
+    assert gms.take_up() == [] and gms.take_down() == []
+    assert gms.state == "left" and gms.view is None
+
+
+def test_gms_leaving_participant_never_takes_over_from_a_suspected_coordinator() -> None:
+    """B asked to leave; A is then suspected. B is on its way out: it must not install a
+    view that names it coordinator (C takes over), or C keeps a coordinator that left."""
+    gms = _member(B, View(ViewId(3, A), [A, B, C]), leave_timeout=1.0)
+    gms.down_event(Disconnect(), 0.0)
+    gms.take_down()
+    gms.up_event(Suspect((A,)), 0.5)
+    _run_timers(gms, until=2.0)
+    assert _sent(gms, VIEW) == []
+    assert gms.state == "left" and gms.stats().get("coordinator_takeovers", 0) == 0

@@ -162,6 +162,7 @@ class Gms(Protocol):
         self._bundle_deadline = math.inf
         self._pending: _Install | None = None
         self._leave_deadline = math.inf
+        self._leaving_coordinator = False
         self._suspected: set[Address] = set()
         self.counters = Counter[str]()
         self.merger = Merger(self)
@@ -283,6 +284,14 @@ class Gms(Protocol):
 
     # --- the coordinator -----------------------------------------------------------------
 
+    def _coordinates(self) -> bool:
+        """True while this member installs views: the coordinator, leaving or not.
+
+        A participant that is leaving never does, even when its coordinator is
+        suspected: it is on its way out, the next member takes over.
+        """
+        return self.state == COORDINATOR or (self.state == LEAVING and self._leaving_coordinator)
+
     def _request(self, kind: int, member: Address, now: float) -> None:
         self._requests.append((kind, member))
         if self._bundle_deadline == math.inf:
@@ -291,9 +300,9 @@ class Gms(Protocol):
 
     def _process(self, now: float) -> None:
         """Start installing the next view if requests wait and no install is under way."""
-        if self._pending is not None or not self._requests or now < self._bundle_deadline:
+        if self._pending is not None or now < self._bundle_deadline:
             return
-        if self.state not in (COORDINATOR, LEAVING) or self.view is None:
+        if not self._requests or not self._coordinates() or self.view is None:
             self._requests = []
             self._bundle_deadline = math.inf
             return
@@ -400,7 +409,7 @@ class Gms(Protocol):
                 self.counters["coordinator_takeovers"] += 1
                 self.state = COORDINATOR
                 fresh = sorted(self._suspected)  # earlier suspects too: they left no request
-        if self.state in (COORDINATOR, LEAVING):
+        if self._coordinates():
             for member in fresh:
                 self._request(SUSPECT_REQ, member, now)
 
@@ -410,25 +419,30 @@ class Gms(Protocol):
         if self.state in (CLIENT, LEFT) or self.view is None:
             self._finish_leave()
             return
+        if self.state == LEAVING:
+            return  # on the way out already
         me = self.local_address
         assert me is not None
-        if self.state == COORDINATOR:
-            self.state = LEAVING
-            self._leave_deadline = now + self.leave_timeout
+        self._leaving_coordinator = self.state == COORDINATOR
+        self.state = LEAVING
+        self._leave_deadline = now + self.leave_timeout
+        if self._leaving_coordinator:
             self._request(LEAVE_REQ, me, now)
         else:
-            self.state = LEAVING
-            self._leave_deadline = now + self.leave_timeout
             self.send_down_one(_control(self.view.coord, GmsHeader(LEAVE_REQ)))
 
     def _finish_leave(self) -> None:
+        """Out of the group: no view, no requests, no merge; the layers below stop too."""
         if self.state == LEFT:
             return
         self.state = LEFT
+        self.view = None
         self._leave_deadline = math.inf
         self._join_deadline = math.inf
         self._pending = None
         self._requests = []
+        self._bundle_deadline = math.inf
+        self.merger.forget()
         self.pass_down(Disconnect())
         self.pass_up(Disconnected())
 
@@ -460,7 +474,7 @@ class Gms(Protocol):
         elif kind == VIEW_ACK:
             self._view_ack(msg, hdr, now)
         elif kind == LEAVE_REQ and msg.src is not None:
-            if self.state in (COORDINATOR, LEAVING):
+            if self._coordinates():
                 self._request(LEAVE_REQ, msg.src, now)
         elif kind == LEAVE_RSP and self.state == LEAVING:
             self._finish_leave()

@@ -178,9 +178,9 @@ class Merger:
 
     def install(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         view = hdr.view
-        if view is None or self.gms.local_address not in view:
-            return
-        if self.gms.view is not None and view.view_id.id <= self.gms.view.view_id.id:
+        if view is None or self.gms.view is None or self.gms.local_address not in view:
+            return  # not for us, or we are not in a group (yet, or any more)
+        if view.view_id.id <= self.gms.view.view_id.id:
             self.gms.counters["old_views_ignored"] += 1
             return
         self._clear_participant()
@@ -189,6 +189,11 @@ class Merger:
     def cancel(self, msg: Message, hdr: GmsHeader) -> None:
         if self._leader is not None and self._leader == (msg.src, hdr.merge_id):
             self._clear_participant()
+
+    def forget(self) -> None:
+        """Drop any merge this member leads or takes part in (it left the group)."""
+        self._reset_leader()
+        self._clear_participant()
 
     def _clear_participant(self) -> None:
         self._leader = None
