@@ -183,6 +183,21 @@ def test_merge3_a_view_whose_coordinator_is_silent_is_represented_by_a_member() 
     assert set(event.coords) == {A, B}
 
 
+def test_merge3_a_view_is_represented_by_a_member_that_still_has_it() -> None:
+    """A moved on from [A|4] (A, C) to [A|6] (A); C still has [A|4]. Were A taken as the
+    representative of both views there would be one representative and no merge, and C
+    would stay outside forever: [A|4] is represented by C, and A leads as the only
+    coordinator of a view it has, even though C sorts lower."""
+    low = Address(0, "C")
+    old = View(ViewId(4, A), [A, low])
+    mine = View(ViewId(6, A), [A])
+    m = _merge3(A, mine)
+    m.up([_info(low, old)], 0.5)
+    m.tick(5.0)
+    (event,) = [e for e in m.take_up() if isinstance(e, Merge)]
+    assert event == Merge((old, mine), (low, A))
+
+
 def test_merge3_member_that_left_sends_no_info_and_starts_no_merge() -> None:
     """After Disconnect (GMS left the group) the old view must not be gossiped: the others
     would merge the member back in."""
