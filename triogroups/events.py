@@ -102,10 +102,11 @@ class StableDigest(Event):
 
 @dataclass(frozen=True, slots=True)
 class MergeDigest(Event):
-    """After a merge (goes down from GMS): add windows for members that have none.
+    """After a merge (goes down from GMS): windows for the members of the other subgroups.
 
-    Unlike `SetDigest`, existing windows are kept: a member's own subgroup
-    is already in sync, only the members of the other subgroups are new.
+    Unlike `SetDigest`, it never names a member of this member's own
+    subgroup (those windows are in sync already): GMS leaves them out. A
+    missing window is added, one behind the digest is moved forward.
     """
 
     digest: Digest

@@ -14,6 +14,7 @@ from triogroups.events import (
     Disconnect,
     Disconnected,
     MembersFound,
+    MergeDigest,
     PingData,
     SetDigest,
     Suspect,
@@ -326,3 +327,25 @@ def test_gms_leaving_participant_never_takes_over_from_a_suspected_coordinator()
     _run_timers(gms, until=2.0)
     assert _sent(gms, VIEW) == []
     assert gms.state == "left" and gms.stats().get("coordinator_takeovers", 0) == 0
+
+
+def test_gms_merge_digest_names_only_the_members_of_the_other_subgroups() -> None:
+    """Our own subgroup's windows are in sync: moving them to the merged digest would skip
+    what is in flight. A member listed in our subgroup and in another too (A moved on
+    from [A|3] to [A|4]) is other: our window for it may be stale."""
+    digest = Digest({A: (7, 7), B: (9, 9), C: (4, 4), D: (2, 2)})
+    gms = _member(B, View(ViewId(3, B), [B, C]))
+    subgroups = [View(ViewId(4, A), [A, D]), View(ViewId(3, B), [B, C])]
+    merged = MergeView(ViewId(5, A), [A, D, B, C], subgroups)
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, digest, merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
+    events = [e for e in gms.take_down() if not isinstance(e, list)]
+    assert events == [MergeDigest(Digest({A: (7, 7), D: (2, 2)})), ViewChange(merged)]
+
+    gms = _member(B, View(ViewId(3, A), [A, B, C]))
+    subgroups = [View(ViewId(4, A), [A]), View(ViewId(3, A), [A, B, C])]
+    merged = MergeView(ViewId(5, A), [A, B, C], subgroups)
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, digest, merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
+    events = [e for e in gms.take_down() if not isinstance(e, list)]
+    assert events == [MergeDigest(Digest({A: (7, 7)})), ViewChange(merged)]

@@ -6,12 +6,16 @@ digest, or refuses (view None) while it takes part in another merge. Once
 all have answered, or ``merge_timeout`` passed (a member that never answers
 is left out), the leader builds the MergeView: its own subgroup first (so it
 coordinates), then the other subgroups ordered by their coordinators; the
-view id is one above the highest merged id. It sends INSTALL_MERGE_VIEW with
-the merged digest to every member, which installs it after a `MergeDigest`
-(new receive windows only for members of the other subgroups). With fewer
-than two answers the merge is cancelled (CANCEL_MERGE). A participant whose
-leader disappears forgets the merge after ``merge_timeout``, so the next
-check can elect another leader.
+view id is one above the highest merged id. With fewer than two answers the
+merge is cancelled (CANCEL_MERGE). A participant whose leader disappears
+forgets the merge after ``merge_timeout``, so the next check can elect
+another leader.
+
+The leader sends INSTALL_MERGE_VIEW with the merged digest to every member,
+which installs it after a `MergeDigest` with the entries of the members of
+the other subgroups only: its own subgroup (the one whose view it holds) is
+in sync already, and moving those windows would skip what is still in
+flight in that view.
 """
 
 from __future__ import annotations
@@ -201,9 +205,11 @@ class Merger:
         self._participant_deadline = math.inf
 
     def _install(self, view: View, digest: Digest | None, now: float) -> None:
-        if digest is not None:
-            self.gms.pass_down(MergeDigest(digest))
-        self.gms.install(view, now)
+        gms = self.gms
+        if digest is not None and isinstance(view, MergeView) and gms.view is not None:
+            others = _other_subgroups(view, gms.view.view_id)
+            gms.pass_down(MergeDigest(Digest({m: digest[m] for m in digest if m in others})))
+        gms.install(view, now)
 
     # --- timers ---------------------------------------------------------------------------
 
@@ -214,6 +220,16 @@ class Merger:
         if now >= self._participant_deadline:
             self.gms.counters["merge_participations_expired"] += 1
             self._clear_participant()
+
+
+def _other_subgroups(view: MergeView, mine: ViewId) -> set[Address]:
+    """Members of the subgroups other than ``mine`` (the view this member held).
+
+    A member listed in our subgroup and in another too (a coordinator that
+    moved on to another view still appears in the one it left) counts as
+    other: our window for it may be stale.
+    """
+    return {m for sub in view.subgroups if sub.view_id != mine for m in sub.members}
 
 
 def _merged_digest(answers: list[tuple[View, Digest | None]]) -> Digest | None:
