@@ -14,6 +14,7 @@ from triogroups.events import (
     Disconnect,
     Disconnected,
     MembersFound,
+    Merge,
     MergeDigest,
     PingData,
     SetDigest,
@@ -23,6 +24,7 @@ from triogroups.events import (
 from triogroups.protocols import ids
 from triogroups.protocols.gms import Gms, GmsHeader
 from triogroups.protocols.gms._header import (
+    CANCEL_MERGE,
     INSTALL_MERGE_VIEW,
     JOIN_REQ,
     JOIN_RSP,
@@ -349,3 +351,88 @@ def test_gms_merge_digest_names_only_the_members_of_the_other_subgroups() -> Non
     gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
     events = [e for e in gms.take_down() if not isinstance(e, list)]
     assert events == [MergeDigest(Digest({A: (7, 7)})), ViewChange(merged)]
+
+
+def _merge_rsp(src: Address, view: View, merge_id: int = 1) -> Message:
+    return Message(A, src=src, headers={ids.GMS: GmsHeader(MERGE_RSP, view, merge_id=merge_id)})
+
+
+def _views_up(gms: Gms) -> list[View]:
+    return [e.view for e in gms.take_up() if isinstance(e, ViewChange)]
+
+
+def test_gms_requests_wait_while_a_merge_is_under_way_so_a_view_id_names_one_view() -> None:
+    """A merges from [A|3] when C asks to join. Installing [A|4] (A, C) at once and the
+    merge view [A|4] (A, B) after it would give one view id two memberships (and drop C):
+    the join waits for the merge, as in JGroups, and gets the next view."""
+    gms = _member(A, View(ViewId(3, A), [A]), max_bundling_time=0.0)
+    b_view = View(ViewId(2, B), [B])
+    gms.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
+    gms.take_down()
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.1)
+    _run_timers(gms, until=1.2)
+    assert gms.view is not None and gms.view.view_id == ViewId(3, A)
+    gms.up([_merge_rsp(B, b_view)], 1.3)
+    (merged,) = _views_up(gms)
+    assert isinstance(merged, MergeView) and merged.view_id == ViewId(4, A)
+    gms.up([Message(A, src=B, headers={ids.GMS: GmsHeader(VIEW_ACK, merged)})], 1.4)
+    _run_timers(gms, until=1.4)
+    (joined,) = _views_up(gms)
+    assert joined.view_id == ViewId(5, A) and joined.members == (A, B, C)
+
+
+def test_gms_merge_leader_installs_no_other_view_before_the_merge_view_is_acked() -> None:
+    """INSTALL_MERGE_VIEW is a unicast, the next VIEW a multicast: sent at once, the VIEW
+    could overtake it, and a member that then ignored the older merge view never got the
+    merge digest (its window for a member of the other subgroup stayed stale)."""
+    gms = _member(A, View(ViewId(3, A), [A]), max_bundling_time=0.0)
+    b_view = View(ViewId(2, B), [B])
+    gms.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
+    gms.up([_merge_rsp(B, b_view)], 1.1)
+    (merged,) = _views_up(gms)
+    assert isinstance(merged, MergeView)
+    (install,) = _sent(gms, INSTALL_MERGE_VIEW)
+    assert install.dest == B and gms.installing
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.2)
+    _run_timers(gms, until=1.1 + gms.view_ack_collection_timeout - 0.01)
+    assert _views_up(gms) == []
+    _run_timers(gms, until=1.1 + gms.view_ack_collection_timeout)  # B never acked
+    (joined,) = _views_up(gms)
+    assert joined.members == (A, B, C)
+
+
+def test_gms_merge_participant_acks_the_merge_view_to_the_leader() -> None:
+    gms = _member(B, View(ViewId(2, B), [B]))
+    merged = MergeView(ViewId(4, A), [A, B], [View(ViewId(3, A), [A]), View(ViewId(2, B), [B])])
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
+    (ack,) = _sent(gms, VIEW_ACK)
+    assert ack.dest == A and ack.headers[ids.GMS].view == merged
+
+
+def test_gms_merge_leader_whose_view_changed_meanwhile_cancels_the_merge() -> None:
+    """The merge would be built from a view A no longer has: cancel, MERGE3 tries again."""
+    gms = _member(A, View(ViewId(3, A), [A]))
+    b_view = View(ViewId(2, B), [B])
+    gms.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
+    gms.take_down()
+    newer = View(ViewId(7, C), [C, A])
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(VIEW, newer)})], 1.1)
+    gms.take_down(), gms.take_up()
+    gms.up([_merge_rsp(B, b_view)], 1.2)
+    (cancel,) = _sent(gms, CANCEL_MERGE)
+    assert cancel.dest == B and gms.view == newer and _views_up(gms) == []
+    assert gms.stats()["merges_cancelled"] == 1 and not gms.merger.busy
+
+
+def test_gms_member_installing_a_view_neither_starts_nor_joins_a_merge() -> None:
+    gms = _member(A, View(ViewId(3, A), [A, B]), max_bundling_time=0.0)
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)
+    _run_timers(gms, until=1.0)  # [A|4] waits for B's VIEW_ACK
+    assert gms.installing
+    gms.take_down()
+    gms.up_event(Merge((View(ViewId(4, A), [A, B, C]), View(ViewId(2, D), [D])), (A, D)), 1.1)
+    assert _sent(gms, MERGE_REQ) == []
+    gms.up([Message(A, src=D, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 1.2)
+    (refusal,) = _sent(gms, MERGE_RSP)
+    assert refusal.dest == D and refusal.headers[ids.GMS].view is None

@@ -189,7 +189,10 @@ class Gms(Protocol):
         elif isinstance(event, DigestReply) and event.requester == DIGEST_REQUESTER:
             self.merger.digest_ready(event.digest, now)
         elif isinstance(event, Merge):
-            self.merger.start(event, now)
+            if self.state == COORDINATOR:  # never while leaving
+                self.merger.start(event, now)
+            else:
+                self.counters["merges_not_started"] += 1
         elif isinstance(event, Suspect):
             self._suspect(event.members, now)
             self.pass_up(event)
@@ -298,9 +301,36 @@ class Gms(Protocol):
             self._bundle_deadline = now + self.max_bundling_time
         self._process(now)
 
+    @property
+    def installing(self) -> bool:
+        """True while a view is being installed (digest, VIEW_ACKs, JOIN_RSPs)."""
+        return self._pending is not None
+
+    def collect_acks(self, view: View, now: float) -> None:
+        """A merge view was installed here: the next view waits for the members' acks."""
+        install = _Install(view, set(view.members), [], [])
+        install.joiners_told = True
+        install.acks = set(view.members) - {self.local_address}
+        install.deadline = now + self.view_ack_collection_timeout
+        self._pending = install
+        if not install.acks:
+            self._install_done(now)
+
+    def resume_requests(self, now: float) -> None:
+        """A merge ended: install what the requests queued meanwhile ask for."""
+        if self._requests and self._bundle_deadline == math.inf:
+            self._bundle_deadline = now
+            self._process(now)
+
     def _process(self, now: float) -> None:
-        """Start installing the next view if requests wait and no install is under way."""
+        """Start installing the next view if requests wait and no install is under way.
+
+        Not during a merge: the requests wait and `resume_requests` takes them up.
+        """
         if self._pending is not None or now < self._bundle_deadline:
+            return
+        if self.merger.busy:
+            self._bundle_deadline = math.inf
             return
         if not self._requests or not self._coordinates() or self.view is None:
             self._requests = []
@@ -485,7 +515,7 @@ class Gms(Protocol):
         elif kind == INSTALL_MERGE_VIEW:
             self.merger.install(msg, hdr, now)
         elif kind == CANCEL_MERGE:
-            self.merger.cancel(msg, hdr)
+            self.merger.cancel(msg, hdr, now)
 
     # --- timers -------------------------------------------------------------------------
 

@@ -2,12 +2,14 @@
 
 The merge leader (chosen by MERGE3) sends MERGE_REQ to one representative
 of each view; each answers MERGE_RSP with its view and its multicast
-digest, or refuses (view None) while it takes part in another merge. Once
-all have answered, or ``merge_timeout`` passed (a member that never answers
-is left out), the leader builds the MergeView: its own subgroup first (so it
-coordinates), then the other subgroups ordered by their coordinators; the
-view id is one above the highest merged id. With fewer than two answers the
-merge is cancelled (CANCEL_MERGE). A participant whose leader disappears
+digest, or refuses (view None) while it takes part in another merge or
+installs a view. Once all have answered, or ``merge_timeout`` passed (a
+member that never answers is left out), the leader builds the MergeView:
+its own subgroup first (so it coordinates), then the other subgroups ordered
+by their coordinators; the view id is one above the highest merged id. With
+fewer than two answers the merge is cancelled (CANCEL_MERGE), and so it is
+when the leader's own view changed while it waited: the merge would be
+built from a view it no longer has. A participant whose leader disappears
 forgets the merge after ``merge_timeout``, so the next check can elect
 another leader.
 
@@ -15,7 +17,17 @@ The leader sends INSTALL_MERGE_VIEW with the merged digest to every member,
 which installs it after a `MergeDigest` with the entries of the members of
 the other subgroups only: its own subgroup (the one whose view it holds) is
 in sync already, and moving those windows would skip what is still in
-flight in that view.
+flight in that view. Members answer with VIEW_ACK, and the leader installs
+no other view until all have acked (at most ``view_ack_collection_timeout``),
+as for any view: INSTALL_MERGE_VIEW is a unicast and the next VIEW a
+multicast, so the next view could otherwise arrive first, and a member that
+then ignored the older merge view would never get the merge digest.
+
+While a merge is under way here, as leader or participant, GMS installs no
+view from queued JOIN, LEAVE and SUSPECT requests (JGroups suspends its view
+handler the same way); they are taken up once the merge ends. Otherwise the
+leader could install view n+1 while it merges from view n, then a merge view
+with the same id n+1 and other members.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ from triogroups.protocols.gms._header import (
     INSTALL_MERGE_VIEW,
     MERGE_REQ,
     MERGE_RSP,
+    VIEW_ACK,
     GmsHeader,
 )
 from triogroups.view import Digest, MergeView, View, ViewId
@@ -72,7 +85,7 @@ class Merger:
     def start(self, event: Merge, now: float) -> None:
         gms = self.gms
         me = gms.local_address
-        if self.busy or gms.view is None or me is None or gms.view.coord != me:
+        if self.busy or gms.installing or gms.view is None or gms.view.coord != me:
             gms.counters["merges_not_started"] += 1
             return
         self._ids += 1
@@ -133,14 +146,16 @@ class Merger:
         merge_id = self.merge_id
         self._reset_leader()
         views = list(dict((v.view_id, v) for v, _ in answers.values()).values())
-        if len(views) < 2 or me is None or me not in answers:
+        own = answers[me][0] if me is not None and me in answers else None
+        stale = own is None or gms.view is None or own.view_id != gms.view.view_id
+        if len(views) < 2 or me is None or own is None or stale:
             gms.counters["merges_cancelled"] += 1
             for member in answers:
                 if member != me:
                     cancel = GmsHeader(CANCEL_MERGE, merge_id=merge_id)
                     gms.send_down_one(gms.control(member, cancel))
+            gms.resume_requests(now)
             return
-        own = answers[me][0]
         others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
         members = list(dict.fromkeys(m for v in [own, *others] for m in v.members))
         top = max(v.view_id.id for v in views)
@@ -152,6 +167,7 @@ class Merger:
                 hdr = GmsHeader(INSTALL_MERGE_VIEW, view, digest, merge_id=merge_id)
                 gms.send_down_one(gms.control(member, hdr))
         self._install(view, digest, now)
+        gms.collect_acks(view, now)
 
     def _reset_leader(self) -> None:
         self.merge_id = 0
@@ -166,7 +182,7 @@ class Merger:
         gms = self.gms
         if msg.src is None:
             return
-        if self.busy or gms.view is None:
+        if self.busy or gms.installing or gms.view is None:
             gms.counters["merge_requests_refused"] += 1
             refuse = GmsHeader(MERGE_RSP, None, merge_id=hdr.merge_id)
             gms.send_down_one(gms.control(msg.src, refuse))
@@ -187,12 +203,16 @@ class Merger:
         if view.view_id.id <= self.gms.view.view_id.id:
             self.gms.counters["old_views_ignored"] += 1
             return
-        self._clear_participant()
         self._install(view, hdr.digest, now)
+        self._clear_participant()
+        if msg.src is not None:
+            self.gms.send_down_one(self.gms.control(msg.src, GmsHeader(VIEW_ACK, view)))
+        self.gms.resume_requests(now)
 
-    def cancel(self, msg: Message, hdr: GmsHeader) -> None:
+    def cancel(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         if self._leader is not None and self._leader == (msg.src, hdr.merge_id):
             self._clear_participant()
+            self.gms.resume_requests(now)
 
     def forget(self) -> None:
         """Drop any merge this member leads or takes part in (it left the group)."""
@@ -220,6 +240,7 @@ class Merger:
         if now >= self._participant_deadline:
             self.gms.counters["merge_participations_expired"] += 1
             self._clear_participant()
+            self.gms.resume_requests(now)
 
 
 def _other_subgroups(view: MergeView, mine: ViewId) -> set[Address]:
