@@ -30,10 +30,12 @@ __all__ = [
     "Merge",
     "MergeDigest",
     "PingData",
+    "ResumeStable",
     "SetDigest",
     "SetPhysicalAddresses",
     "StableDigest",
     "Suspect",
+    "SuspendStable",
     "TmpView",
     "Unsuspect",
     "ViewChange",
@@ -98,6 +100,25 @@ class StableDigest(Event):
     """What every member has delivered (goes down from STABLE): purge up to it."""
 
     digest: Digest
+
+
+@dataclass(frozen=True, slots=True)
+class SuspendStable(Event):
+    """No stability rounds for ``timeout`` seconds, or until `ResumeStable` (goes down
+    from GMS to STABLE while a merge is under way).
+
+    The merge digest is taken when the merge starts; what members send after
+    that must still be there to retransmit to the other subgroups once the
+    merge view is installed, so nothing may be purged meanwhile (JGroups'
+    SUSPEND_STABLE).
+    """
+
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeStable(Event):
+    """The merge ended: stability rounds go on (goes down from GMS to STABLE)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,8 +17,10 @@ from triogroups.events import (
     Merge,
     MergeDigest,
     PingData,
+    ResumeStable,
     SetDigest,
     Suspect,
+    SuspendStable,
     ViewChange,
 )
 from triogroups.protocols import ids
@@ -436,3 +438,33 @@ def test_gms_member_installing_a_view_neither_starts_nor_joins_a_merge() -> None
     gms.up([Message(A, src=D, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 1.2)
     (refusal,) = _sent(gms, MERGE_RSP)
     assert refusal.dest == D and refusal.headers[ids.GMS].view is None
+
+
+def _events_down(gms: Gms) -> list[Any]:
+    return [e for e in gms.take_down() if not isinstance(e, list)]
+
+
+def test_gms_merge_suspends_stability_at_leader_and_representatives_until_it_ends() -> None:
+    """The merge digest is taken at the start: what is multicast meanwhile must not be
+    purged before the other subgroups got it (JGroups' SUSPEND_STABLE / RESUME_STABLE)."""
+    leader = _member(A, View(ViewId(3, A), [A]))
+    b_view = View(ViewId(2, B), [B])
+    leader.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
+    assert _events_down(leader) == [SuspendStable(leader.merge_timeout)]
+    leader.up([_merge_rsp(B, b_view)], 1.1)
+    events = _events_down(leader)
+    assert events[-1] == ResumeStable() and isinstance(events[-2], ViewChange)
+
+    rep = _member(B, b_view)
+    rep.up([Message(B, src=A, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 1.0)
+    assert _events_down(rep) == [SuspendStable(rep.merge_timeout)]
+    merged = MergeView(ViewId(4, A), [A, B], [View(ViewId(3, A), [A]), b_view])
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, merge_id=1)
+    rep.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.2)
+    assert _events_down(rep) == [ViewChange(merged), ResumeStable()]
+
+    rep = _member(B, b_view)
+    rep.up([Message(B, src=A, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 1.0)
+    rep.take_down()
+    _run_timers(rep, until=1.0 + rep.merge_timeout)  # the leader never came back
+    assert _events_down(rep) == [ResumeStable()]

@@ -16,7 +16,9 @@ from triogroups.events import (
     Disconnect,
     Event,
     GetDigest,
+    ResumeStable,
     StableDigest,
+    SuspendStable,
     ViewChange,
 )
 from triogroups.protocols import ids
@@ -156,6 +158,36 @@ def test_stable_members_missing_from_a_digest_are_left_out_of_stability() -> Non
     s.up_event(DigestReply("STABLE", Digest({A: (2, 2), B: (3, 3)})), 0.0)
     (_, [event]) = _down(s)
     assert event == StableDigest(Digest({A: (1, 2)}))
+
+
+def test_stable_suspended_for_a_merge_sends_no_gossip_and_purges_nothing() -> None:
+    """While a merge is under way (SuspendStable from GMS) no round may purge what the
+    merge digest, taken at its start, says the other subgroups still need."""
+    s = _stable(A, view=View.create(A, 1, [A, B]), desired_avg_gossip=2.0)
+    s.down_event(SuspendStable(5.0), 1.0)
+    assert _down(s) == ([], [])  # consumed here
+    assert 1.0 <= s.next_deadline() < 6.0
+    s.tick(s.next_deadline())
+    s.up_event(DigestReply("STABLE", Digest({A: (2, 2), B: (3, 3)})), 1.5)
+    s.up([_gossip(B, Digest({A: (2, 2), B: (3, 3)}), View.create(A, 1, [A, B]).view_id)], 1.5)
+    hdr = StableHeader(STABILITY, ViewId(1, A), Digest({A: (2, 2)}))
+    s.up([Message(None, src=A, headers={ID: hdr})], 1.6)
+    assert _down(s) == ([], []) and s.stats()["votes"] == 0
+    assert s.stats()["ignored_while_suspended"] == 2 and s.stats()["suspended_until"] == 6.0
+    s.down_event(ResumeStable(), 2.0)
+    s.up([Message(None, src=A, headers={ID: hdr})], 2.1)
+    assert _down(s) == ([], [StableDigest(Digest({A: (2, 2)}))])
+
+
+def test_stable_suspension_ends_by_itself_after_its_timeout() -> None:
+    """A merge leader that died never sends ResumeStable: stability must not stop for good."""
+    s = _stable(B)
+    s.down_event(SuspendStable(5.0), 0.0)
+    stable = Digest({A: (1, 2)})
+    hdr = StableHeader(STABILITY, VIEW.view_id, stable)
+    s.up([Message(None, src=A, headers={ID: hdr})], 4.9)
+    s.up([Message(None, src=A, headers={ID: hdr})], 5.0)
+    assert _down(s) == ([], [StableDigest(stable)])
 
 
 def test_stable_stability_received_goes_down_as_stable_digest() -> None:

@@ -27,7 +27,10 @@ While a merge is under way here, as leader or participant, GMS installs no
 view from queued JOIN, LEAVE and SUSPECT requests (JGroups suspends its view
 handler the same way); they are taken up once the merge ends. Otherwise the
 leader could install view n+1 while it merges from view n, then a merge view
-with the same id n+1 and other members.
+with the same id n+1 and other members. Stability is suspended too
+(`SuspendStable`, at the leader and every representative): the digests are
+taken at the start, and what is multicast after that must still be there to
+retransmit to the other subgroups once the merge view is installed.
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ import math
 from typing import TYPE_CHECKING
 
 from triogroups.address import Address
-from triogroups.events import GetDigest, Merge, MergeDigest
+from triogroups.events import GetDigest, Merge, MergeDigest, ResumeStable, SuspendStable
 from triogroups.message import Message
 from triogroups.protocols.gms._header import (
     CANCEL_MERGE,
@@ -94,6 +97,7 @@ class Merger:
         self._answers = {}
         self._deadline = now + gms.merge_timeout
         gms.counters["merges_led"] += 1
+        gms.pass_down(SuspendStable(gms.merge_timeout))
         for rep in event.coords:
             if rep == me:
                 self._own_answer(now)
@@ -154,6 +158,7 @@ class Merger:
                 if member != me:
                     cancel = GmsHeader(CANCEL_MERGE, merge_id=merge_id)
                     gms.send_down_one(gms.control(member, cancel))
+            gms.pass_down(ResumeStable())
             gms.resume_requests(now)
             return
         others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
@@ -167,6 +172,7 @@ class Merger:
                 hdr = GmsHeader(INSTALL_MERGE_VIEW, view, digest, merge_id=merge_id)
                 gms.send_down_one(gms.control(member, hdr))
         self._install(view, digest, now)
+        gms.pass_down(ResumeStable())
         gms.collect_acks(view, now)
 
     def _reset_leader(self) -> None:
@@ -189,6 +195,7 @@ class Merger:
             return
         self._leader = (msg.src, hdr.merge_id)
         self._participant_deadline = now + gms.merge_timeout
+        gms.pass_down(SuspendStable(gms.merge_timeout))
         if gms.has_digest:
             self._reply_pending = (msg.src, hdr.merge_id)
             gms.pass_down(GetDigest(DIGEST_REQUESTER))
@@ -220,6 +227,8 @@ class Merger:
         self._clear_participant()
 
     def _clear_participant(self) -> None:
+        if self._leader is not None:
+            self.gms.pass_down(ResumeStable())
         self._leader = None
         self._reply_pending = None
         self._participant_deadline = math.inf
