@@ -21,9 +21,13 @@ that is already a member gets the current view again.
 A coordinator that leaves installs a view without itself (the next member
 coordinates). A participant that learns (from VERIFY_SUSPECT) that the
 coordinator is suspected, and is the first unsuspected member, takes over
-and installs the view without the suspects.
+and installs the view without the suspects; one that is leaving never does.
+Once a member has left (LEAVE_RSP, or ``leave_timeout``) it has no view, no
+requests and no merge, and passes `Disconnect` down so the layers below stop
+too.
 
-Merging coexisting views (after MERGE3 passes `Merge` up) is in `_merger`.
+Merging coexisting views (after MERGE3 passes `Merge` up) is in `_merger`;
+while a merge is under way, queued requests wait for it.
 """
 
 from __future__ import annotations
