@@ -4,7 +4,10 @@ Issue 6: on the simulated network, in virtual time, 3 to 6 members of the
 full membership stack (PING, MERGE3, FD_ALL3, VERIFY_SUSPECT, NAKACK2,
 UNICAST3, STABLE, GMS, with fast timeouts) go through a generated schedule of
 joins, graceful leaves, crashes, partitions and heals, multicasting all the
-while. At the end the network heals and the survivors must converge. Then:
+while, over a network that may lose (up to 15%), duplicate and reorder.
+Members that left keep their stacks running (a departed member must fall
+silent by itself). At the end the network heals and the survivors must
+converge. Then:
 
 - every view id names one membership, whoever installed it;
 - each member's view ids strictly increase;
@@ -78,6 +81,9 @@ class Step:
 
 @dataclass
 class Schedule:
+    """A generated run: at most ``members`` members, ``initial`` of them joined first,
+    the network's seed and loss rate, then the steps."""
+
     members: int
     initial: int
     seed: int
@@ -121,10 +127,14 @@ class _Run:
     async def start(self) -> None:
         member = await self.cluster.add_member()
         self.started.append(member)
-        self._apply_partition()
+        self.apply_partition()  # a newcomer is on side 0 of a partition
         await member.connect()
 
-    def _apply_partition(self) -> None:
+    def heal(self) -> None:
+        self.sides = None
+        self.apply_partition()
+
+    def apply_partition(self) -> None:
         net = self.cluster.network
         net.heal()
         if self.sides is not None:
@@ -147,10 +157,9 @@ class _Run:
                 victim.kill()
         elif step.kind == PARTITION:
             self.sides = {m: step.pick >> i & 1 for i, m in enumerate(self.started)}
-            self._apply_partition()
+            self.apply_partition()
         elif step.kind == HEAL:
-            self.sides = None
-            self._apply_partition()
+            self.heal()
         await self.multicast()
         await trio.sleep(step.pause)
 
@@ -222,26 +231,39 @@ async def _final_round(run: _Run) -> None:
             )
 
 
+async def _heal_and_check(run: _Run) -> None:
+    run.heal()
+    final = await _converge(run)
+    assert set(final.members) == {m.address for m in run.survivors()}
+    await _final_round(run)
+    check_one_membership_per_view_id(run.started)
+    check_view_ids_increase(run.started)
+    check_deliveries_in_order_without_duplicates(run)
+
+
 async def run_schedule(schedule: Schedule) -> None:
+    """Drive ``schedule``, heal, check; a layer that crashed (its stack restarted under a
+    new address, so the run cannot converge) is named in the failure."""
     with trio.fail_after(_GUARD):
         faults = {"loss": schedule.loss, "duplicate": schedule.loss / 2, "max_delay": 0.01}
         async with open_cluster(0, STACK, seed=schedule.seed, view=False, **faults) as cluster:
             run = _Run(cluster, schedule.members)
-            for _ in range(schedule.initial):
-                await run.start()
-                await trio.sleep(0.5)
-            for step in schedule.steps:
-                await run.step(step)
-            run.sides = None
-            run._apply_partition()
-            final = await _converge(run)
-            assert set(final.members) == {m.address for m in run.survivors()}
-            await _final_round(run)
-            check_one_membership_per_view_id(run.started)
-            check_view_ids_increase(run.started)
-            check_deliveries_in_order_without_duplicates(run)
-            for member in run.started:
-                assert not member.stack.crash_reports, member.stack.crash_reports
+            try:
+                for _ in range(schedule.initial):
+                    await run.start()
+                    await trio.sleep(0.5)
+                for step in schedule.steps:
+                    await run.step(step)
+                await _heal_and_check(run)
+            except BaseException as exc:
+                if _crashes(run):
+                    exc.add_note(f"layers crashed: {_crashes(run)}")
+                raise
+            assert not _crashes(run), _crashes(run)
+
+
+def _crashes(run: _Run) -> list[Any]:
+    return [report for m in run.started for report in m.stack.crash_reports]
 
 
 def _run(schedule: Schedule) -> None:
