@@ -468,3 +468,17 @@ def test_gms_merge_suspends_stability_at_leader_and_representatives_until_it_end
     rep.take_down()
     _run_timers(rep, until=1.0 + rep.merge_timeout)  # the leader never came back
     assert _events_down(rep) == [ResumeStable()]
+
+
+def test_gms_member_whose_view_was_not_merged_ignores_the_merge_view() -> None:
+    """B moved on from [A|3] to [B|4] (and, alone, purged what it sent there) while C still
+    reported [A|3] with B in it: the merged digest's entry for B came from C and named
+    seqnos B no longer had. B ignores the merge view; the next merge takes in [B|4]."""
+    gms = _member(B, View(ViewId(4, B), [B]))
+    subgroups = [View(ViewId(4, A), [A, C]), View(ViewId(3, A), [A, B, C])]
+    merged = MergeView(ViewId(5, A), [A, C, B], subgroups)
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, Digest({A: (9, 9), B: (4, 4)}), merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
+    assert gms.take_down() == [] and gms.take_up() == []
+    assert gms.view is not None and gms.view.view_id == ViewId(4, B)
+    assert gms.stats()["merge_views_not_from_my_view"] == 1

@@ -321,6 +321,14 @@ REGRESSIONS = {
         [_S(PARTITION, 45, 0.5), _S(JOIN, 55, 0.1), _S(JOIN, 0, 0.1), _S(JOIN, 49, 0.1),
          _S(JOIN, 35, 0.1), _S(JOIN, 0, 0.1)],
     ),
+    # B moved on from [A|3] to [B|4] and, alone there, purged what it sent; C still
+    # reported [A|3] with B in it, B installed the merge view built from it, and A's
+    # window for B started at C's stale entry, waiting for the purged seqnos for ever.
+    "member_that_moved_on_ignores_a_merge_of_its_old_view": Schedule(
+        3, 2, 5844, 0.15,
+        [_S(JOIN, 27, 0.1), _S(HEAL, 23, 2.0), _S(PARTITION, 18, 1.0), _S(JOIN, 0, 4.0),
+         _S(HEAL, 31, 4.0), _S(LEAVE, 20, 1.0), _S(PARTITION, 59, 0.1), _S(HEAL, 49, 1.0)],
+    ),
 }
 # fmt: on
 

@@ -17,11 +17,15 @@ The leader sends INSTALL_MERGE_VIEW with the merged digest to every member,
 which installs it after a `MergeDigest` with the entries of the members of
 the other subgroups only: its own subgroup (the one whose view it holds) is
 in sync already, and moving those windows would skip what is still in
-flight in that view. Members answer with VIEW_ACK, and the leader installs
-no other view until all have acked (at most ``view_ack_collection_timeout``),
-as for any view: INSTALL_MERGE_VIEW is a unicast and the next VIEW a
-multicast, so the next view could otherwise arrive first, and a member that
-then ignored the older merge view would never get the merge digest.
+flight in that view. A member whose view is none of the subgroups ignores
+the merge view: it moved on after its old view was reported, so what the
+merged digest says of it comes from that old view and may name messages it
+purged since; the next merge takes it in with its own view. Members answer
+with VIEW_ACK, and the leader installs no other view until all have acked
+(at most ``view_ack_collection_timeout``), as for any view:
+INSTALL_MERGE_VIEW is a unicast and the next VIEW a multicast, so the next
+view could otherwise arrive first, and a member that then ignored the older
+merge view would never get the merge digest.
 
 While a merge is under way here, as leader or participant, GMS installs no
 view from queued JOIN, LEAVE and SUSPECT requests (JGroups suspends its view
@@ -209,6 +213,10 @@ class Merger:
             return  # not for us, or we are not in a group (yet, or any more)
         if view.view_id.id <= self.gms.view.view_id.id:
             self.gms.counters["old_views_ignored"] += 1
+            return
+        mine = self.gms.view.view_id
+        if isinstance(view, MergeView) and all(sub.view_id != mine for sub in view.subgroups):
+            self.gms.counters["merge_views_not_from_my_view"] += 1
             return
         self._install(view, hdr.digest, now)
         self._clear_participant()
