@@ -58,6 +58,9 @@ STACK = StackConfig.of(
 
 #: Virtual seconds the survivors get to agree on one view once the network has healed.
 _CONVERGE = 120.0
+#: Virtual seconds one view must stand before it counts as final: longer than a
+#: suspicion started just before the heal takes (FD_ALL3 timeout + VERIFY_SUSPECT).
+_SETTLE = 5.0
 #: Virtual seconds a whole run may take: a stuck run fails instead of hanging.
 _GUARD = 600.0
 #: Multicasts each survivor sends once the final view is installed.
@@ -208,11 +211,21 @@ def check_deliveries_in_order_without_duplicates(run: _Run) -> None:
 
 
 async def _converge(run: _Run) -> View:
+    """The survivors' one view of exactly themselves that stands for _SETTLE seconds.
+
+    A view the survivors share at the moment of the heal may still be replaced:
+    a suspicion that started during the last partition completes right after.
+    """
     survivors = run.survivors()
-    return await run.cluster.wait_for_view(survivors, timeout=_CONVERGE)
+    with trio.fail_after(_CONVERGE):
+        while True:
+            view = await run.cluster.wait_for_view(survivors)
+            await trio.sleep(_SETTLE)
+            if all(m.view == view for m in survivors):
+                return view
 
 
-async def _final_round(run: _Run) -> None:
+async def _final_round(run: _Run, final: View) -> None:
     """Multicasts in the final view reach every survivor exactly once."""
     survivors = run.survivors()
     payloads = await run.multicast(_FINAL_SENDS)
@@ -221,6 +234,8 @@ async def _final_round(run: _Run) -> None:
     with trio.move_on_after(60):
         while not all(wanted <= {m.payload for m in s.delivered} for s in survivors):
             await trio.sleep(0.1)
+    changed = [m for m in survivors if m.view != final]
+    assert not changed, f"{changed} left the final view {final} with the network healed"
     for member in survivors:
         got = [m.payload for m in member.delivered if m.payload in wanted]
         missing = wanted - set(got)
@@ -235,7 +250,7 @@ async def _heal_and_check(run: _Run) -> None:
     run.heal()
     final = await _converge(run)
     assert set(final.members) == {m.address for m in run.survivors()}
-    await _final_round(run)
+    await _final_round(run, final)
     check_one_membership_per_view_id(run.started)
     check_view_ids_increase(run.started)
     check_deliveries_in_order_without_duplicates(run)
