@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 import trio
 
 from triogroups import Address, Message, Protocol
@@ -86,3 +87,25 @@ async def test_the_other_directions_backlog_is_bounded(
         assert layer._down_out.backlog() == 11  # ...once more than 10 acks waited below
         nursery.cancel_scope.cancel()
     mailbox_s.close()
+
+
+class _StuckTimer(Protocol):
+    """A tick that forgets to move its deadline (the GMS bundling bug found by the
+    membership property tests)."""
+
+    name = "TEST_STUCK_TIMER"
+
+    def next_deadline(self) -> float:
+        return 1.0
+
+
+async def test_a_tick_that_leaves_its_deadline_due_crashes_the_layer(autojump_clock: Any) -> None:
+    """Ticking again at once would spin forever at one (virtual) time: the host fails
+    loudly instead, naming the protocol, and the stack's supervisor takes over."""
+    stuck = _StuckTimer()
+    stuck.start(Address(0xA, "A"), "c", 0.0)
+    layer, _ends = _layer(stuck, size=2)
+    _mailbox_s, mailbox_r = trio.open_memory_channel[Any](0)
+    with trio.fail_after(5), pytest.raises(RuntimeError, match=r"TEST_STUCK_TIMER\.tick must"):
+        await layer.run(mailbox_r)
+    assert trio.current_time() == 1.0 and layer.ticks == 1

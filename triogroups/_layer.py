@@ -258,7 +258,13 @@ class LayerActor(Actor):
                 await other.wait_room()
 
     async def _timer_loop(self) -> None:
-        proto = self.protocol  # tick() must move next_deadline() past now
+        """Call `Protocol.tick` whenever its deadline has come.
+
+        A tick must move ``next_deadline()`` past ``now``; one that does not
+        would be called again at once, forever (under a virtual clock, time
+        would stand still), so that is a protocol bug and crashes the layer.
+        """
+        proto = self.protocol
         while True:
             self._deadline = proto.next_deadline()
             with trio.CancelScope(deadline=self._deadline) as scope:
@@ -270,6 +276,11 @@ class LayerActor(Actor):
                 self.ticks += 1
                 proto.tick(now)
                 self._emit()
+                if self._deadline <= now:
+                    raise RuntimeError(
+                        f"{proto.name or type(proto).__name__}.tick must move next_deadline() "
+                        f"past now, got {self._deadline} at {now}"
+                    )
                 await self._wait_room()  # no new tick while its output still waits
 
     def stats(self) -> dict[str, Any]:

@@ -30,10 +30,12 @@ __all__ = [
     "Merge",
     "MergeDigest",
     "PingData",
+    "ResumeStable",
     "SetDigest",
     "SetPhysicalAddresses",
     "StableDigest",
     "Suspect",
+    "SuspendStable",
     "TmpView",
     "Unsuspect",
     "ViewChange",
@@ -101,11 +103,31 @@ class StableDigest(Event):
 
 
 @dataclass(frozen=True, slots=True)
-class MergeDigest(Event):
-    """After a merge (goes down from GMS): add windows for members that have none.
+class SuspendStable(Event):
+    """No stability rounds for ``timeout`` seconds, or until `ResumeStable` (goes down
+    from GMS to STABLE while a merge is under way).
 
-    Unlike `SetDigest`, existing windows are kept: a member's own subgroup
-    is already in sync, only the members of the other subgroups are new.
+    The merge digest is taken when the merge starts; what members send after
+    that must still be there to retransmit to the other subgroups once the
+    merge view is installed, so nothing may be purged meanwhile (JGroups'
+    SUSPEND_STABLE).
+    """
+
+    timeout: float
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeStable(Event):
+    """The merge ended: stability rounds go on (goes down from GMS to STABLE)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MergeDigest(Event):
+    """After a merge (goes down from GMS): windows for the members of the other subgroups.
+
+    Unlike `SetDigest`, it never names a member of this member's own
+    subgroup (those windows are in sync already): GMS leaves them out. A
+    missing window is added, one behind the digest is moved forward.
     """
 
     digest: Digest

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triogroups import Address, Flag, Message, PropertyError, StackConfig, View, ViewId
-from triogroups.events import Event, Item, Suspect, Unsuspect, ViewChange
+from triogroups.events import Disconnect, Event, Item, Suspect, Unsuspect, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.fd_all3 import FdAll3, HeartbeatHeader
 from triogroups.testing import SimMember, open_cluster
@@ -113,6 +113,17 @@ def test_fd_all3_tick_moves_the_deadline_forward_and_rephases_when_late() -> Non
     assert fd.next_deadline() == 2.0
     fd.tick(5.5)  # the host was late
     assert fd.next_deadline() == 6.5
+
+
+def test_fd_all3_member_that_left_sends_no_heartbeats_and_suspects_nobody() -> None:
+    """A member that left the group (Disconnect from GMS) keeps no view: its heartbeats
+    would keep the others from excluding it if its leave never got through."""
+    fd = _fd()
+    fd.take_down()
+    fd.down_event(Disconnect(), 0.5)
+    assert fd.take_down() == [Disconnect()]
+    assert fd.next_deadline() == float("inf") and fd.view is None
+    assert fd.stats()["members"] == 0
 
 
 # --- suspicion ----------------------------------------------------------------------------

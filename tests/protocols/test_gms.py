@@ -2,25 +2,39 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import trio
 
-from triogroups import Address, Message, StackConfig, View, ViewId
+from triogroups import Address, MergeView, Message, StackConfig, View, ViewId
 from triogroups.events import (
     BecomeServer,
     Connect,
     Disconnect,
     Disconnected,
     MembersFound,
+    Merge,
+    MergeDigest,
     PingData,
+    ResumeStable,
     SetDigest,
     Suspect,
+    SuspendStable,
     ViewChange,
 )
 from triogroups.protocols import ids
 from triogroups.protocols.gms import Gms, GmsHeader
-from triogroups.protocols.gms._header import JOIN_REQ, JOIN_RSP, VIEW, VIEW_ACK
+from triogroups.protocols.gms._header import (
+    CANCEL_MERGE,
+    INSTALL_MERGE_VIEW,
+    JOIN_REQ,
+    JOIN_RSP,
+    MERGE_REQ,
+    MERGE_RSP,
+    VIEW,
+    VIEW_ACK,
+)
 from triogroups.testing import open_cluster
 from triogroups.view import Digest
 
@@ -245,3 +259,226 @@ def test_gms_tells_the_transport_the_next_view_before_taking_the_joiners_digest(
     events = [e for e in gms.take_down() if not isinstance(e, list)]
     assert [type(e) for e in events] == [TmpView, GetDigest]
     assert events[0].view.members == (A, B)
+
+
+# --- leaving and merging: what the membership property tests found ------------------------
+
+D = Address(4, "D")
+
+
+def _member(me: Address, view: View, **props: Any) -> Gms:
+    """A GMS at ``me`` with ``view`` installed (as coordinator or participant)."""
+    gms = _gms(me, **props)
+    gms.down_event(Connect(), 0.0)
+    gms.install(view, 0.0)
+    gms.take_down()
+    gms.take_up()
+    return gms
+
+
+def _run_timers(gms: Gms, until: float) -> None:
+    """Tick as the layer host does; every tick must move the deadline past now."""
+    now = gms.next_deadline()
+    while now <= until:
+        gms.tick(now)
+        assert gms.next_deadline() > now, f"tick at {now} left next_deadline() due"
+        now = gms.next_deadline()
+
+
+def _sent(gms: Gms, kind: int) -> list[Message]:
+    out = [m for item in gms.take_down() if isinstance(item, list) for m in item]
+    return [m for m in out if m.headers[ids.GMS].type == kind]
+
+
+def test_gms_leaving_coordinator_timing_out_with_a_request_queued_leaves_no_timer_due() -> None:
+    """A suspicion queued while the leaving coordinator waits for VIEW_ACKs (bundled for
+    max_bundling_time) outlived the leave: the bundling deadline stayed, and with no
+    request left the tick never moved it, so the timer loop spun at one virtual time."""
+    gms = _member(A, View(ViewId(3, A), [A, B, C]), leave_timeout=1.0, max_bundling_time=0.05)
+    gms.down_event(Disconnect(), 0.0)
+    gms.tick(0.05)  # installs [B, C]; their acks never come
+    gms.up_event(Suspect((B,)), 0.98)
+    _run_timers(gms, until=5.0)
+    assert gms.state == "left" and gms.next_deadline() == math.inf
+
+
+def test_gms_member_that_left_has_no_view_and_takes_part_in_no_merge() -> None:
+    """A left member answers a merge leader that still sees its old view with a refusal
+    and installs no merge view: it is out of the group."""
+    gms = _member(B, View(ViewId(3, A), [A, B]), leave_timeout=1.0)
+    gms.down_event(Disconnect(), 0.0)
+    _run_timers(gms, until=2.0)  # no LEAVE_RSP: the leave times out
+    assert gms.state == "left" and gms.view is None
+    gms.take_down(), gms.take_up()
+    gms.up([Message(B, src=C, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 2.5)
+    (refusal,) = _sent(gms, MERGE_RSP)
+    assert refusal.dest == C and refusal.headers[ids.GMS].view is None
+    subgroups = [View(ViewId(2, C), [C]), View(ViewId(3, A), [A, B])]
+    merged = MergeView(ViewId(4, C), [C, A, B], subgroups)
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, merge_id=1)
+    gms.up([Message(B, src=C, headers={ids.GMS: hdr})], 2.6)
+    assert gms.take_up() == [] and gms.take_down() == []
+    assert gms.state == "left" and gms.view is None
+
+
+def test_gms_leaving_participant_never_takes_over_from_a_suspected_coordinator() -> None:
+    """B asked to leave; A is then suspected. B is on its way out: it must not install a
+    view that names it coordinator (C takes over), or C keeps a coordinator that left."""
+    gms = _member(B, View(ViewId(3, A), [A, B, C]), leave_timeout=1.0)
+    gms.down_event(Disconnect(), 0.0)
+    gms.take_down()
+    gms.up_event(Suspect((A,)), 0.5)
+    _run_timers(gms, until=2.0)
+    assert _sent(gms, VIEW) == []
+    assert gms.state == "left" and gms.stats().get("coordinator_takeovers", 0) == 0
+
+
+def test_gms_merge_digest_names_only_the_members_of_the_other_subgroups() -> None:
+    """Our own subgroup's windows are in sync: moving them to the merged digest would skip
+    what is in flight. A member listed in our subgroup and in another too (A moved on
+    from [A|3] to [A|4]) is other: our window for it may be stale."""
+    digest = Digest({A: (7, 7), B: (9, 9), C: (4, 4), D: (2, 2)})
+    gms = _member(B, View(ViewId(3, B), [B, C]))
+    subgroups = [View(ViewId(4, A), [A, D]), View(ViewId(3, B), [B, C])]
+    merged = MergeView(ViewId(5, A), [A, D, B, C], subgroups)
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, digest, merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
+    events = [e for e in gms.take_down() if not isinstance(e, list)]
+    assert events == [MergeDigest(Digest({A: (7, 7), D: (2, 2)})), ViewChange(merged)]
+
+    gms = _member(B, View(ViewId(3, A), [A, B, C]))
+    subgroups = [View(ViewId(4, A), [A]), View(ViewId(3, A), [A, B, C])]
+    merged = MergeView(ViewId(5, A), [A, B, C], subgroups)
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, digest, merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
+    events = [e for e in gms.take_down() if not isinstance(e, list)]
+    assert events == [MergeDigest(Digest({A: (7, 7)})), ViewChange(merged)]
+
+
+def _merge_rsp(src: Address, view: View, merge_id: int = 1) -> Message:
+    return Message(A, src=src, headers={ids.GMS: GmsHeader(MERGE_RSP, view, merge_id=merge_id)})
+
+
+def _views_up(gms: Gms) -> list[View]:
+    return [e.view for e in gms.take_up() if isinstance(e, ViewChange)]
+
+
+def test_gms_requests_wait_while_a_merge_is_under_way_so_a_view_id_names_one_view() -> None:
+    """A merges from [A|3] when C asks to join. Installing [A|4] (A, C) at once and the
+    merge view [A|4] (A, B) after it would give one view id two memberships (and drop C):
+    the join waits for the merge, as in JGroups, and gets the next view."""
+    gms = _member(A, View(ViewId(3, A), [A]), max_bundling_time=0.0)
+    b_view = View(ViewId(2, B), [B])
+    gms.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
+    gms.take_down()
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.1)
+    _run_timers(gms, until=1.2)
+    assert gms.view is not None and gms.view.view_id == ViewId(3, A)
+    gms.up([_merge_rsp(B, b_view)], 1.3)
+    (merged,) = _views_up(gms)
+    assert isinstance(merged, MergeView) and merged.view_id == ViewId(4, A)
+    gms.up([Message(A, src=B, headers={ids.GMS: GmsHeader(VIEW_ACK, merged)})], 1.4)
+    _run_timers(gms, until=1.4)
+    (joined,) = _views_up(gms)
+    assert joined.view_id == ViewId(5, A) and joined.members == (A, B, C)
+
+
+def test_gms_merge_leader_installs_no_other_view_before_the_merge_view_is_acked() -> None:
+    """INSTALL_MERGE_VIEW is a unicast, the next VIEW a multicast: sent at once, the VIEW
+    could overtake it, and a member that then ignored the older merge view never got the
+    merge digest (its window for a member of the other subgroup stayed stale)."""
+    gms = _member(A, View(ViewId(3, A), [A]), max_bundling_time=0.0)
+    b_view = View(ViewId(2, B), [B])
+    gms.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
+    gms.up([_merge_rsp(B, b_view)], 1.1)
+    (merged,) = _views_up(gms)
+    assert isinstance(merged, MergeView)
+    (install,) = _sent(gms, INSTALL_MERGE_VIEW)
+    assert install.dest == B and gms.installing
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.2)
+    _run_timers(gms, until=1.1 + gms.view_ack_collection_timeout - 0.01)
+    assert _views_up(gms) == []
+    _run_timers(gms, until=1.1 + gms.view_ack_collection_timeout)  # B never acked
+    (joined,) = _views_up(gms)
+    assert joined.members == (A, B, C)
+
+
+def test_gms_merge_participant_acks_the_merge_view_to_the_leader() -> None:
+    gms = _member(B, View(ViewId(2, B), [B]))
+    merged = MergeView(ViewId(4, A), [A, B], [View(ViewId(3, A), [A]), View(ViewId(2, B), [B])])
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
+    (ack,) = _sent(gms, VIEW_ACK)
+    assert ack.dest == A and ack.headers[ids.GMS].view == merged
+
+
+def test_gms_merge_leader_whose_view_changed_meanwhile_cancels_the_merge() -> None:
+    """The merge would be built from a view A no longer has: cancel, MERGE3 tries again."""
+    gms = _member(A, View(ViewId(3, A), [A]))
+    b_view = View(ViewId(2, B), [B])
+    gms.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
+    gms.take_down()
+    newer = View(ViewId(7, C), [C, A])
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(VIEW, newer)})], 1.1)
+    gms.take_down(), gms.take_up()
+    gms.up([_merge_rsp(B, b_view)], 1.2)
+    (cancel,) = _sent(gms, CANCEL_MERGE)
+    assert cancel.dest == B and gms.view == newer and _views_up(gms) == []
+    assert gms.stats()["merges_cancelled"] == 1 and not gms.merger.busy
+
+
+def test_gms_member_installing_a_view_neither_starts_nor_joins_a_merge() -> None:
+    gms = _member(A, View(ViewId(3, A), [A, B]), max_bundling_time=0.0)
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)
+    _run_timers(gms, until=1.0)  # [A|4] waits for B's VIEW_ACK
+    assert gms.installing
+    gms.take_down()
+    gms.up_event(Merge((View(ViewId(4, A), [A, B, C]), View(ViewId(2, D), [D])), (A, D)), 1.1)
+    assert _sent(gms, MERGE_REQ) == []
+    gms.up([Message(A, src=D, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 1.2)
+    (refusal,) = _sent(gms, MERGE_RSP)
+    assert refusal.dest == D and refusal.headers[ids.GMS].view is None
+
+
+def _events_down(gms: Gms) -> list[Any]:
+    return [e for e in gms.take_down() if not isinstance(e, list)]
+
+
+def test_gms_merge_suspends_stability_at_leader_and_representatives_until_it_ends() -> None:
+    """The merge digest is taken at the start: what is multicast meanwhile must not be
+    purged before the other subgroups got it (JGroups' SUSPEND_STABLE / RESUME_STABLE)."""
+    leader = _member(A, View(ViewId(3, A), [A]))
+    b_view = View(ViewId(2, B), [B])
+    leader.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
+    assert _events_down(leader) == [SuspendStable(leader.merge_timeout)]
+    leader.up([_merge_rsp(B, b_view)], 1.1)
+    events = _events_down(leader)
+    assert events[-1] == ResumeStable() and isinstance(events[-2], ViewChange)
+
+    rep = _member(B, b_view)
+    rep.up([Message(B, src=A, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 1.0)
+    assert _events_down(rep) == [SuspendStable(rep.merge_timeout)]
+    merged = MergeView(ViewId(4, A), [A, B], [View(ViewId(3, A), [A]), b_view])
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, merge_id=1)
+    rep.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.2)
+    assert _events_down(rep) == [ViewChange(merged), ResumeStable()]
+
+    rep = _member(B, b_view)
+    rep.up([Message(B, src=A, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 1.0)
+    rep.take_down()
+    _run_timers(rep, until=1.0 + rep.merge_timeout)  # the leader never came back
+    assert _events_down(rep) == [ResumeStable()]
+
+
+def test_gms_member_whose_view_was_not_merged_ignores_the_merge_view() -> None:
+    """B moved on from [A|3] to [B|4] (and, alone, purged what it sent there) while C still
+    reported [A|3] with B in it: the merged digest's entry for B came from C and named
+    seqnos B no longer had. B ignores the merge view; the next merge takes in [B|4]."""
+    gms = _member(B, View(ViewId(4, B), [B]))
+    subgroups = [View(ViewId(4, A), [A, C]), View(ViewId(3, A), [A, B, C])]
+    merged = MergeView(ViewId(5, A), [A, C, B], subgroups)
+    hdr = GmsHeader(INSTALL_MERGE_VIEW, merged, Digest({A: (9, 9), B: (4, 4)}), merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: hdr})], 1.0)
+    assert gms.take_down() == [] and gms.take_up() == []
+    assert gms.view is not None and gms.view.view_id == ViewId(4, B)
+    assert gms.stats()["merge_views_not_from_my_view"] == 1

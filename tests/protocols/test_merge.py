@@ -7,7 +7,7 @@ from typing import Any
 import trio
 
 from triogroups import Address, MergeView, Message, StackConfig, View, ViewChange, ViewId
-from triogroups.events import FindMembers, MembersFound, Merge, PingData
+from triogroups.events import Disconnect, FindMembers, MembersFound, Merge, PingData
 from triogroups.message import Flag
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import MERGE_RSP
@@ -181,6 +181,33 @@ def test_merge3_a_view_whose_coordinator_is_silent_is_represented_by_a_member() 
     m.tick(5.0)
     (event,) = [e for e in m.take_up() if isinstance(e, Merge)]
     assert set(event.coords) == {A, B}
+
+
+def test_merge3_a_view_is_represented_by_a_member_that_still_has_it() -> None:
+    """A moved on from [A|4] (A, C) to [A|6] (A); C still has [A|4]. Were A taken as the
+    representative of both views there would be one representative and no merge, and C
+    would stay outside forever: [A|4] is represented by C, and A leads as the only
+    coordinator of a view it has, even though C sorts lower."""
+    low = Address(0, "C")
+    old = View(ViewId(4, A), [A, low])
+    mine = View(ViewId(6, A), [A])
+    m = _merge3(A, mine)
+    m.up([_info(low, old)], 0.5)
+    m.tick(5.0)
+    (event,) = [e for e in m.take_up() if isinstance(e, Merge)]
+    assert event == Merge((old, mine), (low, A))
+
+
+def test_merge3_member_that_left_sends_no_info_and_starts_no_merge() -> None:
+    """After Disconnect (GMS left the group) the old view must not be gossiped: the others
+    would merge the member back in."""
+    m = _merge3(A, View(ViewId(3, A), [A, B]))
+    m.up([_info(B, View(ViewId(2, B), [B]))], 0.5)
+    m.down_event(Disconnect(), 0.6)
+    assert m.take_down() == [Disconnect()]
+    assert m.view is None and m.next_deadline() == float("inf")
+    m.tick(10.0)
+    assert m.take_down() == [] and m.take_up() == []
 
 
 def test_merge3_over_tcp_finds_members_and_sends_info_to_each_as_a_unicast() -> None:

@@ -26,7 +26,14 @@ from triogroups import (
     View,
     ViewChange,
 )
-from triogroups.events import DigestReply, Event, GetDigest, MergeDigest, StableDigest
+from triogroups.events import (
+    DigestReply,
+    Disconnect,
+    Event,
+    GetDigest,
+    MergeDigest,
+    StableDigest,
+)
 from triogroups.protocols import ids
 from triogroups.protocols.nakack2 import Nakack2
 from triogroups.protocols.nakack2._header import (
@@ -518,15 +525,48 @@ def test_nakack2_set_digest_moves_windows_forward_only_and_never_our_own() -> No
     assert str(net.addrs[0]) not in windows and a.digest()[net.addrs[0]] == (0, 0)
 
 
-def test_nakack2_merge_digest_only_adds_windows_for_members_without_one() -> None:
+def test_nakack2_merge_digest_adds_missing_windows_and_moves_stale_ones_forward() -> None:
+    """B went on in a view without A and purged what it sent there: A's window for B
+    would ask for #1-#7 forever. The merge digest (GMS gives only the other subgroups'
+    members) moves it to 7, delivers what A holds above, and adds D's window at 4."""
     net = _Net(2)
     net.view()
     a = net[0]
-    d = Address(9, "D")
-    a.down_event(MergeDigest(Digest({net.addrs[1]: (7, 7), d: (4, 4)})), 0.0)
+    b, d = net.addrs[1], Address(9, "D")
+    a.up([_msg_from(b, 8)], 0.0)
+    a.take_up()
+    a.down_event(MergeDigest(Digest({b: (7, 7), d: (4, 4), net.addrs[0]: (9, 9)})), 0.0)
+    assert _delivered(a) == [b"8"]
     a.down_event(ViewChange(View.create(net.addrs[0], 5, [*net.addrs, d])), 0.0)
     windows = a.stats()["windows"]
-    assert windows[str(net.addrs[1])]["hd"] == 0 and windows[str(d)]["hd"] == 4
+    assert windows[str(b)]["hd"] == 8 and windows[str(d)]["hd"] == 4
+    assert a.digest()[net.addrs[0]] == (0, 0)  # never our own
+
+
+def test_nakack2_member_that_left_asks_for_nothing_and_delivers_nothing() -> None:
+    """After Disconnect (GMS left) a gap in a window kept from the last view must not
+    make it ask the sender for ever: the requests look alive to the sender's failure
+    detector, which would then never exclude a member whose leave did not get through."""
+    net = _Net(2)
+    net.view()
+    a = net[0]
+    b = net.addrs[1]
+    a.up([_msg_from(b, 3)], 0.0)  # #1 and #2 missing
+    a.down_event(Disconnect(), 0.1)
+    assert a.take_down() == [Disconnect()]
+    assert a.next_deadline() == math.inf and a.stats()["windows"] == {}
+    a.up([_msg_from(b, 1)], 0.2)
+    assert _delivered(a) == [] and a.stats()["non_member_dropped"] == 1
+
+
+def test_nakack2_merge_digest_never_moves_a_window_back() -> None:
+    net = _Net(2)
+    net.view()
+    a = net[0]
+    b = net.addrs[1]
+    a.up([_msg_from(b, s) for s in (1, 2, 3)], 0.0)
+    a.down_event(MergeDigest(Digest({b: (1, 1)})), 0.0)
+    assert a.stats()["windows"][str(b)]["hd"] == 3
 
 
 def test_nakack2_view_change_drops_left_members_and_adds_new_ones_at_zero() -> None:

@@ -11,7 +11,16 @@ import math
 import pytest
 
 from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View
-from triogroups.events import DigestReply, Event, GetDigest, StableDigest, ViewChange
+from triogroups.events import (
+    DigestReply,
+    Disconnect,
+    Event,
+    GetDigest,
+    ResumeStable,
+    StableDigest,
+    SuspendStable,
+    ViewChange,
+)
 from triogroups.protocols import ids
 from triogroups.protocols.stable import STABILITY, STABLE_GOSSIP, Stable, StableHeader
 from triogroups.view import ViewId
@@ -65,6 +74,15 @@ def test_stable_timer_asks_the_layer_below_for_the_digest() -> None:
     s.tick(s.next_deadline())
     assert _down(s) == ([], [GetDigest("STABLE")])
     assert s.stats()["digest_requests"] == 1
+
+
+def test_stable_member_that_left_gossips_no_more() -> None:
+    s = _stable(B)
+    s.down_event(Disconnect(), 0.1)
+    assert _down(s) == ([], [Disconnect()])
+    assert s.next_deadline() == math.inf and s.view is None
+    s.up_event(DigestReply("STABLE", Digest({A: (1, 1)})), 0.2)
+    assert _down(s) == ([], [])
 
 
 def test_stable_no_gossip_without_a_view() -> None:
@@ -140,6 +158,36 @@ def test_stable_members_missing_from_a_digest_are_left_out_of_stability() -> Non
     s.up_event(DigestReply("STABLE", Digest({A: (2, 2), B: (3, 3)})), 0.0)
     (_, [event]) = _down(s)
     assert event == StableDigest(Digest({A: (1, 2)}))
+
+
+def test_stable_suspended_for_a_merge_sends_no_gossip_and_purges_nothing() -> None:
+    """While a merge is under way (SuspendStable from GMS) no round may purge what the
+    merge digest, taken at its start, says the other subgroups still need."""
+    s = _stable(A, view=View.create(A, 1, [A, B]), desired_avg_gossip=2.0)
+    s.down_event(SuspendStable(5.0), 1.0)
+    assert _down(s) == ([], [])  # consumed here
+    assert 1.0 <= s.next_deadline() < 6.0
+    s.tick(s.next_deadline())
+    s.up_event(DigestReply("STABLE", Digest({A: (2, 2), B: (3, 3)})), 1.5)
+    s.up([_gossip(B, Digest({A: (2, 2), B: (3, 3)}), View.create(A, 1, [A, B]).view_id)], 1.5)
+    hdr = StableHeader(STABILITY, ViewId(1, A), Digest({A: (2, 2)}))
+    s.up([Message(None, src=A, headers={ID: hdr})], 1.6)
+    assert _down(s) == ([], []) and s.stats()["votes"] == 0
+    assert s.stats()["ignored_while_suspended"] == 2 and s.stats()["suspended_until"] == 6.0
+    s.down_event(ResumeStable(), 2.0)
+    s.up([Message(None, src=A, headers={ID: hdr})], 2.1)
+    assert _down(s) == ([], [StableDigest(Digest({A: (2, 2)}))])
+
+
+def test_stable_suspension_ends_by_itself_after_its_timeout() -> None:
+    """A merge leader that died never sends ResumeStable: stability must not stop for good."""
+    s = _stable(B)
+    s.down_event(SuspendStable(5.0), 0.0)
+    stable = Digest({A: (1, 2)})
+    hdr = StableHeader(STABILITY, VIEW.view_id, stable)
+    s.up([Message(None, src=A, headers={ID: hdr})], 4.9)
+    s.up([Message(None, src=A, headers={ID: hdr})], 5.0)
+    assert _down(s) == ([], [StableDigest(stable)])
 
 
 def test_stable_stability_received_goes_down_as_stable_digest() -> None:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triogroups import Address, Flag, Message, PropertyError, StackConfig, View, ViewId
-from triogroups.events import Event, Item, Suspect, Unsuspect, ViewChange
+from triogroups.events import Disconnect, Event, Item, Suspect, Unsuspect, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.verify_suspect import (
     ARE_YOU_DEAD,
@@ -117,6 +117,19 @@ def test_verify_suspect_answers_are_you_dead_with_i_am_not_dead_to_the_asker() -
     (reply,) = _msgs(vs.take_down())
     assert reply.dest == A and reply.headers[VS] == VerifyHeader(I_AM_NOT_DEAD)
     assert vs.take_up() == []
+
+
+def test_verify_suspect_member_that_left_neither_answers_nor_verifies() -> None:
+    """To the group a member that left is gone: answering ARE_YOU_DEAD would keep it in
+    the view of members its leave never reached."""
+    vs = _vs(me=B)
+    vs.up_event(Suspect((C,)), 0.0)
+    vs.take_down()
+    vs.down_event(Disconnect(), 0.5)
+    assert vs.take_down() == [Disconnect()] and vs.next_deadline() == float("inf")
+    vs.up([_answer(A, ARE_YOU_DEAD)], 0.6)
+    vs.up_event(Suspect((D,)), 0.7)
+    assert vs.take_down() == [] and vs.take_up() == []
 
 
 def test_verify_suspect_never_suspects_itself() -> None:

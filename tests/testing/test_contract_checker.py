@@ -58,3 +58,11 @@ def test_unicasts_and_multicasts_are_separate_fifo_streams() -> None:
     log.record_send(A, B, b"u1", oob=False)
     log.record_send(A, B, b"u2", oob=False)
     log.check([B], [A])
+
+
+def test_gaps_allow_a_subsequence_in_send_order_but_not_disorder() -> None:
+    _log([b"1", b"3"]).check([B], [A], gaps=True)
+    with pytest.raises(ContractViolation, match=r"out of order: b'1' after b'3'"):
+        _log([b"3", b"1"]).check([B], [A], gaps=True)
+    with pytest.raises(ContractViolation, match="more than once"):
+        _log([b"1", b"3", b"3"]).check([B], [A], gaps=True)

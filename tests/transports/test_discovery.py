@@ -21,7 +21,7 @@ from triogroups import (
     ViewChange,
     WireCodec,
 )
-from triogroups.events import AddPhysicalAddress, Item, LocalPhysicalAddress
+from triogroups.events import AddPhysicalAddress, Disconnect, Item, LocalPhysicalAddress
 from triogroups.protocols import Ping, TcpPing, ids
 from triogroups.protocols._discovery import REQUEST, RESPONSE, Discovery, DiscoveryHeader
 from triogroups.protocols.tcpping import parse_hosts
@@ -155,6 +155,21 @@ def test_is_coord_needs_a_view_naming_this_member_first() -> None:
     assert not a._is_coord()
     a.down_event(ViewChange(View.create(A, 2, [A, B])), 0.0)
     assert a._is_coord()
+
+
+def test_a_coordinator_that_left_answers_as_a_non_coordinator() -> None:
+    """A joiner must not send its JOIN_REQ to a member that left the group."""
+    a, b = member(Ping, A), member(Ping, B)
+    a.down_event(ViewChange(View.create(A, 2, [A, B])), 0.0)
+    a.down_event(Disconnect(), 1.0)
+    a.take_down()
+    link = Link(a, b)
+    b.down_event(FindMembers(1.0), 1.0)
+    link.flush(1.0)
+    b.tick(2.0)
+    link.flush(2.0)
+    (found,) = link.found(B)
+    assert [(d.address, d.is_coord) for d in found.responses] == [(A, False)]
 
 
 def test_num_discovery_runs_spreads_requests_over_the_timeout() -> None:

@@ -29,12 +29,14 @@ coordinator" until one of them installs the first view; a member that asked
 again a moment too early would then wait out its whole find. So a member
 whose first view makes it coordinator answers once more, now as
 coordinator, everyone outside that view whose request it answered before it
-had a view. Requests and responses carry the physical address
-the transport announced (`LocalPhysicalAddress`); before that, or on the
-simulated network which has none, they carry ``("", 0)`` and receivers learn
-nothing physical from them (answers still reach the requester by its
-address). Never awaits, never touches a socket or a clock: ``now`` comes in
-from the host.
+had a view. A member that left the group (`Disconnect` from GMS) has no view
+and answers as a non-coordinator: joiners must not pick it.
+
+Requests and responses carry the physical address the transport announced
+(`LocalPhysicalAddress`); before that, or on the simulated network which has
+none, they carry ``("", 0)`` and receivers learn nothing physical from them
+(answers still reach the requester by its address). Never awaits, never
+touches a socket or a clock: ``now`` comes in from the host.
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ from typing import Any, NamedTuple
 from triogroups.address import Address
 from triogroups.events import (
     AddPhysicalAddress,
+    Disconnect,
     Event,
     FindMembers,
     LocalPhysicalAddress,
@@ -142,6 +145,8 @@ class Discovery(Protocol):
                 if host not in self.hosts:
                     self.hosts.append(host)
             del self.hosts[: max(0, len(self.hosts) - self.max_members)]
+        elif isinstance(event, Disconnect):
+            self.view = None
         super().down_event(event, now)
 
     def up_event(self, event: Event, now: float) -> None:

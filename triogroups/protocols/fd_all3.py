@@ -21,9 +21,11 @@ clears the suspicion and fills the member's current slot.
 Only the other members of the current view are tracked: a view change adds
 new members with a full bitmap (a joiner gets a whole timeout) and forgets
 those that left, so memory follows the view. Nothing runs while this member
-is alone. Heartbeats carry NO_RELIABILITY | OOB | INTERNAL, so reliability
-layers let them pass without seqnos and they never reach the application,
-and DONT_LOOPBACK, since a member does not watch itself.
+is alone, nor once it left the group (`Disconnect` from GMS): its heartbeats
+would keep the others from excluding it. Heartbeats carry NO_RELIABILITY |
+OOB | INTERNAL, so reliability layers let them pass without seqnos and they
+never reach the application, and DONT_LOOPBACK, since a member does not
+watch itself.
 
 Sans-IO: never awaits, never reads a clock; ``now`` is passed in.
 """
@@ -35,7 +37,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import Event, Suspect, Unsuspect
+from triogroups.events import Disconnect, Event, Suspect, Unsuspect
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, PropertyError, positive
 from triogroups.protocol import Protocol
@@ -128,7 +130,12 @@ class FdAll3(Protocol):
             self._next_check = now + self.interval
 
     def down_event(self, event: Event, now: float) -> None:
-        if isinstance(event, Unsuspect):
+        if isinstance(event, Disconnect):
+            self.view = None
+            self._bits = {}
+            self._suspected = set()
+            self._next_check = math.inf
+        elif isinstance(event, Unsuspect):
             self._suspected.discard(event.member)
             if event.member in self._bits:
                 self._bits[event.member] |= 1 << self._slot

@@ -4,10 +4,14 @@ Every member multicasts an INFO carrying its current view at a random
 interval in [``min_interval``, ``max_interval``] (so a large group does not
 send in lock step). Every ``check_interval`` a coordinator looks at the
 views it heard since the last check. If there is more than one, it picks one
-representative per view (the view's coordinator if that one was heard from,
-else the first member of that view that was) and, if it is the lowest of
-those representatives, passes `Merge` up: GMS then runs the merge as leader.
-Only one member leads; the others see the same views and stay quiet.
+representative per view: a member that still has that view, its coordinator
+if that one does, else the first of its members that does (a coordinator
+that has moved on to another view speaks for that one, not for the view it
+left behind, or the members it left would never be merged). If it is the
+lowest of the representatives that coordinate the view they represent (only
+a coordinator can lead a merge, as in JGroups), it passes `Merge` up: GMS
+then runs the merge as leader. Only one member leads; the others see the
+same views and stay quiet.
 
 INFO is sent with NO_RELIABILITY (and OOB): it must reach members of other
 views, whose reliability layers would drop a multicast from a non-member.
@@ -15,6 +19,10 @@ Over a transport whose multicast reaches only the current view (TCP, see
 `Transport.supports_multicasting`), members of other views would never hear
 it, so, as JGroups does, MERGE3 runs a discovery (`FindMembers`) instead and
 sends the INFO as a unicast to every member that answered.
+
+A member that left the group (`Disconnect` coming down from GMS) forgets its
+view and stops: an INFO with the view it left would make the others merge
+it back in.
 
 Choices the design leaves open: the INFO carries the whole view rather than
 only its id (no extra round trip to learn a view's members, at the cost of a
@@ -29,7 +37,7 @@ import random
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import Event, FindMembers, MembersFound, Merge
+from triogroups.events import Disconnect, Event, FindMembers, MembersFound, Merge
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
@@ -126,6 +134,14 @@ class Merge3(Protocol):
         if passed:
             self.send_up(passed)
 
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Disconnect):
+            self.view = None
+            self._heard = {}
+            self._finding = False
+            self._next_info = self._next_check = math.inf
+        super().down_event(event, now)
+
     def up_event(self, event: Event, now: float) -> None:
         if isinstance(event, MembersFound) and self._finding:
             self._finding = False
@@ -172,14 +188,18 @@ class Merge3(Protocol):
         chosen = chosen[: self.max_participants_in_merge]
         reps: list[Address] = []
         kept: list[View] = []
+        leaders: list[Address] = []
         for view in chosen:
-            rep = view.coord if view.coord in heard else None
+            holders = {m for m, v in heard.items() if v.view_id == view.view_id}
+            rep = view.coord if view.coord in holders else None
             if rep is None:
-                rep = next((m for m in view.members if m in heard), None)
+                rep = next((m for m in view.members if m in holders), None)
             if rep is not None and rep not in reps:
                 reps.append(rep)
                 kept.append(view)
-        if len(reps) > 1 and min(reps) == me:
+                if rep == view.coord:
+                    leaders.append(rep)
+        if len(reps) > 1 and min(leaders) == me:
             self.merges_started += 1
             self.pass_up(Merge(tuple(kept), tuple(reps)))
 

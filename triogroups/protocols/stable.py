@@ -16,9 +16,16 @@ what is stable and asks for messages that someone received and it did not.
 Decisions: gossip and STABILITY travel as OOB, NO_RELIABILITY messages (a
 lost round is redone by the next one, and they take no seqnos, so a quiet
 group purges down to nothing); collected digests are dropped on every view
-change and after every round; messages for another view are ignored. The
+change and after every round; messages for another view are ignored; a
+member that left the group (`Disconnect` from GMS) gossips no more. The
 interval jitter comes from an RNG seeded with the member's address, so a
 simulated run repeats exactly.
+
+While a merge is under way GMS suspends stability (`SuspendStable`, until
+`ResumeStable` or its timeout, as JGroups' SUSPEND_STABLE): no gossip is
+sent, no round completes and no STABILITY is applied, so nothing is purged
+that the merge digest, taken at the start of the merge, says is still to be
+received by the other subgroups.
 """
 
 from __future__ import annotations
@@ -29,7 +36,15 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import DigestReply, Event, GetDigest, StableDigest
+from triogroups.events import (
+    DigestReply,
+    Disconnect,
+    Event,
+    GetDigest,
+    ResumeStable,
+    StableDigest,
+    SuspendStable,
+)
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, PropertyError, Size, at_least, positive
 from triogroups.protocol import Protocol
@@ -55,6 +70,8 @@ _COUNTERS = (
     "stability_received",
     "max_bytes_reached",
     "ignored",
+    "suspensions",
+    "ignored_while_suspended",
 )
 
 
@@ -94,6 +111,7 @@ class Stable(Protocol):
         self._bytes = 0
         self._votes: dict[Address, Digest] = {}
         self._last_stable: Digest | None = None
+        self._suspended_until = -math.inf
         self._counters = Counter(dict.fromkeys(_COUNTERS, 0))
 
     def start(self, local_address: Address, cluster: str, now: float) -> None:
@@ -120,7 +138,7 @@ class Stable(Protocol):
         if now < self._next_gossip:
             return
         self._next_gossip = now + self._interval()
-        if self.view is not None:
+        if self.view is not None and now >= self._suspended_until:
             self._request_digest()
 
     def _request_digest(self) -> None:
@@ -128,10 +146,26 @@ class Stable(Protocol):
         self._counters["digest_requests"] += 1
         self.pass_down(GetDigest(self.name))
 
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, SuspendStable):
+            self._counters["suspensions"] += 1
+            self._suspended_until = max(self._suspended_until, now + event.timeout)
+            self._votes.clear()
+            return
+        if isinstance(event, ResumeStable):
+            self._suspended_until = -math.inf
+            return
+        if isinstance(event, Disconnect):
+            self.view = None
+            self._votes.clear()
+            self._next_gossip = math.inf
+        super().down_event(event, now)
+
     def up_event(self, event: Event, now: float) -> None:
         if isinstance(event, DigestReply) and event.requester == self.name:
             self._awaiting_digest = False
-            self._gossip(event.digest)
+            if now >= self._suspended_until:
+                self._gossip(event.digest)
         else:
             super().up_event(event, now)
 
@@ -175,9 +209,12 @@ class Stable(Protocol):
                 if msg.dest is None:
                     self._bytes += len(msg.payload)
                 out.append(msg)
+            elif now < self._suspended_until:
+                self._counters["ignored_while_suspended"] += 1
             else:
                 self._handle(msg, hdr)
-        if self.max_bytes and self._bytes >= self.max_bytes and not self._awaiting_digest:
+        due = self.max_bytes and self._bytes >= self.max_bytes
+        if due and not self._awaiting_digest and now >= self._suspended_until:
             self._bytes = 0
             self._counters["max_bytes_reached"] += 1
             self._request_digest()
@@ -209,6 +246,7 @@ class Stable(Protocol):
             **self._counters,
             "votes": len(self._votes),
             "bytes_since_stability": self._bytes,
+            "suspended_until": None if self._suspended_until < 0 else self._suspended_until,
             "next_gossip": self._next_gossip,
             "last_stable_digest": None if self._last_stable is None else repr(self._last_stable),
         }

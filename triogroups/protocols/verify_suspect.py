@@ -15,7 +15,10 @@ A member never suspects itself; a suspect already under verification is not
 verified again (its deadline stands); members that leave the view are
 dropped from verification. Verification messages carry OOB | INTERNAL |
 NO_RELIABILITY: nobody retransmits a probe to a dead member, and the
-application never sees them. ARE_YOU_DEAD is always answered, whoever asks.
+application never sees them. ARE_YOU_DEAD is answered whoever asks, until
+this member left the group (`Disconnect` from GMS): from then on it verifies
+nobody and answers nobody, since to the group it is gone (a leave whose
+view never got through must end in the others excluding it).
 
 Sans-IO: never awaits, never reads a clock; ``now`` is passed in.
 """
@@ -27,7 +30,7 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import Event, Suspect, Unsuspect
+from triogroups.events import Disconnect, Event, Suspect, Unsuspect
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
@@ -73,6 +76,7 @@ class VerifySuspect(Protocol):
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         self._pending: dict[Address, float] = {}
+        self._left = False
         self._counters = Counter[str]()
 
     # --- events ----------------------------------------------------------------------
@@ -91,7 +95,16 @@ class VerifySuspect(Protocol):
         super().view_changed(view, now)
         self._pending = {m: d for m, d in self._pending.items() if m in view}
 
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Disconnect):
+            self.view = None
+            self._pending = {}
+            self._left = True
+        super().down_event(event, now)
+
     def _verify(self, members: tuple[Address, ...], now: float) -> None:
+        if self._left:
+            return
         me = self.local_address
         for member in members:
             if member == me or member in self._pending:
@@ -124,7 +137,8 @@ class VerifySuspect(Protocol):
             if hdr is None:
                 passed.append(msg)
             elif hdr.type == ARE_YOU_DEAD and src is not None:
-                self._send(src, I_AM_NOT_DEAD)
+                if not self._left:
+                    self._send(src, I_AM_NOT_DEAD)
             elif hdr.type == I_AM_NOT_DEAD:
                 self._counters["i_am_not_dead_received"] += 1
             else:

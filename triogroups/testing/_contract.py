@@ -2,7 +2,9 @@
 
 Per sender and receiver: regular messages are delivered exactly once and in
 send order, and (once the network has healed) none is missing. OOB messages
-must arrive exactly once, in any order.
+must arrive exactly once, in any order. Across membership changes a receiver
+may miss what was sent in a view it was not in: ``gaps=True`` checks only
+that what it did deliver came once each and in send order.
 """
 
 from __future__ import annotations
@@ -10,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from triogroups.address import Address
 
@@ -58,12 +61,16 @@ class DeliveryLog:
         senders: Iterable[Address],
         *,
         complete: bool = True,
+        gaps: bool = False,
     ) -> None:
         """Raise ContractViolation unless every receiver's deliveries obey the contract.
 
         ``complete=False`` checks only FIFO and exactly-once (a prefix is fine),
-        for use while messages may still be in flight.
+        for use while messages may still be in flight. ``gaps=True`` (implies
+        ``complete=False``) accepts any subsequence of each sender's stream in
+        send order: what survives partitions, merges and rejoins.
         """
+        complete = complete and not gaps
         senders = list(senders)
         for receiver in receivers:
             for src in senders:
@@ -84,7 +91,7 @@ class DeliveryLog:
                         f"it, e.g. {unknown[0]!r}"
                     )
                 got_regular = [p for p in got if p not in oob]
-                self._check_order(receiver, src, got_regular, complete)
+                self._check_order(receiver, src, got_regular, complete, gaps)
                 if complete and oob - set(got):
                     missing = sorted(oob - set(got))
                     raise ContractViolation(
@@ -93,7 +100,7 @@ class DeliveryLog:
                     )
 
     def _check_order(
-        self, receiver: Address, src: Address, got: list[bytes], complete: bool
+        self, receiver: Address, src: Address, got: list[bytes], complete: bool, gaps: bool
     ) -> None:
         multicasts = self.sent.get((src, None), [])
         unicasts = self.sent.get((src, receiver), [])
@@ -101,6 +108,9 @@ class DeliveryLog:
         for label, stream in (("multicast", multicasts), ("unicast", unicasts)):
             members = set(stream)
             seen = [p for p in got if p in members]
+            if gaps:
+                _check_subsequence(receiver, src, label, seen, stream)
+                continue
             if seen != stream[: len(seen)]:
                 first = next(
                     i for i, (a, b) in enumerate(zip(seen, stream, strict=False)) if a != b
@@ -114,3 +124,15 @@ class DeliveryLog:
                     f"{receiver} is missing {len(stream) - len(seen)} {label}(s) from {src}; "
                     f"first missing {stream[len(seen)]!r}"
                 )
+
+
+def _check_subsequence(
+    receiver: Address, src: Address, label: str, seen: list[bytes], stream: list[bytes]
+) -> None:
+    """``seen`` (no duplicates) must keep ``stream``'s order, whatever it skipped."""
+    position = {p: i for i, p in enumerate(stream)}
+    for before, after in pairwise(seen):
+        if position[before] > position[after]:
+            raise ContractViolation(
+                f"{receiver} delivered {label}s from {src} out of order: {after!r} after {before!r}"
+            )

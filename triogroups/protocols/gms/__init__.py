@@ -21,9 +21,13 @@ that is already a member gets the current view again.
 A coordinator that leaves installs a view without itself (the next member
 coordinates). A participant that learns (from VERIFY_SUSPECT) that the
 coordinator is suspected, and is the first unsuspected member, takes over
-and installs the view without the suspects.
+and installs the view without the suspects; one that is leaving never does.
+Once a member has left (LEAVE_RSP, or ``leave_timeout``) it has no view, no
+requests and no merge, and passes `Disconnect` down so the layers below stop
+too.
 
-Merging coexisting views (after MERGE3 passes `Merge` up) is in `_merger`.
+Merging coexisting views (after MERGE3 passes `Merge` up) is in `_merger`;
+while a merge is under way, queued requests wait for it.
 """
 
 from __future__ import annotations
@@ -162,6 +166,7 @@ class Gms(Protocol):
         self._bundle_deadline = math.inf
         self._pending: _Install | None = None
         self._leave_deadline = math.inf
+        self._leaving_coordinator = False
         self._suspected: set[Address] = set()
         self.counters = Counter[str]()
         self.merger = Merger(self)
@@ -188,7 +193,10 @@ class Gms(Protocol):
         elif isinstance(event, DigestReply) and event.requester == DIGEST_REQUESTER:
             self.merger.digest_ready(event.digest, now)
         elif isinstance(event, Merge):
-            self.merger.start(event, now)
+            if self.state == COORDINATOR:  # never while leaving
+                self.merger.start(event, now)
+            else:
+                self.counters["merges_not_started"] += 1
         elif isinstance(event, Suspect):
             self._suspect(event.members, now)
             self.pass_up(event)
@@ -283,17 +291,52 @@ class Gms(Protocol):
 
     # --- the coordinator -----------------------------------------------------------------
 
+    def _coordinates(self) -> bool:
+        """True while this member installs views: the coordinator, leaving or not.
+
+        A participant that is leaving never does, even when its coordinator is
+        suspected: it is on its way out, the next member takes over.
+        """
+        return self.state == COORDINATOR or (self.state == LEAVING and self._leaving_coordinator)
+
     def _request(self, kind: int, member: Address, now: float) -> None:
         self._requests.append((kind, member))
         if self._bundle_deadline == math.inf:
             self._bundle_deadline = now + self.max_bundling_time
         self._process(now)
 
+    @property
+    def installing(self) -> bool:
+        """True while a view is being installed (digest, VIEW_ACKs, JOIN_RSPs)."""
+        return self._pending is not None
+
+    def collect_acks(self, view: View, now: float) -> None:
+        """A merge view was installed here: the next view waits for the members' acks."""
+        install = _Install(view, set(view.members), [], [])
+        install.joiners_told = True
+        install.acks = set(view.members) - {self.local_address}
+        install.deadline = now + self.view_ack_collection_timeout
+        self._pending = install
+        if not install.acks:
+            self._install_done(now)
+
+    def resume_requests(self, now: float) -> None:
+        """A merge ended: install what the requests queued meanwhile ask for."""
+        if self._requests and self._bundle_deadline == math.inf:
+            self._bundle_deadline = now
+            self._process(now)
+
     def _process(self, now: float) -> None:
-        """Start installing the next view if requests wait and no install is under way."""
-        if self._pending is not None or not self._requests or now < self._bundle_deadline:
+        """Start installing the next view if requests wait and no install is under way.
+
+        Not during a merge: the requests wait and `resume_requests` takes them up.
+        """
+        if self._pending is not None or now < self._bundle_deadline:
             return
-        if self.state not in (COORDINATOR, LEAVING) or self.view is None:
+        if self.merger.busy:
+            self._bundle_deadline = math.inf
+            return
+        if not self._requests or not self._coordinates() or self.view is None:
             self._requests = []
             self._bundle_deadline = math.inf
             return
@@ -400,7 +443,7 @@ class Gms(Protocol):
                 self.counters["coordinator_takeovers"] += 1
                 self.state = COORDINATOR
                 fresh = sorted(self._suspected)  # earlier suspects too: they left no request
-        if self.state in (COORDINATOR, LEAVING):
+        if self._coordinates():
             for member in fresh:
                 self._request(SUSPECT_REQ, member, now)
 
@@ -410,25 +453,30 @@ class Gms(Protocol):
         if self.state in (CLIENT, LEFT) or self.view is None:
             self._finish_leave()
             return
+        if self.state == LEAVING:
+            return  # on the way out already
         me = self.local_address
         assert me is not None
-        if self.state == COORDINATOR:
-            self.state = LEAVING
-            self._leave_deadline = now + self.leave_timeout
+        self._leaving_coordinator = self.state == COORDINATOR
+        self.state = LEAVING
+        self._leave_deadline = now + self.leave_timeout
+        if self._leaving_coordinator:
             self._request(LEAVE_REQ, me, now)
         else:
-            self.state = LEAVING
-            self._leave_deadline = now + self.leave_timeout
             self.send_down_one(_control(self.view.coord, GmsHeader(LEAVE_REQ)))
 
     def _finish_leave(self) -> None:
+        """Out of the group: no view, no requests, no merge; the layers below stop too."""
         if self.state == LEFT:
             return
         self.state = LEFT
+        self.view = None
         self._leave_deadline = math.inf
         self._join_deadline = math.inf
         self._pending = None
         self._requests = []
+        self._bundle_deadline = math.inf
+        self.merger.forget()
         self.pass_down(Disconnect())
         self.pass_up(Disconnected())
 
@@ -460,7 +508,7 @@ class Gms(Protocol):
         elif kind == VIEW_ACK:
             self._view_ack(msg, hdr, now)
         elif kind == LEAVE_REQ and msg.src is not None:
-            if self.state in (COORDINATOR, LEAVING):
+            if self._coordinates():
                 self._request(LEAVE_REQ, msg.src, now)
         elif kind == LEAVE_RSP and self.state == LEAVING:
             self._finish_leave()
@@ -471,7 +519,7 @@ class Gms(Protocol):
         elif kind == INSTALL_MERGE_VIEW:
             self.merger.install(msg, hdr, now)
         elif kind == CANCEL_MERGE:
-            self.merger.cancel(msg, hdr)
+            self.merger.cancel(msg, hdr, now)
 
     # --- timers -------------------------------------------------------------------------
 

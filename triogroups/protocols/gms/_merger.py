@@ -2,16 +2,39 @@
 
 The merge leader (chosen by MERGE3) sends MERGE_REQ to one representative
 of each view; each answers MERGE_RSP with its view and its multicast
-digest, or refuses (view None) while it takes part in another merge. Once
-all have answered, or ``merge_timeout`` passed (a member that never answers
-is left out), the leader builds the MergeView: its own subgroup first (so it
-coordinates), then the other subgroups ordered by their coordinators; the
-view id is one above the highest merged id. It sends INSTALL_MERGE_VIEW with
-the merged digest to every member, which installs it after a `MergeDigest`
-(new receive windows only for members of the other subgroups). With fewer
-than two answers the merge is cancelled (CANCEL_MERGE). A participant whose
-leader disappears forgets the merge after ``merge_timeout``, so the next
-check can elect another leader.
+digest, or refuses (view None) while it takes part in another merge or
+installs a view. Once all have answered, or ``merge_timeout`` passed (a
+member that never answers is left out), the leader builds the MergeView:
+its own subgroup first (so it coordinates), then the other subgroups ordered
+by their coordinators; the view id is one above the highest merged id. With
+fewer than two answers the merge is cancelled (CANCEL_MERGE), and so it is
+when the leader's own view changed while it waited: the merge would be
+built from a view it no longer has. A participant whose leader disappears
+forgets the merge after ``merge_timeout``, so the next check can elect
+another leader.
+
+The leader sends INSTALL_MERGE_VIEW with the merged digest to every member,
+which installs it after a `MergeDigest` with the entries of the members of
+the other subgroups only: its own subgroup (the one whose view it holds) is
+in sync already, and moving those windows would skip what is still in
+flight in that view. A member whose view is none of the subgroups ignores
+the merge view: it moved on after its old view was reported, so what the
+merged digest says of it comes from that old view and may name messages it
+purged since; the next merge takes it in with its own view. Members answer
+with VIEW_ACK, and the leader installs no other view until all have acked
+(at most ``view_ack_collection_timeout``), as for any view:
+INSTALL_MERGE_VIEW is a unicast and the next VIEW a multicast, so the next
+view could otherwise arrive first, and a member that then ignored the older
+merge view would never get the merge digest.
+
+While a merge is under way here, as leader or participant, GMS installs no
+view from queued JOIN, LEAVE and SUSPECT requests (JGroups suspends its view
+handler the same way); they are taken up once the merge ends. Otherwise the
+leader could install view n+1 while it merges from view n, then a merge view
+with the same id n+1 and other members. Stability is suspended too
+(`SuspendStable`, at the leader and every representative): the digests are
+taken at the start, and what is multicast after that must still be there to
+retransmit to the other subgroups once the merge view is installed.
 """
 
 from __future__ import annotations
@@ -20,13 +43,14 @@ import math
 from typing import TYPE_CHECKING
 
 from triogroups.address import Address
-from triogroups.events import GetDigest, Merge, MergeDigest
+from triogroups.events import GetDigest, Merge, MergeDigest, ResumeStable, SuspendStable
 from triogroups.message import Message
 from triogroups.protocols.gms._header import (
     CANCEL_MERGE,
     INSTALL_MERGE_VIEW,
     MERGE_REQ,
     MERGE_RSP,
+    VIEW_ACK,
     GmsHeader,
 )
 from triogroups.view import Digest, MergeView, View, ViewId
@@ -68,7 +92,7 @@ class Merger:
     def start(self, event: Merge, now: float) -> None:
         gms = self.gms
         me = gms.local_address
-        if self.busy or gms.view is None or me is None or gms.view.coord != me:
+        if self.busy or gms.installing or gms.view is None or gms.view.coord != me:
             gms.counters["merges_not_started"] += 1
             return
         self._ids += 1
@@ -77,6 +101,7 @@ class Merger:
         self._answers = {}
         self._deadline = now + gms.merge_timeout
         gms.counters["merges_led"] += 1
+        gms.pass_down(SuspendStable(gms.merge_timeout))
         for rep in event.coords:
             if rep == me:
                 self._own_answer(now)
@@ -129,14 +154,17 @@ class Merger:
         merge_id = self.merge_id
         self._reset_leader()
         views = list(dict((v.view_id, v) for v, _ in answers.values()).values())
-        if len(views) < 2 or me is None or me not in answers:
+        own = answers[me][0] if me is not None and me in answers else None
+        stale = own is None or gms.view is None or own.view_id != gms.view.view_id
+        if len(views) < 2 or me is None or own is None or stale:
             gms.counters["merges_cancelled"] += 1
             for member in answers:
                 if member != me:
                     cancel = GmsHeader(CANCEL_MERGE, merge_id=merge_id)
                     gms.send_down_one(gms.control(member, cancel))
+            gms.pass_down(ResumeStable())
+            gms.resume_requests(now)
             return
-        own = answers[me][0]
         others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
         members = list(dict.fromkeys(m for v in [own, *others] for m in v.members))
         top = max(v.view_id.id for v in views)
@@ -148,6 +176,8 @@ class Merger:
                 hdr = GmsHeader(INSTALL_MERGE_VIEW, view, digest, merge_id=merge_id)
                 gms.send_down_one(gms.control(member, hdr))
         self._install(view, digest, now)
+        gms.pass_down(ResumeStable())
+        gms.collect_acks(view, now)
 
     def _reset_leader(self) -> None:
         self.merge_id = 0
@@ -162,13 +192,14 @@ class Merger:
         gms = self.gms
         if msg.src is None:
             return
-        if self.busy or gms.view is None:
+        if self.busy or gms.installing or gms.view is None:
             gms.counters["merge_requests_refused"] += 1
             refuse = GmsHeader(MERGE_RSP, None, merge_id=hdr.merge_id)
             gms.send_down_one(gms.control(msg.src, refuse))
             return
         self._leader = (msg.src, hdr.merge_id)
         self._participant_deadline = now + gms.merge_timeout
+        gms.pass_down(SuspendStable(gms.merge_timeout))
         if gms.has_digest:
             self._reply_pending = (msg.src, hdr.merge_id)
             gms.pass_down(GetDigest(DIGEST_REQUESTER))
@@ -178,27 +209,44 @@ class Merger:
 
     def install(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         view = hdr.view
-        if view is None or self.gms.local_address not in view:
-            return
-        if self.gms.view is not None and view.view_id.id <= self.gms.view.view_id.id:
+        if view is None or self.gms.view is None or self.gms.local_address not in view:
+            return  # not for us, or we are not in a group (yet, or any more)
+        if view.view_id.id <= self.gms.view.view_id.id:
             self.gms.counters["old_views_ignored"] += 1
             return
-        self._clear_participant()
+        mine = self.gms.view.view_id
+        if isinstance(view, MergeView) and all(sub.view_id != mine for sub in view.subgroups):
+            self.gms.counters["merge_views_not_from_my_view"] += 1
+            return
         self._install(view, hdr.digest, now)
+        self._clear_participant()
+        if msg.src is not None:
+            self.gms.send_down_one(self.gms.control(msg.src, GmsHeader(VIEW_ACK, view)))
+        self.gms.resume_requests(now)
 
-    def cancel(self, msg: Message, hdr: GmsHeader) -> None:
+    def cancel(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         if self._leader is not None and self._leader == (msg.src, hdr.merge_id):
             self._clear_participant()
+            self.gms.resume_requests(now)
+
+    def forget(self) -> None:
+        """Drop any merge this member leads or takes part in (it left the group)."""
+        self._reset_leader()
+        self._clear_participant()
 
     def _clear_participant(self) -> None:
+        if self._leader is not None:
+            self.gms.pass_down(ResumeStable())
         self._leader = None
         self._reply_pending = None
         self._participant_deadline = math.inf
 
     def _install(self, view: View, digest: Digest | None, now: float) -> None:
-        if digest is not None:
-            self.gms.pass_down(MergeDigest(digest))
-        self.gms.install(view, now)
+        gms = self.gms
+        if digest is not None and isinstance(view, MergeView) and gms.view is not None:
+            others = _other_subgroups(view, gms.view.view_id)
+            gms.pass_down(MergeDigest(Digest({m: digest[m] for m in digest if m in others})))
+        gms.install(view, now)
 
     # --- timers ---------------------------------------------------------------------------
 
@@ -209,6 +257,17 @@ class Merger:
         if now >= self._participant_deadline:
             self.gms.counters["merge_participations_expired"] += 1
             self._clear_participant()
+            self.gms.resume_requests(now)
+
+
+def _other_subgroups(view: MergeView, mine: ViewId) -> set[Address]:
+    """Members of the subgroups other than ``mine`` (the view this member held).
+
+    A member listed in our subgroup and in another too (a coordinator that
+    moved on to another view still appears in the one it left) counts as
+    other: our window for it may be stale.
+    """
+    return {m for sub in view.subgroups if sub.view_id != mine for m in sub.members}
 
 
 def _merged_digest(answers: list[tuple[View, Digest | None]]) -> Digest | None:

@@ -30,8 +30,12 @@ Decisions where the seed and JGroups leave a choice:
   `BecomeServer` (the queue is replayed in order). SetDigest may come before
   or after the joiner's ViewChange: it creates missing windows and moves
   existing ones forward, never back, and never touches our own. MergeDigest
-  only adds windows for members that have none. As in JGroups, existing
-  members give a member that is new in a view a window at 0.
+  does the same for the members of the other subgroups (GMS leaves our own
+  subgroup out): a window we kept from an older view is moved forward, since
+  what that member sent meanwhile in a view without us may be purged and
+  could never be retransmitted (JGroups' mergeDigest resets such a window).
+  As in JGroups, existing members give a member that is new in a view a
+  window at 0.
 - Our own multicasts are delivered here when they are sent (a copy) and go
   down with DONT_LOOPBACK, so local delivery never depends on the transport
   looping them back; a copy of ours that comes up anyway is a duplicate.
@@ -47,6 +51,8 @@ Decisions where the seed and JGroups leave a choice:
   message that is merely in flight is not requested.
 - The become_server_queue drops its oldest entries when full (the seed's
   correction); it holds only MSG and XMIT_RSP messages.
+- A member that left the group (`Disconnect` from GMS) drops its windows and
+  its retransmit task: it asks nobody for anything any more.
 """
 
 from __future__ import annotations
@@ -59,6 +65,7 @@ from triogroups.address import Address
 from triogroups.events import (
     BecomeServer,
     DigestReply,
+    Disconnect,
     Event,
     GetDigest,
     MergeDigest,
@@ -416,8 +423,26 @@ class Nakack2(Protocol):
         elif isinstance(event, BecomeServer):
             self._become_server(now)
             self.pass_down(event)
+        elif isinstance(event, Disconnect):
+            self._left_group()
+            self.pass_down(event)
         else:
             super().down_event(event, now)
+
+    def _left_group(self) -> None:
+        """GMS left the group: no view, no windows, no retransmit task.
+
+        Every member is a non-member from now on. A window kept from the last
+        view would ask for what the others purged in views without us, for
+        ever, and those requests would look like signs of life to their
+        failure detectors. What we sent stays, so a late XMIT_REQ for our
+        own last messages is still answered.
+        """
+        self.view = None
+        self._windows.clear()
+        self._xmit_prev.clear()
+        self._stable_xmit.clear()
+        self._next_xmit = math.inf
 
     def view_changed(self, view: View, now: float) -> None:
         super().view_changed(view, now)
@@ -442,9 +467,10 @@ class Nakack2(Protocol):
     def _set_digest(self, digest: Digest, *, merge: bool = False) -> None:
         """Windows start at the digest's highest delivered seqnos (never our own).
 
-        SetDigest also moves an existing window forward (never back), so it
-        works whether it comes before or after the joiner's view; MergeDigest
-        only adds windows for members that have none (the other subgroups).
+        An existing window moves forward (never back): SetDigest works whether
+        it comes before or after the joiner's view, and a MergeDigest (the
+        other subgroups only) catches up with a member we last saw in an
+        older view.
         """
         me = self._me()
         out: list[Message] = []
@@ -454,7 +480,7 @@ class Nakack2(Protocol):
             win = self._windows.get(member)
             if win is None:
                 self._windows[member] = SeqnoTable(delivered)
-            elif not merge and win.hd < delivered:
+            elif win.hd < delivered:
                 win.purge(delivered)
                 if self._server and win.has_ready():
                     out.extend(m for m in win.remove_ready() if m is not None)
