@@ -91,6 +91,7 @@ class _Member:
         self.sent = 0
         self.sending_done = False
         self.send_busy = 0.0  # CPU time over wall time while sending
+        self.send_cpu = 0.0  # CPU seconds while sending
 
     async def _line(self) -> dict[str, Any] | None:
         line = await trio.to_thread.run_sync(sys.stdin.readline)
@@ -151,7 +152,8 @@ class _Member:
         while time.perf_counter() < deadline:
             await stack.send([Message(dest, payload) for _ in range(batch)])
             self.sent += batch
-        self.send_busy = (time.process_time() - start_cpu) / (time.perf_counter() - start)
+        self.send_cpu = time.process_time() - start_cpu
+        self.send_busy = self.send_cpu / (time.perf_counter() - start)
         self.sending_done = True
 
     async def _count(self) -> None:
@@ -185,7 +187,7 @@ class _Member:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(self._count)
             await self._send_for(self._peer())
-            self._result(sent=self.sent, busy=self.send_busy)
+            self._result(sent=self.sent, busy=self.send_busy, cpu_seconds=self.send_cpu)
 
     async def _role_recv(self) -> None:
         async with trio.open_nursery() as nursery:

@@ -29,7 +29,9 @@ stack's ratio to the transport alone. ``busy s/r`` is each side's CPU time
 over the wall time of the one-way run (sender while sending, receiver
 between its first and last delivery): near 100% on both means the run is
 CPU-bound; two sides near 50% on a 2-core machine means they shared one
-core with other load.
+core with other load. ``CPU us s/r`` is each side's CPU time per message
+(sender per message sent, receiver per message delivered): steadier than
+msgs/s on a busy machine, and what a stack costs.
 
 This is a measurement, not a test: nothing here asserts a duration.
 """
@@ -96,14 +98,22 @@ def _specs(kind: str, stack: str, roles: tuple[str, str], opts: Any) -> list[dic
     ]
 
 
-def one_way(kind: str, stack: str, opts: Any) -> tuple[float, float, tuple[float, float]]:
+def one_way(
+    kind: str, stack: str, opts: Any
+) -> tuple[float, float, tuple[float, float, float, float]]:
     """Messages per second delivered at the receiver, the fraction of those sent, and
-    how busy each side was meanwhile (CPU time over wall time: sender, receiver)."""
+    per side how busy it was (CPU time over wall time) and its CPU microseconds per
+    message: (sender busy, receiver busy, sender us, receiver us)."""
     sender, receiver = run_group(_specs(kind, stack, ("send", "recv"), opts))
     seconds = max(receiver["seconds"], 1e-9)
     rate = receiver["count"] / seconds
-    busy = (sender["busy"], receiver["cpu_seconds"] / seconds)
-    return rate, receiver["count"] / max(sender["sent"], 1), busy
+    cpu = (
+        sender["busy"],
+        receiver["cpu_seconds"] / seconds,
+        sender["cpu_seconds"] / max(sender["sent"], 1) * 1e6,
+        receiver["cpu_seconds"] / max(receiver["count"], 1) * 1e6,
+    )
+    return rate, receiver["count"] / max(sender["sent"], 1), cpu
 
 
 def round_trips(kind: str, stack: str, opts: Any) -> list[float]:
@@ -133,7 +143,7 @@ def main() -> None:
         stacks = _stacks(kind)
         rates: dict[str, list[float]] = {s: [] for s in stacks}
         shares: dict[str, list[float]] = {s: [] for s in stacks}
-        busy: dict[str, list[tuple[float, float]]] = {s: [] for s in stacks}
+        busy: dict[str, list[tuple[float, float, float, float]]] = {s: [] for s in stacks}
         p50: dict[str, list[float]] = {s: [] for s in stacks}
         p99: dict[str, list[float]] = {s: [] for s in stacks}
         for _ in range(opts.repeat):  # interleaved, so a noisy moment hits every stack
@@ -156,8 +166,7 @@ def main() -> None:
                     rate,
                     rate / base,
                     statistics.median(shares[stack]),
-                    statistics.median(b[0] for b in busy[stack]),
-                    statistics.median(b[1] for b in busy[stack]),
+                    [statistics.median(b[i] for b in busy[stack]) for i in range(4)],
                     statistics.median(p50[stack]),
                     statistics.median(p99[stack]),
                     [round(r) for r in rates[stack]],
@@ -168,12 +177,12 @@ def main() -> None:
     )
     print(
         f"{'':<4} {'stack':<12} {'msgs/s':>9} {'ratio':>6} {'delivered':>9} {'busy s/r':>9} "
-        f"{'rtt p50 us':>11} {'rtt p99 us':>11}   one-way runs"
+        f"{'CPU us s/r':>11} {'rtt p50 us':>11} {'rtt p99 us':>11}   one-way runs"
     )
-    for kind, stack, rate, ratio, share, s_busy, r_busy, r50, r99, runs in rows:
+    for kind, stack, rate, ratio, share, (s_busy, r_busy, s_us, r_us), r50, r99, runs in rows:
         print(
             f"{kind:<4} {stack:<12} {rate:>9,.0f} {ratio:>5.2f}x {share:>9.1%} "
-            f"{s_busy:>4.0%}/{r_busy:<4.0%} "
+            f"{s_busy:>4.0%}/{r_busy:<4.0%} {s_us:>5.2f}/{r_us:<5.2f} "
             f"{r50:>11,.0f} {r99:>11,.0f}   {runs}"
         )
 
