@@ -189,6 +189,8 @@ class Unicast3(Protocol):
         out: list[Message] = []
         sender = self.sender
         cap = self.xmit_req_cap
+        last_src: Address | None = None  # runs from one sender skip the dict (Address.__hash__)
+        last_items: list[DataItem] = []
         for msg in batch:
             hdr = msg.headers.get(ID)
             if hdr is None or msg.dest is None or msg.flags & _NO_RELIABILITY:
@@ -204,11 +206,15 @@ class Unicast3(Protocol):
                 self.malformed += 1
                 continue
             if kind == DATA:
+                if src is last_src:
+                    last_items.append((hdr, msg))
+                    continue
                 items = data.get(src)
                 if items is None:
-                    data[src] = [(hdr, msg)]
+                    items = data[src] = [(hdr, msg)]
                 else:
                     items.append((hdr, msg))
+                last_src, last_items = src, items
             elif kind == ACK:
                 sender.on_ack(src, hdr, now)
             elif kind == SEND_FIRST_SEQNO:

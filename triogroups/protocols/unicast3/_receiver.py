@@ -166,6 +166,18 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         conn = entry.conn_id
         table = entry.table
         before = len(delivered)
+        if not len(table):  # nothing waits: the in-order run from the front goes straight up
+            nxt = table.hd + 1
+            taken = 0
+            for hdr, msg in items:
+                if hdr.seqno != nxt or hdr.conn_id != conn or msg.flags & _OOB:
+                    break
+                delivered.append(msg)
+                nxt += 1
+                taken += 1
+            if taken:
+                table.purge(nxt - 1)  # nothing stored: only moves hd (and hr) on
+                items = items[taken:]
         deliver_next = table.deliver_next
         for hdr, msg in items:
             if hdr.conn_id == conn:
