@@ -173,6 +173,21 @@ def test_merge3_one_view_everywhere_means_no_merge() -> None:
     assert m.stats()["checks_with_many_views"] == 0
 
 
+def test_merge3_no_merge_when_no_chosen_view_is_represented_by_its_coordinator() -> None:
+    """Our own view cut off by max_participants_in_merge, the chosen ones speak through
+    members whose coordinators are silent: nobody here may lead, and nothing crashes."""
+    d, e = Address(4, "D"), Address(5, "E")
+    gone_c = View(ViewId(1, C), [C, B])  # C is dead; B still believes in C's view
+    gone_e = View(ViewId(2, e), [e, d])  # E is dead; D still believes in E's view
+    mine = View(ViewId(9, A), [A])
+    m = _merge3(A, mine)
+    m.max_participants_in_merge = 2
+    m.up([_info(B, gone_c), _info(d, gone_e)], 0.5)
+    m.tick(5.0)
+    assert not [ev for ev in m.take_up() if isinstance(ev, Merge)]
+    assert m.stats()["checks_with_many_views"] == 1
+
+
 def test_merge3_a_view_whose_coordinator_is_silent_is_represented_by_a_member() -> None:
     gone = View(ViewId(7, C), [C, B])  # C is dead; B still believes in C's view
     mine = View(ViewId(3, A), [A])

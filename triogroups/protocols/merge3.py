@@ -199,7 +199,7 @@ class Merge3(Protocol):
                 kept.append(view)
                 if rep == view.coord:
                     leaders.append(rep)
-        if len(reps) > 1 and min(leaders) == me:
+        if len(reps) > 1 and leaders and min(leaders) == me:
             self.merges_started += 1
             self.pass_up(Merge(tuple(kept), tuple(reps)))
 
