@@ -52,6 +52,16 @@ def test_message_flags_and_headers() -> None:
     assert 4 not in m.headers and c.payload is m.payload
 
 
+def test_message_copy_sets_every_slot_and_shares_only_payload_and_header_objects() -> None:
+    """copy() sets slots by hand; a slot added to Message must be copied too."""
+    a, b = Address(1, "A"), Address(2, "B")
+    m = Message(b, b"p", src=a, flags=Flag.OOB | Flag.DONT_LOOPBACK, headers={3: ("h",)})
+    c = m.copy()
+    for slot in Message.__slots__:
+        assert getattr(c, slot) == getattr(m, slot), slot
+    assert c.headers is not m.headers and c.headers[3] is m.headers[3]
+
+
 def test_view_coordinator_membership_and_differences() -> None:
     a, b, c = (Address.random(n) for n in "ABC")
     v1 = View.create(a, 1, [a, b])

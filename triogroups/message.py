@@ -42,6 +42,9 @@ ALL_FLAGS = int(Flag.OOB | Flag.DONT_BUNDLE | Flag.DONT_LOOPBACK | Flag.NO_RELIA
 ALL_FLAGS |= int(Flag.NO_FC | Flag.DONT_BLOCK | Flag.INTERNAL)
 
 
+_new = object.__new__
+
+
 class Message:
     """A message with per-protocol headers.
 
@@ -82,10 +85,19 @@ class Message:
         return self
 
     def copy(self) -> Message:
-        """A copy that shares the payload and header objects but not the header map."""
-        return Message(
-            self.dest, self.payload, src=self.src, flags=self.flags, headers=dict(self.headers)
-        )
+        """A copy that shares the payload and header objects but not the header map.
+
+        Every multicast a member sends is copied once for its own delivery, so
+        this sets the slots directly instead of going through ``__init__``
+        (tests/test_model.py checks that a copy has every slot).
+        """
+        copy = _new(Message)
+        copy.dest = self.dest
+        copy.src = self.src
+        copy.flags = self.flags
+        copy.headers = self.headers.copy()
+        copy.payload = self.payload
+        return copy
 
     def size(self) -> int:
         """Approximate wire size: payload plus a fixed allowance per header."""
