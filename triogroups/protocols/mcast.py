@@ -207,6 +207,7 @@ class Mcast(Protocol):
         local: list[Message] = []
         pending = self._pending
         send, capacity = self._send, self.capacity
+        stamped = 0
         for msg in batch:
             if msg.dest is not None or msg.flags & _NO_RELIABILITY:
                 out.append(msg)
@@ -214,6 +215,8 @@ class Mcast(Protocol):
                 pending.append(msg)
             else:
                 out.append(self._stamp(msg, local))
+                stamped += 1
+        self._count_sent(stamped, len(local))
         self.send_down(out)
         self.send_up(local)
         if pending and self._blocked_since is None:
@@ -227,21 +230,25 @@ class Mcast(Protocol):
     def _stamp(self, msg: Message, local: list[Message]) -> Message:
         """Seqno, window and send in one step: what makes concurrent senders safe.
 
-        Appends the local delivery (a copy from us) to ``local``.
+        Appends the local delivery (a copy from us) to ``local``. The caller
+        counts both (`_count_sent`): once per batch, not per message.
         """
         seqno = self._send.high + 1
         msg.headers[ids.MCAST] = _new(McastHeader, (MSG, seqno, None, ()))
         self._send.add(seqno, msg)
         if self.view is not None and not self._acks:
             self._send.purge(seqno)  # alone in the view: nobody will ever ask for it
-        self.counters["msgs_sent"] += 1
         if not msg.flags & _DONT_LOOPBACK:
             copy = msg.copy()
             copy.src = self.local_address
             local.append(copy)
-            self.counters["msgs_delivered"] += 1
             msg.flags |= _DONT_LOOPBACK  # delivered here: the transport must not loop it back
         return msg
+
+    def _count_sent(self, sent: int, delivered_here: int) -> None:
+        if sent:
+            self.counters["msgs_sent"] += sent
+            self.counters["msgs_delivered"] += delivered_here
 
     def _drain(self, now: float) -> None:
         """Send what waited for room, in order; unblock the senders when all went."""
@@ -252,6 +259,7 @@ class Mcast(Protocol):
         local: list[Message] = []
         while pending and self._has_room():
             out.append(self._stamp(pending.popleft(), local))
+        self._count_sent(len(out), len(local))
         self.send_down(out)
         self.send_up(local)
         if not pending and self._blocked_since is not None:
