@@ -9,12 +9,12 @@ FRAG's ``max_message_size`` is refused at `Channel.send` and the group goes on.
 from __future__ import annotations
 
 import random
-import uuid
 
 import pytest
 import trio
 
-from triogroups import Channel, MessageTooLarge, StackConfig, open_channel
+from tests.real.conftest import PresetOnOwnPorts, TwoChannels
+from triogroups import Channel, MessageTooLarge, StackConfig
 
 FRAG_SIZE = 8_000  # small fragments: a 100 KB message is 13 datagrams or frames
 MAX_MESSAGE = 1 << 20
@@ -24,17 +24,12 @@ def _payload(size: int, seed: int) -> bytes:
     return random.Random(seed).randbytes(size)
 
 
-def _config(preset: str) -> StackConfig:
-    """The preset on ports of its own, with small fragments and (UDP) 10% loss."""
-    config = StackConfig.preset(preset).configure(
-        "FRAG", frag_size=FRAG_SIZE, max_message_size=MAX_MESSAGE
-    )
+def _config(base: StackConfig, preset: str) -> StackConfig:
+    """Small fragments and (UDP) 10% loss below NAKACK2."""
+    config = base.configure("FRAG", frag_size=FRAG_SIZE, max_message_size=MAX_MESSAGE)
     if preset == "udp":
-        config = config.configure("UDP", mcast_port=random.randint(20000, 40000))
         return config.insert_above("VERIFY_SUSPECT", "DISCARD", up_loss=0.1)
-    base = random.randint(20000, 40000)
-    config = config.configure("TCP", bind_port=base, port_range=20)
-    return config.configure("TCPPING", initial_hosts=[f"127.0.0.1[{base}]"], port_range=3)
+    return config
 
 
 async def _receive(ch: Channel, count: int) -> list[bytes]:
@@ -49,19 +44,13 @@ async def _receive(ch: Channel, count: int) -> list[bytes]:
 @pytest.mark.real
 @pytest.mark.parametrize("preset", ["udp", "tcp"])
 async def test_frag_large_multicasts_and_unicasts_arrive_whole_and_in_order_over_real_sockets(
-    preset: str,
+    preset: str, preset_on_own_ports: PresetOnOwnPorts, two_channels: TwoChannels
 ) -> None:
-    config = _config(preset)
-    cluster = f"frag-{uuid.uuid4().hex[:8]}"
+    config = _config(preset_on_own_ports(preset), preset)
     multicasts = [_payload(100_000 + i, i) for i in range(10)]
     unicasts = [_payload(60_000 + i, 100 + i) for i in range(5)]
     with trio.fail_after(120):
-        async with (
-            open_channel(cluster, config, "A") as a,
-            open_channel(cluster, config, "B") as b,
-        ):
-            while len(a.view.members) < 2 or len(b.view.members) < 2:
-                await trio.sleep(0.05)
+        async with two_channels(config) as (a, b):
             with pytest.raises(MessageTooLarge):
                 await a.send(bytes(MAX_MESSAGE + 1))
             for payload in multicasts:

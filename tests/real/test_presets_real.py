@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-import random
-import uuid
-
 import pytest
 import trio
 
-from triogroups import StackConfig, open_channel
-
-
-def _preset(name: str) -> StackConfig:
-    """The preset on ports of its own, so parallel runs on this host do not meet."""
-    config = StackConfig.preset(name)
-    if name == "udp":
-        return config.configure("UDP", mcast_port=random.randint(20000, 40000))
-    base = random.randint(20000, 40000)
-    config = config.configure("TCP", bind_port=base, port_range=20)
-    return config.configure("TCPPING", initial_hosts=[f"127.0.0.1[{base}]"], port_range=3)
+from tests.real.conftest import PresetOnOwnPorts, TwoChannels
 
 
 @pytest.mark.real
 @pytest.mark.parametrize("preset", ["udp", "tcp"])
-async def test_preset_members_join_one_view_and_deliver_multicasts_in_order(preset: str) -> None:
-    config = _preset(preset)
-    cluster = f"preset-{uuid.uuid4().hex[:8]}"
+async def test_preset_members_join_one_view_and_deliver_multicasts_in_order(
+    preset: str, preset_on_own_ports: PresetOnOwnPorts, two_channels: TwoChannels
+) -> None:
+    config = preset_on_own_ports(preset)
     with trio.fail_after(60):
-        async with (
-            open_channel(cluster, config, "A") as a,
-            open_channel(cluster, config, "B") as b,
-        ):
-            while len(a.view.members) < 2 or len(b.view.members) < 2:
-                await trio.sleep(0.05)
+        async with two_channels(config) as (a, b):
             assert a.view == b.view
             for i in range(50):
                 await a.send(f"m{i}".encode())

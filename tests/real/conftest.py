@@ -1,0 +1,50 @@
+"""Shared set-up of the in-process real-socket tests: presets on ports of their own, and
+two channels that have formed one view."""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+
+import pytest
+import trio
+
+from triogroups import Channel, StackConfig, open_channel
+
+PresetOnOwnPorts = Callable[[str], StackConfig]
+TwoChannels = Callable[[StackConfig], AbstractAsyncContextManager[tuple[Channel, Channel]]]
+
+
+def _preset_on_own_ports(name: str) -> StackConfig:
+    """The udp or tcp preset on ports of its own, so parallel runs on this host do not meet."""
+    config = StackConfig.preset(name)
+    if name == "udp":
+        return config.configure("UDP", mcast_port=random.randint(20000, 40000))
+    base = random.randint(20000, 40000)
+    config = config.configure("TCP", bind_port=base, port_range=20)
+    return config.configure("TCPPING", initial_hosts=[f"127.0.0.1[{base}]"], port_range=3)
+
+
+@asynccontextmanager
+async def _two_channels(config: StackConfig) -> AsyncIterator[tuple[Channel, Channel]]:
+    """Channels A and B of a fresh cluster, once both see the view of the two."""
+    cluster = f"real-{uuid.uuid4().hex[:8]}"
+    async with (
+        open_channel(cluster, config, "A") as a,
+        open_channel(cluster, config, "B") as b,
+    ):
+        while len(a.view.members) < 2 or len(b.view.members) < 2:
+            await trio.sleep(0.05)
+        yield a, b
+
+
+@pytest.fixture
+def preset_on_own_ports() -> PresetOnOwnPorts:
+    return _preset_on_own_ports
+
+
+@pytest.fixture
+def two_channels() -> TwoChannels:
+    return _two_channels
