@@ -9,14 +9,7 @@ of a singleton view. JOIN_REQ is retried every ``join_timeout`` up to
 ``max_join_attempts`` times; after that the member starts alone (as JGroups
 does) and merging brings the groups together.
 
-The coordinator queues JOIN, LEAVE and SUSPECT requests and installs one
-new view for a batch of them (collected for ``max_bundling_time``): view ids
-only grow. It takes a digest from the multicast layer for joiners
-(`GetDigest`/`DigestReply`), multicasts VIEW, answers JOIN_RSP and
-LEAVE_RSP, installs the view itself and waits for VIEW_ACK from every member
-(at most ``view_ack_collection_timeout``) before the next batch, so views are
-installed one at a time. Duplicate or late JOIN_RSPs are ignored; a joiner
-that is already a member gets the current view again.
+Installing views for queued requests, one at a time, is in `_coordinator`.
 
 A coordinator that leaves installs a view without itself (the next member
 coordinates). A participant that learns (from VERIFY_SUSPECT) that the
@@ -45,12 +38,10 @@ from triogroups.events import (
     Disconnected,
     Event,
     FindMembers,
-    GetDigest,
     MembersFound,
     Merge,
     SetDigest,
     Suspect,
-    TmpView,
     Unsuspect,
     ViewChange,
 )
@@ -58,6 +49,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols.gms._coordinator import SUSPECT_REQ, Coordinator
 from triogroups.protocols.gms._header import (
     CANCEL_MERGE,
     INSTALL_MERGE_VIEW,
@@ -73,7 +65,7 @@ from triogroups.protocols.gms._header import (
     GmsHeader,
 )
 from triogroups.protocols.gms._merger import DIGEST_REQUESTER, Merger
-from triogroups.view import Digest, View, ViewId
+from triogroups.view import View, ViewId
 
 __all__ = ["Gms", "GmsHeader"]
 
@@ -89,33 +81,6 @@ CLIENT, PARTICIPANT, COORDINATOR, LEAVING, LEFT = (
     "leaving",
     "left",
 )
-
-
-class _Install:
-    """A view the coordinator is installing.
-
-    Phases, as in JGroups: wait for the joiners' digest; send VIEW to the
-    existing members and wait for their acks; only then send JOIN_RSP to the
-    joiners (so no member still in the old view receives a joiner's first
-    multicasts) and wait for their acks.
-    """
-
-    def __init__(
-        self,
-        view: View,
-        old_members: set[Address],
-        joiners: list[Address],
-        leavers: list[Address],
-    ) -> None:
-        self.view = view
-        self.old_members = old_members
-        self.joiners = joiners
-        self.leavers = leavers
-        self.digest: Digest | None = None
-        self.awaiting_digest = False
-        self.joiners_told = False
-        self.acks: set[Address] = set()
-        self.deadline = math.inf
 
 
 class Gms(Protocol):
@@ -162,14 +127,12 @@ class Gms(Protocol):
         self.has_digest = False
         self._join_attempts = 0
         self._join_deadline = math.inf
-        self._requests: list[tuple[int, Address]] = []
-        self._bundle_deadline = math.inf
-        self._pending: _Install | None = None
         self._leave_deadline = math.inf
         self._leaving_coordinator = False
         self._suspected: set[Address] = set()
         self.counters = Counter[str]()
         self.merger = Merger(self)
+        self.coordinator = Coordinator(self)
 
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
         self._has_discovery = any(p.name in _DISCOVERY for p in below)
@@ -189,7 +152,7 @@ class Gms(Protocol):
         if isinstance(event, MembersFound) and self.state == CLIENT:
             self._members_found(event, now)
         elif isinstance(event, DigestReply) and event.requester == self.name:
-            self._digest_ready(event.digest, now)
+            self.coordinator.digest_ready(event.digest, now)
         elif isinstance(event, DigestReply) and event.requester == DIGEST_REQUESTER:
             self.merger.digest_ready(event.digest, now)
         elif isinstance(event, Merge):
@@ -289,9 +252,9 @@ class Gms(Protocol):
         if msg.src is not None:
             self.send_down_one(_control(msg.src, GmsHeader(VIEW_ACK, view)))
 
-    # --- the coordinator -----------------------------------------------------------------
+    # --- coordinating and suspicions ----------------------------------------------------
 
-    def _coordinates(self) -> bool:
+    def coordinates(self) -> bool:
         """True while this member installs views: the coordinator, leaving or not.
 
         A participant that is leaving never does, even when its coordinator is
@@ -299,137 +262,10 @@ class Gms(Protocol):
         """
         return self.state == COORDINATOR or (self.state == LEAVING and self._leaving_coordinator)
 
-    def _request(self, kind: int, member: Address, now: float) -> None:
-        self._requests.append((kind, member))
-        if self._bundle_deadline == math.inf:
-            self._bundle_deadline = now + self.max_bundling_time
-        self._process(now)
-
     @property
     def installing(self) -> bool:
         """True while a view is being installed (digest, VIEW_ACKs, JOIN_RSPs)."""
-        return self._pending is not None
-
-    def collect_acks(self, view: View, now: float) -> None:
-        """A merge view was installed here: the next view waits for the members' acks."""
-        install = _Install(view, set(view.members), [], [])
-        install.joiners_told = True
-        install.acks = set(view.members) - {self.local_address}
-        install.deadline = now + self.view_ack_collection_timeout
-        self._pending = install
-        if not install.acks:
-            self._install_done(now)
-
-    def resume_requests(self, now: float) -> None:
-        """A merge ended: install what the requests queued meanwhile ask for."""
-        if self._requests and self._bundle_deadline == math.inf:
-            self._bundle_deadline = now
-            self._process(now)
-
-    def _process(self, now: float) -> None:
-        """Start installing the next view if requests wait and no install is under way.
-
-        Not during a merge: the requests wait and `resume_requests` takes them up.
-        """
-        if self._pending is not None or now < self._bundle_deadline:
-            return
-        if self.merger.busy:
-            self._bundle_deadline = math.inf
-            return
-        if not self._requests or not self._coordinates() or self.view is None:
-            self._requests = []
-            self._bundle_deadline = math.inf
-            return
-        batch, self._requests = self._requests, []
-        self._bundle_deadline = math.inf
-        current = self.view
-        gone = {m for kind, m in batch if kind != JOIN_REQ}
-        leavers = list(dict.fromkeys(m for kind, m in batch if kind == LEAVE_REQ))
-        joiners = list(dict.fromkeys(m for kind, m in batch if kind == JOIN_REQ and m not in gone))
-        members = [m for m in current.members if m not in gone]
-        members += [j for j in joiners if j not in current]
-        if not members:
-            self._finish_leave()
-            return
-        if members == list(current.members):
-            view = current  # only rejoins or unknown leavers: answer with the current view
-        else:
-            view = View(ViewId(current.view_id.id + 1, self.local_address), members)  # type: ignore[arg-type]
-        install = _Install(view, set(current.members), joiners, leavers)
-        self._pending = install
-        if joiners and self.has_digest:
-            install.awaiting_digest = True
-            self.pass_down(TmpView(view))  # TCP fans multicasts out to the joiners from here on
-            self.pass_down(GetDigest(self.name))
-        else:
-            self._send_view(install, None, now)
-
-    def _digest_ready(self, digest: Digest, now: float) -> None:
-        install = self._pending
-        if install is None or not install.awaiting_digest:
-            return
-        install.awaiting_digest = False
-        self._send_view(install, digest, now)
-
-    def _send_view(self, install: _Install, digest: Digest | None, now: float) -> None:
-        view = install.view
-        me = self.local_address
-        install.digest = digest
-        if view is not self.view:
-            self.send_down_one(
-                Message(None, flags=Flag.INTERNAL, headers={_ID: GmsHeader(VIEW, view)})
-            )
-        for leaver in install.leavers:
-            self.counters["leaves"] += 1
-            self.send_down_one(_control(leaver, GmsHeader(LEAVE_RSP)))
-        if me in view and view is not self.view:
-            self.install(view, now)
-        install.acks = {m for m in view.members if m in install.old_members} - {me}
-        # A leaving coordinator stays until the others have the view (so it can
-        # still be retransmitted), but no longer than leave_timeout.
-        wait = self.view_ack_collection_timeout if me in view else self.leave_timeout
-        install.deadline = now + wait
-        if not install.acks:
-            self._tell_joiners(install, now)
-
-    def _tell_joiners(self, install: _Install, now: float) -> None:
-        """Existing members have the view (or timed out): now send JOIN_RSPs."""
-        install.joiners_told = True
-        for joiner in install.joiners:
-            self.counters["joins"] += 1
-            rsp = GmsHeader(JOIN_RSP, install.view, install.digest)
-            self.send_down_one(_control(joiner, rsp))
-        install.acks = {j for j in install.joiners if j in install.view}
-        install.deadline = now + self.view_ack_collection_timeout
-        if not install.acks:
-            self._install_done(now)
-
-    def _acks_complete_or_late(self, install: _Install, now: float) -> None:
-        if install.acks:
-            self.counters["view_acks_missing"] += len(install.acks)
-        if install.joiners_told:
-            self._install_done(now)
-        else:
-            self._tell_joiners(install, now)
-
-    def _view_ack(self, msg: Message, hdr: GmsHeader, now: float) -> None:
-        install = self._pending
-        if install is None or hdr.view is None or msg.src is None:
-            return
-        if hdr.view.view_id == install.view.view_id and msg.src in install.acks:
-            install.acks.discard(msg.src)
-            if not install.acks and not install.awaiting_digest:
-                self._acks_complete_or_late(install, now)
-
-    def _install_done(self, now: float) -> None:
-        install = self._pending
-        self._pending = None
-        if install is not None and self.local_address not in install.view:
-            self._finish_leave()
-            return
-        if self._requests:
-            self._bundle_deadline = min(self._bundle_deadline, now)
-            self._process(now)
+        return self.coordinator.installing
 
     def _suspect(self, members: tuple[Address, ...], now: float) -> None:
         if self.view is None or self.state in (CLIENT, LEFT):
@@ -443,15 +279,15 @@ class Gms(Protocol):
                 self.counters["coordinator_takeovers"] += 1
                 self.state = COORDINATOR
                 fresh = sorted(self._suspected)  # earlier suspects too: they left no request
-        if self._coordinates():
+        if self.coordinates():
             for member in fresh:
-                self._request(SUSPECT_REQ, member, now)
+                self.coordinator.request(SUSPECT_REQ, member, now)
 
     # --- leaving ---------------------------------------------------------------------
 
     def _disconnect(self, now: float) -> None:
         if self.state in (CLIENT, LEFT) or self.view is None:
-            self._finish_leave()
+            self.finish_leave()
             return
         if self.state == LEAVING:
             return  # on the way out already
@@ -461,11 +297,11 @@ class Gms(Protocol):
         self.state = LEAVING
         self._leave_deadline = now + self.leave_timeout
         if self._leaving_coordinator:
-            self._request(LEAVE_REQ, me, now)
+            self.coordinator.request(LEAVE_REQ, me, now)
         else:
             self.send_down_one(_control(self.view.coord, GmsHeader(LEAVE_REQ)))
 
-    def _finish_leave(self) -> None:
+    def finish_leave(self) -> None:
         """Out of the group: no view, no requests, no merge; the layers below stop too."""
         if self.state == LEFT:
             return
@@ -473,9 +309,7 @@ class Gms(Protocol):
         self.view = None
         self._leave_deadline = math.inf
         self._join_deadline = math.inf
-        self._pending = None
-        self._requests = []
-        self._bundle_deadline = math.inf
+        self.coordinator.forget()
         self.merger.forget()
         self.pass_down(Disconnect())
         self.pass_up(Disconnected())
@@ -498,7 +332,7 @@ class Gms(Protocol):
         kind = hdr.type
         if kind == JOIN_REQ and msg.src is not None:
             if self.state == COORDINATOR:
-                self._request(JOIN_REQ, msg.src, now)
+                self.coordinator.request(JOIN_REQ, msg.src, now)
             else:
                 self.counters["join_requests_not_coordinator"] += 1
         elif kind == JOIN_RSP:
@@ -506,12 +340,12 @@ class Gms(Protocol):
         elif kind == VIEW:
             self._view_message(msg, hdr, now)
         elif kind == VIEW_ACK:
-            self._view_ack(msg, hdr, now)
+            self.coordinator.view_ack(msg, hdr, now)
         elif kind == LEAVE_REQ and msg.src is not None:
-            if self._coordinates():
-                self._request(LEAVE_REQ, msg.src, now)
+            if self.coordinates():
+                self.coordinator.request(LEAVE_REQ, msg.src, now)
         elif kind == LEAVE_RSP and self.state == LEAVING:
-            self._finish_leave()
+            self.finish_leave()
         elif kind == MERGE_REQ:
             self.merger.request(msg, hdr, now)
         elif kind == MERGE_RSP:
@@ -524,15 +358,12 @@ class Gms(Protocol):
     # --- timers -------------------------------------------------------------------------
 
     def next_deadline(self) -> float:
-        deadline = min(
+        return min(
             self._join_deadline,
-            self._bundle_deadline,
             self._leave_deadline,
             self.merger.next_deadline(),
+            self.coordinator.next_deadline(),
         )
-        if self._pending is not None and not self._pending.awaiting_digest:
-            deadline = min(deadline, self._pending.deadline)
-        return deadline
 
     def tick(self, now: float) -> None:
         self.merger.tick(now)
@@ -544,24 +375,17 @@ class Gms(Protocol):
                 self._become_singleton(now)
             else:
                 self._discover(now)
-        if self._pending is not None and now >= self._pending.deadline:
-            self._acks_complete_or_late(self._pending, now)
-        if now >= self._bundle_deadline:
-            if self._pending is None:
-                self._process(now)
-            else:
-                self._bundle_deadline = math.inf  # _install_done takes the queue up
+        self.coordinator.tick(now)
         if self.state == LEAVING and now >= self._leave_deadline:
             self.counters["leave_timeouts"] += 1
-            self._finish_leave()
+            self.finish_leave()
 
     def stats(self) -> dict[str, Any]:
         return {
             "state": self.state,
             "view": str(self.view.view_id) if self.view else None,
             "members": len(self.view) if self.view else 0,
-            "queued_requests": len(self._requests),
-            "installing": str(self._pending.view.view_id) if self._pending else None,
+            **self.coordinator.stats(),
             "suspected": sorted(map(str, self._suspected)),
             **self.counters,
         }
@@ -569,9 +393,6 @@ class Gms(Protocol):
     def control(self, dest: Address | None, hdr: GmsHeader) -> Message:
         """A GMS control message (OOB, internal) to ``dest``."""
         return _control(dest, hdr)
-
-
-SUSPECT_REQ = 100  # queue-only request kind (never on the wire)
 
 
 def _control(dest: Address | None, hdr: GmsHeader) -> Message:

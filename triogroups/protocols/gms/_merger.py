@@ -163,7 +163,7 @@ class Merger:
                     cancel = GmsHeader(CANCEL_MERGE, merge_id=merge_id)
                     gms.send_down_one(gms.control(member, cancel))
             gms.pass_down(ResumeStable())
-            gms.resume_requests(now)
+            gms.coordinator.resume_requests(now)
             return
         others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
         members = list(dict.fromkeys(m for v in [own, *others] for m in v.members))
@@ -177,7 +177,7 @@ class Merger:
                 gms.send_down_one(gms.control(member, hdr))
         self._install(view, digest, now)
         gms.pass_down(ResumeStable())
-        gms.collect_acks(view, now)
+        gms.coordinator.collect_acks(view, now)
 
     def _reset_leader(self) -> None:
         self.merge_id = 0
@@ -222,12 +222,12 @@ class Merger:
         self._clear_participant()
         if msg.src is not None:
             self.gms.send_down_one(self.gms.control(msg.src, GmsHeader(VIEW_ACK, view)))
-        self.gms.resume_requests(now)
+        self.gms.coordinator.resume_requests(now)
 
     def cancel(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         if self._leader is not None and self._leader == (msg.src, hdr.merge_id):
             self._clear_participant()
-            self.gms.resume_requests(now)
+            self.gms.coordinator.resume_requests(now)
 
     def forget(self) -> None:
         """Drop any merge this member leads or takes part in (it left the group)."""
@@ -257,7 +257,7 @@ class Merger:
         if now >= self._participant_deadline:
             self.gms.counters["merge_participations_expired"] += 1
             self._clear_participant()
-            self.gms.resume_requests(now)
+            self.gms.coordinator.resume_requests(now)
 
 
 def _other_subgroups(view: MergeView, mine: ViewId) -> set[Address]:

@@ -1,0 +1,240 @@
+"""The coordinator's half of GMS: one view at a time for queued requests.
+
+The coordinator queues JOIN, LEAVE and SUSPECT requests and installs one
+new view for a batch of them (collected for ``max_bundling_time``): view ids
+only grow. It takes a digest from the multicast layer for joiners
+(`GetDigest`/`DigestReply`), multicasts VIEW, answers JOIN_RSP and
+LEAVE_RSP, installs the view itself and waits for VIEW_ACK from every member
+(at most ``view_ack_collection_timeout``) before the next batch, so views are
+installed one at a time. Duplicate or late JOIN_RSPs are ignored; a joiner
+that is already a member gets the current view again.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+from triogroups.address import Address
+from triogroups.events import GetDigest, TmpView
+from triogroups.message import Flag, Message
+from triogroups.protocols import ids
+from triogroups.protocols.gms._header import (
+    JOIN_REQ,
+    JOIN_RSP,
+    LEAVE_REQ,
+    LEAVE_RSP,
+    VIEW,
+    GmsHeader,
+)
+from triogroups.view import Digest, View, ViewId
+
+if TYPE_CHECKING:
+    from triogroups.protocols.gms import Gms
+
+__all__ = ["SUSPECT_REQ", "Coordinator"]
+
+SUSPECT_REQ = 100  # queue-only request kind (never on the wire)
+
+
+class _Install:
+    """A view the coordinator is installing.
+
+    Phases, as in JGroups: wait for the joiners' digest; send VIEW to the
+    existing members and wait for their acks; only then send JOIN_RSP to the
+    joiners (so no member still in the old view receives a joiner's first
+    multicasts) and wait for their acks.
+    """
+
+    def __init__(
+        self,
+        view: View,
+        old_members: set[Address],
+        joiners: list[Address],
+        leavers: list[Address],
+    ) -> None:
+        self.view = view
+        self.old_members = old_members
+        self.joiners = joiners
+        self.leavers = leavers
+        self.digest: Digest | None = None
+        self.awaiting_digest = False
+        self.joiners_told = False
+        self.acks: set[Address] = set()
+        self.deadline = math.inf
+
+
+class Coordinator:
+    """Request queue of one GMS and the view it is installing, if any."""
+
+    def __init__(self, gms: Gms) -> None:
+        self.gms = gms
+        self._requests: list[tuple[int, Address]] = []
+        self._bundle_deadline = math.inf
+        self._pending: _Install | None = None
+
+    @property
+    def installing(self) -> bool:
+        """True while a view is being installed (digest, VIEW_ACKs, JOIN_RSPs)."""
+        return self._pending is not None
+
+    def next_deadline(self) -> float:
+        if self._pending is not None and not self._pending.awaiting_digest:
+            return min(self._bundle_deadline, self._pending.deadline)
+        return self._bundle_deadline
+
+    def request(self, kind: int, member: Address, now: float) -> None:
+        """Queue a JOIN_REQ, LEAVE_REQ or SUSPECT_REQ of ``member``."""
+        self._requests.append((kind, member))
+        if self._bundle_deadline == math.inf:
+            self._bundle_deadline = now + self.gms.max_bundling_time
+        self._process(now)
+
+    def collect_acks(self, view: View, now: float) -> None:
+        """A merge view was installed here: the next view waits for the members' acks."""
+        install = _Install(view, set(view.members), [], [])
+        install.joiners_told = True
+        install.acks = set(view.members) - {self.gms.local_address}
+        install.deadline = now + self.gms.view_ack_collection_timeout
+        self._pending = install
+        if not install.acks:
+            self._install_done(now)
+
+    def resume_requests(self, now: float) -> None:
+        """A merge ended: install what the requests queued meanwhile ask for."""
+        if self._requests and self._bundle_deadline == math.inf:
+            self._bundle_deadline = now
+            self._process(now)
+
+    def forget(self) -> None:
+        """Drop the queue and any view being installed (this member left the group)."""
+        self._pending = None
+        self._requests = []
+        self._bundle_deadline = math.inf
+
+    def _process(self, now: float) -> None:
+        """Start installing the next view if requests wait and no install is under way.
+
+        Not during a merge: the requests wait and `resume_requests` takes them up.
+        """
+        gms = self.gms
+        if self._pending is not None or now < self._bundle_deadline:
+            return
+        if gms.merger.busy:
+            self._bundle_deadline = math.inf
+            return
+        if not self._requests or not gms.coordinates() or gms.view is None:
+            self._requests = []
+            self._bundle_deadline = math.inf
+            return
+        batch, self._requests = self._requests, []
+        self._bundle_deadline = math.inf
+        current = gms.view
+        gone = {m for kind, m in batch if kind != JOIN_REQ}
+        leavers = list(dict.fromkeys(m for kind, m in batch if kind == LEAVE_REQ))
+        joiners = list(dict.fromkeys(m for kind, m in batch if kind == JOIN_REQ and m not in gone))
+        members = [m for m in current.members if m not in gone]
+        members += [j for j in joiners if j not in current]
+        if not members:
+            gms.finish_leave()
+            return
+        if members == list(current.members):
+            view = current  # only rejoins or unknown leavers: answer with the current view
+        else:
+            view = View(ViewId(current.view_id.id + 1, gms.local_address), members)  # type: ignore[arg-type]
+        install = _Install(view, set(current.members), joiners, leavers)
+        self._pending = install
+        if joiners and gms.has_digest:
+            install.awaiting_digest = True
+            gms.pass_down(TmpView(view))  # TCP fans multicasts out to the joiners from here on
+            gms.pass_down(GetDigest(gms.name))
+        else:
+            self._send_view(install, None, now)
+
+    def digest_ready(self, digest: Digest, now: float) -> None:
+        """The joiners' digest arrived: the view can go out."""
+        install = self._pending
+        if install is None or not install.awaiting_digest:
+            return
+        install.awaiting_digest = False
+        self._send_view(install, digest, now)
+
+    def _send_view(self, install: _Install, digest: Digest | None, now: float) -> None:
+        gms = self.gms
+        view = install.view
+        me = gms.local_address
+        install.digest = digest
+        if view is not gms.view:
+            gms.send_down_one(
+                Message(None, flags=Flag.INTERNAL, headers={ids.GMS: GmsHeader(VIEW, view)})
+            )
+        for leaver in install.leavers:
+            gms.counters["leaves"] += 1
+            gms.send_down_one(gms.control(leaver, GmsHeader(LEAVE_RSP)))
+        if me in view and view is not gms.view:
+            gms.install(view, now)
+        install.acks = {m for m in view.members if m in install.old_members} - {me}
+        # A leaving coordinator stays until the others have the view (so it can
+        # still be retransmitted), but no longer than leave_timeout.
+        wait = gms.view_ack_collection_timeout if me in view else gms.leave_timeout
+        install.deadline = now + wait
+        if not install.acks:
+            self._tell_joiners(install, now)
+
+    def _tell_joiners(self, install: _Install, now: float) -> None:
+        """Existing members have the view (or timed out): now send JOIN_RSPs."""
+        gms = self.gms
+        install.joiners_told = True
+        for joiner in install.joiners:
+            gms.counters["joins"] += 1
+            rsp = GmsHeader(JOIN_RSP, install.view, install.digest)
+            gms.send_down_one(gms.control(joiner, rsp))
+        install.acks = {j for j in install.joiners if j in install.view}
+        install.deadline = now + gms.view_ack_collection_timeout
+        if not install.acks:
+            self._install_done(now)
+
+    def _acks_complete_or_late(self, install: _Install, now: float) -> None:
+        if install.acks:
+            self.gms.counters["view_acks_missing"] += len(install.acks)
+        if install.joiners_told:
+            self._install_done(now)
+        else:
+            self._tell_joiners(install, now)
+
+    def view_ack(self, msg: Message, hdr: GmsHeader, now: float) -> None:
+        """A member has the view being installed (acks for other views are ignored)."""
+        install = self._pending
+        if install is None or hdr.view is None or msg.src is None:
+            return
+        if hdr.view.view_id == install.view.view_id and msg.src in install.acks:
+            install.acks.discard(msg.src)
+            if not install.acks and not install.awaiting_digest:
+                self._acks_complete_or_late(install, now)
+
+    def _install_done(self, now: float) -> None:
+        install = self._pending
+        self._pending = None
+        if install is not None and self.gms.local_address not in install.view:
+            self.gms.finish_leave()
+            return
+        if self._requests:
+            self._bundle_deadline = min(self._bundle_deadline, now)
+            self._process(now)
+
+    # --- timers ---------------------------------------------------------------------------
+
+    def tick(self, now: float) -> None:
+        if self._pending is not None and now >= self._pending.deadline:
+            self._acks_complete_or_late(self._pending, now)
+        if now >= self._bundle_deadline:
+            if self._pending is None:
+                self._process(now)
+            else:
+                self._bundle_deadline = math.inf  # _install_done takes the queue up
+
+    def stats(self) -> dict[str, Any]:
+        return {
+            "queued_requests": len(self._requests),
+            "installing": str(self._pending.view.view_id) if self._pending else None,
+        }
