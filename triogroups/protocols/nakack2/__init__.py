@@ -19,23 +19,14 @@ retransmission, and the become_server_queue is unbounded. A stack that can
 lose a message below NAKACK2 (a lossy transport, a DISCARD layer) is then
 refused at build time, and a run-time switch to it is refused the same way.
 
+This module holds the `Nakack2` layer: its properties, the send and
+receive paths, event dispatch and stats. The retransmit side (XMIT_REQ,
+XMIT_RSP, HIGHEST_SEQNO, stability) is in `_retransmit`; the windows across
+views (the become_server_queue, digests, view changes, leaving) in
+`_membership`; the header in `_header`. Each module lists its own decisions.
+
 Decisions where the seed and JGroups leave a choice:
 
-- Windows: members that were never given a digest and install the group's
-  first view (view id 1: the first coordinator's singleton view, or the
-  view a test installs by hand) start every window at 0 and are servers at
-  once, since nobody can have sent anything earlier. A member whose first
-  view is a later one is a joiner: it queues multicasts until `SetDigest`
-  (windows start at the digest's highest delivered seqnos) and
-  `BecomeServer` (the queue is replayed in order). SetDigest may come before
-  or after the joiner's ViewChange: it creates missing windows and moves
-  existing ones forward, never back, and never touches our own. MergeDigest
-  does the same for the members of the other subgroups (GMS leaves our own
-  subgroup out): a window we kept from an older view is moved forward, since
-  what that member sent meanwhile in a view without us may be purged and
-  could never be retransmitted (JGroups' mergeDigest resets such a window).
-  As in JGroups, existing members give a member that is new in a view a
-  window at 0.
 - Our own multicasts are delivered here when they are sent (a copy) and go
   down with DONT_LOOPBACK, so local delivery never depends on the transport
   looping them back; a copy of ours that comes up anyway is a duplicate.
@@ -43,22 +34,12 @@ Decisions where the seed and JGroups leave a choice:
 - Only the original sender keeps delivered messages (XMIT_REQ goes only to
   it), in a second `SeqnoTable` purged by STABLE; receivers drop a message
   once delivered.
-- The retransmit task asks only for gaps it already saw at its previous run
-  (JGRP-1539), at most ``max_xmit_req_size`` seqnos (a count, as in JGroups)
-  per member and run. HIGHEST_SEQNO and STABILITY ask for the whole range
-  above what we received, capped the same way. STABILITY asks only when the
-  previous stability digest too showed more than we have (JGRP-2678), so a
-  message that is merely in flight is not requested.
-- The become_server_queue drops its oldest entries when full (the seed's
-  correction); it holds only MSG and XMIT_RSP messages.
-- A member that left the group (`Disconnect` from GMS) drops its windows and
-  its retransmit task: it asks nobody for anything any more.
 """
 
 from __future__ import annotations
 
 import math
-from collections import Counter, deque
+from collections import Counter
 from typing import Any
 
 from triogroups.address import Address
@@ -83,9 +64,9 @@ from triogroups.protocols.nakack2._header import (
     XMIT_REQ,
     XMIT_RSP,
     NakAckHeader2,
-    expand_ranges,
-    to_ranges,
 )
+from triogroups.protocols.nakack2._membership import Membership
+from triogroups.protocols.nakack2._retransmit import Retransmitter
 from triogroups.view import Digest, View
 
 __all__ = ["NakAckHeader2", "Nakack2"]
@@ -95,7 +76,6 @@ _new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
-_CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _COUNTERS = (
     "msgs_sent",
     "msgs_received",
@@ -152,22 +132,18 @@ class Nakack2(Protocol):
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
+        # What the send and receive paths read lives here; `_xmit` and `_membership` share it.
         self._seqno = 0
         self._sent: SeqnoTable[Message] = SeqnoTable()
         self._windows: dict[Address, _Window] = {}
         self._server = False
-        self._has_digest = False
-        self._queue: deque[Message] = deque(maxlen=self._queue_bound())
-        self._xmit_prev: dict[Address, int] = {}
-        self._stable_xmit: dict[Address, int] = {}
         self._next_xmit = math.inf
         self._sent_since_xmit = False
-        self._last_resent = 0
-        self._resends = 0
         self._unsafe_without_xmit = ""
         self._xmit_interval_set = self.xmit_interval
-        self._last_stable: Digest | None = None
         self._counters = Counter(dict.fromkeys(_COUNTERS, 0))
+        self._xmit = Retransmitter(self)
+        self._membership = Membership(self)
 
     # --- configuration ------------------------------------------------------------
 
@@ -200,14 +176,7 @@ class Nakack2(Protocol):
             self._xmit_interval_set = self.xmit_interval
             self._schedule_xmit(now)
         if key in ("xmit_interval", "become_server_queue_size"):
-            bound = self._queue_bound()
-            if bound != self._queue.maxlen:
-                old = self._queue
-                self._queue = deque(old, maxlen=bound)  # keeps the newest when shrinking
-                self._counters["become_server_queue_dropped"] += len(old) - len(self._queue)
-
-    def _queue_bound(self) -> int | None:
-        return None if self.xmit_interval <= 0 else self.become_server_queue_size
+            self._membership.apply_queue_bound()
 
     def _schedule_xmit(self, now: float) -> None:
         self._next_xmit = now + self.xmit_interval if self.xmit_interval > 0 else math.inf
@@ -273,7 +242,7 @@ class Nakack2(Protocol):
                     self._receive(msg, hdr.seqno, out)
             elif kind in (MSG, XMIT_RSP):
                 if not self._server:
-                    self._enqueue(msg)
+                    self._membership.enqueue(msg)
                     continue
                 self._counters["xmit_rsps_received"] += 1
                 if hdr.sender is None:
@@ -282,9 +251,9 @@ class Nakack2(Protocol):
                 msg.src, msg.dest = hdr.sender, None
                 self._receive(msg, hdr.seqno, out)
             elif kind == XMIT_REQ:
-                self._handle_xmit_req(msg, hdr)
+                self._xmit.on_xmit_req(msg, hdr)
             elif kind == HIGHEST_SEQNO:
-                self._handle_highest_seqno(msg.src, hdr.seqno)
+                self._xmit.on_highest_seqno(msg.src, hdr.seqno)
             else:
                 self._counters["malformed"] += 1
         if received:
@@ -314,56 +283,7 @@ class Nakack2(Protocol):
         if win.has_ready():
             out.extend(m for m in win.remove_ready() if m is not None)
 
-    def _enqueue(self, msg: Message) -> None:
-        queue = self._queue
-        if queue.maxlen is not None and len(queue) >= queue.maxlen:
-            self._counters["become_server_queue_dropped"] += 1  # the oldest makes room
-        queue.append(msg)
-
-    # --- retransmission ------------------------------------------------------------------
-
-    def _handle_xmit_req(self, msg: Message, hdr: NakAckHeader2) -> None:
-        """Answer from what we sent and still keep; requests for others' messages are ignored."""
-        self._counters["xmit_reqs_received"] += 1
-        me = self._me()
-        if hdr.sender != me or msg.src is None:
-            self._counters["xmit_reqs_not_mine"] += 1
-            return
-        sent = self._sent
-        seqnos = expand_ranges(hdr.ranges, sent.hd + 1, sent.hr, self.max_xmit_req_size)
-        if seqnos is None:
-            self._counters["malformed"] += 1
-            return
-        for seqno in seqnos:
-            stored = sent.get(seqno)
-            if stored is None:
-                self._counters["xmit_not_found"] += 1
-                continue
-            copy = stored.copy()  # carries DONT_LOOPBACK: we delivered it when we sent it
-            if not self.use_mcast_xmit:
-                copy.dest = msg.src
-                copy.headers[_ID] = NakAckHeader2(XMIT_RSP, seqno, me)
-            self.send_down_one(copy)
-            self._counters["xmit_rsps_sent"] += 1
-
-    def _handle_highest_seqno(self, src: Address | None, seqno: int) -> None:
-        """The sender's last message may be lost: ask for what lies above what we received."""
-        self._counters["highest_seqno_received"] += 1
-        if not self._server or self.xmit_interval <= 0 or src is None or src == self._me():
-            return
-        win = self._windows.get(src)
-        if win is not None and seqno > win.hr:
-            self._request_range(src, win.hr + 1, seqno)
-
-    def _request_range(self, member: Address, first: int, last: int) -> None:
-        last = min(last, first + self.max_xmit_req_size - 1)
-        self._send_xmit_req(member, (first, last), last - first + 1)
-
-    def _send_xmit_req(self, member: Address, ranges: tuple[int, ...], count: int) -> None:
-        hdr = NakAckHeader2(XMIT_REQ, 0, member, ranges)
-        self.send_down_one(Message(member, flags=_CONTROL, headers={_ID: hdr}))
-        self._counters["xmit_reqs_sent"] += 1
-        self._counters["xmit_seqnos_requested"] += count
+    # --- the retransmit task -------------------------------------------------------------
 
     def next_deadline(self) -> float:
         return self._next_xmit
@@ -374,40 +294,9 @@ class Nakack2(Protocol):
         self._schedule_xmit(now)
         if not self._server:
             return
-        self._trigger_xmit()
+        self._xmit.ask_for_gaps()
         if self.resend_last_seqno:
-            self._resend_last_seqno()
-
-    def _trigger_xmit(self) -> None:
-        """Ask each sender for the gaps that were already there at the previous run."""
-        for member, win in self._windows.items():
-            missing = win.missing(self.max_xmit_req_size)
-            if not missing:
-                self._xmit_prev.pop(member, None)
-                continue
-            prev = self._xmit_prev.get(member)
-            self._xmit_prev[member] = max(missing[-1], prev or 0)
-            if prev is None:
-                continue
-            ask = [s for s in missing if s <= prev]
-            if ask:
-                self._send_xmit_req(member, to_ranges(ask), len(ask))
-
-    def _resend_last_seqno(self) -> None:
-        """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, resent at most max_times."""
-        seqno = self._seqno
-        if seqno == 0 or self._sent_since_xmit:
-            self._sent_since_xmit = False
-            return
-        if seqno == self._last_resent and self._resends >= self.resend_last_seqno_max_times:
-            return
-        if seqno > self._last_resent:
-            self._last_resent, self._resends = seqno, 1
-        else:
-            self._resends += 1
-        hdr = NakAckHeader2(HIGHEST_SEQNO, seqno)
-        self.send_down_one(Message(None, flags=_CONTROL | _DONT_LOOPBACK, headers={_ID: hdr}))
-        self._counters["highest_seqno_sent"] += 1
+            self._xmit.resend_last_seqno()
 
     # --- views, digests, stability ----------------------------------------------------------
 
@@ -415,91 +304,23 @@ class Nakack2(Protocol):
         if isinstance(event, GetDigest):
             self.pass_up(DigestReply(event.requester, self.digest()))
         elif isinstance(event, SetDigest):
-            self._set_digest(event.digest)
+            self._membership.set_digest(event.digest)
         elif isinstance(event, MergeDigest):
-            self._set_digest(event.digest, merge=True)
+            self._membership.set_digest(event.digest, merge=True)
         elif isinstance(event, StableDigest):
-            self._stable(event.digest)
+            self._xmit.on_stable_digest(event.digest)
         elif isinstance(event, BecomeServer):
-            self._become_server(now)
+            self._membership.become_server(now)
             self.pass_down(event)
         elif isinstance(event, Disconnect):
-            self._left_group()
+            self._membership.left_group()
             self.pass_down(event)
         else:
             super().down_event(event, now)
 
-    def _left_group(self) -> None:
-        """GMS left the group: no view, no windows, no retransmit task.
-
-        Every member is a non-member from now on. A window kept from the last
-        view would ask for what the others purged in views without us, for
-        ever, and those requests would look like signs of life to their
-        failure detectors. What we sent stays, so a late XMIT_REQ for our
-        own last messages is still answered.
-        """
-        self.view = None
-        self._windows.clear()
-        self._xmit_prev.clear()
-        self._stable_xmit.clear()
-        self._next_xmit = math.inf
-
     def view_changed(self, view: View, now: float) -> None:
         super().view_changed(view, now)
-        if self._server or self._has_digest:
-            self._adjust_windows(view)
-        elif view.view_id.id <= 1:
-            self._become_server(now)  # the group's first view: every window starts at 0
-
-    def _adjust_windows(self, view: View) -> None:
-        """Drop the windows of members that left; members new in the view start at 0."""
-        me = self._me()
-        windows = self._windows
-        for member in [m for m in windows if m not in view]:
-            del windows[member]
-        for member in view.members:
-            if member not in windows and member != me:
-                windows[member] = SeqnoTable()
-        for table in (self._xmit_prev, self._stable_xmit):
-            for member in [m for m in table if m not in view]:
-                del table[member]
-
-    def _set_digest(self, digest: Digest, *, merge: bool = False) -> None:
-        """Windows start at the digest's highest delivered seqnos (never our own).
-
-        An existing window moves forward (never back): SetDigest works whether
-        it comes before or after the joiner's view, and a MergeDigest (the
-        other subgroups only) catches up with a member we last saw in an
-        older view.
-        """
-        me = self._me()
-        out: list[Message] = []
-        for member, (delivered, _received) in digest.items():
-            if member == me:
-                continue
-            win = self._windows.get(member)
-            if win is None:
-                self._windows[member] = SeqnoTable(delivered)
-            elif win.hd < delivered:
-                win.purge(delivered)
-                if self._server and win.has_ready():
-                    out.extend(m for m in win.remove_ready() if m is not None)
-        if out:
-            self.send_up(out)
-        if not merge:
-            self._has_digest = True
-        self._counters["digests_set"] += 1
-
-    def _become_server(self, now: float) -> None:
-        """Deliver from now on; replay the queued multicasts in arrival order."""
-        self._server = True
-        if self.view is not None:
-            self._adjust_windows(self.view)
-        if self._queue:
-            queued = list(self._queue)
-            self._queue.clear()
-            self._counters["become_server_queue_replayed"] += len(queued)
-            self.up(queued, now)
+        self._membership.view_changed(view, now)
 
     def digest(self) -> Digest:
         """Per member: (highest delivered, highest received); ours: the highest sent, twice."""
@@ -507,35 +328,19 @@ class Nakack2(Protocol):
         entries[self._me()] = (self._seqno, self._seqno)
         return Digest(entries)
 
-    def _stable(self, digest: Digest) -> None:
-        """Purge what everyone delivered; ask for what others have and we still lack."""
-        self._last_stable = digest
-        self._counters["stable_digests"] += 1
-        me = self._me()
-        for member, (delivered, received) in digest.items():
-            if member == me:
-                self._counters["purged"] += self._sent.purge(min(delivered, self._seqno))
-                continue
-            win = self._windows.get(member)
-            if win is None or not self._server or self.xmit_interval <= 0:
-                continue
-            prev = self._stable_xmit.get(member)
-            if prev is not None and prev > win.hr:
-                self._request_range(member, win.hr + 1, prev)
-            self._stable_xmit[member] = received
-
     # --- observation --------------------------------------------------------------------------
 
     def retained(self) -> int:
         """Messages held: sent and not yet stable, received and not yet delivered, queued."""
         undelivered = sum(len(w) for w in self._windows.values())
-        return len(self._sent) + undelivered + len(self._queue)
+        return len(self._sent) + undelivered + len(self._membership.queue)
 
     def stats(self) -> dict[str, Any]:
         windows = {
             str(m): {"hd": w.hd, "hr": w.hr, "size": len(w), "missing": w.hr - w.hd - len(w)}
             for m, w in self._windows.items()
         }
+        queue, last_stable = self._membership.queue, self._xmit.last_stable
         return {
             **self._counters,
             "seqno": self._seqno,
@@ -545,8 +350,8 @@ class Nakack2(Protocol):
             "sent_low": self._sent.hd,
             "sent_high": self._sent.hr,
             "windows": windows,
-            "become_server_queue": len(self._queue),
-            "become_server_queue_bound": self._queue.maxlen,
+            "become_server_queue": len(queue),
+            "become_server_queue_bound": queue.maxlen,
             "retained": self.retained(),
-            "last_stable_digest": None if self._last_stable is None else repr(self._last_stable),
+            "last_stable_digest": None if last_stable is None else repr(last_stable),
         }

@@ -1,0 +1,157 @@
+"""NAKACK2's windows across views: joining, digests, view changes and leaving.
+
+A member delivers only once it is a server. Until then (a joiner) it queues
+the multicasts it receives in the become_server_queue; `SetDigest` gives it
+a window per member, starting at the highest seqno of that member the group
+had delivered, and `BecomeServer` replays the queue in arrival order. A view
+change drops the windows of members that left and opens one for each new
+member; `MergeDigest` moves the windows of the other subgroups forward;
+`Disconnect` drops them all.
+
+Plain synchronous code run by `Nakack2` (from ``down_event``,
+``view_changed``, ``property_changed`` and, for the queue, ``up``): it never
+awaits and reads no clock. It owns the queue and whether a digest was set; the windows and the
+server flag stay on the protocol, where the receive path reads them.
+
+Decisions where the seed and JGroups leave a choice:
+
+- Windows: members that were never given a digest and install the group's
+  first view (view id 1: the first coordinator's singleton view, or the
+  view a test installs by hand) start every window at 0 and are servers at
+  once, since nobody can have sent anything earlier. A member whose first
+  view is a later one is a joiner: it queues multicasts until `SetDigest`
+  (windows start at the digest's highest delivered seqnos) and
+  `BecomeServer` (the queue is replayed in order). SetDigest may come before
+  or after the joiner's ViewChange: it creates missing windows and moves
+  existing ones forward, never back, and never touches our own. MergeDigest
+  does the same for the members of the other subgroups (GMS leaves our own
+  subgroup out): a window we kept from an older view is moved forward, since
+  what that member sent meanwhile in a view without us may be purged and
+  could never be retransmitted (JGroups' mergeDigest resets such a window).
+  As in JGroups, existing members give a member that is new in a view a
+  window at 0.
+- The become_server_queue drops its oldest entries when full (the seed's
+  correction); it holds only MSG and XMIT_RSP messages. With
+  ``xmit_interval <= 0`` it is unbounded.
+- A member that left the group (`Disconnect` from GMS) drops its windows and
+  its retransmit task: it asks nobody for anything any more.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from typing import TYPE_CHECKING
+
+from triogroups.message import Message
+from triogroups.protocols._table import SeqnoTable
+from triogroups.view import Digest, View
+
+if TYPE_CHECKING:
+    from triogroups.protocols.nakack2 import Nakack2
+
+__all__ = ["Membership"]
+
+
+class Membership:
+    """The windows of one NAKACK2 as members come and go (see the module docstring)."""
+
+    def __init__(self, nak: Nakack2) -> None:
+        self.nak = nak
+        self.queue: deque[Message] = deque(maxlen=self._queue_bound())
+        self.has_digest = False
+
+    # --- the become_server_queue -----------------------------------------------------------
+
+    def _queue_bound(self) -> int | None:
+        nak = self.nak
+        return None if nak.xmit_interval <= 0 else nak.become_server_queue_size
+
+    def apply_queue_bound(self) -> None:
+        """Apply a changed bound; a smaller one drops the oldest entries."""
+        bound = self._queue_bound()
+        if bound != self.queue.maxlen:
+            old = self.queue
+            self.queue = deque(old, maxlen=bound)  # keeps the newest when shrinking
+            self.nak._counters["become_server_queue_dropped"] += len(old) - len(self.queue)
+
+    def enqueue(self, msg: Message) -> None:
+        queue = self.queue
+        if queue.maxlen is not None and len(queue) >= queue.maxlen:
+            self.nak._counters["become_server_queue_dropped"] += 1  # the oldest makes room
+        queue.append(msg)
+
+    def become_server(self, now: float) -> None:
+        """Deliver from now on; replay the queued multicasts in arrival order."""
+        nak = self.nak
+        nak._server = True
+        if nak.view is not None:
+            self.adjust_windows(nak.view)
+        if self.queue:
+            queued = list(self.queue)
+            self.queue.clear()
+            nak._counters["become_server_queue_replayed"] += len(queued)
+            nak.up(queued, now)
+
+    # --- views and digests -----------------------------------------------------------------
+
+    def view_changed(self, view: View, now: float) -> None:
+        if self.nak._server or self.has_digest:
+            self.adjust_windows(view)
+        elif view.view_id.id <= 1:
+            self.become_server(now)  # the group's first view: every window starts at 0
+
+    def adjust_windows(self, view: View) -> None:
+        """Drop the windows of members that left; members new in the view start at 0."""
+        nak = self.nak
+        me = nak._me()
+        windows = nak._windows
+        for member in [m for m in windows if m not in view]:
+            del windows[member]
+        for member in view.members:
+            if member not in windows and member != me:
+                windows[member] = SeqnoTable()
+        nak._xmit.forget(view)
+
+    def set_digest(self, digest: Digest, *, merge: bool = False) -> None:
+        """Windows start at the digest's highest delivered seqnos (never our own).
+
+        An existing window moves forward (never back): SetDigest works whether
+        it comes before or after the joiner's view, and a MergeDigest (the
+        other subgroups only) catches up with a member we last saw in an
+        older view.
+        """
+        nak = self.nak
+        me = nak._me()
+        windows = nak._windows
+        out: list[Message] = []
+        for member, (delivered, _received) in digest.items():
+            if member == me:
+                continue
+            win = windows.get(member)
+            if win is None:
+                windows[member] = SeqnoTable(delivered)
+            elif win.hd < delivered:
+                win.purge(delivered)
+                if nak._server and win.has_ready():
+                    out.extend(m for m in win.remove_ready() if m is not None)
+        if out:
+            nak.send_up(out)
+        if not merge:
+            self.has_digest = True
+        nak._counters["digests_set"] += 1
+
+    def left_group(self) -> None:
+        """GMS left the group: no view, no windows, no retransmit task.
+
+        Every member is a non-member from now on. A window kept from the last
+        view would ask for what the others purged in views without us, for
+        ever, and those requests would look like signs of life to their
+        failure detectors. What we sent stays, so a late XMIT_REQ for our
+        own last messages is still answered.
+        """
+        nak = self.nak
+        nak.view = None
+        nak._windows.clear()
+        nak._xmit.forget(None)
+        nak._next_xmit = math.inf

@@ -1,0 +1,182 @@
+"""NAKACK2's retransmit side: asking for missing messages, answering, purging what is stable.
+
+A receiver asks the original sender for what it lacks with XMIT_REQ (a
+`NakAckHeader2` naming the sender and the seqno ranges); the sender answers
+from the messages it sent and still keeps, by multicasting them again or,
+with ``use_mcast_xmit`` off, with a unicast XMIT_RSP. A sender whose last
+message may be lost multicasts HIGHEST_SEQNO while it sends nothing new; a
+StableDigest purges what every member delivered and shows what others
+received and we still lack.
+
+Plain synchronous code run by `Nakack2` (from ``up``, ``tick`` and
+``down_event``): it never awaits and reads no clock. It keeps only what it
+needs to decide when to ask again (and the last stability digest, for the
+stats); the windows, the sent messages, the counters and the server flag
+stay on the protocol, where the send and receive paths read them.
+
+Decisions where the seed and JGroups leave a choice:
+
+- The retransmit task asks only for gaps it already saw at its previous run
+  (JGRP-1539), at most ``max_xmit_req_size`` seqnos (a count, as in JGroups)
+  per member and run. HIGHEST_SEQNO and STABILITY ask for the whole range
+  above what we received, capped the same way. STABILITY asks only when the
+  previous stability digest too showed more than we have (JGRP-2678), so a
+  message that is merely in flight is not requested.
+- HIGHEST_SEQNO (JGRP-1904) is skipped after new traffic and the same seqno
+  is resent at most ``resend_last_seqno_max_times``.
+- Only the original sender answers an XMIT_REQ (it names the sender);
+  requests for others' messages are counted and ignored.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from triogroups.address import Address
+from triogroups.message import Flag, Message
+from triogroups.protocols import ids
+from triogroups.protocols.nakack2._header import (
+    HIGHEST_SEQNO,
+    XMIT_REQ,
+    XMIT_RSP,
+    NakAckHeader2,
+    expand_ranges,
+    to_ranges,
+)
+from triogroups.view import Digest, View
+
+if TYPE_CHECKING:
+    from triogroups.protocols.nakack2 import Nakack2
+
+__all__ = ["Retransmitter"]
+
+_ID = ids.NAKACK2
+_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_CONTROL = int(Flag.OOB | Flag.INTERNAL)
+
+
+class Retransmitter:
+    """What one NAKACK2 asked for and resent (see the module docstring)."""
+
+    def __init__(self, nak: Nakack2) -> None:
+        self.nak = nak
+        #: Per member: the highest seqno missing at the previous retransmit run.
+        self._gaps_seen: dict[Address, int] = {}
+        #: Per member: the highest seqno received according to the previous stability digest.
+        self._stable_seen: dict[Address, int] = {}
+        self._last_resent = 0
+        self._resends = 0
+        self.last_stable: Digest | None = None
+
+    def forget(self, view: View | None) -> None:
+        """Drop what was asked of members not in ``view`` (of everyone if None)."""
+        for table in (self._gaps_seen, self._stable_seen):
+            gone = list(table) if view is None else [m for m in table if m not in view]
+            for member in gone:
+                del table[member]
+
+    # --- answering ---------------------------------------------------------------------
+
+    def on_xmit_req(self, msg: Message, hdr: NakAckHeader2) -> None:
+        """Answer from what we sent and still keep; requests for others' messages are ignored."""
+        nak = self.nak
+        counters = nak._counters
+        counters["xmit_reqs_received"] += 1
+        me = nak._me()
+        if hdr.sender != me or msg.src is None:
+            counters["xmit_reqs_not_mine"] += 1
+            return
+        sent = nak._sent
+        seqnos = expand_ranges(hdr.ranges, sent.hd + 1, sent.hr, nak.max_xmit_req_size)
+        if seqnos is None:
+            counters["malformed"] += 1
+            return
+        for seqno in seqnos:
+            stored = sent.get(seqno)
+            if stored is None:
+                counters["xmit_not_found"] += 1
+                continue
+            copy = stored.copy()  # carries DONT_LOOPBACK: we delivered it when we sent it
+            if not nak.use_mcast_xmit:
+                copy.dest = msg.src
+                copy.headers[_ID] = NakAckHeader2(XMIT_RSP, seqno, me)
+            nak.send_down_one(copy)
+            counters["xmit_rsps_sent"] += 1
+
+    # --- asking --------------------------------------------------------------------------
+
+    def on_highest_seqno(self, src: Address | None, seqno: int) -> None:
+        """The sender's last message may be lost: ask for what lies above what we received."""
+        nak = self.nak
+        nak._counters["highest_seqno_received"] += 1
+        if not nak._server or nak.xmit_interval <= 0 or src is None or src == nak._me():
+            return
+        win = nak._windows.get(src)
+        if win is not None and seqno > win.hr:
+            self._request_range(src, win.hr + 1, seqno)
+
+    def ask_for_gaps(self) -> None:
+        """Ask each sender for the gaps that were already there at the previous run."""
+        nak = self.nak
+        gaps_seen = self._gaps_seen
+        for member, win in nak._windows.items():
+            missing = win.missing(nak.max_xmit_req_size)
+            if not missing:
+                gaps_seen.pop(member, None)
+                continue
+            prev = gaps_seen.get(member)
+            gaps_seen[member] = max(missing[-1], prev or 0)
+            if prev is None:
+                continue
+            ask = [s for s in missing if s <= prev]
+            if ask:
+                self._send_xmit_req(member, to_ranges(ask), len(ask))
+
+    def on_stable_digest(self, digest: Digest) -> None:
+        """Purge what everyone delivered; ask for what others have and we still lack."""
+        nak = self.nak
+        counters = nak._counters
+        self.last_stable = digest
+        counters["stable_digests"] += 1
+        me = nak._me()
+        for member, (delivered, received) in digest.items():
+            if member == me:
+                counters["purged"] += nak._sent.purge(min(delivered, nak._seqno))
+                continue
+            win = nak._windows.get(member)
+            if win is None or not nak._server or nak.xmit_interval <= 0:
+                continue
+            prev = self._stable_seen.get(member)
+            if prev is not None and prev > win.hr:
+                self._request_range(member, win.hr + 1, prev)
+            self._stable_seen[member] = received
+
+    def _request_range(self, member: Address, first: int, last: int) -> None:
+        last = min(last, first + self.nak.max_xmit_req_size - 1)
+        self._send_xmit_req(member, (first, last), last - first + 1)
+
+    def _send_xmit_req(self, member: Address, ranges: tuple[int, ...], count: int) -> None:
+        nak = self.nak
+        hdr = NakAckHeader2(XMIT_REQ, 0, member, ranges)
+        nak.send_down_one(Message(member, flags=_CONTROL, headers={_ID: hdr}))
+        nak._counters["xmit_reqs_sent"] += 1
+        nak._counters["xmit_seqnos_requested"] += count
+
+    # --- HIGHEST_SEQNO -------------------------------------------------------------------
+
+    def resend_last_seqno(self) -> None:
+        """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, resent at most max_times."""
+        nak = self.nak
+        seqno = nak._seqno
+        if seqno == 0 or nak._sent_since_xmit:
+            nak._sent_since_xmit = False
+            return
+        if seqno == self._last_resent and self._resends >= nak.resend_last_seqno_max_times:
+            return
+        if seqno > self._last_resent:
+            self._last_resent, self._resends = seqno, 1
+        else:
+            self._resends += 1
+        hdr = NakAckHeader2(HIGHEST_SEQNO, seqno)
+        nak.send_down_one(Message(None, flags=_CONTROL | _DONT_LOOPBACK, headers={_ID: hdr}))
+        nak._counters["highest_seqno_sent"] += 1
