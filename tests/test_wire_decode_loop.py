@@ -37,20 +37,27 @@ register_header(LOOP_ID, _LoopHeader)
 
 
 def _reference_decode(data: bytes) -> Bundle:
-    """The decoder written plainly: one helper per message, `Message.__init__`, new dicts."""
+    """The decoder written plainly: one helper per message, `Message.__init__`, new dicts.
+
+    Arrays unpack as tuples, as in the codec.
+    """
     try:
         pos = CODEC.check_prefix(data)
         if data[pos]:
             raise WireError("auth", "tag without authenticator")
         top = msgpack.unpackb(
-            data[pos + 1 :], raw=False, strict_map_key=False, ext_hook=CODEC._ext_hook
+            data[pos + 1 :],
+            raw=False,
+            strict_map_key=False,
+            ext_hook=CODEC._ext_hook,
+            use_list=False,
         )
-        if type(top) is not list or len(top) != 3:
+        if type(top) is not tuple or len(top) != 3:
             raise WireError("malformed", "body")
         dest, src, entries = top
         if dest is not None and type(dest) is not Address:
             raise WireError("malformed", "dest")
-        if type(src) is not Address or type(entries) is not list:
+        if type(src) is not Address or type(entries) is not tuple:
             raise WireError("malformed", "src or entries")
         return Bundle(dest, src, [_reference_message(e, dest, src) for e in entries])
     except WireError:
@@ -60,7 +67,7 @@ def _reference_decode(data: bytes) -> Bundle:
 
 
 def _reference_message(entry: Any, dest: Address | None, src: Address) -> Message:
-    if type(entry) is not list or len(entry) not in (3, 4):
+    if type(entry) is not tuple or len(entry) not in (3, 4):
         raise WireError("malformed", "entry")
     flags, hdrs, payload = entry[:3]
     if len(entry) == 4:

@@ -111,17 +111,20 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
     Decoding runs for every header of every message received, so instead of
     a generic loop over per-field checkers this generates straight-line code
     (the common field shapes are checked inline, others call their converter).
+    The body is unpacked with arrays as tuples, so when no field needed a
+    converter the raw tuple itself becomes the header: no second tuple.
     """
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined,unused-ignore]
     names = [f"f{i}" for i in range(len(fields))]
     env: dict[str, Any] = {"_cls": cls, "_new": tuple.__new__}
     lines = [
         "def convert(raw):",
-        f"    if type(raw) is not list or len(raw) != {len(fields)}:",
+        f"    if type(raw) is not tuple or len(raw) != {len(fields)}:",
         f"        raise ValueError('{cls.__name__} needs {len(fields)} fields')",
     ]
     if fields:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = raw")
+    converted = False
     for name, field in zip(names, fields, strict=True):
         tp = hints[field]
         inline = _inline_check(name, field, tp, env)
@@ -130,7 +133,11 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
         else:
             env[f"_c_{name}"] = _converter(tp)
             lines.append(f"    {name} = _c_{name}({name})")
-    lines.append(f"    return _new(_cls, ({', '.join(names)}{',' if len(names) == 1 else ''}))")
+            converted = True
+    if converted:
+        lines.append(f"    return _new(_cls, ({', '.join(names)}{',' if len(names) == 1 else ''}))")
+    else:
+        lines.append("    return _new(_cls, raw)")
     exec("\n".join(lines), env)  # generated from type hints only, never from input
     return env["convert"]  # type: ignore[no-any-return]
 
@@ -160,12 +167,11 @@ def _inline_check(name: str, field: str, tp: Any, env: dict[str, Any]) -> list[s
     if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in _EXACT:
         item = _EXACT[args[0]]
         return [
-            f"    if type({name}) is not list and type({name}) is not tuple:",
+            f"    if type({name}) is not tuple:",
             f"        raise ValueError('{field}: expected array')",
             f"    for _item in {name}:",
             f"        if type(_item) is not {item}:",
             f"            raise ValueError('{field}: expected {item} items')",
-            f"    {name} = tuple({name})",
         ]
     return None
 
@@ -423,16 +429,16 @@ class WireCodec:
             raw=False,
             strict_map_key=False,
             ext_hook=self._ext_hook,
-            use_list=True,
+            use_list=False,
         )
-        if type(top) is not list or len(top) != 3:
+        if type(top) is not tuple or len(top) != 3:
             raise WireError("malformed", "body is not [dest, src, messages]")
         dest, src, entries = top
         if dest is not None and type(dest) is not Address:
             raise WireError("malformed", "bad destination")
         if type(src) is not Address:
             raise WireError("malformed", "bad source")
-        if type(entries) is not list:
+        if type(entries) is not tuple:
             raise WireError("malformed", "messages are not an array")
         return Bundle(dest, src, _messages(entries, dest, src))
 
@@ -469,7 +475,7 @@ class WireCodec:
         return addr
 
 
-def _messages(entries: list[Any], dest: Address | None, src: Address) -> list[Message]:
+def _messages(entries: tuple[Any, ...], dest: Address | None, src: Address) -> list[Message]:
     """Check and build every message of a bundle: the receive path's per-message cost.
 
     One loop with every check inline and no call per message except a header's
@@ -483,7 +489,7 @@ def _messages(entries: list[Any], dest: Address | None, src: Address) -> list[Me
     append = msgs.append
     converters = _CONVERTERS
     for entry in entries:
-        if type(entry) is not list:
+        if type(entry) is not tuple:
             raise WireError("malformed", _BAD_ENTRY)
         size = len(entry)
         if size == 3:
