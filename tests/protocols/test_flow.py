@@ -201,6 +201,20 @@ def test_ufc_receiver_replenishes_once_the_senders_credits_fall_to_min_credits()
     assert stats["bytes_received"] == 610
 
 
+def test_mfc_receiver_spends_each_senders_credits_in_a_batch_that_interleaves_senders() -> None:
+    """A batch is counted per run of one sender; interleaved runs still add up per sender."""
+    mfc = _fc(Mfc, me=C)
+    batch = [
+        Message(None, b"x" * size, src=src)
+        for src, size in [(A, 100), (A, 50), (B, 200), (A, 25), (B, 1), (B, 2), (A, 5)]
+    ]
+    mfc.up(batch, 0.0)
+    assert len(_up(mfc)) == 7 and _controls(_down(mfc), ids.MFC) == []
+    stats = mfc.stats()
+    assert stats["receiver_credits"] == {"A": 820, "B": 797, "C": 1000}
+    assert stats["bytes_received"] == 383
+
+
 def test_flow_min_credits_overrides_max_credits_times_min_threshold() -> None:
     ufc = _fc(Ufc, me=B, min_credits=900)
     ufc.up([Message(B, b"x" * 100, src=A)], 0.0)

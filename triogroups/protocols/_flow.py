@@ -234,6 +234,8 @@ class FlowControl(Protocol):
         credited = False
         pid = self.id
         multicast = self.multicast
+        run_src: Address | None = None  # a batch holds runs from one sender: one dict op per run
+        run_bytes = 0
         for msg in batch:
             hdr = msg.headers.get(pid)
             if hdr is not None:
@@ -247,7 +249,14 @@ class FlowControl(Protocol):
                 and (msg.dest is None) is multicast
                 and not msg.flags & _NO_FC
             ):
-                used[src] = used.get(src, 0) + len(msg.payload)
+                if src is run_src:
+                    run_bytes += len(msg.payload)
+                else:
+                    if run_src is not None:
+                        used[run_src] = used.get(run_src, 0) + run_bytes
+                    run_src, run_bytes = src, len(msg.payload)
+        if run_src is not None:
+            used[run_src] = used.get(run_src, 0) + run_bytes
         self.send_up(out)
         for sender, length in used.items():
             self.counters["bytes_received"] += length
