@@ -203,16 +203,20 @@ class Stable(Protocol):
 
     def up(self, batch: list[Message], now: float) -> None:
         out: list[Message] = []
+        received = 0
         for msg in batch:
             hdr = msg.headers.get(_ID)
             if hdr is None:
                 if msg.dest is None:
-                    self._bytes += len(msg.payload)
+                    received += len(msg.payload)
                 out.append(msg)
             elif now < self._suspended_until:
                 self._counters["ignored_while_suspended"] += 1
             else:
+                self._bytes += received  # STABILITY resets the count: add what came before it
+                received = 0
                 self._handle(msg, hdr)
+        self._bytes += received
         due = self.max_bytes and self._bytes >= self.max_bytes
         if due and not self._awaiting_digest and now >= self._suspended_until:
             self._bytes = 0

@@ -226,6 +226,9 @@ class Nakack2(Protocol):
         out: list[Message] = []
         windows = self._windows
         received = 0
+        # A batch holds runs from one sender: one window lookup per run, not per message.
+        run_src: Address | None = None
+        win: _Window | None = None
         for msg in batch:
             hdr = msg.headers.get(_ID)
             if hdr is None or msg.flags & _NO_RELIABILITY:
@@ -234,7 +237,9 @@ class Nakack2(Protocol):
             kind = hdr.type
             if kind == MSG and self._server:
                 # The common case first: the next message of a member's window, nothing waiting.
-                win = windows.get(msg.src)  # type: ignore[arg-type]
+                if msg.src is not run_src:
+                    run_src = msg.src
+                    win = windows.get(run_src)  # type: ignore[arg-type]
                 if win is not None and not msg.flags & _OOB and win.deliver_next(hdr.seqno):
                     received += 1
                     out.append(msg)
