@@ -20,6 +20,7 @@ from triogroups.protocols.unicast3._common import (
     DATA,
     SEND_FIRST_SEQNO,
     XMIT_REQ,
+    State,
     next_timestamp,
     timestamp_newer,
 )
@@ -328,6 +329,42 @@ def test_close_with_another_conn_id_does_not_remove_the_receiver_entry() -> None
     close = Message(b.address, src=a.address, headers={ID: Unicast3Header(4, conn_id=7)})
     b.receive([close], 1.0)
     assert b.stats()["recv_conns"]["A"]["conn_id"] == 0
+
+
+def test_unicast3_closed_receiver_entry_counts_as_missing() -> None:
+    """Seed 001, receiver: "we also check for a CLOSED connection entry (counts the same as
+    a null entry)". A's idle connection is reaped and its CLOSE sets B's entry to CLOSED
+    (and removes it). A's next connection loses its first message, so B gets non-first
+    messages while its entry for A is CLOSED: they are kept and the SEND_FIRST_SEQNO flag
+    is set, exactly as at C, which never had an entry for A. A's answer, a first message,
+    opens a new entry."""
+    a, b = pair(conn_expiry_timeout=10, conn_close_timeout=20)
+    c = Node("C", 3)
+    b.receive(send_range(a, b, 1, 2, 0.0), 0.0)
+    a.receive(b.tick(0.5), 0.5)
+    entry = b.proto.receiver.entries[a.address]
+    a.tick(10.0)
+    close = a.tick(30.0)
+    assert kinds(close) == ["CLOSE(conn_id=0)"]
+    b.receive(close, 30.0)
+    assert entry.state is State.CLOSED and a.address not in b.proto.receiver.entries
+    new = send_range(a, b, 3, 5, 31.0)
+    assert kinds(new[:1]) == ["DATA(#1, conn_id=1, first)"]
+    for node in (b, c):  # #1 is lost: #2, #3 of the new connection arrive
+        assert node.receive([m.copy() for m in new[1:]], 31.0) == []
+        assert node.proto.receiver.sync_wanted == {a.address}  # the SEND_FIRST_SEQNO flag
+        assert node.stats()["cached"] == 2 and node.stats()["recv_conns"] == {}
+    assert b.delivered == payloads(1, 2) and c.delivered == []
+    assert [m.headers[ID].type for m in c.tick(31.5)] == [SEND_FIRST_SEQNO]
+    sync = b.tick(31.5)
+    assert [m.headers[ID].type for m in sync] == [SEND_FIRST_SEQNO]
+    answer = a.receive(sync, 31.5)
+    assert kinds(answer) == ["DATA(#1, conn_id=1, first)"]
+    b.receive(answer, 31.5)
+    assert b.delivered == payloads(1, 2, 3, 4, 5)
+    recv = b.stats()["recv_conns"]["A"]
+    assert (recv["conn_id"], recv["state"]) == (1, "OPEN")
+    assert b.stats()["recv_conns_opened"] == 2
 
 
 def test_send_on_closing_connection_reopens_it() -> None:
