@@ -1,10 +1,11 @@
-"""UNICAST2 on the simulated network: seed 002's scenarios #1 to #9, one test each.
+"""UNICAST2 on the simulated network: seed 002's scenarios #1 to #9, one test each,
+and its goals #2 (non-members) and #4 (no group communication).
 
 Stack: SIM, DISCARD, UNICAST2. DISCARD sits right below UNICAST2, so a test
 can lose one precise message (``drop_if`` with a predicate on the UNICAST2
 header) or watch what arrives (a predicate that records and never drops).
 Views are installed by the test kit (no GMS here), one member at a time when
-a scenario needs members to disagree.
+a scenario needs members to disagree, or not at all (goal #4).
 """
 
 from __future__ import annotations
@@ -320,3 +321,57 @@ async def test_unicast2_connection_to_a_non_member_ages_out(autojump_clock: Any)
         assert "C" in _stats(a)["send"] and _stats(a)["age_out"] == 1
         await trio.sleep(2)
         assert "C" not in _stats(a)["send"] and _stats(a)["aged_out"] == 1
+
+
+# --- the seed's goals #2 and #4 ----------------------------------------------------------------
+
+
+async def test_unicast2_goal_2_unicasts_to_and_from_a_non_member_are_delivered(
+    autojump_clock: Any,
+) -> None:
+    """Goal #2: a member talks to a non-member, both ways, and nothing gates it (JGroups'
+    old enabled_mbrs / prev_mbrs are gone). A and B share a view; C is in neither of
+    their views and A in none of C's. With 20% loss, A's unicasts to C and C's to A are
+    all delivered exactly once and in order. A does treat C as a non-member (the
+    connection is on the age-out list of goal #3), but nothing ages out in this time."""
+    faults: dict[str, Any] = {"loss": 0.2, "max_delay": 0.02}
+    async with open_cluster(3, STACK, seed=14, view=False, **faults) as cluster:
+        a, b, c = cluster.members
+        await cluster.install_view([a, b])
+        await cluster.install_view([c])
+        await trio.sleep(0.1)
+        a_view, c_view = _u2(a).view, _u2(c).view
+        assert a_view is not None and c.address not in a_view
+        assert c_view is not None and a.address not in c_view
+        for i in range(40):
+            await _send(a, c, b"a>c%d" % i)
+            await _send(c, a, b"c>a%d" % i)
+            await _send(a, b, b"a>b%d" % i)
+            await trio.sleep(0.01)
+        await cluster.wait_until_delivered(timeout=30)
+        assert _got(c, a) == [b"a>c%d" % i for i in range(40)]
+        assert _got(a, c) == [b"c>a%d" % i for i in range(40)]
+        assert _stats(a)["age_out"] == 1 and _stats(a)["aged_out"] == 0
+        assert _stats(a)["retransmissions"] > 0 and _stats(c)["retransmissions"] > 0
+
+
+async def test_unicast2_goal_4_works_without_views_or_gms(autojump_clock: Any) -> None:
+    """Goal #4, 'Unicast JGroups': two members whose stack has no GMS, and no view is
+    ever installed. With 20% loss, duplication and reordering every unicast is
+    delivered exactly once and in order, both ways, and STABLE purges both windows."""
+    faults: dict[str, Any] = {"loss": 0.2, "duplicate": 0.1, "max_delay": 0.03}
+    async with open_cluster(2, STACK, seed=15, view=False, **faults) as cluster:
+        a, b = cluster.members
+        assert "GMS" not in cluster.config.names()
+        for i in range(50):
+            await _send(a, b, b"a%d" % i)
+            await _send(b, a, b"b%d" % i)
+            await trio.sleep(0.01)
+        await cluster.wait_until_delivered(timeout=30)
+        assert _got(b, a) == [b"a%d" % i for i in range(50)]
+        assert _got(a, b) == [b"b%d" % i for i in range(50)]
+        with trio.fail_after(60):
+            while _stats(a)["send_window_size"] or _stats(b)["send_window_size"]:
+                await trio.sleep(0.5)
+        assert _u2(a).view is None and _u2(b).view is None
+        assert _stats(a)["retransmissions"] > 0 and _stats(b)["retransmissions"] > 0

@@ -20,6 +20,7 @@ from triogroups.protocols.unicast3._common import (
     DATA,
     SEND_FIRST_SEQNO,
     XMIT_REQ,
+    State,
     next_timestamp,
     timestamp_newer,
 )
@@ -330,6 +331,42 @@ def test_close_with_another_conn_id_does_not_remove_the_receiver_entry() -> None
     assert b.stats()["recv_conns"]["A"]["conn_id"] == 0
 
 
+def test_unicast3_closed_receiver_entry_counts_as_missing() -> None:
+    """Seed 001, receiver: "we also check for a CLOSED connection entry (counts the same as
+    a null entry)". A's idle connection is reaped and its CLOSE sets B's entry to CLOSED
+    (and removes it). A's next connection loses its first message, so B gets non-first
+    messages while its entry for A is CLOSED: they are kept and the SEND_FIRST_SEQNO flag
+    is set, exactly as at C, which never had an entry for A. A's answer, a first message,
+    opens a new entry."""
+    a, b = pair(conn_expiry_timeout=10, conn_close_timeout=20)
+    c = Node("C", 3)
+    b.receive(send_range(a, b, 1, 2, 0.0), 0.0)
+    a.receive(b.tick(0.5), 0.5)
+    entry = b.proto.receiver.entries[a.address]
+    a.tick(10.0)
+    close = a.tick(30.0)
+    assert kinds(close) == ["CLOSE(conn_id=0)"]
+    b.receive(close, 30.0)
+    assert entry.state is State.CLOSED and a.address not in b.proto.receiver.entries
+    new = send_range(a, b, 3, 5, 31.0)
+    assert kinds(new[:1]) == ["DATA(#1, conn_id=1, first)"]
+    for node in (b, c):  # #1 is lost: #2, #3 of the new connection arrive
+        assert node.receive([m.copy() for m in new[1:]], 31.0) == []
+        assert node.proto.receiver.sync_wanted == {a.address}  # the SEND_FIRST_SEQNO flag
+        assert node.stats()["cached"] == 2 and node.stats()["recv_conns"] == {}
+    assert b.delivered == payloads(1, 2) and c.delivered == []
+    assert [m.headers[ID].type for m in c.tick(31.5)] == [SEND_FIRST_SEQNO]
+    sync = b.tick(31.5)
+    assert [m.headers[ID].type for m in sync] == [SEND_FIRST_SEQNO]
+    answer = a.receive(sync, 31.5)
+    assert kinds(answer) == ["DATA(#1, conn_id=1, first)"]
+    b.receive(answer, 31.5)
+    assert b.delivered == payloads(1, 2, 3, 4, 5)
+    recv = b.stats()["recv_conns"]["A"]
+    assert (recv["conn_id"], recv["state"]) == (1, "OPEN")
+    assert b.stats()["recv_conns_opened"] == 2
+
+
 def test_send_on_closing_connection_reopens_it() -> None:
     a, b = pair(conn_expiry_timeout=10, conn_close_timeout=20)
     b.receive(send_range(a, b, 1, 1, 0.0), 0.0)
@@ -396,12 +433,25 @@ def test_messages_to_a_non_member_that_never_answers_are_given_up() -> None:
 
 
 def test_messages_to_a_member_are_never_given_up() -> None:
+    """The rule "messages to a member that never answers are given up after
+    max_retransmit_time, and the connection is removed", for a peer in the view. As in
+    JGroups, max_retransmit_time is the timeout of UNICAST3's age-out cache, which holds
+    only peers outside the installed view: UNICAST3 never gives up on a view member,
+    however long it stays silent. A member that never answers is removed from the view
+    by failure detection; from then on it is a non-member and what is still unacked is
+    given up (here at the next run, as it has been silent longer than
+    max_retransmit_time). For a peer outside the view see
+    test_messages_to_a_non_member_that_never_answers_are_given_up and, in a whole stack,
+    test_unicast3_scenario_member_that_never_answers_is_given_up."""
     a, b = pair()
     a.install(a, b, now=0.0)
     send_range(a, b, 1, 3, 0.0)
     for i in range(1, 200):
         a.tick(i * 0.5)
     assert a.stats()["send_conns"]["B"]["window"] == 3 and a.stats()["msgs_given_up"] == 0
+    a.install(a, now=100.0)  # what failure detection and GMS do with a silent member
+    assert a.tick(100.0) == []  # no CLOSE to a non-member
+    assert a.stats()["send_conns"] == {} and a.stats()["msgs_given_up"] == 3
 
 
 # --- seed 001: SEND_FIRST_SEQNO and first messages ----------------------------------------------
@@ -578,6 +628,14 @@ def test_unicast3_scenario_jgrp1873_delayed_ack_after_resync() -> None:
     timestamp is older than the SEND_FIRST_SEQNO's, so A drops it and still has #2-#5
     when B asks for them. Without the timestamp, A would purge #1-#5 and B would ask
     for #2-#5 forever.
+
+    B delivers #1-#5 a second time, deliberately and as in JGroups. B removed its window
+    for A, and A being a non-member then, its floor expired too: B keeps no record that
+    it delivered #1-#5. A never took an ack for them (the only one is the delayed ACK,
+    which must be dropped), so its lowest unacked message is #1, and B's new window
+    starts there. A's connection is the same (conn_id 0); only B's receive window is
+    new. The seed asks that every message is delivered and that retransmission ends,
+    both asserted at the end; exactly-once cannot hold across B forgetting A's window.
     """
     a, b = pair(conn_close_timeout=2.0)
     b.receive(send_range(a, b, 1, 5, 0.0), 0.0)

@@ -181,17 +181,27 @@ async def test_unicast3_scenario_idle_connection_closes_and_reopens(autojump_clo
 async def test_unicast3_scenario_member_that_never_answers_is_given_up(
     autojump_clock: Any,
 ) -> None:
-    """A member that left and never answers: A gives up after max_retransmit_time."""
+    """The rule "messages to a member that never answers are given up after
+    max_retransmit_time, and the connection is removed", where it applies: C was a
+    member, died, and is no longer in A's view (what failure detection leads to), so it
+    is a peer outside the view. As in JGroups, max_retransmit_time is the timeout of
+    UNICAST3's age-out cache, which holds only peers outside the view; a silent view
+    member is never given up by UNICAST3 (test_messages_to_a_member_are_never_given_up).
+    A's messages to C are kept and resent for 60 s (the default), then given up and the
+    connection removed, without a CLOSE to C."""
     async with open_cluster(3, _stack(), seed=2) as cluster:
         a, b, c = cluster.members
         c.kill()
-        await cluster.install_view([a, b])
+        view = await cluster.install_view([a, b])
+        assert c.address not in view
         await a.send_many(_payloads("c", 10), c.address)
         await trio.sleep(59.0)
         assert _u3(a).stats()["send_conns"]["C"]["window"] == 10
+        assert _u3(a).max_retransmit_time == 60.0
         await trio.sleep(2.0)
         st = _u3(a).stats()
         assert st["msgs_given_up"] == 10 and "C" not in st["send_conns"]
+        assert st["send_conns_removed"] == 1 and st["closes_sent"] == 0
 
 
 async def _split_and_forget(cluster: SimCluster, a: SimMember, b: SimMember) -> None:

@@ -174,3 +174,34 @@ async def test_smaller_socket_buffers_than_asked_log_one_warning(
     warnings = [r for r in caplog.records if "smaller socket buffers" in r.getMessage()]
     granted = a.transport.stats()["buffers"]["ucast_recv_buf_size"]
     assert len(warnings) == 1 and f"granted {granted}" in warnings[0].getMessage()
+
+
+async def test_udp_defaults_are_jgroups_and_multicast_if_is_bind_addr(
+    open_endpoint: Any, mcast_port: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 3: the class's own defaults (not a preset's) are JGroups' UDP defaults, on
+    this host: bind_addr 127.0.0.1, bind_port 0, mcast_addr 228.8.8.8, ip_ttl 0,
+    max_bundle_size 64,000. A started transport sends multicasts out of the bind
+    address's interface (IP_MULTICAST_IF) with TTL 0, so nothing leaves the host."""
+    udp = UdpTransport()
+    assert (udp.bind_addr, udp.bind_port, udp.mcast_addr, udp.mcast_port) == (
+        "127.0.0.1",
+        0,
+        "228.8.8.8",
+        45588,
+    )
+    assert (udp.ip_ttl, udp.max_bundle_size) == (0, 64_000)
+    opened: list[tuple[socket.socket, socket.socket]] = []
+    open_sockets = UdpTransport._open_sockets
+
+    def spy(self: UdpTransport) -> tuple[socket.socket, socket.socket]:
+        opened.append(open_sockets(self))
+        return opened[-1]
+
+    monkeypatch.setattr(UdpTransport, "_open_sockets", spy)
+    a = await open_endpoint(UdpTransport, "A", mcast_port=mcast_port)
+    ((sender, _),) = opened
+    assert sender.getsockname() == a.physical == ("127.0.0.1", a.physical[1])
+    iface = sender.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, 4)
+    assert socket.inet_ntoa(iface) == "127.0.0.1"
+    assert sender.getsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL) == 0
