@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import logging
 import time
+from typing import Any
 
-__all__ = ["DropLog"]
+__all__ = ["DropLog", "drop_stats"]
 
 _QUIET = frozenset({"foreign_cluster"})
 
@@ -52,3 +53,18 @@ class DropLog:
 
     def snapshot(self) -> dict[str, int]:
         return dict(self.counts)
+
+
+def drop_stats(sent: DropLog, received: DropLog) -> dict[str, Any]:
+    """The drop keys of a socket transport's `stats`, the same for UDP and TCP.
+
+    What was thrown away on the way out is one ``dropped_<reason>`` key per
+    reason, with ``dropped_no_physical`` always present (0 until the first),
+    so a dashboard finds it before anything went wrong; what came in and was
+    thrown away is ``decode_errors``, by reason.
+    """
+    return {
+        "dropped_no_physical": 0,
+        **{f"dropped_{reason}": count for reason, count in sent.counts.items()},
+        "decode_errors": received.snapshot(),
+    }

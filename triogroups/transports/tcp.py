@@ -34,15 +34,7 @@ from typing import Any
 import trio
 
 from triogroups.address import Address
-from triogroups.events import (
-    AddPhysicalAddress,
-    Event,
-    Item,
-    LocalPhysicalAddress,
-    SetPhysicalAddresses,
-    TmpView,
-    ViewChange,
-)
+from triogroups.events import Event, Item, LocalPhysicalAddress, TmpView, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Bool, Duration, Int, Size, Str, at_least, between, positive
 from triogroups.transports._addresses import (
@@ -53,7 +45,7 @@ from triogroups.transports._addresses import (
     label,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._drops import DropLog
+from triogroups.transports._drops import DropLog, drop_stats
 from triogroups.transports._sockets import bind_in_range, is_interface, resolve, set_buffers
 from triogroups.transports._tcp_conn import (
     Connection,
@@ -296,12 +288,10 @@ class TcpTransport(Transport):
             self._next_view = None
         elif isinstance(event, TmpView):
             self._next_view = event.view
-        elif isinstance(event, AddPhysicalAddress):
-            self.table.add(event.address, event.physical)
-        elif isinstance(event, SetPhysicalAddresses):
-            self.table.add_hosts(event.addresses)
         elif isinstance(event, SendToHosts):
             await self._send_to_hosts(event)
+        else:
+            self.table.learn(event)
 
     async def _send_to_hosts(self, event: SendToHosts) -> None:
         me = self.local_address
@@ -540,12 +530,9 @@ class TcpTransport(Transport):
     # --- stats -------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        sent_drops = {f"dropped_{k}": v for k, v in self.send_drops.snapshot().items()}
         return {
             **self.counters,
-            "dropped_no_physical": 0,
-            **sent_drops,
-            "decode_errors": self.drops.snapshot(),
+            **drop_stats(self.send_drops, self.drops),
             "physical": None if self.physical is None else format_physical(self.physical),
             "connections": {
                 label(peer): {
