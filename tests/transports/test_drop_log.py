@@ -30,7 +30,7 @@ def test_the_next_report_says_how_many_were_suppressed(caplog: pytest.LogCapture
     with caplog.at_level(logging.WARNING, logger="test.drops"):
         log.drop("oversized", "frame length 2147483648", None)
         log.drop("oversized", "again", None, count=2)
-        log._last["oversized"] -= 7200  # the interval has passed
+        log._last[("oversized", False)] -= 7200  # the interval has passed
         log.drop("oversized", "once more", None)
     assert caplog.records[-1].getMessage().endswith("(2 more since the last report)")
     assert len(caplog.records) == 2
@@ -41,3 +41,20 @@ def test_another_clusters_traffic_is_logged_at_debug_only(caplog: pytest.LogCapt
     with caplog.at_level(logging.INFO, logger="test.drops"):
         log.drop("foreign_cluster", "cluster 'blue'", None)
     assert caplog.records == [] and log.snapshot() == {"foreign_cluster": 1}
+
+
+def test_quiet_drops_are_counted_at_debug_and_never_hold_back_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A peer that left (quiet) and a member that cannot be reached share a reason and a
+    counter; the quiet lines are rate-limited apart, so the warning still comes out."""
+    log = DropLog(logging.getLogger("test.drops"), "TCP", interval=3600)
+    with caplog.at_level(logging.DEBUG, logger="test.drops"):
+        log.drop("connect_failed", "refused", "A", count=2, quiet=True)
+        log.drop("connect_failed", "refused again", "A", quiet=True)
+        log.drop("connect_failed", "timed out", "B")
+    assert log.snapshot() == {"connect_failed": 4}
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.DEBUG, "TCP: dropped connect_failed from A: refused"),
+        (logging.WARNING, "TCP: dropped connect_failed from B: timed out"),
+    ]

@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 from typing import Any
 
 import pytest
 import trio
 
-from triogroups import Message, SendToHosts, View, ViewChange, WireCodec
+from triogroups import Address, Message, SendToHosts, View, ViewChange, WireCodec
 from triogroups.events import AddPhysicalAddress
 from triogroups.transports import TcpTransport
+from triogroups.transports.tcp import _Pending
 
 TCP: dict[str, Any] = {"bind_port": 0}
+TCP_LOG = "triogroups.transports.tcp"
 
 
 async def introduce(*endpoints: Any) -> None:
@@ -191,3 +194,76 @@ async def test_message_larger_than_a_frame_is_dropped_and_counted(open_endpoint:
     await a.down.send([Message(b.address, bytes(10_000)), Message(b.address, b"fits")])
     assert [m.payload for m in await b.receive(1)] == [b"fits"]
     assert a.transport.stats()["dropped_oversized"] == 1
+
+
+def _drop_lines(caplog: pytest.LogCaptureFixture, level: int) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.name == TCP_LOG and r.levelno == level and "dropped" in r.getMessage()
+    ]
+
+
+async def test_messages_to_a_peer_that_stopped_are_counted_without_a_warning(
+    open_endpoint: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A peer that exits leaves messages queued to it (acks, retransmissions): still in the
+    view, its endpoint now refuses connections. Dropped and counted, logged at DEBUG only."""
+    caplog.set_level(logging.DEBUG, logger=TCP_LOG)
+    a = await open_endpoint(TcpTransport, "A", **TCP)
+    b = await open_endpoint(TcpTransport, "B", **TCP)
+    await b.down.send(AddPhysicalAddress(a.address, a.physical))
+    await b.down.send(ViewChange(View.create(a.address, 1, [a.address, b.address])))
+    await b.down.send([Message(a.address, b"before")])
+    assert [m.payload for m in await a.receive(1)] == [b"before"]
+    await a.down.aclose()  # A's transport stops: its listener and connections close
+    await wait_for(lambda: not b.transport.stats()["connections"])
+    await b.down.send([Message(a.address, b"ack"), Message(a.address, b"retransmission")])
+    await wait_for(lambda: b.transport.stats()["connect_failures"] == 1)
+    assert b.transport.stats()["dropped_connect_failed"] == 2
+    assert _drop_lines(caplog, logging.WARNING) == []
+    assert any("connect_failed from A" in line for line in _drop_lines(caplog, logging.DEBUG))
+
+
+@pytest.mark.parametrize("in_view", [True, False], ids=["view_member", "left_the_view"])
+async def test_unreachable_member_is_a_warning_only_while_it_is_in_the_view(
+    open_endpoint: Any, caplog: pytest.LogCaptureFixture, in_view: bool
+) -> None:
+    """A member that should be there and does not answer (here: it accepts but never says
+    hello) keeps the rate-limited warning; once the view has lost it, the same drop is
+    expected and logged at DEBUG. Counted either way."""
+    caplog.set_level(logging.DEBUG, logger=TCP_LOG)
+    b = await open_endpoint(TcpTransport, "B", **{**TCP, "sock_conn_timeout": 0.3})
+    c = Address.random("C")
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)  # the kernel completes the handshake; nobody answers the hello
+        await b.down.send(AddPhysicalAddress(c, silent.getsockname()))
+        members = [b.address, c] if in_view else [b.address]
+        await b.down.send(ViewChange(View.create(b.address, 2, members)))
+        await b.down.send([Message(c, b"hello?")])
+        await wait_for(lambda: b.transport.stats()["connect_failures"] == 1)
+    assert b.transport.stats()["dropped_connect_failed"] == 1
+    warnings = _drop_lines(caplog, logging.WARNING)
+    assert [("connect_failed from C" in line) for line in warnings] == ([True] if in_view else [])
+    assert len(_drop_lines(caplog, logging.DEBUG)) == (0 if in_view else 1)
+
+
+async def test_what_a_stopping_member_could_not_send_is_counted_without_a_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """During its own shutdown (its task cancelled) a member loses what it has not sent:
+    expected, so counted and logged at DEBUG, even to a member of the view."""
+    caplog.set_level(logging.DEBUG, logger=TCP_LOG)
+    transport = TcpTransport(**TCP)
+    me, peer = Address.random("A"), Address.random("B")
+    transport.start(me, "stopping", trio.current_time())
+    transport.view_changed(View.create(me, 1, [me, peer]), trio.current_time())
+    transport._pending[peer] = pending = _Pending()
+    pending.add(b"bundle", 3)
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        transport._fail_pending(("127.0.0.1", 9), peer, "cannot connect to 127.0.0.1:9")
+    assert transport.stats()["dropped_connect_failed"] == 3
+    assert _drop_lines(caplog, logging.WARNING) == []
+    assert len(_drop_lines(caplog, logging.DEBUG)) == 1

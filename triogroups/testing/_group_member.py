@@ -28,9 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
-import sys
 from typing import Any
 
 import trio
@@ -39,35 +37,27 @@ from triogroups._channel import Channel, ChannelClosed, open_channel
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.protocols.discard import Discard
+from triogroups.testing._json_lines import emit, member_arguments, serve_commands, uuid_hex
 from triogroups.view import MergeView, View
 
 __all__ = ["main"]
 
 
-def _emit(event: str, **fields: Any) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}, default=str) + "\n")
-    sys.stdout.flush()
-
-
-def _hex(address: Address) -> str:
-    return f"{address.uuid:032x}"
-
-
 def _members(view: View) -> list[list[str]]:
-    return [[_hex(m), m.name] for m in view.members]
+    return [[uuid_hex(m), m.name] for m in view.members]
 
 
 def _view_event(view: View) -> dict[str, Any]:
     """A view as JSON: id (counter, coordinator uuid), members, merge subgroups."""
     merge = isinstance(view, MergeView)
     return {
-        "id": [view.view_id.id, _hex(view.view_id.coord)],
-        "coord": _hex(view.coord),
+        "id": [view.view_id.id, uuid_hex(view.view_id.coord)],
+        "coord": uuid_hex(view.coord),
         "members": _members(view),
         "merge": merge,
         "subgroups": (
             [
-                {"id": [v.view_id.id, _hex(v.view_id.coord)], "members": _members(v)}
+                {"id": [v.view_id.id, uuid_hex(v.view_id.coord)], "members": _members(v)}
                 for v in view.subgroups  # type: ignore[attr-defined]
             ]
             if merge
@@ -87,7 +77,7 @@ class _Ledger:
 
     def set_state(self, state: list[list[str]]) -> None:
         self.applied = [[str(src), str(payload)] for src, payload in state]
-        _emit("state", applied=self.applied)
+        emit("state", applied=self.applied)
 
 
 def stack_with_discard(stack: str, props: dict[str, dict[str, Any]]) -> StackConfig:
@@ -117,7 +107,7 @@ class _Member:
 
     async def read_views(self) -> None:
         async for view in self.channel.views():
-            _emit("view", **_view_event(view))
+            emit("view", **_view_event(view))
 
     async def read_messages(self) -> None:
         channel = self.channel
@@ -130,23 +120,9 @@ class _Member:
                 pass
             except ChannelClosed:
                 return
-            msgs = [[_hex(m.src), str(m.payload)] for m in batch]
+            msgs = [[uuid_hex(m.src), str(m.payload)] for m in batch]
             self.ledger.applied.extend(p for m, p in zip(batch, msgs, strict=True) if m.multicast)
-            _emit("deliver", msgs=msgs)
-
-    async def read_commands(self) -> None:
-        stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-        buffer = b""
-        async with stdin:
-            while True:
-                chunk = await stdin.receive_some(65536)
-                if not chunk:
-                    return
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        await self.command(json.loads(line))
+            emit("deliver", msgs=msgs)
 
     async def command(self, cmd: dict[str, Any]) -> None:
         kind = cmd.get("cmd")
@@ -159,19 +135,19 @@ class _Member:
                 payloads = [f"{cmd['prefix']}-{i}" for i in range(int(cmd["count"]))]
             for payload in payloads:
                 await self.channel.send(payload, dest)
-            _emit("sent", count=len(payloads))
+            emit("sent", count=len(payloads))
         elif kind == "partition":
             others = [self._address(u) for u in cmd["members"]]
             self._discard().ignore(*others)
             self._discard().drop_to(*others)
-            _emit("partitioned", members=[_hex(m) for m in others])
+            emit("partitioned", members=[uuid_hex(m) for m in others])
         elif kind == "heal":
             self._discard().reset()
-            _emit("healed")
+            emit("healed")
         elif kind == "stats":
-            _emit("stats", stats={"channel": self.channel.stats(), **self.channel.stack.stats()})
+            emit("stats", stats={"channel": self.channel.stats(), **self.channel.stack.stats()})
         else:
-            _emit("error", detail=f"unknown command {kind!r}")
+            emit("error", detail=f"unknown command {kind!r}")
 
 
 async def _run(args: argparse.Namespace) -> None:
@@ -181,29 +157,17 @@ async def _run(args: argparse.Namespace) -> None:
         async with open_channel(args.cluster, config, args.name, state=ledger) as channel:
             me = channel.address
             physical = getattr(channel.stack.protocols[0], "physical", ("", 0))
-            _emit("ready", uuid=_hex(me), name=me.name, physical=list(physical))
+            emit("ready", uuid=uuid_hex(me), name=me.name, physical=list(physical))
             member = _Member(channel, ledger)
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(member.read_views)
                 nursery.start_soon(member.read_messages)
-
-                async def stop_on_signal() -> None:
-                    async for _ in signals:
-                        nursery.cancel_scope.cancel()
-
-                nursery.start_soon(stop_on_signal)
-                await member.read_commands()
-                nursery.cancel_scope.cancel()
-    _emit("bye")
+                await serve_commands(nursery, signals, member.command)
+    emit("bye")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--stack", default="udp", help="preset name or TOML file")
-    parser.add_argument("--cluster", default="test")
-    parser.add_argument("--name", default="")
-    parser.add_argument("--props", default="{}", help='JSON: {"LAYER": {"property": value}}')
-    trio.run(_run, parser.parse_args(argv))
+    trio.run(_run, member_arguments(__doc__).parse_args(argv))
 
 
 if __name__ == "__main__":

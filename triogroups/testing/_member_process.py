@@ -46,7 +46,6 @@ import json
 import os
 import resource
 import signal
-import sys
 from typing import Any
 
 import trio
@@ -62,22 +61,14 @@ from triogroups.events import (
 )
 from triogroups.message import Message
 from triogroups.stack import Stack
+from triogroups.testing._json_lines import emit, member_arguments, serve_commands, uuid_hex
 from triogroups.view import View
 
 __all__ = ["main"]
 
 
-def _emit(event: str, **fields: Any) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}, default=str) + "\n")
-    sys.stdout.flush()
-
-
 def _address(entry: list[str]) -> Address:
     return Address(int(entry[0], 16), entry[1] if len(entry) > 1 else "")
-
-
-def _hex(address: Address) -> str:
-    return f"{address.uuid:032x}"
 
 
 class _Tally:
@@ -136,7 +127,7 @@ class _Member:
     def _count(self, batch: list[Message]) -> None:
         tallies = self.tallies
         for msg in batch:
-            src = _hex(msg.src) if msg.src else "?"
+            src = uuid_hex(msg.src) if msg.src else "?"
             prefix, _, rest = msg.payload.partition(b":")
             index, colon, _ = rest.partition(b":")
             if not colon or not index.isdigit():
@@ -160,7 +151,7 @@ class _Member:
     async def _answer_tally(self, at_least: int) -> None:
         while self.total < at_least:
             await self._delivered.wait()
-        _emit("tally", **self._tally_report())
+        emit("tally", **self._tally_report())
 
     async def _burst(self, dest: Address | None, cmd: dict[str, Any]) -> None:
         prefix, count = str(cmd["prefix"]), int(cmd["count"])
@@ -170,7 +161,7 @@ class _Member:
             await self.stack.send(
                 [Message(dest, _payload(prefix, i, size)) for i in range(start, end)]
             )
-        _emit("burst_done", prefix=prefix, count=count)
+        emit("burst_done", prefix=prefix, count=count)
 
     def _dest(self, to: str | None) -> Address | None:
         return None if to is None else self.known.get(to) or Address(int(to, 16))
@@ -181,38 +172,24 @@ class _Member:
                 if self.tally:
                     self._count(item)
                     continue
-                msgs = [[_hex(m.src) if m.src else None, m.payload.decode()] for m in item]
-                _emit("deliver", msgs=msgs)
+                msgs = [[uuid_hex(m.src) if m.src else None, m.payload.decode()] for m in item]
+                emit("deliver", msgs=msgs)
             elif isinstance(item, LocalPhysicalAddress):
                 me = self.stack.address
-                _emit("ready", uuid=_hex(me), name=me.name, physical=list(item.physical))
+                emit("ready", uuid=uuid_hex(me), name=me.name, physical=list(item.physical))
             elif isinstance(item, MembersFound):
                 members = []
                 for data in item.responses:
-                    self.known[_hex(data.address)] = data.address
+                    self.known[uuid_hex(data.address)] = data.address
                     members.append(
                         {
-                            "uuid": _hex(data.address),
+                            "uuid": uuid_hex(data.address),
                             "name": data.address.name,
                             "physical": list(data.physical),
                             "is_coord": data.is_coord,
                         }
                     )
-                _emit("found", members=members)
-
-    async def read_commands(self, nursery: trio.Nursery) -> None:
-        stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-        buffer = b""
-        async with stdin:
-            while True:
-                chunk = await stdin.receive_some(65536)
-                if not chunk:
-                    return
-                buffer += chunk
-                *lines, buffer = buffer.split(b"\n")
-                for line in lines:
-                    if line.strip():
-                        await self.command(json.loads(line), nursery)
+                emit("found", members=members)
 
     async def command(self, cmd: dict[str, Any], nursery: trio.Nursery) -> None:
         kind = cmd["cmd"]
@@ -221,22 +198,22 @@ class _Member:
         elif kind == "view":
             members = [_address(m) for m in cmd["members"]]
             await self.stack.send(ViewChange(View.create(members[0], 1, members)))
-            _emit("view_sent")
+            emit("view_sent")
         elif kind == "hosts":
             hosts = tuple((str(h), int(p)) for h, p in cmd["hosts"])
             await self.stack.send(SetPhysicalAddresses(hosts))
         elif kind == "send":
             dest = self._dest(cmd.get("to"))
             await self.stack.send([Message(dest, p.encode()) for p in cmd["payloads"]])
-            _emit("sent", count=len(cmd["payloads"]))
+            emit("sent", count=len(cmd["payloads"]))
         elif kind == "burst":
             nursery.start_soon(self._burst, self._dest(cmd.get("to")), cmd)
         elif kind == "tally":
             nursery.start_soon(self._answer_tally, int(cmd.get("at_least", 0)))
         elif kind == "stats":
-            _emit("stats", stats=self.stack.stats())
+            emit("stats", stats=self.stack.stats())
         else:
-            _emit("error", detail=f"unknown command {kind!r}")
+            emit("error", detail=f"unknown command {kind!r}")
 
 
 async def _run(args: argparse.Namespace) -> None:
@@ -249,23 +226,12 @@ async def _run(args: argparse.Namespace) -> None:
         async with trio.open_nursery() as nursery:
             await nursery.start(stack.run)
             nursery.start_soon(member.read_stack)
-
-            async def stop_on_signal() -> None:
-                async for _ in signals:
-                    nursery.cancel_scope.cancel()
-
-            nursery.start_soon(stop_on_signal)
-            await member.read_commands(nursery)
-            nursery.cancel_scope.cancel()
-    _emit("bye")
+            await serve_commands(nursery, signals, lambda cmd: member.command(cmd, nursery))
+    emit("bye")
 
 
 def main(argv: list[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--stack", default="udp", help="preset name or TOML file")
-    parser.add_argument("--cluster", default="test")
-    parser.add_argument("--name", default="")
-    parser.add_argument("--props", default="{}", help='JSON: {"LAYER": {"property": value}}')
+    parser = member_arguments(__doc__)
     parser.add_argument("--tally", action="store_true", help="count deliveries, print no lines")
     args = parser.parse_args(argv)
     profile_path = os.environ.get("TRIOGROUPS_MEMBER_PROFILE")

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from triogroups.address import Address
-from triogroups.events import Event
+from triogroups.events import AddPhysicalAddress, Event, SetPhysicalAddresses
 from triogroups.message import Message
 
 __all__ = ["AddressTable", "Physical", "SendToHosts", "format_physical", "label"]
@@ -105,6 +105,18 @@ class AddressTable:
     def _drop_reverse(self, address: Address, physical: Physical) -> None:
         if self._logical.get(physical) == address:
             del self._logical[physical]
+
+    def learn(self, event: Event) -> None:
+        """Take in what discovery or the application says about addresses; ignore other events.
+
+        `AddPhysicalAddress` maps a member, `SetPhysicalAddresses` hands in
+        endpoints whose members are not known yet. Every transport with a table
+        reads these two events the same way, so they are read here.
+        """
+        if isinstance(event, AddPhysicalAddress):
+            self.add(event.address, event.physical)
+        elif isinstance(event, SetPhysicalAddresses):
+            self.add_hosts(event.addresses)
 
     def add_hosts(self, hosts: tuple[Physical, ...]) -> None:
         """Remember endpoints handed in from outside (members not known yet)."""

@@ -23,26 +23,26 @@ decode is dropped alone. Either way it is counted by reason in `stats`.
 
 Unicasts to a member with no known physical address, and frames for a member
 that cannot be reached within ``sock_conn_timeout``, are dropped and counted.
+A drop to a member that cannot be reached is a warning (rate-limited) when
+that member should be there, and a DEBUG line when it is part of a
+departure: this member is stopping, the peer is no longer in the installed
+view, or the peer has stopped (its endpoint refuses connections, or another
+member listens there now). A peer that exits leaves acks and retransmissions
+queued to it; failure detection and GMS report the departure, not the
+transport.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import socket
 from typing import Any
 
 import trio
 
 from triogroups.address import Address
-from triogroups.events import (
-    AddPhysicalAddress,
-    Event,
-    Item,
-    LocalPhysicalAddress,
-    SetPhysicalAddresses,
-    TmpView,
-    ViewChange,
-)
+from triogroups.events import Event, Item, LocalPhysicalAddress, TmpView, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Bool, Duration, Int, Size, Str, at_least, between, positive
 from triogroups.transports._addresses import (
@@ -53,7 +53,7 @@ from triogroups.transports._addresses import (
     label,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._drops import DropLog
+from triogroups.transports._drops import DropLog, drop_stats
 from triogroups.transports._sockets import bind_in_range, is_interface, resolve, set_buffers
 from triogroups.transports._tcp_conn import (
     Connection,
@@ -70,6 +70,13 @@ __all__ = ["TcpTransport"]
 
 _log = logging.getLogger(__name__)
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether a failed connect was refused: nothing listens at that endpoint (any more)."""
+    cause = exc.__cause__  # open_tcp_stream raises from a group of one error per attempt
+    errors = cause.exceptions if isinstance(cause, BaseExceptionGroup) else (exc,)
+    return all(isinstance(error, ConnectionRefusedError) for error in errors)
 
 
 class _Pending:
@@ -296,12 +303,10 @@ class TcpTransport(Transport):
             self._next_view = None
         elif isinstance(event, TmpView):
             self._next_view = event.view
-        elif isinstance(event, AddPhysicalAddress):
-            self.table.add(event.address, event.physical)
-        elif isinstance(event, SetPhysicalAddresses):
-            self.table.add_hosts(event.addresses)
         elif isinstance(event, SendToHosts):
             await self._send_to_hosts(event)
+        else:
+            self.table.learn(event)
 
     async def _send_to_hosts(self, event: SendToHosts) -> None:
         me = self.local_address
@@ -348,6 +353,7 @@ class TcpTransport(Transport):
                 where,
                 expected,
                 f"cannot connect to {format_physical(where)}: {type(exc).__name__} {exc}",
+                gone=_refused(exc),
             )
             return
         self.counters["connections_opened"] += 1
@@ -461,20 +467,43 @@ class TcpTransport(Transport):
                 self.counters["msgs_sent"] += pending.msgs
                 pending.done.set()
         if expected is not None and expected != peer:
-            self._fail_pending(None, expected, f"{expected} no longer listens there")
+            self._fail_pending(None, expected, f"{expected} no longer listens there", gone=True)
 
     def _unregister(self, conn: Connection) -> None:
         if self._conns.get(conn.peer) is conn:
             del self._conns[conn.peer]
 
-    def _fail_pending(self, via: Physical | None, expected: Address | None, why: str) -> None:
+    def _fail_pending(
+        self, via: Physical | None, expected: Address | None, why: str, *, gone: bool = False
+    ) -> None:
+        """Drop, counted, what waits for a connection to member ``expected`` or endpoint ``via``.
+
+        ``gone``: the peer has stopped (nothing listens where it did, or another
+        member does now). That, like any `_departure`, is logged at DEBUG only.
+        """
+        quiet = gone or self._departure(expected)
         for pending, who in (
             (None if expected is None else self._pending.pop(expected, None), expected),
             (None if via is None else self._host_pending.pop(via, None), via),
         ):
             if pending is not None:
-                self.send_drops.drop("connect_failed", why, who, pending.msgs)
+                self.send_drops.drop("connect_failed", why, who, pending.msgs, quiet=quiet)
                 pending.done.set()
+
+    def _departure(self, peer: Address | None) -> bool:
+        """Whether losing what was queued for ``peer`` is part of a departure, not a failure.
+
+        True while this transport is stopping (its task is being cancelled: what a
+        member shutting down has not sent is lost), and for a ``peer`` that
+        neither the installed view nor the one being installed has: it left or
+        was excluded, and GMS has said so.
+        """
+        if trio.current_effective_deadline() == -math.inf:
+            return True
+        view = self.view
+        if peer is None or view is None or peer in view:
+            return False
+        return self._next_view is None or peer not in self._next_view
 
     async def _write_loop(self, conn: Connection, scope: trio.CancelScope) -> None:
         try:
@@ -482,7 +511,8 @@ class TcpTransport(Transport):
         except _STREAM_ERRORS as exc:
             lost = len(conn.out) // 2
             if lost:
-                self.send_drops.drop("connection_lost", str(exc), conn.peer, lost)
+                quiet = self._departure(conn.peer)
+                self.send_drops.drop("connection_lost", str(exc), conn.peer, lost, quiet=quiet)
             scope.cancel()
 
     async def _read_loop(self, conn: Connection) -> bool:
@@ -540,12 +570,9 @@ class TcpTransport(Transport):
     # --- stats -------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        sent_drops = {f"dropped_{k}": v for k, v in self.send_drops.snapshot().items()}
         return {
             **self.counters,
-            "dropped_no_physical": 0,
-            **sent_drops,
-            "decode_errors": self.drops.snapshot(),
+            **drop_stats(self.send_drops, self.drops),
             "physical": None if self.physical is None else format_physical(self.physical),
             "connections": {
                 label(peer): {

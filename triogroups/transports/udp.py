@@ -32,19 +32,17 @@ from typing import Any
 import trio
 
 from triogroups.address import Address
-from triogroups.events import (
-    AddPhysicalAddress,
-    Event,
-    Item,
-    LocalPhysicalAddress,
-    SetPhysicalAddresses,
-    ViewChange,
-)
+from triogroups.events import Event, Item, LocalPhysicalAddress, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Int, Size, Str, at_least, between
-from triogroups.transports._addresses import AddressTable, Physical, SendToHosts
+from triogroups.transports._addresses import (
+    AddressTable,
+    Physical,
+    SendToHosts,
+    format_physical,
+)
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._drops import DropLog
+from triogroups.transports._drops import DropLog, drop_stats
 from triogroups.transports._sockets import (
     bind_in_range,
     close_socket,
@@ -239,14 +237,12 @@ class UdpTransport(Transport):
     async def _handle_event(self, sock: socket.socket, event: Event) -> None:
         if isinstance(event, ViewChange):
             self.view_changed(event.view, trio.current_time())
-        elif isinstance(event, AddPhysicalAddress):
-            self.table.add(event.address, event.physical)
-        elif isinstance(event, SetPhysicalAddresses):
-            self.table.add_hosts(event.addresses)
         elif isinstance(event, SendToHosts):
             hosts = [h for h in event.hosts if h != self.physical]
             resolved = [r for r in [await resolve(h) for h in hosts] if r is not None]
             await self._send_encoded(sock, None, list(event.messages), resolved)
+        else:
+            self.table.learn(event)
 
     # --- receiving -----------------------------------------------------------------------
 
@@ -277,13 +273,13 @@ class UdpTransport(Transport):
                 try:
                     bundle = codec.decode(data)
                 except WireError as exc:
-                    drops.drop(exc.reason, exc.detail, _peer(source))
+                    drops.drop(exc.reason, exc.detail, format_physical(source))
                     continue
                 if bundle.src == me:
                     counters["own_multicasts_skipped"] += 1  # looped back locally already
                     continue
                 if bundle.dest is not None and bundle.dest != me:
-                    drops.drop("wrong_dest", f"bundle for {bundle.dest}", _peer(source))
+                    drops.drop("wrong_dest", f"bundle for {bundle.dest}", format_physical(source))
                     continue
                 table.add(bundle.src, source)
                 bundles += 1
@@ -295,17 +291,10 @@ class UdpTransport(Transport):
                 await up.send(batch)
 
     def stats(self) -> dict[str, Any]:
-        sent_drops = {f"dropped_{k}": v for k, v in self.send_drops.snapshot().items()}
         return {
             **self.counters,
-            "dropped_no_physical": 0,
-            **sent_drops,
-            "decode_errors": self.drops.snapshot(),
-            "physical": None if self.physical is None else f"{self.physical[0]}:{self.physical[1]}",
+            **drop_stats(self.send_drops, self.drops),
+            "physical": None if self.physical is None else format_physical(self.physical),
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
         }
-
-
-def _peer(source: Any) -> str:
-    return f"{source[0]}:{source[1]}"
