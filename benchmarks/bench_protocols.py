@@ -1,6 +1,6 @@
 """CPU per message of each reliability protocol alone, sans-IO, beside a PASS layer.
 
-    python benchmarks/bench_protocols.py [--batches 1500] [--size 1000]
+    python benchmarks/bench_protocols.py [--batches 1500] [--size 1000] [--instructions]
 
 Where the per-message cost of a reliable stack goes, without processes,
 sockets or Trio: for PASS (the baseline: a layer that only hands batches on),
@@ -14,6 +14,15 @@ sender emitted, headers included), best of 7 runs with the collector off.
 Nothing is acknowledged, so windows only grow (MCAST's capacity is set above
 what is sent): this measures the per-message path, not purging.
 
+``--instructions`` counts instructions instead of timing, with valgrind's
+callgrind (it must be installed): each case runs in a child process under
+valgrind once per phase (set-up only, then down, then down and codec, then
+all three), and each phase's count is the difference to the one before it,
+per message (``--batches`` defaults to 100 there; about 3 minutes on 2
+cores). Instruction counts do not move with other load on the machine, so
+they show what a change to the hot path saves where timings on a shared
+2-core machine swing by 30%.
+
 This is a measurement, not a test: nothing here asserts a duration.
 """
 
@@ -21,8 +30,14 @@ from __future__ import annotations
 
 import argparse
 import gc
+import os
+import re
+import shutil
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from triogroups import Address, Message, View, ViewId, WireCodec
@@ -93,23 +108,95 @@ def measure(
     return best[0], best[1], best[2]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description="sans-IO CPU per message per protocol")
-    parser.add_argument("--batches", type=int, default=1500, help="batches of 64 per run")
-    parser.add_argument("--size", type=int, default=1000, help="payload bytes")
-    opts = parser.parse_args()
-    capacity = opts.batches * BATCH + 1
-    cases: list[tuple[str, Callable[[], Protocol], Address | None]] = [
+PHASES = ("setup", "down", "codec", "up")
+
+
+def _cases(batches: int) -> list[tuple[str, Callable[[], Protocol], Address | None]]:
+    capacity = batches * BATCH + 1
+    return [
         ("PASS (unicast)", PassThrough, B),
         ("UNICAST3", Unicast3, B),
         ("PASS (multicast)", PassThrough, None),
         ("NAKACK2", Nakack2, None),
         ("MCAST", lambda: Mcast(capacity=capacity), None),
     ]
+
+
+def _child(case: int, phase: str, batches: int, size: int) -> None:
+    """Run ``batches`` batches up to and including ``phase``; what valgrind counts."""
+    _, factory, dest = _cases(batches)[case]
+    upto = PHASES.index(phase)
+    gc.disable()
+    codec = WireCodec("bench", max_size=1 << 24)
+    sender, receiver = _started(factory(), A), _started(factory(), B)
+    payload = bytes(size)
+    work = [[Message(dest, payload) for _ in range(BATCH)] for _ in range(batches)]
+    for batch in work:
+        if upto < 1:
+            continue
+        sender.down(batch, 0.0)
+        out = _emitted(sender.take_down())
+        sender.take_up()
+        if upto < 2:
+            continue
+        msgs = codec.decode(codec.encode(dest, A, out)).messages
+        if upto < 3:
+            continue
+        receiver.up(msgs, 0.0)
+        receiver.take_up()
+        receiver.take_down()
+
+
+def _instructions(case: int, phase: str, batches: int, size: int) -> int:
+    args = [sys.executable, __file__, "--child", str(case), phase]
+    args += ["--batches", str(batches), "--size", str(size)]
+    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    result = subprocess.run(valgrind + args, capture_output=True, text=True, check=True)
+    found = re.search(r"Collected : (\d+)", result.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from valgrind: {result.stderr[-500:]}")
+    return int(found.group(1))
+
+
+def _count_all(batches: int, size: int) -> None:
+    if shutil.which("valgrind") is None:
+        sys.exit("--instructions needs valgrind (callgrind) on the PATH")
+    messages = batches * BATCH
+    print(f"instructions per message, batches of {BATCH}, {size} B payloads, {batches} batches")
+    print(f"{'protocol':<18}{'down':>8}{'up':>8}{'codec':>8}{'total':>8}  vs PASS")
+    cases = _cases(batches)
+    runs = [(case, phase) for case in range(len(cases)) for phase in PHASES]
+    with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+        found = list(pool.map(lambda run: _instructions(*run, batches, size), runs))
+    baseline = 0.0
+    for case, (name, _, _) in enumerate(cases):
+        counts = found[case * len(PHASES) : (case + 1) * len(PHASES)]
+        down, codec, up = ((counts[i + 1] - counts[i]) / messages for i in range(3))
+        total = down + up + codec
+        if name.startswith("PASS"):
+            baseline = total
+        ratio = total / baseline
+        print(f"{name:<18}{down:>8,.0f}{up:>8,.0f}{codec:>8,.0f}{total:>8,.0f}  {ratio:.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="sans-IO CPU per message per protocol")
+    parser.add_argument("--batches", type=int, default=None, help="batches of 64 per run")
+    parser.add_argument("--size", type=int, default=1000, help="payload bytes")
+    parser.add_argument("--instructions", action="store_true", help="count with callgrind")
+    parser.add_argument("--child", nargs=2, metavar=("CASE", "PHASE"), help=argparse.SUPPRESS)
+    opts = parser.parse_args()
+    if opts.child:
+        _child(int(opts.child[0]), opts.child[1], opts.batches, opts.size)
+        return
+    if opts.instructions:
+        _count_all(opts.batches or 100, opts.size)
+        return
+    batches = opts.batches or 1500
     print(f"us per message, batches of {BATCH}, {opts.size} B payloads, best of {REPEAT}")
     print(f"{'protocol':<18}{'down':>7}{'up':>7}{'codec':>7}{'total':>7}")
-    for name, factory, dest in cases:
-        down, up, codec = measure(factory, dest, opts.batches, opts.size)
+    for name, factory, dest in _cases(batches):
+        down, up, codec = measure(factory, dest, batches, opts.size)
         print(f"{name:<18}{down:>7.2f}{up:>7.2f}{codec:>7.2f}{down + up + codec:>7.2f}")
 
 
