@@ -626,22 +626,66 @@ def test_nakack2_stability_showing_more_than_we_received_triggers_retransmission
 # --- no retransmission (seed 003) -----------------------------------------------------------
 
 
-def test_seed003_no_retransmit_task_no_last_seqno_task_no_stability_xmit() -> None:
-    """xmit_interval <= 0: seqnos only order; nothing ever asks for retransmission."""
-    net = _Net(2, xmit_interval=0)
+def _after_a_gap_then_quiet(xmit_interval: float) -> tuple[Nakack2, Nakack2, dict[str, list[int]]]:
+    """A sends m1..m3, B loses m2; then everything that could make NAKACK2 send on its own.
+
+    B gets two stability digests and a HIGHEST_SEQNO showing seqnos it lacks;
+    then both run their timers five times, a second apart, with no new
+    traffic: with retransmission the second run sends HIGHEST_SEQNO (the first
+    skips it after new traffic) and asks for the gap seen at the first.
+    Returns A, B and the NAKACK2 header types each sent after the multicasts.
+    """
+    net = _Net(2, xmit_interval=xmit_interval)
     net.view()
     a, b = net[0], net[1]
-    assert a.next_deadline() == math.inf and not a.stats()["xmit_task_running"]
     net.send(0, *_payloads(3))
     net.pump(drop=_to(net.addrs[1], _seqno_is({2})))
-    assert net.delivered[net.addrs[1]] == [b"m1"]  # still ordered: #3 waits for #2
+    assert net.delivered[net.addrs[1]] == [b"m1"]  # ordered: #3 waits for #2
+    sent: dict[str, list[int]] = {"A": [], "B": []}
+
+    def collect() -> None:
+        for name, proto in (("A", a), ("B", b)):
+            for item in proto.take_down():
+                assert isinstance(item, list)
+                sent[name] += [m.headers[ID].type for m in item]
+
     stable = StableDigest(Digest({net.addrs[0]: (1, 9)}))
     b.down_event(stable, 0.0)
     b.down_event(stable, 0.0)
     b.up([Message(None, src=net.addrs[0], headers={ID: NakAckHeader2(HIGHEST_SEQNO, 9)})], 0.0)
-    a.tick(10.0)
-    b.tick(10.0)
-    assert a.take_down() == [] and b.take_down() == [] and b.stats()["xmit_reqs_sent"] == 0
+    collect()
+    for now in (1.0, 2.0, 3.0, 4.0, 5.0):
+        a.tick(now)
+        b.tick(now)
+        collect()
+    return a, b, sent
+
+
+@pytest.mark.parametrize("xmit_interval", [0, -1])
+def test_seed003_no_retransmit_task_no_last_seqno_task_no_stability_xmit(
+    xmit_interval: float,
+) -> None:
+    """xmit_interval <= 0: seqnos only order; nothing ever asks for retransmission.
+
+    No retransmit task (no deadline, a tick asks for no gap), no last-seqno
+    task (no HIGHEST_SEQNO on any of several quiet runs), and neither
+    stability nor a HIGHEST_SEQNO received triggers an XMIT_REQ.
+    """
+    a, b, sent = _after_a_gap_then_quiet(xmit_interval)
+    assert a.next_deadline() == b.next_deadline() == math.inf
+    assert not a.stats()["xmit_task_running"] and not b.stats()["xmit_task_running"]
+    assert sent == {"A": [], "B": []}
+    assert a.stats()["highest_seqno_sent"] == 0 and b.stats()["xmit_reqs_sent"] == 0
+
+
+def test_seed003_same_quiet_runs_with_xmit_interval_above_0_send_highest_seqno_and_xmit_reqs() -> (
+    None
+):
+    """The contrast to the test above: the same scenario with retransmission on sends both."""
+    a, b, sent = _after_a_gap_then_quiet(0.5)
+    assert sent["A"] == [HIGHEST_SEQNO]  # at the second run; the first came after new traffic
+    assert sent["B"] and set(sent["B"]) == {XMIT_REQ}
+    assert a.stats()["highest_seqno_sent"] == 1 and b.stats()["xmit_reqs_sent"] == len(sent["B"])
 
 
 def test_seed003_xmit_interval_changed_at_run_time() -> None:

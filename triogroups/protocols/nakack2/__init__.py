@@ -18,6 +18,10 @@ order: no retransmit task, no HIGHEST_SEQNO task, stability never asks for
 retransmission, and the become_server_queue is unbounded. A stack that can
 lose a message below NAKACK2 (a lossy transport, a DISCARD layer) is then
 refused at build time, and a run-time switch to it is refused the same way.
+TCP counts as lossless although it drops frames for a member it cannot
+reach: as in JGroups, that member is suspected, excluded, and rejoins
+through a merge whose digest starts its windows afresh (an outage too short
+to be suspected leaves a gap nothing repairs).
 
 This module holds the `Nakack2` layer: its properties, the send and
 receive paths, event dispatch and stats. The retransmit side (XMIT_REQ,

@@ -1,0 +1,198 @@
+"""Seed 003 (NAKACK2 without retransmission) over real TCP on loopback, channels in this process.
+
+With ``xmit_interval = 0`` nothing brings back a message lost below NAKACK2,
+so the transport must never drop one (the seed's thread-pool rule): a
+receiver that stops reading makes its TCP receive path stop reading too,
+and the sender waits. And the seed's join scenario (become_server_queue):
+C joins {A,B}, the digest holds B at 100, B sends 70 multicasts before C is
+a server, then more; C delivers 101 onwards, every one, in order, once.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+import trio
+
+from triogroups import Address, Channel, Discard, Message, StackConfig, open_channel
+from triogroups.protocols import ids
+from triogroups.protocols.gms._header import VIEW_ACK
+
+pytestmark = pytest.mark.real
+
+COUNT = 3_000
+PAYLOAD = 4_000
+QUEUE = 32_768  # TCP send_queue_size: bytes queued per connection before sending waits
+HOLD = 4.0  # seconds the coordinator waits for a lost VIEW_ACK before answering a joiner
+
+
+def _tcp_stack(*, probe: int, flow_control: bool = True, **tcp: Any) -> StackConfig:
+    """The tcp preset on ports of its own; TCPPING probes its first port and ``probe`` above.
+
+    Without flow control (UFC, MFC) nothing above the transport holds a
+    sender back, so a slow receiver is absorbed by its stack's channels and
+    then by TCP itself. A member learns another's address when that one
+    connects to it (discovery, a join): with ``probe=0`` only the first
+    member's port is probed, so no probe hits a port nobody listens on.
+    """
+    base = random.randint(20_000, 40_000)
+    config = StackConfig.preset("tcp")
+    if not flow_control:
+        config = config.remove("UFC").remove("MFC")
+    config = config.configure("TCP", bind_port=base, port_range=20, **tcp)
+    return config.configure("TCPPING", initial_hosts=[f"127.0.0.1[{base}]"], port_range=probe)
+
+
+def _drops(channel: Channel) -> dict[str, Any]:
+    """The TCP transport's drop counters: what it could not send, and what it threw away."""
+    stats = channel.stack.protocol("TCP").stats()
+    sent = {k: v for k, v in stats.items() if k.startswith("dropped_") and v}
+    return {**sent, **{k: v for k, v in stats["decode_errors"].items() if v}}
+
+
+async def _collect(channel: Channel, got: list[tuple[Address, bytes]]) -> None:
+    async for msg in channel:
+        got.append((msg.src, msg.payload))
+
+
+def _from(member: Channel, got: list[tuple[Address, bytes]]) -> list[bytes]:
+    return [payload for src, payload in got if src == member.address]
+
+
+async def test_seed003_tcp_receive_path_never_drops_below_nakack2_xmit_interval_0() -> None:
+    """Seed 003, thread pool: "The transport's thread pool must not drop messages".
+
+    A multicasts COUNT messages while B's application reads nothing. B's
+    stack fills (one batch per channel, a receive buffer of 16), its TCP
+    receive path stops reading, the connection fills and A's sends wait.
+    Once B reads again, every message arrives, in order, with no gap in
+    NAKACK2's window, nothing asked for again, and no TCP drop counter above 0.
+    """
+    config = _tcp_stack(probe=0, flow_control=False, send_queue_size=QUEUE)
+    cluster = f"s003-{uuid.uuid4().hex[:8]}"
+    payloads = [b"%06d" % i + bytes(PAYLOAD - 6) for i in range(COUNT)]
+    own: list[tuple[Address, bytes]] = []
+    got: list[tuple[Address, bytes]] = []
+    sent = 0
+    with trio.fail_after(120):
+        async with (
+            open_channel(cluster, config, "A", channel_size=1) as a,
+            open_channel(cluster, config, "B", channel_size=1, receive_buffer=16) as b,
+        ):
+            while len(a.view.members) < 2 or len(b.view.members) < 2:
+                await trio.sleep(0.05)
+            tcp_a = a.stack.protocol("TCP")
+
+            def queued() -> int:
+                conns = tcp_a.stats()["connections"].values()
+                return max((c["queued_bytes"] for c in conns), default=0)
+
+            async def send_all() -> None:
+                nonlocal sent
+                for p in payloads:
+                    await a.send(p)
+                    sent += 1
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(_collect, a, own)  # A delivers its own multicasts
+                nursery.start_soon(send_all)
+                before = -1
+                while sent < COUNT and (queued() < QUEUE or sent != before):  # A waits on B
+                    before = sent
+                    await trio.sleep(0.5)
+                held_back = sent
+                nursery.start_soon(_collect, b, got)
+                with trio.move_on_after(60):
+                    while len(got) < COUNT or len(own) < COUNT:
+                        await trio.sleep(0.05)
+                nursery.cancel_scope.cancel()
+            nak_b = b.stack.protocol("NAKACK2").stats()
+            drops = {"A": _drops(a), "B": _drops(b)}
+    assert drops == {"A": {}, "B": {}}
+    assert held_back < COUNT  # B's stack pushed back all the way to A's application
+    assert len(got) == len(own) == COUNT and _from(a, got) == _from(a, own) == payloads
+    (window,) = [w for m, w in nak_b["windows"].items() if m.startswith("A")]
+    assert window["missing"] == 0 and window["size"] == 0
+    assert nak_b["xmit_reqs_sent"] == 0 and not nak_b["xmit_task_running"]
+
+
+def _view_ack_from(member: Address) -> Callable[[Message], bool]:
+    def match(msg: Message) -> bool:
+        hdr = msg.headers.get(ids.GMS)
+        return msg.src == member and hdr is not None and hdr.type == VIEW_ACK
+
+    return match
+
+
+async def test_seed003_real_tcp_join_while_sending_delivers_all_70() -> None:
+    """Seed 003, become_server_queue: C joins {A,B} while B sends 70, over real TCP.
+
+    The tcp preset (NAKACK2 ``xmit_interval = 0``). B sends 1..100 and A
+    delivers them, so the digest A hands C with the view {A,B,C} holds B at
+    100. B sends 101..170 as soon as it has that view (as in the seed, it
+    sends nothing while A takes the digest), and C is still a joiner then: A
+    sends JOIN_RSP only once B acked the view, and a DISCARD above A's
+    UNICAST3 loses that VIEW_ACK, so A waits view_ack_collection_timeout
+    first and B's 70 wait in C's become_server_queue. Then B sends 171..200.
+    C must deliver exactly 101..200 (what was sent after its digest), in
+    order, none twice; A and B all 200.
+    """
+    base = _tcp_stack(probe=4).insert_above("UNICAST3", "DISCARD")  # probes: B learns C
+    config_a = base.configure("GMS", view_ack_collection_timeout=HOLD)
+    config_c = base.configure("GMS", join_timeout=2 * HOLD)  # no second JOIN_REQ meanwhile
+    cluster = f"s003j-{uuid.uuid4().hex[:8]}"
+    sent = [f"b{i}".encode() for i in range(1, 201)]
+    got: dict[str, list[tuple[Address, bytes]]] = {"A": [], "B": [], "C": []}
+    with trio.fail_after(90):
+        async with (
+            open_channel(cluster, config_a, "A") as a,
+            open_channel(cluster, base, "B") as b,
+            trio.open_nursery() as nursery,
+        ):
+            while len(a.view.members) < 2 or len(b.view.members) < 2:
+                await trio.sleep(0.05)
+            nursery.start_soon(_collect, a, got["A"])
+            nursery.start_soon(_collect, b, got["B"])
+            for payload in sent[:100]:
+                await b.send(payload)
+            while len(_from(b, got["A"])) < 100:  # A's digest will hold B at 100
+                await trio.sleep(0.01)
+            discard = a.stack.protocol("DISCARD")
+            assert isinstance(discard, Discard)
+            discard.drop_if(_view_ack_from(b.address), direction="up")
+            joined: list[Channel] = []
+            done = trio.Event()
+
+            async def join_c() -> None:
+                async with open_channel(cluster, config_c, "C") as c:
+                    joined.append(c)
+                    nursery.start_soon(_collect, c, got["C"])
+                    await done.wait()
+
+            nursery.start_soon(join_c)
+            while len(b.view.members) < 3:
+                await trio.sleep(0.01)
+            for payload in sent[100:170]:  # the seed's 70, sent while C joins
+                await b.send(payload)
+            while not joined:
+                await trio.sleep(0.01)
+            (c,) = joined
+            for payload in sent[170:]:
+                await b.send(payload)
+            with trio.move_on_after(30):  # a gap at C would hold everything after it
+                while any(len(got[m]) < n for m, n in (("A", 200), ("B", 200), ("C", 100))):
+                    await trio.sleep(0.05)
+            await trio.sleep(0.5)  # a message delivered twice would show up meanwhile
+            nak_c = c.stack.protocol("NAKACK2").stats()
+            held = discard.stats()["dropped_up"]
+            done.set()
+            nursery.cancel_scope.cancel()
+    assert _from(b, got["C"]) == sent[100:]
+    assert [src for src, _ in got["C"]] == [b.address] * 100  # nothing from anyone else
+    assert _from(b, got["A"]) == _from(b, got["B"]) == sent
+    assert nak_c["become_server_queue_dropped"] == 0 and nak_c["xmit_reqs_sent"] == 0
+    assert held == 1  # B's VIEW_ACK: A answered C only after view_ack_collection_timeout
