@@ -26,8 +26,8 @@ to be suspected leaves a gap nothing repairs).
 This module holds the `Nakack2` layer: its properties, the send and
 receive paths, event dispatch and stats. The retransmit side (XMIT_REQ,
 XMIT_RSP, HIGHEST_SEQNO, stability) is in `_retransmit`; the windows across
-views (the become_server_queue, digests, view changes, leaving) in
-`_membership`; the header in `_header`. Each module lists its own decisions.
+views (the become_server_queue, digests, view changes, VIEW_SEQNO, leaving)
+in `_membership`; the header in `_header`. Each module lists its own decisions.
 
 Decisions where the seed and JGroups leave a choice:
 
@@ -38,6 +38,18 @@ Decisions where the seed and JGroups leave a choice:
 - Only the original sender keeps delivered messages (XMIT_REQ goes only to
   it), in a second `SeqnoTable` purged by STABLE; receivers drop a message
   once delivered.
+
+An addition beyond JGroups: VIEW_SEQNO. Seed 003's join scenario assumes
+that every multicast of B after the joiner's digest reaches the joiner C.
+Over TCP a multicast is one send to each member of the sender's current
+view, and the coordinator takes C's digest before B has installed the view
+with C: what B sends in between (seqnos above the digest) goes to A only.
+JGroups' C would ask B for it; with ``xmit_interval <= 0`` nothing does, so
+C's window for B would wait for ever and only grow. So a member that
+installs a view with new members unicasts each of them its highest seqno,
+and they skip what it sent before (details in `_membership`). The handling
+is a branch beside XMIT_REQ and HIGHEST_SEQNO: the send and receive paths
+of MSG do no extra work.
 """
 
 from __future__ import annotations
@@ -56,6 +68,7 @@ from triogroups.events import (
     MergeDigest,
     SetDigest,
     StableDigest,
+    TmpView,
 )
 from triogroups.message import Flag, Message
 from triogroups.properties import Bool, Duration, Int, PropertyError, at_least
@@ -65,6 +78,7 @@ from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
     MSG,
+    VIEW_SEQNO,
     XMIT_REQ,
     XMIT_RSP,
     NakAckHeader2,
@@ -95,6 +109,10 @@ _COUNTERS = (
     "xmit_rsps_received",
     "highest_seqno_sent",
     "highest_seqno_received",
+    "view_seqnos_sent",
+    "view_seqnos_received",
+    "view_seqnos_ignored",
+    "windows_moved_by_view_seqno",
     "become_server_queue_dropped",
     "become_server_queue_replayed",
     "digests_set",
@@ -263,6 +281,8 @@ class Nakack2(Protocol):
                 self._xmit.on_xmit_req(msg, hdr)
             elif kind == HIGHEST_SEQNO:
                 self._xmit.on_highest_seqno(msg.src, hdr.seqno)
+            elif kind == VIEW_SEQNO:
+                self._membership.on_view_seqno(msg.src, hdr.seqno)
             else:
                 self._counters["malformed"] += 1
         if received:
@@ -324,12 +344,16 @@ class Nakack2(Protocol):
         elif isinstance(event, Disconnect):
             self._membership.left_group()
             self.pass_down(event)
+        elif isinstance(event, TmpView):
+            self._membership.tmp_view = event.view
+            self.pass_down(event)
         else:
             super().down_event(event, now)
 
     def view_changed(self, view: View, now: float) -> None:
+        old = self.view
         super().view_changed(view, now)
-        self._membership.view_changed(view, now)
+        self._membership.view_changed(old, view, now)
 
     def digest(self) -> Digest:
         """Per member: (highest delivered, highest received); ours: the highest sent, twice."""

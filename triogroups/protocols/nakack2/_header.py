@@ -17,6 +17,7 @@ __all__ = [
     "HIGHEST_SEQNO",
     "MSG",
     "TYPE_NAMES",
+    "VIEW_SEQNO",
     "XMIT_REQ",
     "XMIT_RSP",
     "NakAckHeader2",
@@ -28,20 +29,23 @@ MSG = 1
 XMIT_REQ = 2
 XMIT_RSP = 3
 HIGHEST_SEQNO = 4
+VIEW_SEQNO = 5
 
 TYPE_NAMES = {
     MSG: "MSG",
     XMIT_REQ: "XMIT_REQ",
     XMIT_RSP: "XMIT_RSP",
     HIGHEST_SEQNO: "HIGHEST_SEQNO",
+    VIEW_SEQNO: "VIEW_SEQNO",
 }
 
 
 class NakAckHeader2(NamedTuple):
-    """``type`` is MSG, XMIT_REQ, XMIT_RSP or HIGHEST_SEQNO.
+    """``type`` is MSG, XMIT_REQ, XMIT_RSP, HIGHEST_SEQNO or VIEW_SEQNO.
 
     MSG and XMIT_RSP: ``seqno`` of the message; HIGHEST_SEQNO: the sender's
-    highest seqno. XMIT_REQ and XMIT_RSP: ``sender`` is the original sender.
+    highest seqno; VIEW_SEQNO: the sender's highest seqno when it installed
+    the view in which the receiver is new. XMIT_REQ and XMIT_RSP: ``sender`` is the original sender.
     XMIT_REQ: ``ranges`` lists the missing seqnos as flattened (first, last)
     pairs, so a long run of losses costs two ints.
     """

@@ -35,6 +35,24 @@ Decisions where the seed and JGroups leave a choice:
   ``xmit_interval <= 0`` it is unbounded.
 - A member that left the group (`Disconnect` from GMS) drops its windows and
   its retransmit task: it asks nobody for anything any more.
+
+An addition beyond JGroups, VIEW_SEQNO (see the `Nakack2` docstring for
+why): a member X that installs a view with members that were not in its
+previous one unicasts each of them its highest seqno ``b``. X's multicasts
+up to ``b`` went out in a view without them, those after ``b`` in this view,
+to them. The receiver Y moves its window for X forward to ``b`` (never
+back; a server delivers the run it then holds); a joiner without a window
+for X yet keeps ``b`` as X's *floor* and starts the window there when the
+digest comes if the digest is lower. Floors of members not in Y's view are
+dropped, and so are VIEW_SEQNOs from them (a merge partner's VIEW_SEQNO
+that comes before the merge view is such a one: MergeDigest covers it). The
+coordinator sends none to the joiners of its `TmpView`: its transport fans
+multicasts out to them from the digest on, so they get every message after
+it. A VIEW_SEQNO is a control message of its own (OOB, INTERNAL, not
+numbered): lost or late over UDP it leaves a gap that retransmission heals
+as before; over TCP it travels on the connection that carries X's later
+multicasts, and a window that moves forward delivers what it holds above
+``b``, so it need not arrive first.
 """
 
 from __future__ import annotations
@@ -43,14 +61,20 @@ import math
 from collections import deque
 from typing import TYPE_CHECKING
 
-from triogroups.message import Message
+from triogroups.address import Address
+from triogroups.message import Flag, Message
+from triogroups.protocols import ids
 from triogroups.protocols._table import SeqnoTable
+from triogroups.protocols.nakack2._header import VIEW_SEQNO, NakAckHeader2
 from triogroups.view import Digest, View
 
 if TYPE_CHECKING:
     from triogroups.protocols.nakack2 import Nakack2
 
 __all__ = ["Membership"]
+
+_ID = ids.NAKACK2
+_CONTROL = int(Flag.OOB | Flag.INTERNAL)
 
 
 class Membership:
@@ -60,6 +84,10 @@ class Membership:
         self.nak = nak
         self.queue: deque[Message] = deque(maxlen=self._queue_bound())
         self.has_digest = False
+        #: Per member: the highest VIEW_SEQNO it sent us before we had a window for it.
+        self.floors: dict[Address, int] = {}
+        #: The view our coordinator's transport fans multicasts out to before it installs it.
+        self.tmp_view: View | None = None
 
     # --- the become_server_queue -----------------------------------------------------------
 
@@ -87,6 +115,7 @@ class Membership:
         nak._server = True
         if nak.view is not None:
             self.adjust_windows(nak.view)
+        self.floors.clear()  # every member of the view has a window now
         if self.queue:
             queued = list(self.queue)
             self.queue.clear()
@@ -95,11 +124,53 @@ class Membership:
 
     # --- views and digests -----------------------------------------------------------------
 
-    def view_changed(self, view: View, now: float) -> None:
+    def view_changed(self, old: View | None, view: View, now: float) -> None:
+        """Adjust the windows; tell the members new in ``view`` our highest seqno."""
+        floors = self.floors
+        for member in [m for m in floors if m not in view]:
+            del floors[member]
         if self.nak._server or self.has_digest:
             self.adjust_windows(view)
         elif view.view_id.id <= 1:
             self.become_server(now)  # the group's first view: every window starts at 0
+        fanned_out, self.tmp_view = self.tmp_view, None
+        if old is not None:
+            for member in view.members:
+                if member not in old and (fanned_out is None or member not in fanned_out):
+                    self._send_view_seqno(member)
+
+    def _send_view_seqno(self, member: Address) -> None:
+        nak = self.nak
+        if member == nak._me():
+            return
+        hdr = NakAckHeader2(VIEW_SEQNO, nak._seqno)
+        nak.send_down_one(Message(member, flags=_CONTROL, headers={_ID: hdr}))
+        nak._counters["view_seqnos_sent"] += 1
+
+    def on_view_seqno(self, src: Address | None, seqno: int) -> None:
+        """``src`` multicast up to ``seqno`` in a view without us: skip to it, never back."""
+        nak = self.nak
+        counters = nak._counters
+        counters["view_seqnos_received"] += 1
+        if src is None or seqno < 0 or src == nak._me():
+            counters["view_seqnos_ignored"] += 1
+            return
+        win = nak._windows.get(src)
+        if win is not None:
+            if win.hd < seqno:
+                self._move(win, seqno)
+                counters["windows_moved_by_view_seqno"] += 1
+        elif nak._server or (nak.view is not None and src not in nak.view):
+            counters["view_seqnos_ignored"] += 1  # not a member of our view
+        else:
+            self.floors[src] = max(self.floors.get(src, 0), seqno)
+
+    def _move(self, win: SeqnoTable[Message | None], seqno: int) -> None:
+        """Move ``win`` forward to ``seqno``; a server delivers the run it then holds."""
+        nak = self.nak
+        win.purge(seqno)
+        if nak._server and win.has_ready():
+            nak.send_up([m for m in win.remove_ready() if m is not None])
 
     def adjust_windows(self, view: View) -> None:
         """Drop the windows of members that left; members new in the view start at 0."""
@@ -110,7 +181,7 @@ class Membership:
             del windows[member]
         for member in view.members:
             if member not in windows and member != me:
-                windows[member] = SeqnoTable()
+                windows[member] = SeqnoTable(self.floors.pop(member, 0))
         nak._xmit.forget(view)
 
     def set_digest(self, digest: Digest, *, merge: bool = False) -> None:
@@ -124,19 +195,16 @@ class Membership:
         nak = self.nak
         me = nak._me()
         windows = nak._windows
-        out: list[Message] = []
+        floors = self.floors
         for member, (delivered, _received) in digest.items():
             if member == me:
                 continue
+            start = max(delivered, floors.pop(member, 0))
             win = windows.get(member)
             if win is None:
-                windows[member] = SeqnoTable(delivered)
-            elif win.hd < delivered:
-                win.purge(delivered)
-                if nak._server and win.has_ready():
-                    out.extend(m for m in win.remove_ready() if m is not None)
-        if out:
-            nak.send_up(out)
+                windows[member] = SeqnoTable(start)
+            elif win.hd < start:
+                self._move(win, start)
         if not merge:
             self.has_digest = True
         nak._counters["digests_set"] += 1
@@ -153,5 +221,6 @@ class Membership:
         nak = self.nak
         nak.view = None
         nak._windows.clear()
+        self.floors.clear()
         nak._xmit.forget(None)
         nak._next_xmit = math.inf
