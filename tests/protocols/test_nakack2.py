@@ -33,12 +33,14 @@ from triogroups.events import (
     GetDigest,
     MergeDigest,
     StableDigest,
+    TmpView,
 )
 from triogroups.protocols import ids
 from triogroups.protocols.nakack2 import Nakack2
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
     MSG,
+    VIEW_SEQNO,
     XMIT_REQ,
     XMIT_RSP,
     NakAckHeader2,
@@ -508,6 +510,125 @@ def _msg_from(src: Address, seqno: int, flags: int = 0) -> Message:
 
 def _delivered(proto: Nakack2) -> list[bytes]:
     return [m.payload for item in proto.take_up() if isinstance(item, list) for m in item]
+
+
+# --- VIEW_SEQNO: what a member sent before it installed the view a joiner is new in ------------
+
+
+def _view_seqno(src: Address, dest: Address | None, seqno: int) -> Message:
+    return Message(dest, src=src, flags=Flag.OOB | Flag.INTERNAL,
+                   headers={ID: NakAckHeader2(VIEW_SEQNO, seqno)})  # fmt: skip
+
+
+def _messages(proto: Nakack2, event: Event) -> list[Message]:
+    proto.down_event(event, 0.0)
+    return [m for item in proto.take_down() if isinstance(item, list) for m in item]
+
+
+def test_view_seqno_sent_to_members_new_in_the_view() -> None:
+    """B installs {A,B,C} after sending 4 in {A,B}: C (new) gets VIEW_SEQNO(4), A nothing.
+
+    C's first view is its join: it had no view to send in, so it sends none.
+    The control message is not numbered and goes down like XMIT_REQ (OOB,
+    INTERNAL), so nothing below NAKACK2 makes it reliable or orders it.
+    """
+    net = _Net(3)
+    net.view([0, 1], vid=1)
+    net.send(1, *_payloads(4))
+    net.pump()
+    view = View.create(net.addrs[0], 2, net.addrs)
+    (msg,) = _messages(net[1], ViewChange(view))
+    assert msg.dest == net.addrs[2] and msg.headers[ID] == NakAckHeader2(VIEW_SEQNO, 4)
+    assert msg.flags == Flag.OOB | Flag.INTERNAL
+    assert net[1].stats()["view_seqnos_sent"] == 1 and net[1].stats()["seqno"] == 4
+    assert _messages(net[2], ViewChange(view)) == []
+    assert net[2].stats()["view_seqnos_sent"] == 0
+    bigger = View.create(net.addrs[0], 3, [*net.addrs, Address(9, "D")])
+    (to_d,) = _messages(net[1], ViewChange(bigger))
+    assert to_d.dest == Address(9, "D") and to_d.headers[ID].seqno == 4
+
+
+def test_view_seqno_not_sent_to_joiners_the_coordinators_tmp_view_fanned_out_to() -> None:
+    """The coordinator's transport fans multicasts out to the TmpView's joiners from the
+    digest on: they get every message after it, so a VIEW_SEQNO would only make them skip
+    messages they have. A member new in the view but not in the TmpView still gets one."""
+    net = _Net(3)
+    net.view([0, 1], vid=1)
+    a = net[0]
+    tmp = View.create(net.addrs[0], 2, net.addrs)
+    assert _messages(a, TmpView(tmp)) == []
+    net.send(0, *_payloads(3))  # after the digest: fanned out to C as well
+    a.take_down()
+    assert [m.dest for m in _messages(a, ViewChange(tmp))] == []
+    assert a.stats()["view_seqnos_sent"] == 0
+    later = View.create(net.addrs[0], 3, [*net.addrs, Address(9, "D")])
+    assert [m.dest for m in _messages(a, ViewChange(later))] == [Address(9, "D")]
+
+
+def test_view_seqno_moves_a_joiners_window_past_what_was_sent_before_it_joined() -> None:
+    """Seed 003 over TCP: C's digest says B is at 5, but B sent 6 and 7 to {A,B} only,
+    before it installed {A,B,C}; VIEW_SEQNO(7) lets C's window start at 7.
+
+    Before SetDigest C keeps 7 as B's floor; after it, the window moves and a
+    server delivers the run it already holds above the floor.
+    """
+    b = Address(2, "B")
+    before = _joiner(xmit_interval=0)
+    before.up([_msg_from(b, 8), _view_seqno(b, before.local_address, 7), _msg_from(b, 9)], 0.0)
+    before.down_event(SetDigest(Digest({b: (5, 5)})), 0.0)
+    before.down_event(BecomeServer(), 0.0)
+    assert _delivered(before) == [b"8", b"9"]
+    before.up([_msg_from(b, 10)], 0.0)
+    assert _delivered(before) == [b"10"]
+    assert before.stats()["windows"][str(b)] == {"hd": 10, "hr": 10, "size": 0, "missing": 0}
+    assert before.stats()["view_seqnos_received"] == 1
+
+    after = _joiner(xmit_interval=0)
+    after.down_event(SetDigest(Digest({b: (5, 5)})), 0.0)
+    after.down_event(BecomeServer(), 0.0)
+    after.up([_msg_from(b, 8), _msg_from(b, 9)], 0.0)  # overtook the VIEW_SEQNO
+    assert _delivered(after) == []
+    after.up([_view_seqno(b, after.local_address, 7)], 0.0)
+    assert _delivered(after) == [b"8", b"9"]
+    assert after.stats()["windows_moved_by_view_seqno"] == 1
+
+    between = _joiner(xmit_interval=0)  # a window from SetDigest, not a server yet
+    between.down_event(SetDigest(Digest({b: (5, 5)})), 0.0)
+    between.up([_msg_from(b, 8), _view_seqno(b, between.local_address, 7)], 0.0)
+    between.down_event(BecomeServer(), 0.0)
+    assert _delivered(between) == [b"8"]
+
+
+def test_view_seqno_never_moves_a_window_back_and_ignores_non_members() -> None:
+    """A floor or VIEW_SEQNO below the window (or the digest) changes nothing; a VIEW_SEQNO
+    from a member not in our view, or with a negative seqno, is counted and ignored, and
+    floors of members that are not in the installed view are dropped."""
+    net = _Net(2)
+    net.view()
+    a = net[0]
+    b, d = net.addrs[1], Address(9, "D")
+    a.up([_msg_from(b, s) for s in (1, 2, 3)], 0.0)
+    a.take_up()
+    a.up([_view_seqno(b, a.local_address, 2), _view_seqno(d, a.local_address, 5)], 0.0)
+    a.up([_view_seqno(b, a.local_address, -1)], 0.0)
+    stats = a.stats()
+    assert stats["windows"][str(b)]["hd"] == 3 and str(d) not in stats["windows"]
+    assert stats["view_seqnos_received"] == 3 and stats["view_seqnos_ignored"] == 2
+    assert stats["windows_moved_by_view_seqno"] == 0
+
+    c = _joiner(xmit_interval=0)  # view {B, C}
+    c.up([_view_seqno(b, c.local_address, 3), _view_seqno(d, c.local_address, 9)], 0.0)
+    assert c.stats()["view_seqnos_ignored"] == 1  # D is not in C's view
+    c.down_event(SetDigest(Digest({b: (5, 5)})), 0.0)
+    c.down_event(BecomeServer(), 0.0)
+    assert c.stats()["windows"][str(b)]["hd"] == 5  # the digest is above B's floor
+
+    lone = Nakack2(xmit_interval=0)  # no view yet: keeps the floor until the view
+    lone.start(Address(3, "C"), "c", 0.0)
+    lone.up([_view_seqno(d, lone.local_address, 9)], 0.0)
+    lone.down_event(ViewChange(View.create(b, 2, [b, Address(3, "C")])), 0.0)
+    lone.down_event(SetDigest(Digest({b: (0, 0), d: (1, 1)})), 0.0)
+    assert lone.stats()["windows"][str(d)]["hd"] == 1  # D's floor went with the view
 
 
 def test_nakack2_set_digest_moves_windows_forward_only_and_never_our_own() -> None:
