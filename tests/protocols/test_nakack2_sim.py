@@ -276,3 +276,49 @@ async def test_nakack2_member_joining_through_gms_delivers_a_gapless_suffix(
         old_addresses = [m.address for m in old]  # the old members may still be healing
         await _until(lambda: cluster.log.all_arrived(old_addresses, old_addresses))
         cluster.check_contract(old)
+
+
+async def test_seed003_join_while_a_non_coordinator_sends_without_pause_delivers_everything_after_the_digest(  # noqa: E501
+    autojump_clock: Any,
+) -> None:
+    """C joins {A,B} through GMS while B multicasts every 2 ms, over TCP without retransmission.
+
+    The coordinator A takes C's digest before B installs {A,B,C}; what B sends
+    meanwhile goes to A only (a TCP multicast is one send to each member of
+    the sender's view). B's VIEW_SEQNO tells C where B's multicasts to it
+    begin: C delivers an unbroken, duplicate-free run of B's messages from
+    there to the last, and its window for B has nothing missing.
+    """
+    sim = ("SIM", {"lossless": True, "fan_out": True})  # the sim's TCP: multicast to the view
+    stack = StackConfig.of(sim, "PING", ("NAKACK2", {"xmit_interval": 0}), "GMS")
+    async with open_cluster(2, stack, seed=21, min_delay=0.002, max_delay=0.01) as cluster:
+        _a, b = cluster.members
+        c = await cluster.add_member()
+        sent: list[bytes] = []
+        joined = trio.Event()
+
+        async def chatter() -> None:
+            for i in range(1, 1000):
+                sent.append(f"b{i}".encode())
+                await b.send(sent[-1])
+                await trio.sleep(0.002)
+                if joined.is_set() and len(sent) >= 100:
+                    return
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(chatter)
+            await trio.sleep(0.05)
+            await cluster.join(c)
+            await cluster.wait_for_view()
+            await trio.sleep(0.2)
+            joined.set()
+        await b.send_many(_payloads("b-after", 1, 20))
+        sent += _payloads("b-after", 1, 20)
+        with trio.move_on_after(30):
+            await _until(lambda: _got(c, b)[-1:] == sent[-1:])
+        got = _got(c, b)
+        nak = c.protocol("NAKACK2")
+        window = nak.stats()["windows"][str(b.address)]
+        assert got and got == sent[len(sent) - len(got) :], (len(got), window)
+        assert window["missing"] == 0 and window["hd"] == len(sent)
+        assert nak.stats()["view_seqnos_received"] >= 1

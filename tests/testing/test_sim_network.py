@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Message, Stack, StackConfig
+from triogroups import Message, Stack, StackConfig, View
+from triogroups.events import TmpView
 from triogroups.testing import open_cluster, sim_config
 from triogroups.transports.sim import SimNetwork, open_sim_network
 
@@ -88,6 +89,27 @@ async def test_tcp_stacks_run_on_lossless_endpoints_that_never_lose_or_reorder(
                     got.extend(m.payload for m in item)
             assert got == [str(i).encode() for i in range(100)]
             nursery.cancel_scope.cancel()
+
+
+async def test_fan_out_multicasts_like_tcp_to_the_view_and_the_tmp_view(
+    autojump_clock: Any,
+) -> None:
+    """With ``fan_out`` a multicast goes to the members of the sender's view only (plus the
+    joiners of a TmpView), as over TCP; without a view it goes to every endpoint."""
+    async with open_cluster(3, StackConfig.of(("SIM", {"fan_out": True}), "PASS")) as cluster:
+        a, b, c = cluster.members
+        await a.send(b"before any view")
+        await cluster.install_view([a, b])
+        await a.send(b"in {A,B}")
+        await a.stack.send(TmpView(View.create(a.address, 2, [a.address, b.address, c.address])))
+        await a.send(b"to the joiner too")
+        await trio.sleep(1)
+        assert [m.payload for m in b.delivered] == [
+            b"before any view",
+            b"in {A,B}",
+            b"to the joiner too",
+        ]
+        assert [m.payload for m in c.delivered] == [b"before any view", b"to the joiner too"]
 
 
 async def test_another_clusters_traffic_is_dropped_and_counted(autojump_clock: Any) -> None:

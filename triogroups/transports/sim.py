@@ -27,11 +27,12 @@ from typing import Any
 import trio
 
 from triogroups.address import Address
-from triogroups.events import Item, LocalPhysicalAddress, ViewChange
+from triogroups.events import Item, LocalPhysicalAddress, TmpView, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Bool, Size, Str, at_least
 from triogroups.transports._bundler import encode_bundles, route
 from triogroups.transports.base import Transport
+from triogroups.view import View
 from triogroups.wire import WireCodec, WireError
 
 __all__ = ["SimNetwork", "SimTransport", "open_sim_network"]
@@ -217,7 +218,10 @@ class SimTransport(Transport):
 
     Bundles each batch per destination (up to ``max_bundle_size``), loops
     back its own multicasts (unless DONT_LOOPBACK) and unicasts to itself
-    without touching the network, and receives in batches.
+    without touching the network, and receives in batches. A multicast
+    reaches every endpoint on the network, or with ``fan_out`` only the
+    members of the current view (and of a `TmpView`), one copy each, as TCP
+    sends it.
     """
 
     name = "SIM"
@@ -230,10 +234,15 @@ class SimTransport(Transport):
         check=at_least(64),
     )
     rx_buffer = Size(4096, doc="datagrams queued at the receiver before it drops (lossy only)")
+    fan_out = Bool(
+        False,
+        doc="multicast as TCP does: one copy to each member of the view (all endpoints without)",
+    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         self.last_scheduled = 0.0
+        self._next_view: View | None = None
         self._inbox: list[bytes] = []
         self._arrived = trio.Event()
         self._codec: WireCodec | None = None
@@ -271,6 +280,9 @@ class SimTransport(Transport):
                         await self._send_batch(net, item, up)
                     elif isinstance(item, ViewChange):
                         self.view = item.view
+                        self._next_view = None
+                    elif isinstance(item, TmpView):
+                        self._next_view = item.view
                 nursery.cancel_scope.cancel()
         finally:
             net.detach(self)
@@ -291,12 +303,23 @@ class SimTransport(Transport):
                     len(too_large),
                     self.max_bundle_size,
                 )
+            targets = self._fan_out_targets() if dest is None and self.fan_out else [dest]
             for data, count in encoded:
                 self.counters["bundles_sent"] += 1
                 self.counters["msgs_sent"] += count
-                net.transmit(me, dest, data)
+                for target in targets:
+                    net.transmit(me, target, data)
         if local:
             await up.send([m.copy() for m in local])
+
+    def _fan_out_targets(self) -> list[Address | None]:
+        """The members a TCP multicast goes to: the view's, the TmpView's joiners too."""
+        if self.view is None:
+            return [None]
+        members = list(self.view.members)
+        if self._next_view is not None:
+            members += [m for m in self._next_view.members if m not in self.view]
+        return [m for m in members if m != self.local_address]
 
     async def _receive_loop(self, up: trio.MemorySendChannel[Item]) -> None:
         assert self._codec is not None
