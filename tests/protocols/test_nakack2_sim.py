@@ -278,7 +278,7 @@ async def test_nakack2_member_joining_through_gms_delivers_a_gapless_suffix(
         cluster.check_contract(old)
 
 
-async def test_seed003_join_while_a_non_coordinator_sends_without_pause_delivers_everything_after_the_digest(  # noqa: E501
+async def test_seed003_join_while_a_non_coordinator_sends_delivers_all_after_the_digest(
     autojump_clock: Any,
 ) -> None:
     """C joins {A,B} through GMS while B multicasts every 2 ms, over TCP without retransmission.

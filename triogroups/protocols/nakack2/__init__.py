@@ -45,9 +45,10 @@ Over TCP a multicast is one send to each member of the sender's current
 view, and the coordinator takes C's digest before B has installed the view
 with C: what B sends in between (seqnos above the digest) goes to A only.
 JGroups' C would ask B for it; with ``xmit_interval <= 0`` nothing does, so
-C's window for B would wait for ever and only grow. So a member that
-installs a view with new members unicasts each of them its highest seqno,
-and they skip what it sent before (details in `_membership`). The handling
+C's window for B would wait for ever and only grow. So a member without
+retransmission that installs a view with new members unicasts each of them
+its highest seqno, and they skip what it sent before (details in
+`_membership`); with retransmission C asks for it, as in JGroups. The handling
 is a branch beside XMIT_REQ and HIGHEST_SEQNO: the send and receive paths
 of MSG do no extra work.
 """

@@ -37,8 +37,10 @@ Decisions where the seed and JGroups leave a choice:
   its retransmit task: it asks nobody for anything any more.
 
 An addition beyond JGroups, VIEW_SEQNO (see the `Nakack2` docstring for
-why): a member X that installs a view with members that were not in its
-previous one unicasts each of them its highest seqno ``b``. X's multicasts
+why): a member X without retransmission (``xmit_interval <= 0``) that
+installs a view with members that were not in its previous one unicasts
+each of them its highest seqno ``b``. With retransmission X sends none, and
+a joiner asks for what it lacks above its digest, as in JGroups. X's multicasts
 up to ``b`` went out in a view without them, those after ``b`` in this view,
 to them. The receiver Y moves its window for X forward to ``b`` (never
 back; a server delivers the run it then holds); a joiner without a window
@@ -134,7 +136,7 @@ class Membership:
         elif view.view_id.id <= 1:
             self.become_server(now)  # the group's first view: every window starts at 0
         fanned_out, self.tmp_view = self.tmp_view, None
-        if old is not None:
+        if old is not None and self.nak.xmit_interval <= 0:
             for member in view.members:
                 if member not in old and (fanned_out is None or member not in fanned_out):
                     self._send_view_seqno(member)
