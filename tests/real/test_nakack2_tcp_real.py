@@ -196,3 +196,59 @@ async def test_seed003_real_tcp_join_while_sending_delivers_all_70() -> None:
     assert _from(b, got["A"]) == _from(b, got["B"]) == sent
     assert nak_c["become_server_queue_dropped"] == 0 and nak_c["xmit_reqs_sent"] == 0
     assert held == 1  # B's VIEW_ACK: A answered C only after view_ack_collection_timeout
+
+
+async def test_seed003_real_tcp_join_while_a_non_coordinator_sends_without_pause() -> None:
+    """VIEW_SEQNO over real TCP: C joins {A,B} while B multicasts every millisecond.
+
+    The coordinator A takes C's digest before B installs {A,B,C}; what B
+    sends until then goes to A only. Without VIEW_SEQNO, C's window for B
+    waits for those seqnos for ever and C delivers nothing more from B (seen
+    in most runs of this test before the fix). With it, C delivers B's
+    messages from some point on with nothing missing, in order, none twice,
+    up to B's last one.
+    """
+    config = _tcp_stack(probe=4)
+    cluster = f"s003r-{uuid.uuid4().hex[:8]}"
+    got: dict[str, list[tuple[Address, bytes]]] = {"A": [], "B": [], "C": []}
+    with trio.fail_after(90):
+        async with (
+            open_channel(cluster, config, "A") as a,
+            open_channel(cluster, config, "B") as b,
+            trio.open_nursery() as nursery,
+        ):
+            while len(a.view.members) < 2 or len(b.view.members) < 2:
+                await trio.sleep(0.05)
+            nursery.start_soon(_collect, a, got["A"])
+            nursery.start_soon(_collect, b, got["B"])
+            joined: list[Channel] = []
+            done = trio.Event()
+
+            async def join_c() -> None:
+                async with open_channel(cluster, config, "C") as c:
+                    joined.append(c)
+                    nursery.start_soon(_collect, c, got["C"])
+                    await done.wait()
+
+            nursery.start_soon(join_c)
+            sent = 0
+            while not joined:
+                sent += 1
+                await b.send(f"b{sent}".encode())
+                await trio.sleep(0.001)
+            for _ in range(30):
+                sent += 1
+                await b.send(f"b{sent}".encode())
+            last = f"b{sent}".encode()
+            with trio.move_on_after(30):  # a gap at C would hold everything after it
+                while not got["C"] or got["C"][-1][1] != last:
+                    await trio.sleep(0.05)
+            await trio.sleep(0.5)  # a message delivered twice would show up meanwhile
+            window = joined[0].stack.protocol("NAKACK2").stats()["windows"]["B"]
+            done.set()
+            nursery.cancel_scope.cancel()
+    from_b = [int(p[1:]) for p in _from(b, got["C"])]
+    assert from_b and from_b[-1] == sent, f"C got {len(from_b)} from B, window {window}"
+    assert from_b == list(range(from_b[0], sent + 1))  # from its start on: all, in order, once
+    assert window["missing"] == 0 and window["size"] == 0
+    assert [int(p[1:]) for p in _from(b, got["A"])] == list(range(1, sent + 1))
