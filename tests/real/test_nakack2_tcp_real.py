@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import pytest
@@ -28,6 +29,8 @@ COUNT = 3_000
 PAYLOAD = 4_000
 QUEUE = 32_768  # TCP send_queue_size: bytes queued per connection before sending waits
 HOLD = 4.0  # seconds the coordinator waits for a lost VIEW_ACK before answering a joiner
+
+_Got = list[tuple[Address, bytes]]  # (source, payload) of each delivered message, in order
 
 
 def _tcp_stack(*, probe: int, flow_control: bool = True, **tcp: Any) -> StackConfig:
@@ -61,6 +64,39 @@ async def _collect(channel: Channel, got: list[tuple[Address, bytes]]) -> None:
 
 def _from(member: Channel, got: list[tuple[Address, bytes]]) -> list[bytes]:
     return [payload for src, payload in got if src == member.address]
+
+
+@asynccontextmanager
+async def _a_and_b(
+    cluster: str, config_a: StackConfig, config_b: StackConfig, got: dict[str, _Got]
+) -> AsyncIterator[tuple[Channel, Channel, trio.Nursery]]:
+    """A and B in one view, each collecting what it delivers into ``got``; and a nursery."""
+    async with (
+        open_channel(cluster, config_a, "A") as a,
+        open_channel(cluster, config_b, "B") as b,
+        trio.open_nursery() as nursery,
+    ):
+        while len(a.view.members) < 2 or len(b.view.members) < 2:
+            await trio.sleep(0.05)
+        nursery.start_soon(_collect, a, got["A"])
+        nursery.start_soon(_collect, b, got["B"])
+        yield a, b, nursery
+
+
+def _join_c(
+    nursery: trio.Nursery, cluster: str, config: StackConfig, got: _Got, done: trio.Event
+) -> list[Channel]:
+    """Start C joining; the list holds C once it is a member, and C stays until ``done``."""
+    joined: list[Channel] = []
+
+    async def join() -> None:
+        async with open_channel(cluster, config, "C") as c:
+            joined.append(c)
+            nursery.start_soon(_collect, c, got)
+            await done.wait()
+
+    nursery.start_soon(join)
+    return joined
 
 
 async def test_seed003_tcp_receive_path_never_drops_below_nakack2_xmit_interval_0() -> None:
@@ -146,17 +182,9 @@ async def test_seed003_real_tcp_join_while_sending_delivers_all_70() -> None:
     config_c = base.configure("GMS", join_timeout=2 * HOLD)  # no second JOIN_REQ meanwhile
     cluster = f"s003j-{uuid.uuid4().hex[:8]}"
     sent = [f"b{i}".encode() for i in range(1, 201)]
-    got: dict[str, list[tuple[Address, bytes]]] = {"A": [], "B": [], "C": []}
+    got: dict[str, _Got] = {"A": [], "B": [], "C": []}
     with trio.fail_after(90):
-        async with (
-            open_channel(cluster, config_a, "A") as a,
-            open_channel(cluster, base, "B") as b,
-            trio.open_nursery() as nursery,
-        ):
-            while len(a.view.members) < 2 or len(b.view.members) < 2:
-                await trio.sleep(0.05)
-            nursery.start_soon(_collect, a, got["A"])
-            nursery.start_soon(_collect, b, got["B"])
+        async with _a_and_b(cluster, config_a, base, got) as (a, b, nursery):
             for payload in sent[:100]:
                 await b.send(payload)
             while len(_from(b, got["A"])) < 100:  # A's digest will hold B at 100
@@ -164,16 +192,8 @@ async def test_seed003_real_tcp_join_while_sending_delivers_all_70() -> None:
             discard = a.stack.protocol("DISCARD")
             assert isinstance(discard, Discard)
             discard.drop_if(_view_ack_from(b.address), direction="up")
-            joined: list[Channel] = []
             done = trio.Event()
-
-            async def join_c() -> None:
-                async with open_channel(cluster, config_c, "C") as c:
-                    joined.append(c)
-                    nursery.start_soon(_collect, c, got["C"])
-                    await done.wait()
-
-            nursery.start_soon(join_c)
+            joined = _join_c(nursery, cluster, config_c, got["C"], done)
             while len(b.view.members) < 3:
                 await trio.sleep(0.01)
             for payload in sent[100:170]:  # the seed's 70, sent while C joins
@@ -210,27 +230,11 @@ async def test_seed003_real_tcp_join_while_a_non_coordinator_sends_without_pause
     """
     config = _tcp_stack(probe=4)
     cluster = f"s003r-{uuid.uuid4().hex[:8]}"
-    got: dict[str, list[tuple[Address, bytes]]] = {"A": [], "B": [], "C": []}
+    got: dict[str, _Got] = {"A": [], "B": [], "C": []}
     with trio.fail_after(90):
-        async with (
-            open_channel(cluster, config, "A") as a,
-            open_channel(cluster, config, "B") as b,
-            trio.open_nursery() as nursery,
-        ):
-            while len(a.view.members) < 2 or len(b.view.members) < 2:
-                await trio.sleep(0.05)
-            nursery.start_soon(_collect, a, got["A"])
-            nursery.start_soon(_collect, b, got["B"])
-            joined: list[Channel] = []
+        async with _a_and_b(cluster, config, config, got) as (_, b, nursery):
             done = trio.Event()
-
-            async def join_c() -> None:
-                async with open_channel(cluster, config, "C") as c:
-                    joined.append(c)
-                    nursery.start_soon(_collect, c, got["C"])
-                    await done.wait()
-
-            nursery.start_soon(join_c)
+            joined = _join_c(nursery, cluster, config, got["C"], done)
             sent = 0
             while not joined:
                 sent += 1
