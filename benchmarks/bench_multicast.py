@@ -14,8 +14,12 @@ to it, its own included. The stacks:
 - ``udp-mcast``: UDP and MCAST (its fixed window is its flow control);
 - ``tcp``: TCP with a PASS layer (a multicast is one send per member);
 - ``tcp-nakack2``: TCP, NAKACK2 with ``xmit_interval=0`` (seed 003: TCP
-  retransmits, NAKACK2 only orders) and STABLE; TCP's blocking sends are
-  the flow control.
+  retransmits, NAKACK2 only orders), STABLE and MFC, as in the tcp preset;
+- ``tcp-nakack2-nofc``: the same without MFC, TCP's blocking sends being
+  the only flow control. The senders then run ahead until TCP pushes back,
+  and each keeps 120k-240k sent messages that STABLE has not yet seen
+  delivered everywhere (~200 MiB per member, where MFC keeps ~45 MiB); MFC
+  costs CPU per message in return (credit messages, smaller batches).
 
 Per member, the rate is the messages delivered per second between its first
 and its last delivery; the table shows the lowest member's rate (what every
@@ -54,7 +58,8 @@ STACKS: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
     "udp-nakack2": ("udp", [("NAKACK2", {}), ("STABLE", {}), ("MFC", {})]),
     "udp-mcast": ("udp", [("MCAST", {})]),
     "tcp": ("tcp", [("PASS", {})]),
-    "tcp-nakack2": ("tcp", [("NAKACK2", {"xmit_interval": 0}), ("STABLE", {})]),
+    "tcp-nakack2": ("tcp", [("NAKACK2", {"xmit_interval": 0}), ("STABLE", {}), ("MFC", {})]),
+    "tcp-nakack2-nofc": ("tcp", [("NAKACK2", {"xmit_interval": 0}), ("STABLE", {})]),
 }
 #: The transport-only stack each protocol stack is compared with.
 BASELINE = {name: kind for name, (kind, _) in STACKS.items()}
@@ -129,7 +134,7 @@ def short(opts: Any) -> None:
         f"{BATCH}; medians of {opts.repeat} interleaved runs"
     )
     print(
-        f"{'stack':<12} {'msgs/s/member':>13} {'ratio':>6} {'delivered':>9} "
+        f"{'stack':<16} {'msgs/s/member':>13} {'ratio':>6} {'delivered':>9} "
         f"{'CPU us/msg':>10} {'peak RSS MiB':>12}   runs (lowest member's msgs/s)"
     )
     for stack in names:
@@ -137,7 +142,7 @@ def short(opts: Any) -> None:
         base = BASELINE[stack]
         ratio = f"{rate / statistics.median(rates[base]):>5.2f}x" if base in rates else f"{'-':>6}"
         print(
-            f"{stack:<12} {rate:>13,.0f} {ratio} {statistics.median(shares[stack]):>9.1%} "
+            f"{stack:<16} {rate:>13,.0f} {ratio} {statistics.median(shares[stack]):>9.1%} "
             f"{statistics.median(cpus[stack]):>10.2f} "
             f"{statistics.median(peaks[stack]) / 1024:>12.1f}   "
             f"{[round(r) for r in rates[stack]]}"
