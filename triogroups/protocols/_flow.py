@@ -52,6 +52,17 @@ _OOB = int(Flag.OOB)
 _NO_FC = int(Flag.NO_FC)
 _DONT_BLOCK = int(Flag.DONT_BLOCK)
 _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
+_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_NO_KEY = object()  # no destination seen yet (None is the group's)
+
+
+def _loopless_bytes(sent: list[Message]) -> int:
+    """Payload bytes of the flow-controlled DONT_LOOPBACK multicasts in ``sent``."""
+    return sum(
+        len(m.payload)
+        for m in sent
+        if m.dest is None and m.flags & _DONT_LOOPBACK and not m.flags & _NO_FC
+    )
 
 
 class FcHeader(NamedTuple):
@@ -122,6 +133,13 @@ class FlowControl(Protocol):
     def _take(self, key: Address | None, cost: int) -> bool:
         raise NotImplementedError
 
+    def _take_all(self, key: Address | None, total: int) -> bool:
+        """Spend ``total`` only if ``key``'s credits cover all of it; False changes nothing.
+
+        Messages whose costs add up to ``total`` would each pass `_take` in turn.
+        """
+        raise NotImplementedError
+
     def _credit(self, member: Address, credits: int) -> None:
         raise NotImplementedError
 
@@ -144,6 +162,8 @@ class FlowControl(Protocol):
         return 0 if msg.flags & _NO_FC else len(msg.payload)
 
     def down(self, batch: list[Message], now: float) -> None:
+        if not self._queues and self._down_at_once(batch, now):
+            return
         out: list[Message] = []
         queues = self._queues
         take = self._take
@@ -168,11 +188,45 @@ class FlowControl(Protocol):
                 queue.append(msg)
         self.counters["bytes_sent"] += spent
         self.send_down(out)
-        self._sent_locally(out)
+        self._sent_locally(_loopless_bytes(out))
         self._update_blocked(now)
 
-    def _sent_locally(self, sent: list[Message]) -> None:
-        """Hook: MFC credits itself for DONT_LOOPBACK multicasts it will never receive."""
+    def _down_at_once(self, batch: list[Message], now: float) -> bool:
+        """The common case in one pass: nothing waits, the batch's flow-controlled
+        messages all go to one destination, and its credits cover them all.
+
+        Then every message would pass `_take` in turn, so the batch goes as it
+        is, for one credit check instead of one per message. False (a second
+        destination, too few credits) changes nothing: `down` takes them one by one.
+        """
+        multicast = self.multicast
+        key: object = _NO_KEY
+        total = loopless = 0
+        for msg in batch:
+            dest = msg.dest
+            if (dest is None) is not multicast:
+                continue
+            if dest is not key:
+                if key is not _NO_KEY:
+                    return False
+                key = dest
+            flags = msg.flags
+            if not flags & _NO_FC:
+                cost = len(msg.payload)
+                total += cost
+                if flags & _DONT_LOOPBACK:
+                    loopless += cost
+        if total and not self._take_all(key, total):  # type: ignore[arg-type]
+            return False
+        self.counters["bytes_sent"] += total
+        self.send_down(batch)
+        self._sent_locally(loopless)
+        self._update_blocked(now)
+        return True
+
+    def _sent_locally(self, loopless: int) -> None:
+        """Hook: MFC credits itself for DONT_LOOPBACK multicasts it will never receive
+        (``loopless`` bytes of them were just sent)."""
 
     def _drain(self, now: float) -> None:
         """Send waiting messages, in order per destination, while credits allow."""
@@ -188,7 +242,7 @@ class FlowControl(Protocol):
             if not queue:
                 del self._queues[key]
         self.send_down(out)
-        self._sent_locally(out)
+        self._sent_locally(_loopless_bytes(out))
         self._update_blocked(now)
 
     def _update_blocked(self, now: float) -> None:

@@ -23,7 +23,6 @@ from __future__ import annotations
 from typing import Any
 
 from triogroups.address import Address
-from triogroups.message import Flag, Message
 from triogroups.protocols import ids
 from triogroups.protocols._flow import FcHeader, FlowControl
 from triogroups.view import View
@@ -32,9 +31,6 @@ from triogroups.wire import register_header
 __all__ = ["Mfc"]
 
 register_header(ids.MFC, FcHeader)
-
-_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
-_NO_FC = int(Flag.NO_FC)
 
 
 class Mfc(FlowControl):
@@ -61,6 +57,14 @@ class Mfc(FlowControl):
         self._spent = min(self._spent + cost, self._min_granted)
         return True
 
+    def _take_all(self, key: Address | None, total: int) -> bool:
+        if not self._granted:
+            return True
+        if self._min_granted - self._spent < total:
+            return False
+        self._spent += total
+        return True
+
     def _credit(self, member: Address, credits: int) -> None:
         if member in self._granted:
             left = self._left(member)
@@ -79,17 +83,10 @@ class Mfc(FlowControl):
             granted.setdefault(member, self._spent + self.max_credits)
         self._min_granted = min(granted.values(), default=0)
 
-    def _sent_locally(self, sent: list[Message]) -> None:
+    def _sent_locally(self, loopless: int) -> None:
         me = self.local_address
-        if me is None:
-            return
-        length = sum(
-            len(m.payload)
-            for m in sent
-            if m.dest is None and m.flags & _DONT_LOOPBACK and not m.flags & _NO_FC
-        )
-        if length:
-            self._account(me, length)
+        if me is not None and loopless:
+            self._account(me, loopless)
 
     def _credit_stats(self) -> dict[str, Any]:
         return {

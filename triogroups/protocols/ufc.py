@@ -54,6 +54,15 @@ class Ufc(FlowControl):
         sent[key] = 0
         return True
 
+    def _take_all(self, key: Address | None, total: int) -> bool:
+        left = None if key is None else self._sent.get(key)
+        if left is None:
+            return True
+        if left < total:
+            return False
+        self._sent[key] = left - total  # type: ignore[index]
+        return True
+
     def _credit(self, member: Address, credits: int) -> None:
         left = self._sent.get(member)
         if left is not None:
