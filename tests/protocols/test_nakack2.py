@@ -606,36 +606,59 @@ def test_view_seqno_moves_a_joiners_window_past_what_was_sent_before_it_joined()
     assert _delivered(between) == [b"8"]
 
 
-def test_view_seqno_never_moves_a_window_back_and_ignores_non_members() -> None:
-    """A floor or VIEW_SEQNO below the window (or the digest) changes nothing; a VIEW_SEQNO
-    from a member not in our view, or with a negative seqno, is counted and ignored, and
-    floors of members that are not in the installed view are dropped."""
+def test_view_seqno_never_moves_a_window_back_and_ignores_bad_ones() -> None:
+    """A floor or VIEW_SEQNO below the window (or the digest) changes nothing; one with a
+    negative seqno, or from ourselves, is counted and ignored."""
     net = _Net(2)
     net.view()
     a = net[0]
-    b, d = net.addrs[1], Address(9, "D")
+    b = net.addrs[1]
     a.up([_msg_from(b, s) for s in (1, 2, 3)], 0.0)
     a.take_up()
-    a.up([_view_seqno(b, a.local_address, 2), _view_seqno(d, a.local_address, 5)], 0.0)
-    a.up([_view_seqno(b, a.local_address, -1)], 0.0)
+    a.up([_view_seqno(b, a.local_address, 2), _view_seqno(b, a.local_address, -1)], 0.0)
+    a.up([_view_seqno(a.local_address, a.local_address, 7)], 0.0)
     stats = a.stats()
-    assert stats["windows"][str(b)]["hd"] == 3 and str(d) not in stats["windows"]
+    assert stats["windows"][str(b)]["hd"] == 3
     assert stats["view_seqnos_received"] == 3 and stats["view_seqnos_ignored"] == 2
     assert stats["windows_moved_by_view_seqno"] == 0
 
     c = _joiner(xmit_interval=0)  # view {B, C}
-    c.up([_view_seqno(b, c.local_address, 3), _view_seqno(d, c.local_address, 9)], 0.0)
-    assert c.stats()["view_seqnos_ignored"] == 1  # D is not in C's view
+    c.up([_view_seqno(b, c.local_address, 3)], 0.0)
     c.down_event(SetDigest(Digest({b: (5, 5)})), 0.0)
     c.down_event(BecomeServer(), 0.0)
     assert c.stats()["windows"][str(b)]["hd"] == 5  # the digest is above B's floor
 
-    lone = Nakack2(xmit_interval=0)  # no view yet: keeps the floor until the view
-    lone.start(Address(3, "C"), "c", 0.0)
-    lone.up([_view_seqno(d, lone.local_address, 9)], 0.0)
-    lone.down_event(ViewChange(View.create(b, 2, [b, Address(3, "C")])), 0.0)
-    lone.down_event(SetDigest(Digest({b: (0, 0), d: (1, 1)})), 0.0)
-    assert lone.stats()["windows"][str(d)]["hd"] == 1  # D's floor went with the view
+
+def test_view_seqno_from_a_merge_partner_before_the_merge_view_starts_its_window() -> None:
+    """Over TCP, D (the other subgroup) installs the merge view first and sends VIEW_SEQNO(9)
+    while A's view is still {A, B}: D's 8 and 9 went to its old subgroup only. A keeps 9 as
+    D's floor, so the window the merge view and MergeDigest (D at 7) give D starts at 9, and
+    D's next multicasts deliver instead of waiting for 8 and 9 for ever."""
+    net = _Net(2, xmit_interval=0)
+    net.view()
+    a = net[0]
+    b, d = net.addrs[1], Address(9, "D")
+    a.up([_view_seqno(d, a.local_address, 9)], 0.0)
+    assert a.stats()["view_seqnos_ignored"] == 0 and str(d) not in a.stats()["windows"]
+    a.down_event(ViewChange(View.create(net.addrs[0], 2, [net.addrs[0], b, d])), 0.0)
+    a.down_event(MergeDigest(Digest({d: (7, 7)})), 0.0)
+    a.take_down()
+    a.up([_msg_from(d, 10), _msg_from(d, 11)], 0.0)
+    assert _delivered(a) == [b"10", b"11"]
+    assert a.stats()["windows"][str(d)]["missing"] == 0
+
+
+def test_view_seqno_floors_are_bounded() -> None:
+    """Floors from members we have no window for are capped (hostile input): past the cap a
+    VIEW_SEQNO from yet another member is counted and ignored."""
+    net = _Net(2, xmit_interval=0)
+    net.view()
+    a = net[0]
+    strangers = [Address(100 + i, f"S{i}") for i in range(1025)]
+    a.up([_view_seqno(s, a.local_address, 5) for s in strangers], 0.0)
+    assert a.stats()["view_seqnos_ignored"] == 1
+    a.up([_view_seqno(strangers[0], a.local_address, 6)], 0.0)  # a known one still moves up
+    assert a.stats()["view_seqnos_ignored"] == 1
 
 
 def test_nakack2_set_digest_moves_windows_forward_only_and_never_our_own() -> None:

@@ -44,10 +44,11 @@ a joiner asks for what it lacks above its digest, as in JGroups. X's multicasts
 up to ``b`` went out in a view without them, those after ``b`` in this view,
 to them. The receiver Y moves its window for X forward to ``b`` (never
 back; a server delivers the run it then holds); a joiner without a window
-for X yet keeps ``b`` as X's *floor* and starts the window there when the
-digest comes if the digest is lower. Floors of members not in Y's view are
-dropped, and so are VIEW_SEQNOs from them (a merge partner's VIEW_SEQNO
-that comes before the merge view is such a one: MergeDigest covers it). The
+for X yet (a joiner, or X is not in Y's view yet: a merge partner that
+installed the merge view first) keeps ``b`` as X's *floor*, and the window
+starts there when the view or the digest creates it, if they say less. A
+floor only ever skips what X sent in views without Y, so one that is never
+used is harmless; at most ``_MAX_FLOORS`` are kept (hostile input). The
 coordinator sends none to the joiners of its `TmpView`: its transport fans
 multicasts out to them from the digest on, so they get every message after
 it. A VIEW_SEQNO is a control message of its own (OOB, INTERNAL, not
@@ -77,6 +78,7 @@ __all__ = ["Membership"]
 
 _ID = ids.NAKACK2
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
+_MAX_FLOORS = 1024  # VIEW_SEQNOs kept from members we have no window for
 
 
 class Membership:
@@ -117,7 +119,6 @@ class Membership:
         nak._server = True
         if nak.view is not None:
             self.adjust_windows(nak.view)
-        self.floors.clear()  # every member of the view has a window now
         if self.queue:
             queued = list(self.queue)
             self.queue.clear()
@@ -128,9 +129,6 @@ class Membership:
 
     def view_changed(self, old: View | None, view: View, now: float) -> None:
         """Adjust the windows; tell the members new in ``view`` our highest seqno."""
-        floors = self.floors
-        for member in [m for m in floors if m not in view]:
-            del floors[member]
         if self.nak._server or self.has_digest:
             self.adjust_windows(view)
         elif view.view_id.id <= 1:
@@ -162,10 +160,10 @@ class Membership:
             if win.hd < seqno:
                 self._move(win, seqno)
                 counters["windows_moved_by_view_seqno"] += 1
-        elif nak._server or (nak.view is not None and src not in nak.view):
-            counters["view_seqnos_ignored"] += 1  # not a member of our view
-        else:
+        elif src in self.floors or len(self.floors) < _MAX_FLOORS:
             self.floors[src] = max(self.floors.get(src, 0), seqno)
+        else:
+            counters["view_seqnos_ignored"] += 1
 
     def _move(self, win: SeqnoTable[Message | None], seqno: int) -> None:
         """Move ``win`` forward to ``seqno``; a server delivers the run it then holds."""
