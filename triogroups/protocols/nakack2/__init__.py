@@ -95,6 +95,7 @@ _new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
+_CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _COUNTERS = (
     "msgs_sent",
     "msgs_received",
@@ -242,6 +243,11 @@ class Nakack2(Protocol):
     def _me(self) -> Address:
         assert self.local_address is not None, "NAKACK2 used before start()"
         return self.local_address
+
+    def _send_control(self, dest: Address | None, hdr: NakAckHeader2, flags: int = 0) -> None:
+        """Send a NAKACK2 control message (XMIT_REQ, HIGHEST_SEQNO, VIEW_SEQNO): not
+        numbered, OOB and INTERNAL, plus ``flags``."""
+        self.send_down_one(Message(dest, flags=_CONTROL | flags, headers={_ID: hdr}))
 
     # --- receiving ---------------------------------------------------------------------
 

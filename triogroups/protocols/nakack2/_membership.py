@@ -65,8 +65,7 @@ from collections import deque
 from typing import TYPE_CHECKING
 
 from triogroups.address import Address
-from triogroups.message import Flag, Message
-from triogroups.protocols import ids
+from triogroups.message import Message
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.nakack2._header import VIEW_SEQNO, NakAckHeader2
 from triogroups.view import Digest, View
@@ -76,8 +75,6 @@ if TYPE_CHECKING:
 
 __all__ = ["Membership"]
 
-_ID = ids.NAKACK2
-_CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _MAX_FLOORS = 1024  # VIEW_SEQNOs kept from members we have no window for
 
 
@@ -144,7 +141,7 @@ class Membership:
         if member == nak._me():
             return
         hdr = NakAckHeader2(VIEW_SEQNO, nak._seqno)
-        nak.send_down_one(Message(member, flags=_CONTROL, headers={_ID: hdr}))
+        nak._send_control(member, hdr)
         nak._counters["view_seqnos_sent"] += 1
 
     def on_view_seqno(self, src: Address | None, seqno: int) -> None:

@@ -52,7 +52,6 @@ __all__ = ["Retransmitter"]
 
 _ID = ids.NAKACK2
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
-_CONTROL = int(Flag.OOB | Flag.INTERNAL)
 
 
 class Retransmitter:
@@ -158,7 +157,7 @@ class Retransmitter:
     def _send_xmit_req(self, member: Address, ranges: tuple[int, ...], count: int) -> None:
         nak = self.nak
         hdr = NakAckHeader2(XMIT_REQ, 0, member, ranges)
-        nak.send_down_one(Message(member, flags=_CONTROL, headers={_ID: hdr}))
+        nak._send_control(member, hdr)
         nak._counters["xmit_reqs_sent"] += 1
         nak._counters["xmit_seqnos_requested"] += count
 
@@ -178,5 +177,5 @@ class Retransmitter:
         else:
             self._resends += 1
         hdr = NakAckHeader2(HIGHEST_SEQNO, seqno)
-        nak.send_down_one(Message(None, flags=_CONTROL | _DONT_LOOPBACK, headers={_ID: hdr}))
+        nak._send_control(None, hdr, _DONT_LOOPBACK)
         nak._counters["highest_seqno_sent"] += 1
