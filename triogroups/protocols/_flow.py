@@ -52,17 +52,7 @@ _OOB = int(Flag.OOB)
 _NO_FC = int(Flag.NO_FC)
 _DONT_BLOCK = int(Flag.DONT_BLOCK)
 _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
-_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_KEY = object()  # no destination seen yet (None is the group's)
-
-
-def _loopless_bytes(sent: list[Message]) -> int:
-    """Payload bytes of the flow-controlled DONT_LOOPBACK multicasts in ``sent``."""
-    return sum(
-        len(m.payload)
-        for m in sent
-        if m.dest is None and m.flags & _DONT_LOOPBACK and not m.flags & _NO_FC
-    )
 
 
 class FcHeader(NamedTuple):
@@ -188,7 +178,7 @@ class FlowControl(Protocol):
                 queue.append(msg)
         self.counters["bytes_sent"] += spent
         self.send_down(out)
-        self._sent_locally(_loopless_bytes(out))
+        self._sent_locally(out)
         self._update_blocked(now)
 
     def _down_at_once(self, batch: list[Message], now: float) -> bool:
@@ -201,7 +191,7 @@ class FlowControl(Protocol):
         """
         multicast = self.multicast
         key: object = _NO_KEY
-        total = loopless = 0
+        total = 0
         for msg in batch:
             dest = msg.dest
             if (dest is None) is not multicast:
@@ -210,23 +200,18 @@ class FlowControl(Protocol):
                 if key is not _NO_KEY:
                     return False
                 key = dest
-            flags = msg.flags
-            if not flags & _NO_FC:
-                cost = len(msg.payload)
-                total += cost
-                if flags & _DONT_LOOPBACK:
-                    loopless += cost
+            if not msg.flags & _NO_FC:
+                total += len(msg.payload)
         if total and not self._take_all(key, total):  # type: ignore[arg-type]
             return False
         self.counters["bytes_sent"] += total
         self.send_down(batch)
-        self._sent_locally(loopless)
+        self._sent_locally(batch)
         self._update_blocked(now)
         return True
 
-    def _sent_locally(self, loopless: int) -> None:
-        """Hook: MFC credits itself for DONT_LOOPBACK multicasts it will never receive
-        (``loopless`` bytes of them were just sent)."""
+    def _sent_locally(self, sent: list[Message]) -> None:
+        """Hook: MFC credits itself for DONT_LOOPBACK multicasts it will never receive."""
 
     def _drain(self, now: float) -> None:
         """Send waiting messages, in order per destination, while credits allow."""
@@ -242,7 +227,7 @@ class FlowControl(Protocol):
             if not queue:
                 del self._queues[key]
         self.send_down(out)
-        self._sent_locally(_loopless_bytes(out))
+        self._sent_locally(out)
         self._update_blocked(now)
 
     def _update_blocked(self, now: float) -> None:

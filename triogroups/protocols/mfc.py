@@ -23,6 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from triogroups.address import Address
+from triogroups.message import Flag, Message
 from triogroups.protocols import ids
 from triogroups.protocols._flow import FcHeader, FlowControl
 from triogroups.view import View
@@ -31,6 +32,9 @@ from triogroups.wire import register_header
 __all__ = ["Mfc"]
 
 register_header(ids.MFC, FcHeader)
+
+_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_NO_FC = int(Flag.NO_FC)
 
 
 class Mfc(FlowControl):
@@ -83,10 +87,17 @@ class Mfc(FlowControl):
             granted.setdefault(member, self._spent + self.max_credits)
         self._min_granted = min(granted.values(), default=0)
 
-    def _sent_locally(self, loopless: int) -> None:
+    def _sent_locally(self, sent: list[Message]) -> None:
         me = self.local_address
-        if me is not None and loopless:
-            self._account(me, loopless)
+        if me is None:
+            return
+        length = sum(
+            len(m.payload)
+            for m in sent
+            if m.dest is None and m.flags & _DONT_LOOPBACK and not m.flags & _NO_FC
+        )
+        if length:
+            self._account(me, length)
 
     def _credit_stats(self) -> dict[str, Any]:
         return {
