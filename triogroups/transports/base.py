@@ -9,14 +9,28 @@ interprets protocol headers.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import trio
 
+from triogroups.address import Address
 from triogroups.events import Item
 from triogroups.protocol import Protocol
+from triogroups.view import View
 
-__all__ = ["Transport"]
+__all__ = ["Transport", "fan_out_targets"]
+
+
+def fan_out_targets(
+    members: Sequence[Address], next_view: View | None, me: Address | None
+) -> list[Address]:
+    """Where a multicast goes that is one send per member (TCP): ``members`` and, while
+    a view is being installed (`TmpView`), its joiners too, since they get multicasts
+    from the digest on; never ``me``, in that order, each once."""
+    if next_view is not None:
+        members = tuple(dict.fromkeys([*members, *next_view.members]))
+    return [m for m in members if m != me]
 
 
 class Transport(Protocol):

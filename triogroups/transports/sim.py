@@ -31,7 +31,7 @@ from triogroups.events import Item, LocalPhysicalAddress, TmpView, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Bool, Size, Str, at_least
 from triogroups.transports._bundler import encode_bundles, route
-from triogroups.transports.base import Transport
+from triogroups.transports.base import Transport, fan_out_targets
 from triogroups.view import View
 from triogroups.wire import WireCodec, WireError
 
@@ -316,10 +316,7 @@ class SimTransport(Transport):
         """The members a TCP multicast goes to: the view's, the TmpView's joiners too."""
         if self.view is None:
             return [None]
-        members = list(self.view.members)
-        if self._next_view is not None:
-            members += [m for m in self._next_view.members if m not in self.view]
-        return [m for m in members if m != self.local_address]
+        return list(fan_out_targets(self.view.members, self._next_view, self.local_address))
 
     async def _receive_loop(self, up: trio.MemorySendChannel[Item]) -> None:
         assert self._codec is not None

@@ -62,7 +62,7 @@ from triogroups.transports._tcp_conn import (
     decode_hello,
     encode_hello,
 )
-from triogroups.transports.base import Transport
+from triogroups.transports.base import Transport, fan_out_targets
 from triogroups.view import View
 from triogroups.wire import WireCodec, WireError
 
@@ -270,11 +270,8 @@ class TcpTransport(Transport):
             await queue.wait_room(self.send_queue_size)
 
     def _multicast_targets(self) -> list[Address]:
-        me = self.local_address
         members = self.view.members if self.view is not None else self.table.members()
-        if self._next_view is not None:  # joiners get multicasts from the digest on
-            members = tuple(dict.fromkeys([*members, *self._next_view.members]))
-        return [m for m in members if m != me]
+        return fan_out_targets(members, self._next_view, self.local_address)
 
     def _send_to(self, dest: Address, data: bytes, count: int) -> Connection | _Pending | None:
         """Queue one bundle for ``dest``; returns the queue it went to (None: dropped)."""
