@@ -66,22 +66,34 @@ def _emitted(items: list[Any]) -> list[Message]:
 
 
 def _one_run(
-    factory: Callable[[], Protocol], dest: Address | None, batches: int, payload: bytes
+    factory: Callable[[], Protocol],
+    dest: Address | None,
+    batches: int,
+    payload: bytes,
+    phases: int = 3,
 ) -> tuple[float, float, float]:
-    """Seconds spent in down, in up and in the codec over ``batches`` batches."""
+    """Seconds spent in down, in up and in the codec over ``batches`` batches.
+
+    ``phases`` < 3 stops each batch after down (1) or the codec (2), and 0
+    only builds the work: what `--instructions` counts phase by phase.
+    """
     codec = WireCodec("bench", max_size=1 << 24)
     sender, receiver = _started(factory(), A), _started(factory(), B)
     work = [[Message(dest, payload) for _ in range(BATCH)] for _ in range(batches)]
     t_down = t_up = t_codec = 0.0
-    for batch in work:
+    for batch in work if phases else ():
         start = time.perf_counter()
         sender.down(batch, 0.0)
         out = _emitted(sender.take_down())
         sender.take_up()
         t_down += time.perf_counter() - start
+        if phases < 2:
+            continue
         start = time.perf_counter()
         msgs = codec.decode(codec.encode(dest, A, out)).messages
         t_codec += time.perf_counter() - start
+        if phases < 3:
+            continue
         start = time.perf_counter()
         receiver.up(msgs, 0.0)
         receiver.take_up()
@@ -125,26 +137,8 @@ def _cases(batches: int) -> list[tuple[str, Callable[[], Protocol], Address | No
 def _child(case: int, phase: str, batches: int, size: int) -> None:
     """Run ``batches`` batches up to and including ``phase``; what valgrind counts."""
     _, factory, dest = _cases(batches)[case]
-    upto = PHASES.index(phase)
     gc.disable()
-    codec = WireCodec("bench", max_size=1 << 24)
-    sender, receiver = _started(factory(), A), _started(factory(), B)
-    payload = bytes(size)
-    work = [[Message(dest, payload) for _ in range(BATCH)] for _ in range(batches)]
-    for batch in work:
-        if upto < 1:
-            continue
-        sender.down(batch, 0.0)
-        out = _emitted(sender.take_down())
-        sender.take_up()
-        if upto < 2:
-            continue
-        msgs = codec.decode(codec.encode(dest, A, out)).messages
-        if upto < 3:
-            continue
-        receiver.up(msgs, 0.0)
-        receiver.take_up()
-        receiver.take_down()
+    _one_run(factory, dest, batches, bytes(size), PHASES.index(phase))
 
 
 def _instructions(case: int, phase: str, batches: int, size: int) -> int:
