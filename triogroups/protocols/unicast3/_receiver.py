@@ -318,12 +318,13 @@ class Receiver(ConnectionTable[ReceiverEntry]):
     def _ask_missing(self, peer: Address, entry: ReceiverEntry, out: list[Message]) -> None:
         """XMIT_REQ for the gaps that were already missing at the previous run (seed 001).
 
-        A request holds at most `Unicast3.request_cap` seqnos. A capped one
-        leaves a cursor: the next run starts after the last seqno asked and
-        wraps round to the lowest gap, so the gaps left out are asked next
-        (JGroups keeps only the capped list's highest seqno, which makes every
-        other run after a capped one ask for nothing). No gap old enough: no
-        request at all.
+        "Already missing" means not above the highest seqno received at the
+        previous run: remembering the highest seqno of a capped list instead
+        (as JGroups does) made every other run after a capped one ask for
+        nothing (issue 12). A request holds at most `Unicast3.request_cap`
+        seqnos; a capped one leaves a cursor, so the next run starts after the
+        last seqno asked and wraps round to the lowest gap: the gaps left out
+        are asked next. No gap old enough: no request at all.
         """
         table = entry.table
         if table.hr - table.hd == len(table):
