@@ -221,8 +221,46 @@ def test_stable_properties_keep_jgroups_names_and_defaults() -> None:
     props = Stable().properties()
     assert props == {"desired_avg_gossip": 20.0, "max_bytes": 2_000_000}
     assert Stable(max_bytes="4MB", desired_avg_gossip="500ms").properties()["max_bytes"] == 4 << 20
-    with pytest.raises(PropertyError, match=r"STABLE\.desired_avg_gossip must be > 0"):
-        Stable(desired_avg_gossip=0)
+    with pytest.raises(PropertyError, match=r"STABLE\.desired_avg_gossip must be >= 0"):
+        Stable(desired_avg_gossip=-1)
+
+
+def test_stable_jgrp2605_own_dont_loopback_multicasts_count_towards_max_bytes() -> None:
+    """A member's DONT_LOOPBACK multicasts never come up: they count on the way down,
+    so a member that only sends those still starts rounds (JGRP-2605)."""
+    s = _stable(B, max_bytes=10_000)
+    mine = [Message(None, b"x" * 5000, flags=Flag.DONT_LOOPBACK) for _ in range(3)]
+    unicast = Message(A, b"x" * 20_000, flags=Flag.DONT_LOOPBACK)
+    looped = Message(None, b"x" * 20_000)  # comes up again: counted there
+    s.down([unicast, looped], 0.0)
+    s.down(mine[:1], 0.0)
+    assert _down(s) == ([unicast, looped, mine[0]], [])
+    s.down(mine[1:], 0.0)
+    assert _down(s) == (mine[1:], [GetDigest("STABLE")])  # after the batch: its seqnos count
+    assert s.stats()["max_bytes_reached"] == 1
+    s.up_event(DigestReply("STABLE", Digest({A: (0, 0), B: (3, 3), C: (0, 0)})), 0.0)
+    (gossip,), _ = _down(s)
+    assert gossip.dest == A and gossip.headers[ID].type == STABLE_GOSSIP
+
+
+def test_stable_desired_avg_gossip_0_turns_the_timer_off_and_max_bytes_starts_rounds() -> None:
+    """As JGroups allows: no periodic gossip, rounds only from max_bytes; one of the two
+    must be on, or nothing would ever be purged."""
+    s = _stable(B, desired_avg_gossip=0, max_bytes=1000)
+    assert s.next_deadline() == math.inf
+    s.up([Message(None, b"x" * 1000, src=A)], 1.0)
+    assert _down(s) == ([], [GetDigest("STABLE")])
+    with pytest.raises(PropertyError, match=r"desired_avg_gossip and max_bytes cannot both be 0"):
+        Stable(desired_avg_gossip=0, max_bytes=0)
+    with pytest.raises(PropertyError, match=r"desired_avg_gossip and max_bytes cannot both be 0"):
+        s.set_property("max_bytes", 0, 2.0)
+    s.set_property("desired_avg_gossip", 10.0, 2.0)
+    assert 7.0 <= s.next_deadline() <= 17.0
+    s.set_property("max_bytes", 0, 3.0)
+    with pytest.raises(PropertyError, match=r"desired_avg_gossip and max_bytes cannot both be 0"):
+        s.set_property("desired_avg_gossip", 0, 3.0)
+    s.tick(s.next_deadline())
+    assert _down(s) == ([], [GetDigest("STABLE")])
 
 
 def test_stable_needs_a_digest_provider_below() -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 import trio
 
-from triogroups import Message, StackConfig
+from triogroups import Flag, Message, StackConfig
 from triogroups.protocols import ids
 from triogroups.testing import SimCluster, open_cluster
 
@@ -68,3 +69,29 @@ async def test_stable_stability_heals_a_lost_last_message(autojump_clock: Any) -
         await cluster.wait_until_delivered(timeout=30)
         assert b.protocol("NAKACK2").stats()["xmit_reqs_sent"] >= 1
         assert a.protocol("NAKACK2").stats()["highest_seqno_sent"] == 0
+
+
+@pytest.mark.parametrize("desired_avg_gossip", [0.0, 1000.0])
+async def test_stable_jgrp2605_dont_loopback_sender_buffer_is_freed_by_max_bytes(
+    autojump_clock: Any, desired_avg_gossip: float
+) -> None:
+    """JGRP-2605: B only multicasts with DONT_LOOPBACK, 10 x 5 KB, ``max_bytes`` 10 KB.
+
+    B counts the bytes it sends, so it gossips too and the rounds A and C start
+    complete: B's NAKACK2 buffer is freed with the periodic gossip off (0) or far
+    away (1000 s). Before, B counted nothing, never voted, and kept all 10.
+    """
+    props = {"desired_avg_gossip": desired_avg_gossip, "max_bytes": 10_000}
+    stack = StackConfig.of("SIM", "NAKACK2", ("STABLE", props))
+    async with open_cluster(3, stack, seed=2605) as cluster:
+        a, b, c = cluster.members
+        for i in range(10):
+            await b.send(f"{i}".encode() * 5000, flags=Flag.DONT_LOOPBACK)
+        # DONT_LOOPBACK: B delivers none of its own (wait_until_delivered expects them).
+        await _until(lambda: [len(m.delivered) for m in (a, c)] == [10, 10], timeout=5)
+        assert b.delivered == []
+        nak = b.protocol("NAKACK2")
+        await _until(lambda: nak.stats()["sent_retained"] == 0, timeout=10)
+        assert nak.stats()["sent_low"] == 10
+        assert trio.current_time() < 100  # far before any timer round
+        assert b.protocol("STABLE").stats()["max_bytes_reached"] >= 1

@@ -268,8 +268,9 @@ def test_xmit_req_is_capped_to_fit_one_datagram() -> None:
     transport = SimTransport(max_bundle_size=1024)
     a, b = pair()
     b.proto.check_stack([transport], [])
-    cap = b.proto.xmit_req_cap
-    assert cap == (1024 - 128) // 9
+    assert b.proto.xmit_req_cap == (1024 - 128) // 9  # what a peer's request may hold
+    cap = b.proto.request_cap(a.address)
+    assert 0 < cap < b.proto.xmit_req_cap
     msgs = send_range(a, b, 1, 2000, 0.0)
     b.receive([msgs[0], msgs[-1]], 0.01)
     b.tick(0.5)
@@ -277,6 +278,72 @@ def test_xmit_req_is_capped_to_fit_one_datagram() -> None:
     assert req.headers[ID].missing == tuple(range(2, 2 + cap))
     WireCodec("test", max_size=1024).encode(a.address, b.address, [req])  # fits
     assert Unicast3(max_xmit_req_size=10).xmit_req_cap == 10
+
+
+def test_largest_xmit_req_fits_one_bundle_with_long_names_and_huge_seqnos() -> None:
+    """JGRP-1868 for UNICAST3: the request is capped by its encoded size, so it fits
+    a bundle even with a 255-byte cluster name, long member names and 9-byte seqnos."""
+    cluster, size = "c" * 255, 4096
+    a = Address(1, "sender-" + "a" * 100)
+    b = Address(2, "receiver-" + "b" * 100)
+    proto = Unicast3()
+    proto.start(b, cluster, 0.0)
+    proto.check_stack([SimTransport(max_bundle_size=size)], [])
+    base = 2**40
+    data = [
+        Message(b, b"x", src=a, headers={ID: Unicast3Header(DATA, s, 0, first=s == base + 1)})
+        for s in (base + 1, base + 5000)
+    ]
+    proto.up(data, 0.0)
+    proto.tick(1.0)
+    proto.tick(2.0)
+    reqs = [m for item in proto.take_down() if isinstance(item, list) for m in item]
+    (req,) = [m for m in reqs if m.headers[ID].type == XMIT_REQ]
+    encoded = WireCodec(cluster, max_size=size).encode(a, b, [req])  # ValueError if too big
+    assert len(encoded) <= size
+    assert len(req.headers[ID].missing) == proto.request_cap(a) > 300
+
+
+def _answer(a: Node, b: Node, reqs: list[Message], now: float) -> None:
+    """``a`` answers ``b``'s XMIT_REQs and ``b`` receives the retransmissions."""
+    b.receive(a.receive(reqs, now), now)
+
+
+def test_capped_xmit_req_is_never_followed_by_an_empty_one() -> None:
+    """Issue 12 item 3: every other message lost, requests capped at 10 seqnos.
+
+    Each run after the first asks for the next 10 old gaps; JGroups' rule (keep
+    only the capped list's highest seqno) made every other run ask for nothing.
+    """
+    a, b = pair(max_xmit_req_size=10)
+    msgs = send_range(a, b, 1, 101, 0.0)
+    b.receive(msgs[::2], 0.01)  # 1, 3, ... 101: 50 gaps
+    assert of_type(b.tick(0.5), XMIT_REQ) == []  # first seen
+    asked: list[tuple[int, ...]] = []
+    t = 0.5
+    while b.stats()["undelivered"] and t < 10:
+        t += 0.5
+        reqs = of_type(b.tick(t), XMIT_REQ)
+        asked.extend(m.headers[ID].missing for m in reqs)
+        _answer(a, b, reqs, t)
+    assert b.delivered == payloads(*range(1, 102))
+    assert [len(m) for m in asked] == [10] * 5
+    assert b.stats()["xmit_req_msgs_sent"] == 5
+
+
+def test_capped_xmit_req_asks_the_gaps_left_out_at_the_next_run() -> None:
+    """A capped request is not lost: unanswered, the next runs ask the gaps after it,
+    then wrap round to the lowest; only gaps seen at the previous run are asked."""
+    a, b = pair(max_xmit_req_size=10)
+    msgs = send_range(a, b, 1, 61, 0.0)
+    b.receive(msgs[:41:2], 0.01)  # 1, 3, ... 41: 20 gaps
+    b.tick(0.5)
+    b.receive(msgs[42::2], 0.6)  # 43, ... 61: 10 new gaps, 42 ... 60
+    runs = [[m.headers[ID].missing for m in of_type(b.tick(t), XMIT_REQ)] for t in (1.0, 1.5)]
+    evens = tuple(range(2, 62, 2))
+    assert runs == [[evens[:10]], [evens[10:20]]]  # 42.. were not seen at 0.5
+    runs = [[m.headers[ID].missing for m in of_type(b.tick(t), XMIT_REQ)] for t in (2.0, 2.5)]
+    assert runs == [[evens[20:30]], [evens[:10]]]
 
 
 def test_xmit_req_for_unknown_seqnos_and_connections_is_harmless() -> None:

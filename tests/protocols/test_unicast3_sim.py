@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from triogroups import Flag, Message, Protocol, StackConfig
 from triogroups.protocols import ids
 from triogroups.protocols.unicast3 import Unicast3Header
-from triogroups.protocols.unicast3._common import ACK, DATA, SEND_FIRST_SEQNO
+from triogroups.protocols.unicast3._common import ACK, DATA, SEND_FIRST_SEQNO, XMIT_REQ
 from triogroups.testing import SimCluster, SimMember, open_cluster
 
 ID = ids.UNICAST3
@@ -85,6 +85,31 @@ class _Tap(Protocol):
         return [t for t, k in self.sent if k == kind]
 
 
+class _DropEveryOther(Protocol):
+    """Test layer below UNICAST3: drops the first sending of every even-seqno DATA
+    (its retransmissions pass) and records the size of every XMIT_REQ going down."""
+
+    name = "TEST_U3_DROP_EVERY_OTHER"
+
+    def __init__(self, **props: Any) -> None:
+        super().__init__(**props)
+        self.dropped: set[tuple[Any, int]] = set()
+        self.xmit_req_sizes: list[int] = []
+
+    def down(self, batch: list[Message], now: float) -> None:
+        keep = []
+        for m in batch:
+            hdr = m.headers.get(ID)
+            if hdr is not None and hdr.type == DATA and hdr.seqno % 2 == 0:
+                if (m.dest, hdr.seqno) not in self.dropped:
+                    self.dropped.add((m.dest, hdr.seqno))
+                    continue
+            elif hdr is not None and hdr.type == XMIT_REQ:
+                self.xmit_req_sizes.append(len(hdr.missing))
+            keep.append(m)
+        self.send_down(keep)
+
+
 def _stack(**props: Any) -> StackConfig:
     return StackConfig.of("SIM", "TEST_U3_TAP", "DISCARD", ("UNICAST3", props))
 
@@ -134,6 +159,30 @@ async def test_unicast3_scenario_lossy_network_delivers_everything(autojump_cloc
         cluster.check_contract()
         st = _u3(cluster[0]).stats()
         assert st["undelivered"] == 0 and st["xmit_reqs_sent"] > 0 and st["acks_sent"] > 0
+
+
+async def test_unicast3_scenario_capped_xmit_reqs_every_other_unicast_lost(
+    autojump_clock: Any,
+) -> None:
+    """Issue 12 item 3: 50,000 unicasts with every other one dropped, requests capped
+    by an 8 KB bundle. No XMIT_REQ is empty, each asks for a full cap while 25,000
+    gaps wait, and everything is delivered, in order."""
+    n, bundle = 50_000, 8192
+    stack = StackConfig.of(
+        ("SIM", {"max_bundle_size": bundle}), "TEST_U3_DROP_EVERY_OTHER", "UNICAST3"
+    )
+    async with open_cluster(2, stack, seed=12) as cluster:
+        a, b = cluster.members
+        for i in range(0, n, 1000):
+            await a.send_many(_payloads("u", 1000, i), b.address)
+        await _settle(cluster, timeout=600)
+        cluster.check_contract()
+        assert _received_from(b, a) == _payloads("u", n)
+        sizes = b.protocol("TEST_U3_DROP_EVERY_OTHER").xmit_req_sizes
+        cap = _u3(b).request_cap(a.address)
+        assert 0 not in sizes
+        assert sizes[: (n // 2) // cap] == [cap] * ((n // 2) // cap)
+        assert sum(sizes) == _u3(b).stats()["xmit_reqs_sent"] >= n // 2 - 1
 
 
 async def test_unicast3_scenario_oob_is_reliable_and_may_overtake(autojump_clock: Any) -> None:

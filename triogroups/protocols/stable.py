@@ -7,7 +7,12 @@ taken from the multicast layer below with `GetDigest`) to the coordinator
 as a STABLE_GOSSIP, every ``desired_avg_gossip`` on average (each interval
 drawn uniformly from [0.5, 1.5] times it, so members do not gossip in step)
 and also as soon as ``max_bytes`` of multicast payload have come up since
-the last stability. Once the coordinator holds a digest from every member
+the last stability. A member's own multicasts sent with DONT_LOOPBACK never
+come up, so their payload is counted on the way down (JGRP-2605): a member
+that only sends those still gossips, and the round that frees its buffer
+completes. ``desired_avg_gossip = 0`` turns the periodic gossip off (rounds
+start only from ``max_bytes``); one of the two must be > 0, or nothing would
+ever be purged. Once the coordinator holds a digest from every member
 of the current view it merges them (per sender: the minimum of the highest
 delivered, the maximum of the highest received) and multicasts the result
 as STABILITY. Every member passes it down as `StableDigest`: NAKACK2 purges
@@ -46,7 +51,7 @@ from triogroups.events import (
     SuspendStable,
 )
 from triogroups.message import Flag, Message
-from triogroups.properties import Duration, PropertyError, Size, at_least, positive
+from triogroups.properties import Duration, PropertyError, Size, at_least
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
 from triogroups.view import Digest, View, ViewId
@@ -94,8 +99,8 @@ class Stable(Protocol):
 
     desired_avg_gossip = Duration(
         20.0,
-        doc="average time between two digests a member sends",
-        check=positive,
+        doc="average time between two digests a member sends (0: only max_bytes starts rounds)",
+        check=at_least(0),
     )
     max_bytes = Size(
         2_000_000,
@@ -105,6 +110,7 @@ class Stable(Protocol):
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
+        _check_triggers(self.desired_avg_gossip, self.max_bytes)
         self._rng = random.Random(0)
         self._next_gossip = math.inf
         self._awaiting_digest = False
@@ -112,12 +118,25 @@ class Stable(Protocol):
         self._votes: dict[Address, Digest] = {}
         self._last_stable: Digest | None = None
         self._suspended_until = -math.inf
+        self._left = False
         self._counters = Counter(dict.fromkeys(_COUNTERS, 0))
 
     def start(self, local_address: Address, cluster: str, now: float) -> None:
         super().start(local_address, cluster, now)
         self._rng = random.Random(local_address.uuid)
         self._next_gossip = now + self._interval()
+
+    def set_property(self, key: str, value: Any, now: float) -> None:
+        if key in ("desired_avg_gossip", "max_bytes"):
+            new = self._properties[key].validate(self.name, value)
+            gossip = new if key == "desired_avg_gossip" else self.desired_avg_gossip
+            _check_triggers(gossip, new if key == "max_bytes" else self.max_bytes)
+        super().set_property(key, value, now)
+
+    def property_changed(self, key: str, now: float) -> None:
+        """A new ``desired_avg_gossip`` reschedules the gossip (unless the member left)."""
+        if key == "desired_avg_gossip" and not self._left:
+            self._next_gossip = now + self._interval()
 
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
         if not any(p.name in _DIGEST_PROVIDERS for p in below):
@@ -127,6 +146,9 @@ class Stable(Protocol):
             )
 
     def _interval(self) -> float:
+        """Time to the next periodic gossip; infinite when it is off."""
+        if not self.desired_avg_gossip:
+            return math.inf
         return self.desired_avg_gossip * self._rng.uniform(0.5, 1.5)
 
     # --- gossip --------------------------------------------------------------------
@@ -156,6 +178,7 @@ class Stable(Protocol):
             self._suspended_until = -math.inf
             return
         if isinstance(event, Disconnect):
+            self._left = True
             self.view = None
             self._votes.clear()
             self._next_gossip = math.inf
@@ -201,6 +224,18 @@ class Stable(Protocol):
 
     # --- messages ----------------------------------------------------------------------
 
+    def down(self, batch: list[Message], now: float) -> None:
+        """Count our own DONT_LOOPBACK multicasts: they never come up (JGRP-2605)."""
+        self.send_down(batch)
+        if self.max_bytes:
+            sent = 0
+            for msg in batch:
+                if msg.dest is None and msg.flags & _DONT_LOOPBACK:
+                    sent += len(msg.payload)
+            if sent:
+                self._bytes += sent
+                self._check_bytes(now)
+
     def up(self, batch: list[Message], now: float) -> None:
         out: list[Message] = []
         received = 0
@@ -217,13 +252,17 @@ class Stable(Protocol):
                 received = 0
                 self._handle(msg, hdr)
         self._bytes += received
+        self._check_bytes(now)
+        if out:
+            self.send_up(out)
+
+    def _check_bytes(self, now: float) -> None:
+        """``max_bytes`` since the last stability: send a digest now (one request at a time)."""
         due = self.max_bytes and self._bytes >= self.max_bytes
         if due and not self._awaiting_digest and now >= self._suspended_until:
             self._bytes = 0
             self._counters["max_bytes_reached"] += 1
             self._request_digest()
-        if out:
-            self.send_up(out)
 
     def _handle(self, msg: Message, hdr: StableHeader) -> None:
         view = self.view
@@ -254,6 +293,14 @@ class Stable(Protocol):
             "next_gossip": self._next_gossip,
             "last_stable_digest": None if self._last_stable is None else repr(self._last_stable),
         }
+
+
+def _check_triggers(desired_avg_gossip: float, max_bytes: int) -> None:
+    """Something must start rounds: the timer, ``max_bytes``, or both."""
+    if not desired_avg_gossip and not max_bytes:
+        raise PropertyError(
+            "STABLE.desired_avg_gossip and max_bytes cannot both be 0: no round would ever start"
+        )
 
 
 def _merge(view: View, digests: list[Digest]) -> Digest:

@@ -32,7 +32,10 @@ Choices where the seeds leave room (JGroups' behaviour unless said):
 - Removed receive windows leave a *floor* (see `_receiver`) so a connection
   reaped on the receiver side resumes without duplicate deliveries.
 - ``max_xmit_req_size`` 0 means as many seqnos as fit one datagram of the
-  transport below (its ``max_bundle_size``, 9 bytes per seqno).
+  transport below (its ``max_bundle_size``, 9 bytes per seqno). Whatever the
+  property, a request is sent only if it fits one bundle once encoded (names
+  and cluster included); the gaps a capped request leaves out are asked at the
+  next run, and a run with no gap old enough sends no request (issue 12).
 """
 
 from __future__ import annotations
@@ -66,6 +69,11 @@ _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _SEQNO_BYTES = 9  # a msgpack uint64
 _HEADER_ROOM = 128  # bundle envelope, addresses, the rest of the header
+#: A request's bundle besides its seqnos and names, at most: prefix and cluster-name
+#: length (5), an authenticator's tag (256), msgpack framing of bundle, message and
+#: header (< 64).
+_REQ_FRAMING = 325
+_ADDRESS_BYTES = 20  # ext header and UUID of each of the bundle's two addresses
 _DEFAULT_BUNDLE = 65_507
 _CONN_MOD = 1 << 16  # connection ids are 16 bits (see header_ok)
 
@@ -133,6 +141,14 @@ class Unicast3(Protocol):
         """Most seqnos one XMIT_REQ may carry (asked for, or accepted from a peer)."""
         fit = max(1, (self._bundle_size - _HEADER_ROOM) // _SEQNO_BYTES)
         return min(self.max_xmit_req_size, fit) if self.max_xmit_req_size else fit
+
+    def request_cap(self, peer: Address) -> int:
+        """Most seqnos in an XMIT_REQ to ``peer``: `xmit_req_cap`, and few enough
+        that the request, encoded, fits one bundle whatever the seqnos (JGRP-1868)."""
+        me = self.local_address
+        names = len((me.name if me else "").encode()) + len(peer.name.encode())
+        room = _REQ_FRAMING + len(self.cluster.encode()) + 2 * _ADDRESS_BYTES + names
+        return max(1, min(self.xmit_req_cap, (self._bundle_size - room) // _SEQNO_BYTES))
 
     def property_changed(self, key: str, now: float) -> None:
         if key == "xmit_interval" and self._next_tick != math.inf:

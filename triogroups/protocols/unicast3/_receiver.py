@@ -73,10 +73,30 @@ class Floor(NamedTuple):
     since: float
 
 
+def _gaps(table: SeqnoTable[Message | None], first: int, last: int, limit: int) -> list[int]:
+    """Seqnos in [first, last] that ``table`` does not hold, lowest first, at most ``limit``."""
+    out: list[int] = []
+    for seqno in range(first, last + 1):
+        if seqno not in table:
+            out.append(seqno)
+            if len(out) >= limit:
+                break
+    return out
+
+
 class ReceiverEntry:
     """The receive side of one connection."""
 
-    __slots__ = ("ack_pending", "acked", "conn_id", "last_used", "state", "table", "xmit_high")
+    __slots__ = (
+        "ack_pending",
+        "acked",
+        "conn_id",
+        "last_used",
+        "state",
+        "table",
+        "xmit_next",
+        "xmit_seen",
+    )
 
     def __init__(self, conn_id: int, offset: int, now: float) -> None:
         self.conn_id = conn_id
@@ -87,8 +107,11 @@ class ReceiverEntry:
         self.ack_pending = False
         #: Highest delivered seqno carried by the last ACK sent.
         self.acked = offset
-        #: Highest missing seqno seen by the previous retransmit run (None: no gaps then).
-        self.xmit_high: int | None = None
+        #: Highest received seqno at the previous retransmit run, if it saw gaps (None:
+        #: no gaps then). Every seqno missing now and not above it was missing then too.
+        self.xmit_seen: int | None = None
+        #: Where the next XMIT_REQ starts after a capped one (None: at the lowest gap).
+        self.xmit_next: int | None = None
 
     def snapshot(self) -> dict[str, Any]:
         t = self.table
@@ -293,17 +316,35 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         return self.timestamper
 
     def _ask_missing(self, peer: Address, entry: ReceiverEntry, out: list[Message]) -> None:
-        """XMIT_REQ for the gaps that were already missing at the previous run (seed 001)."""
-        missing = entry.table.missing(self.proto.xmit_req_cap)
+        """XMIT_REQ for the gaps that were already missing at the previous run (seed 001).
+
+        "Already missing" means not above the highest seqno received at the
+        previous run: remembering the highest seqno of a capped list instead
+        (as JGroups does) made every other run after a capped one ask for
+        nothing (issue 12). A request holds at most `Unicast3.request_cap`
+        seqnos; a capped one leaves a cursor, so the next run starts after the
+        last seqno asked and wraps round to the lowest gap: the gaps left out
+        are asked next. No gap old enough: no request at all.
+        """
+        table = entry.table
+        if table.hr - table.hd == len(table):
+            entry.xmit_seen = entry.xmit_next = None
+            return
+        seen = entry.xmit_seen
+        entry.xmit_seen = table.hr
+        if seen is None:
+            return
+        cap = self.proto.request_cap(peer)
+        low = table.hd + 1
+        start = entry.xmit_next
+        if start is None or start <= low or start > seen:
+            start = low
+        ahead = _gaps(table, start, seen, cap)
+        behind = _gaps(table, low, start - 1, cap - len(ahead)) if len(ahead) < cap else []
+        missing = behind + ahead
+        entry.xmit_next = (behind or ahead)[-1] + 1 if len(missing) == cap else None
         if not missing:
-            entry.xmit_high = None
             return
-        prev = entry.xmit_high
-        entry.xmit_high = missing[-1] if prev is None else max(prev, missing[-1])
-        if prev is None:
-            return
-        if missing[-1] > prev:
-            missing = [s for s in missing if s <= prev]
         hdr = Unicast3Header(XMIT_REQ, missing=tuple(missing))
         out.append(Message(peer, flags=_CONTROL, headers={ID: hdr}))
         self.xmit_reqs_sent += len(missing)
