@@ -1,9 +1,17 @@
 """Typed, validated protocol properties.
 
-A protocol declares its properties as class attributes::
+A protocol declares its properties as class attributes:
 
-    class Unicast3(Protocol):
-        xmit_interval = Duration(0.5, doc="...", check=positive)
+>>> from triogroups import Protocol
+>>> from triogroups.properties import Duration, positive
+>>> class Resender(Protocol):
+...     xmit_interval = Duration(0.5, doc="time between retransmission runs", check=positive)
+>>> Resender(xmit_interval="200ms").xmit_interval
+0.2
+>>> Resender(xmit_interval=0)
+Traceback (most recent call last):
+...
+triogroups.properties.PropertyError: Resender.xmit_interval must be > 0, got 0
 
 Construction validates every value and rejects unknown names, so a typo in a
 TOML stack file is an error that names the protocol and the property instead
