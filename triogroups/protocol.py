@@ -97,6 +97,11 @@ class Protocol:
         """Property name -> (default, doc), for help texts and the inspector."""
         return {k: (p.default, p.doc) for k, p in cls._properties.items()}
 
+    @classmethod
+    def declared_properties(cls) -> dict[str, Property[Any]]:
+        """Property name -> its declaration (default, doc, rule, `Property.show`)."""
+        return dict(cls._properties)
+
     def properties(self) -> dict[str, Any]:
         """Current property values."""
         return {k: getattr(self, k) for k in self._properties}
