@@ -57,12 +57,17 @@ _FORMAT_DESCRIPTIONS = {
 }
 
 
-def _blocks(language: str) -> list[Any]:
-    """``pytest.param(text, id="README.md:<line>")`` for each block in ``language``."""
+_SHELL = ("sh", "bash", "shell", "console")
+_CHECKED = ("python", "toml", *_SHELL)
+_NOT_CODE = ("", "text")  # format descriptions, sample output
+
+
+def _blocks(*languages: str) -> list[Any]:
+    """``pytest.param(text, id="README.md:<line>")`` for each block in one of ``languages``."""
     text = README.read_text()
     found = []
     for match in _FENCE.finditer(text):
-        if match.group(1) == language:
+        if match.group(1) in languages:
             line = text.count("\n", 0, match.start()) + 1
             found.append(pytest.param(match.group(2), id=f"README.md:{line}"))
     return found
@@ -92,15 +97,18 @@ def test_readme_python_block_runs_as_written(source: str, tmp_path: Path) -> Non
     """The block alone, in an empty directory, with nothing imported for it."""
     if _defines_tests(source):
         (tmp_path / "test_block.py").write_text(source)
-        _run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o",
-             "trio_mode=true", "test_block.py"],
-            tmp_path,
-        )  # fmt: skip
+        pytest_args = ["-q", "-p", "no:cacheprovider", "-o", "trio_mode=true", "test_block.py"]
+        _run([sys.executable, "-m", "pytest", *pytest_args], tmp_path)
     else:
         assert "trio.run(" in source or not _defines_async(source), "an async example must run"
         (tmp_path / "block.py").write_text(source)
         _run([sys.executable, "block.py"], tmp_path)
+
+
+def test_readme_blocks_are_in_a_checked_language() -> None:
+    """A block in another language would go unchecked: name it python, toml or sh."""
+    languages = {match.group(1) for match in _FENCE.finditer(README.read_text())}
+    assert languages <= {*_CHECKED, *_NOT_CODE}, languages - {*_CHECKED, *_NOT_CODE}
 
 
 def _check_stack_toml(text: str) -> None:
@@ -159,7 +167,7 @@ def _check_one_group(lines: list[str]) -> None:
 
 def _readme_commands() -> list[Any]:
     text = README.read_text()
-    lines = [line for block in _blocks("sh") for line in block.values[0].splitlines()]
+    lines = [line for block in _blocks(*_SHELL) for line in block.values[0].splitlines()]
     lines += _INLINE_COMMAND.findall(text)
     return [pytest.param(line, id=line) for line in dict.fromkeys(lines) if line.strip()]
 
