@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
 import re
+import subprocess
+import sys
 from importlib.metadata import version
 
 import pytest
@@ -143,3 +146,22 @@ def test_demo_shows_progress_while_it_waits(
     out = capsys.readouterr().out
     assert re.search(r"^joining: \d/2 members have a view; views ", out, re.MULTILINE), out
     assert re.search(r"^delivering: \d+/200 delivered; views A\|2;", out, re.MULTILINE), out
+
+
+def test_demo_seed_replays_the_run_in_another_process() -> None:
+    """The seed the demo offers replays it: two processes (different hash seeds) print the
+    same drops, retransmission requests and virtual time."""
+    argv = ["demo", "--members", "3", "--messages", "100", "--loss", "0.2", "--seed", "7"]
+    outputs = []
+    for hash_seed in ("1", "2"):
+        result = subprocess.run(
+            [sys.executable, "-m", "triogroups.cli", *argv],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        outputs.append((result.returncode, _without_progress(result.stdout)))
+    assert "DISCARD dropped" in outputs[0][1]
+    assert outputs[0] == outputs[1]
