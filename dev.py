@@ -27,15 +27,27 @@ def _run(*args: str | Path) -> None:
         sys.exit(result.returncode)
 
 
+# setuptools' default editable install hides the package behind an import hook that
+# type checkers cannot follow (mypy: "cannot find implementation or library stub");
+# compat mode puts the checkout on sys.path with a plain .pth line, so an application's
+# `mypy --strict` sees triogroups and its py.typed.
+INSTALL = ("-e", ".[test]", "--config-settings", "editable_mode=compat")
+
+
 def _ensure_venv() -> None:
     if not (BIN / "python").exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
     stamp = VENV / ".installed"
     pyproject = ROOT / "pyproject.toml"
-    if not stamp.exists() or stamp.stat().st_mtime < pyproject.stat().st_mtime:
+    wanted = " ".join(INSTALL)
+    if (
+        not stamp.exists()
+        or stamp.stat().st_mtime < pyproject.stat().st_mtime
+        or stamp.read_text() != wanted
+    ):
         _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
-        _run(BIN / "python", "-m", "pip", "install", "--quiet", "-e", ".[test]")
-        stamp.touch()
+        _run(BIN / "python", "-m", "pip", "install", "--quiet", *INSTALL)
+        stamp.write_text(wanted)
 
 
 def main(argv: list[str]) -> None:

@@ -4,11 +4,13 @@ Run it in two or more terminals on this host::
 
     python examples/chat.py --name A
     python examples/chat.py --name B
-    python examples/chat.py --name C --stack tcp
+    python examples/chat.py --name C
 
 Lines from the others show up as ``[B] hello``, membership changes as
 ``* view: A, B, C``. End with Ctrl-D (you leave the group gracefully).
-``--stack`` takes a preset name ("udp", "tcp") or a TOML stack file.
+``--stack`` takes a preset name ("udp", the default, or "tcp") or a TOML
+stack file; every member of a group must use the same stack (members on
+"udp" and on "tcp" never meet).
 """
 
 from __future__ import annotations

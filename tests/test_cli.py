@@ -2,8 +2,17 @@
 
 from __future__ import annotations
 
-import pytest
+import argparse
+import os
+import re
+import subprocess
+import sys
+from importlib.metadata import version
 
+import pytest
+from rich.console import Console
+
+from triogroups import StackConfig, _demo
 from triogroups.cli import main
 
 
@@ -32,3 +41,127 @@ def test_protocol_shows_properties_and_unknown_names_an_error(
     assert "conn_expiry_timeout" in capsys.readouterr().out
     assert main(["protocol", "NOPE"]) == 2
     assert "unknown protocol 'NOPE'" in capsys.readouterr().out
+
+
+def _lines_with(out: str, word: str) -> list[str]:
+    return [line for line in out.splitlines() if word in line]
+
+
+def test_help_is_plain_text_with_examples_and_a_version(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`triogroups --help` shows no reST markup; `--version` names the installed version."""
+    with pytest.raises(SystemExit) as exit_help:
+        main(["--help"])
+    assert exit_help.value.code == 0
+    out = capsys.readouterr().out
+    assert "``" not in out
+    assert "triogroups demo --members 5 --loss 0.2" in out
+    with pytest.raises(SystemExit) as exit_version:
+        main(["--version"])
+    assert exit_version.value.code == 0
+    assert capsys.readouterr().out.strip() == f"triogroups {version('triogroups')}"
+
+
+def test_protocol_shows_defaults_with_units_and_rules(capsys: pytest.CaptureFixture[str]) -> None:
+    """Durations and sizes as a TOML stack writes them, and each property's rule."""
+    assert main(["protocol", "UNICAST3"]) == 0
+    (row,) = _lines_with(capsys.readouterr().out, "xmit_interval ")
+    assert re.search(r'│ "500ms"\s+│ > 0\s+│', row), row
+    assert main(["protocol", "UDP"]) == 0
+    (row,) = _lines_with(capsys.readouterr().out, "mcast_recv_buf_size")
+    assert '"5MB"' in row, row
+    assert main(["protocol", "DISCARD"]) == 0
+    (row,) = _lines_with(capsys.readouterr().out, "up_loss")
+    assert "in [0, 1]" in row, row
+
+
+_DEMO_STACK = _demo.demo_stack
+
+
+def _unrepaired_stack(loss: float, seed: int) -> StackConfig:
+    """DISCARD above GMS: what it drops was already delivered by NAKACK2, so nothing heals."""
+    return _DEMO_STACK(0.0, seed).insert_above("GMS", "DISCARD", up_loss=loss, seed=seed)
+
+
+def _without_progress(out: str) -> str:
+    return "\n".join(
+        line for line in out.splitlines() if not line.startswith(("joining:", "delivering:"))
+    )
+
+
+def test_demo_failure_says_who_lacks_what_and_exits_1(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A run that does not converge ends with what did not, a seed that replays it
+    (the demo runs on a virtual clock), status 1 and no traceback."""
+    monkeypatch.setattr(_demo, "demo_stack", _unrepaired_stack)
+    monkeypatch.setattr(_demo, "DELIVERY_TIMEOUT", 5.0)
+    argv = ["demo", "--members", "3", "--messages", "20", "--loss", "0.3", "--seed", "3"]
+    assert main(argv) == 1
+    out = capsys.readouterr().out
+    assert "the group did not converge" in out
+    assert re.search(r"[ABC] lacks \d+ of [ABC]'s 20 multicasts \(delivered \d+\)", out), out
+    assert "seed 3 replays it exactly" in out
+    for raw in ("Traceback", "ExceptionGroup", "TooSlowError", "reproduce with seed"):
+        assert raw not in out
+    assert main(argv) == 1
+    assert _without_progress(capsys.readouterr().out) == _without_progress(out)
+
+
+def test_demo_report_names_members_in_different_views() -> None:
+    """The failure seen with --members 5 --loss 0.2: one member stays in the previous view."""
+    members = ["A", "B", "C", "D", "E"]
+    outcome = _demo.Outcome(
+        members,
+        messages=4,
+        joined=False,
+        views={"A": "A|5", "B": "A|5", "C": "A|5", "D": "A|4", "E": "A|5"},
+        view_members={"A|5": members, "A|4": members[:4]},
+    )
+    console = Console(record=True, width=200)
+    args = argparse.Namespace(members=5, messages=4, loss=0.2, seed=1)
+    assert _demo.report(console, outcome, args) == 1
+    text = console.export_text()
+    assert "members disagree on the view: A, B, C, E in A|5 (A, B, C, D, E); D in A|4" in text
+    assert "did not agree on one view within 60 s (virtual time), so nobody multicast" in text
+    assert not _demo.problems(
+        _demo.Outcome(
+            ["A"],
+            1,
+            views={"A": "A|1"},
+            view_members={"A|1": ["A"]},
+            sent={"A": 1},
+            delivered={("A", "A"): 1},
+        )
+    )
+
+
+def test_demo_shows_progress_while_it_waits(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without a terminal the demo prints a line with the delivered count and the views."""
+    monkeypatch.setattr(_demo, "PROGRESS_EVERY", 0.0)
+    assert main(["demo", "--members", "2", "--messages", "50", "--loss", "0.1"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"^joining: \d/2 members have a view; views ", out, re.MULTILINE), out
+    assert re.search(r"^delivering: \d+/200 delivered; views A\|2;", out, re.MULTILINE), out
+
+
+def test_demo_seed_replays_the_run_in_another_process() -> None:
+    """The seed the demo offers replays it: two processes (different hash seeds) print the
+    same drops, retransmission requests and virtual time."""
+    argv = ["demo", "--members", "3", "--messages", "100", "--loss", "0.2", "--seed", "7"]
+    outputs = []
+    for hash_seed in ("1", "2"):
+        result = subprocess.run(
+            [sys.executable, "-m", "triogroups.cli", *argv],
+            env={**os.environ, "PYTHONHASHSEED": hash_seed},
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
+        outputs.append((result.returncode, _without_progress(result.stdout)))
+    assert "DISCARD dropped" in outputs[0][1]
+    assert outputs[0] == outputs[1]

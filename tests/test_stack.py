@@ -350,3 +350,33 @@ async def test_a_view_change_reaches_a_blocking_layer_while_senders_wait_at_the_
         assert [p for p in got if p.startswith(b"x")] == [f"x{i}".encode() for i in range(5)]
         assert [p for p in got if p.startswith(b"y")] == [f"y{i}".encode() for i in range(5)]
         nursery.cancel_scope.cancel()
+
+
+class _StartFirst(Protocol):
+    """Sets its first deadline in `start` and has none before (as the README's Heartbeat)."""
+
+    name = "TEST_START_FIRST"
+
+    def start(self, local_address: Any, cluster: str, now: float) -> None:
+        super().start(local_address, cluster, now)
+        self._next = now + 0.5
+        self.ticks: list[float] = []
+
+    def next_deadline(self) -> float:
+        return self._next
+
+    def tick(self, now: float) -> None:
+        self.ticks.append(now)
+        self._next = now + 0.5
+
+
+async def test_host_starts_a_protocol_before_asking_its_deadline(autojump_clock: Any) -> None:
+    """`Protocol.start` runs before any other handler, `next_deadline` included."""
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        stack = Stack(StackConfig.of(("SIM", {"network": net.name}), "TEST_START_FIRST"), "c")
+        start = trio.current_time()
+        await nursery.start(stack.run)
+        await trio.sleep(1.01)
+        ticks = stack.protocol("TEST_START_FIRST").ticks
+        assert [round(t - start, 6) for t in ticks] == [0.5, 1.0]
+        nursery.cancel_scope.cancel()

@@ -19,6 +19,7 @@ for A to read.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -157,7 +158,7 @@ class LayerActor(Actor):
         self._down_out = _Outbox(down_out)
         self._up_out = _Outbox(up_out)
         self._timer_scope: trio.CancelScope | None = None
-        self._deadline = protocol.next_deadline()
+        self._deadline = math.inf  # the timer loop asks the protocol once it has started
         self._down_counts = [0, 0]
         self._up_counts = [0, 0]
         self.events = self.ticks = 0

@@ -12,10 +12,10 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-import trio
 from rich.console import Console
 from rich.table import Table
 
+from triogroups import __version__
 from triogroups.config import StackConfig, preset_names
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
@@ -23,14 +23,37 @@ from triogroups.protocol import protocol_class, protocol_names
 __all__ = ["main"]
 
 
+_DESCRIPTION = "triogroups: reliable group communication for Python, on Trio."
+_EPILOG = """examples:
+  triogroups demo --members 5 --loss 0.2   a lossy group that still delivers everything
+  triogroups stacks                        the stack presets and their layers
+  triogroups protocol UNICAST3             a protocol's properties, defaults and rules"""
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="triogroups", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="triogroups",
+        description=_DESCRIPTION,
+        epilog=_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("--version", action="version", version=f"triogroups {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser("demo", help="run a local demo cluster")
+    demo = sub.add_parser(
+        "demo",
+        help="run a local demo cluster",
+        description="Members on the simulated network multicast while DISCARD drops a share "
+        "of what arrives; every member must deliver every message. The demo runs on a "
+        "virtual clock, so a seed replays its run exactly.",
+    )
     demo.add_argument("--members", type=int, default=3, help="how many members (default 3)")
-    demo.add_argument("--messages", type=int, default=1000, help="multicasts per member")
+    demo.add_argument(
+        "--messages", type=int, default=1000, help="multicasts per member (default 1000)"
+    )
     demo.add_argument("--loss", type=float, default=0.1, help="simulated loss (default 0.1)")
-    demo.add_argument("--seed", type=int, default=1, help="seed of the simulated faults")
+    demo.add_argument(
+        "--seed", type=int, default=1, help="seed of the faults and the scheduling (default 1)"
+    )
     sub.add_parser("stacks", help="list stack presets")
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
@@ -51,12 +74,15 @@ def _protocol(console: Console, name: str | None) -> None:
         console.print(" ".join(protocol_names()))
         return
     cls = protocol_class(name)
-    table = Table(title=f"{name} properties")
-    for column in ("property", "default", "doc"):
+    table = Table(title=f"{name} properties (durations and sizes as a TOML stack writes them)")
+    for column in ("property", "default", "rule", "doc"):
         table.add_column(column)
-    for key, (default, doc) in sorted(cls.property_docs().items()):
-        table.add_row(key, repr(default), doc)
-    console.print(table)
+    for key, prop in sorted(cls.declared_properties().items()):
+        rule = prop.rule or "-"
+        if prop.nullable:
+            rule = f"{rule}, or none" if prop.rule else "or none"
+        table.add_row(key, prop.show(prop.default), rule, prop.doc)
+    console.print(table, highlight=False)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -65,9 +91,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     try:
         if args.command == "demo":
-            from triogroups._demo import run_demo
+            from triogroups._demo import run
 
-            return trio.run(run_demo, console, args)
+            return run(console, args)
         if args.command == "stacks":
             _stacks(console)
         elif args.command == "protocol":

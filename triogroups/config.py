@@ -51,7 +51,11 @@ class StackConfig:
 
     @classmethod
     def of(cls, *layers: str | tuple[str, Mapping[str, Any]]) -> StackConfig:
-        """Shorthand: ``StackConfig.of("SIM", ("DISCARD", {"up": 0.1}), "PASS")``."""
+        """Shorthand for a stack in code: a layer is a name or (name, properties).
+
+        >>> StackConfig.of("SIM", ("DISCARD", {"up_loss": 0.1}), "PASS").names()
+        ['SIM', 'DISCARD', 'PASS']
+        """
         built = []
         for layer in layers:
             if isinstance(layer, str):

@@ -1,9 +1,17 @@
 """Typed, validated protocol properties.
 
-A protocol declares its properties as class attributes::
+A protocol declares its properties as class attributes:
 
-    class Unicast3(Protocol):
-        xmit_interval = Duration(0.5, doc="...", check=positive)
+>>> from triogroups import Protocol
+>>> from triogroups.properties import Duration, positive
+>>> class Resender(Protocol):
+...     xmit_interval = Duration(0.5, doc="time between retransmission runs", check=positive)
+>>> Resender(xmit_interval="200ms").xmit_interval
+0.2
+>>> Resender(xmit_interval=0)
+Traceback (most recent call last):
+...
+triogroups.properties.PropertyError: Resender.xmit_interval must be > 0, got 0
 
 Construction validates every value and rejects unknown names, so a typo in a
 TOML stack file is an error that names the protocol and the property instead
@@ -93,6 +101,18 @@ class Property(Generic[T]):
         """Turn a config value into the property's type or raise TypeError."""
         raise NotImplementedError
 
+    def show(self, value: Any) -> str:
+        """``value`` as a TOML stack file would write it (units for durations and sizes)."""
+        if value is None:
+            return "none"
+        if isinstance(value, bool):
+            return "true" if value else "false"
+        if isinstance(value, str):
+            return f'"{value}"'
+        if isinstance(value, tuple | list):
+            return "[" + ", ".join(self.show(v) for v in value) + "]"
+        return str(value)
+
     def validate(self, owner: str, value: Any) -> Any:
         """The converted value, or a PropertyError naming ``owner.name``."""
         if value is None and self.nullable:
@@ -163,6 +183,18 @@ _SIZE_UNITS["gb"] = 1 << 30
 class Duration(Property[float]):
     kind = "a duration (seconds, or a string like '500ms')"
 
+    def show(self, value: Any) -> str:
+        """Seconds as ``"500ms"``, ``"2s"``, ``"1.5s"``.
+
+        >>> [Duration(0, doc="").show(v) for v in (0.5, 2.0, 1.5, 0, -1, 0.0125)]
+        ['"500ms"', '"2s"', '"1.5s"', '"0s"', '"-1s"', '"12.5ms"']
+        """
+        if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+            return super().show(value)
+        if 0 < abs(value) < 1:
+            return f'"{round(value * 1000, 6):g}ms"'
+        return f'"{value:g}s"'
+
     def convert(self, value: Any) -> float:
         if isinstance(value, str):
             match = _DURATION.match(value)
@@ -176,6 +208,20 @@ class Duration(Property[float]):
 
 class Size(Property[int]):
     kind = "a size (bytes, or a string like '64KB')"
+
+    def show(self, value: Any) -> str:
+        """Bytes in the largest unit that divides them: ``"64KB"``, ``"5MB"``, ``"64000B"``.
+
+        >>> [Size(0, doc="").show(v) for v in (65536, 5 << 20, 64000, 0)]
+        ['"64KB"', '"5MB"', '"64000B"', '"0B"']
+        """
+        if isinstance(value, bool) or not isinstance(value, int):
+            return super().show(value)
+        for unit in ("GB", "MB", "KB"):
+            scale = _SIZE_UNITS[unit.lower()]
+            if value and value % scale == 0:
+                return f'"{value // scale}{unit}"'
+        return f'"{value}B"'
 
     def convert(self, value: Any) -> int:
         if isinstance(value, str):

@@ -93,9 +93,10 @@ class Protocol:
     # --- configuration -------------------------------------------------------
 
     @classmethod
-    def property_docs(cls) -> dict[str, tuple[Any, str]]:
-        """Property name -> (default, doc), for help texts and the inspector."""
-        return {k: (p.default, p.doc) for k, p in cls._properties.items()}
+    def declared_properties(cls) -> dict[str, Property[Any]]:
+        """Property name -> its declaration (default, doc, rule, `Property.show`), for help
+        texts (``triogroups protocol X``) and the inspector."""
+        return dict(cls._properties)
 
     def properties(self) -> dict[str, Any]:
         """Current property values."""

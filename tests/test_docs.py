@@ -1,0 +1,241 @@
+"""Every code block in README.md and every example in a docstring runs as written.
+
+A user copies examples; one that does not run is a bug. So:
+
+- each ```python block of the README runs as a program of its own (a fresh
+  interpreter in an empty directory), or, when it defines ``test_*``
+  functions, as a pytest file with pytest-trio's ``trio_mode``;
+- each ```toml block parses, and one with ``[[protocol]]`` layers is checked
+  as a stack (every property validated; a whole stack built);
+- each command in a ```sh block and each ``triogroups ...`` in the prose
+  parses with the command's own argument parser;
+- every docstring in ``triogroups`` and ``examples`` is a doctest that passes,
+  and its ``::`` literal blocks are TOML stacks, commands that parse, or one
+  of the few format descriptions named below (never untested Python).
+
+The tests are generic: a block added to the README is covered without
+touching this file.
+"""
+
+from __future__ import annotations
+
+import ast
+import doctest
+import importlib
+import importlib.util
+import pkgutil
+import re
+import shlex
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+import triogroups
+from triogroups.cli import _parser
+from triogroups.config import StackConfig
+from triogroups.protocol import protocol_class
+from triogroups.transports.base import Transport
+
+ROOT = Path(__file__).resolve().parent.parent
+README = ROOT / "README.md"
+EXAMPLES = ROOT / "examples"
+
+_FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
+_LITERAL = re.compile(r"::\n\n((?:[ \t]+\S.*\n|[ \t]*\n)+)")
+_INLINE_COMMAND = re.compile(r"`(triogroups [^`]*|python3? dev\.py [^`]*)`")
+
+# Literal blocks that describe a format rather than show code to run: (module, first line's start).
+_FORMAT_DESCRIPTIONS = {
+    ("triogroups.wire", 'b"TG" | version:u8'),
+    ("triogroups.testing._member_process", '{"cmd": '),
+    ("triogroups.testing._group_member", '{"cmd": '),
+}
+
+
+_SHELL = ("sh", "bash", "shell", "console")
+_CHECKED = ("python", "toml", *_SHELL)
+_NOT_CODE = ("", "text")  # format descriptions, sample output
+
+
+def _blocks(*languages: str) -> list[Any]:
+    """``pytest.param(text, id="README.md:<line>")`` for each block in one of ``languages``."""
+    text = README.read_text()
+    found = []
+    for match in _FENCE.finditer(text):
+        if match.group(1) in languages:
+            line = text.count("\n", 0, match.start()) + 1
+            found.append(pytest.param(match.group(2), id=f"README.md:{line}"))
+    return found
+
+
+def _defines_tests(source: str) -> bool:
+    tree = ast.parse(source)
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and node.name.startswith("test_")
+        for node in tree.body
+    )
+
+
+def _defines_async(source: str) -> bool:
+    return any(isinstance(node, ast.AsyncFunctionDef) for node in ast.parse(source).body)
+
+
+def _run(args: list[str], cwd: Path, timeout: float = 120) -> None:
+    result = subprocess.run(
+        args, cwd=cwd, capture_output=True, text=True, timeout=timeout, check=False
+    )
+    assert result.returncode == 0, f"{' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+
+
+@pytest.mark.parametrize("source", _blocks("python"))
+def test_readme_python_block_runs_as_written(source: str, tmp_path: Path) -> None:
+    """The block alone, in an empty directory, with nothing imported for it."""
+    if _defines_tests(source):
+        (tmp_path / "test_block.py").write_text(source)
+        pytest_args = ["-q", "-p", "no:cacheprovider", "-o", "trio_mode=true", "test_block.py"]
+        _run([sys.executable, "-m", "pytest", *pytest_args], tmp_path)
+    else:
+        assert "trio.run(" in source or not _defines_async(source), "an async example must run"
+        (tmp_path / "block.py").write_text(source)
+        _run([sys.executable, "block.py"], tmp_path)
+
+
+def test_readme_blocks_are_in_a_checked_language() -> None:
+    """A block in another language would go unchecked: name it python, toml or sh."""
+    languages = {match.group(1) for match in _FENCE.finditer(README.read_text())}
+    assert languages <= {*_CHECKED, *_NOT_CODE}, languages - {*_CHECKED, *_NOT_CODE}
+
+
+def _check_stack_toml(text: str) -> None:
+    """Every layer's properties validated; a stack with its transport built as a whole."""
+    data = tomllib.loads(text)
+    if "protocol" not in data:
+        return
+    config = StackConfig.from_toml(text)
+    for layer in config.layers:
+        layer.build()
+    if issubclass(protocol_class(config.layers[0].name), Transport):
+        config.validate()
+
+
+@pytest.mark.parametrize("text", _blocks("toml"))
+def test_readme_toml_block_is_a_valid_stack(text: str) -> None:
+    _check_stack_toml(text)
+
+
+def _check_command(line: str) -> None:
+    """A command parses with its own parser (``--help`` for the examples' scripts)."""
+    argv = shlex.split(line, comments=True)
+    if not argv:
+        return
+    if argv[0] == "triogroups":
+        args = argv[1:]
+    elif argv[:2] in (["python3", "dev.py"], ["python", "dev.py"]):
+        if argv[2:3] == ["test"]:
+            return  # the rest goes to pytest
+        args = argv[2:]
+    elif argv[0] in ("python", "python3") and argv[1:2] and argv[1].startswith("examples/"):
+        _run([sys.executable, *argv[1:], "--help"], ROOT)
+        return
+    else:
+        return
+    try:
+        _parser().parse_args(args)
+    except SystemExit as exc:
+        assert exc.code == 0, f"`{line}` does not parse"
+
+
+def _check_one_group(lines: list[str]) -> None:
+    """Commands in one block that start the same example are members of one group: they
+    must agree on the options that decide whether they can meet (``--stack``, ``--cluster``)."""
+    seen: dict[str, dict[str, str]] = {}
+    for line in lines:
+        argv = shlex.split(line, comments=True)
+        if len(argv) < 2 or not argv[1].startswith("examples/"):
+            continue
+        options = {
+            key: argv[i + 1] for i, key in enumerate(argv[:-1]) if key in ("--stack", "--cluster")
+        }
+        first = seen.setdefault(argv[1], options)
+        assert options == first, f"members of one group with different options: {lines}"
+
+
+def _readme_commands() -> list[Any]:
+    text = README.read_text()
+    lines = [line for block in _blocks(*_SHELL) for line in block.values[0].splitlines()]
+    lines += _INLINE_COMMAND.findall(text)
+    return [pytest.param(line, id=line) for line in dict.fromkeys(lines) if line.strip()]
+
+
+@pytest.mark.parametrize("line", _readme_commands())
+def test_readme_command_parses(line: str) -> None:
+    _check_command(line)
+
+
+def test_readme_command_check_can_fail() -> None:
+    with pytest.raises(AssertionError, match="does not parse"):
+        _check_command("triogroups demo --members three")
+
+
+def _modules() -> list[ModuleType]:
+    modules = [
+        importlib.import_module(info.name)
+        for info in pkgutil.walk_packages(triogroups.__path__, "triogroups.")
+    ]
+    modules.insert(0, triogroups)
+    for path in sorted(EXAMPLES.glob("*.py")):
+        spec = importlib.util.spec_from_file_location(f"examples_{path.stem}", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module
+        spec.loader.exec_module(module)
+        modules.append(module)
+    return modules
+
+
+MODULES = _modules()
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_docstring_examples_pass_as_doctests(module: ModuleType) -> None:
+    finder = doctest.DocTestFinder()
+    runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
+    for test in finder.find(module, module.__name__):
+        runner.run(test)
+    assert runner.failures == 0, f"{runner.failures} doctest failure(s) in {module.__name__}"
+
+
+def _docstrings(module: ModuleType) -> list[str]:
+    source = Path(module.__file__ or "").read_text()
+    docs = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node)
+            if doc:
+                docs.append(doc)
+    return docs
+
+
+@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
+def test_docstring_literal_blocks_are_checked(module: ModuleType) -> None:
+    """A ``::`` block is a TOML stack, commands that parse, or a known format description;
+    Python examples belong in doctests (``>>>``), which run."""
+    for doc in _docstrings(module):
+        for match in _LITERAL.finditer(doc + "\n"):
+            lines = [line.strip() for line in match.group(1).splitlines() if line.strip()]
+            if lines[0] == "[[protocol]]":
+                _check_stack_toml("\n".join(lines))
+            elif all(line.split()[0] in ("python", "python3", "triogroups") for line in lines):
+                for line in lines:
+                    _check_command(line)
+                _check_one_group(lines)
+            else:
+                assert any(
+                    module.__name__ == name and lines[0].startswith(start)
+                    for name, start in _FORMAT_DESCRIPTIONS
+                ), f"{module.__name__}: a literal block not tested; make it a doctest:\n{lines}"
