@@ -27,6 +27,7 @@ forwarded as is (no copy) or mutated.
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any, ClassVar
 
@@ -212,11 +213,23 @@ class Protocol:
 
 
 def protocol_class(name: str) -> type[Protocol]:
-    """The registered protocol class for a stack config name."""
+    """The registered protocol class for a stack config name.
+
+    Names are exact, upper-case as in JGroups (``"UNICAST3"``); a name that
+    differs only in case, or is close to a known one, is refused with the
+    name it probably meant.
+    """
     cls = _REGISTRY.get(name)
     if cls is None:
+        if name.upper() in _REGISTRY:
+            raise PropertyError(
+                f"unknown protocol {name!r}: protocol names are upper-case, "
+                f"did you mean {name.upper()!r}?"
+            )
+        close = difflib.get_close_matches(name, _REGISTRY, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         known = ", ".join(sorted(_REGISTRY))
-        raise PropertyError(f"unknown protocol {name!r} (known: {known})")
+        raise PropertyError(f"unknown protocol {name!r} ({hint}known: {known})")
     return cls
 
 
