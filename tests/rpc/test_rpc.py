@@ -336,6 +336,21 @@ async def test_calls_fail_with_channel_closed_when_the_channel_closes(
             await a.rpc.call("stuck")
 
 
+async def test_an_argument_that_cannot_be_sent_is_named_with_its_value(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Issue 12 item 12: the error names the argument and its value, not an internal list."""
+    async with members(net, stack, "A") as (a,):
+        with pytest.raises(TypeError) as info:
+            await a.rpc.call("add", 1, Box(2))
+        text = str(info.value)
+        assert text.startswith("argument #2 of rpc call 'add' (<")
+        assert "Box object at 0x" in text
+        assert ") cannot be sent: payload of type Box" in text
+        assert "payload of type Box is not msgpack-able" in text
+        assert "list" not in text
+
+
 async def test_bad_call_arguments_are_refused(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:

@@ -249,7 +249,7 @@ class RpcDispatcher:
         channel = self._channel
         channel._check_open()
         targets = self._targets(to, exclude_self)
-        data = encode_payload(list(args), pickle=pickle)
+        data = _encode_args(method, args, pickle)
         channel._check_size(len(data))
         flags = _OOB if oob else 0
         if to is None and exclude_self:
@@ -376,3 +376,24 @@ class RpcDispatcher:
 
     def stats(self) -> dict[str, Any]:
         return {"methods": self.methods, "calls_pending": len(self._calls), **self._counters}
+
+
+def _encode_args(method: str, args: tuple[Any, ...], pickle: bool) -> bytes:
+    """The request payload; a TypeError names the argument that cannot be encoded."""
+    try:
+        return encode_payload(list(args), pickle=pickle)
+    except TypeError:
+        for i, arg in enumerate(args):
+            try:
+                encode_payload(arg, pickle=pickle)
+            except TypeError as exc:
+                raise TypeError(
+                    f"argument #{i + 1} of rpc call {method!r} ({_short_repr(arg)}) "
+                    f"cannot be sent: {exc}"
+                ) from None
+        raise
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
