@@ -310,8 +310,10 @@ async def test_pickled_arguments_and_results_travel_when_allowed(
 async def test_pickled_arguments_are_refused_where_pickle_is_not_allowed(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
-    async with members(net, stack, "AB") as chans:
-        a, b = chans
+    async with (
+        open_channel("c", stack, "A", network=net, allow_pickle=True) as a,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
         b.rpc.register("unbox", lambda box: box.content)
         with pytest.raises(TypeError, match="refuses pickled arguments"):
             await a.rpc.call_one("unbox", Box(1), to=b.address, pickle=True)

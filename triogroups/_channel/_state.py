@@ -50,6 +50,7 @@ from triogroups.wire import register_header
 
 __all__ = [
     "MSG",
+    "PICKLE_REFUSED",
     "STATE_REQ",
     "STATE_RSP",
     "Alignment",
@@ -61,6 +62,9 @@ __all__ = [
 MSG = 1
 STATE_REQ = 2
 STATE_RSP = 3
+#: Not state transfer: "I refused your pickled payload (allow_pickle is off here)",
+#: sent back to the sender so the mismatch shows where the send was made.
+PICKLE_REFUSED = 4
 
 #: Senders that left are remembered this long (in departures) so a late
 #: message of theirs is still recognised as already in the state.

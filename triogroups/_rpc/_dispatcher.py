@@ -249,6 +249,8 @@ class RpcDispatcher:
         channel = self._channel
         channel._check_open()
         targets = self._targets(to, exclude_self)
+        if pickle:
+            channel._check_pickle(to if isinstance(to, Address) else None)
         data = _encode_args(method, args, pickle)
         channel._check_size(len(data))
         flags = _OOB if oob else 0
