@@ -9,6 +9,7 @@ takes milliseconds::
             await cluster.wait_until_delivered()
 """
 
+from triogroups._public import set_public_module
 from triogroups.testing._cluster import SimCluster, SimMember, open_cluster, sim_config
 from triogroups.testing._contract import ContractViolation, DeliveryLog
 
@@ -20,3 +21,6 @@ __all__ = [
     "open_cluster",
     "sim_config",
 ]
+
+set_public_module(__name__, {name: globals()[name] for name in __all__})
+del set_public_module
