@@ -67,7 +67,21 @@ from triogroups.protocols.gms._header import (
 from triogroups.protocols.gms._merger import DIGEST_REQUESTER, Merger
 from triogroups.view import View, ViewId
 
-__all__ = ["Gms", "GmsHeader"]
+__all__ = [
+    "CANCEL_MERGE",
+    "INSTALL_MERGE_VIEW",
+    "JOIN_REQ",
+    "JOIN_RSP",
+    "LEAVE_REQ",
+    "LEAVE_RSP",
+    "MERGE_REQ",
+    "MERGE_RSP",
+    "TYPE_NAMES",
+    "VIEW",
+    "VIEW_ACK",
+    "Gms",
+    "GmsHeader",
+]
 
 _ID = ids.GMS
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
