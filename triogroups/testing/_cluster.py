@@ -211,7 +211,13 @@ class SimCluster:
     def check_contract(
         self, members: Sequence[SimMember] | None = None, *, complete: bool = True
     ) -> None:
-        """Raise ContractViolation if a member broke the delivery contract."""
+        """Raise ContractViolation if a member broke the delivery contract.
+
+        Messages are identified by sender and payload: each payload a member
+        sends must be unique for the whole run among what one receiver gets
+        from it (see `DeliveryLog`); a repeated one is itself a
+        ContractViolation that names it.
+        """
         chosen = list(self.members if members is None else members)
         addresses = [m.address for m in chosen]
         self.log.check(addresses, addresses, complete=complete)
