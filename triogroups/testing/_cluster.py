@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 import trio._core._run as _trio_run
+import trio.testing
 
 from triogroups.address import Address
 from triogroups.config import StackConfig
@@ -94,18 +95,58 @@ class SimMember:
         """Ask GMS to leave gracefully."""
         await self.stack.send(Disconnect())
 
-    async def send(self, payload: bytes, to: Address | None = None, *, flags: int = 0) -> None:
-        """Send one message down this member's stack and record it in the log."""
+    async def send(
+        self,
+        payload: bytes,
+        to: Address | None = None,
+        *,
+        flags: int = 0,
+        wait_accepted: bool = False,
+    ) -> None:
+        """Send one message down this member's stack and record it in the log.
+
+        Returns once the message is queued at the top of the stack, as
+        `Stack.send` does: while a layer holds back senders (MCAST's full
+        window, no flow-control credits) a send waits, but the first sends
+        after the window filled are already queued and return at once. With
+        ``wait_accepted=True`` it returns only once every layer accepted
+        everything this member sent so far (see `accepted`).
+        """
         self.cluster.log.record_send(self.address, to, payload, bool(flags & Flag.OOB))
         await self.stack.send([Message(to, payload, flags=flags)])
+        if wait_accepted:
+            await self.accepted()
 
     async def send_many(
-        self, payloads: Sequence[bytes], to: Address | None = None, *, flags: int = 0
+        self,
+        payloads: Sequence[bytes],
+        to: Address | None = None,
+        *,
+        flags: int = 0,
+        wait_accepted: bool = False,
     ) -> None:
-        """Send several messages as one batch."""
+        """Send several messages as one batch (``wait_accepted`` as in `send`)."""
         for p in payloads:
             self.cluster.log.record_send(self.address, to, p, bool(flags & Flag.OOB))
         await self.stack.send([Message(to, p, flags=flags) for p in payloads])
+        if wait_accepted:
+            await self.accepted()
+
+    async def accepted(self, *, poll: float = 0.01) -> None:
+        """Return once every layer accepted everything this member sent so far.
+
+        Accepted means handed on to the transport: no longer waiting at the
+        top of the stack, between layers, or queued in a layer that holds
+        back senders (`Stack.sends_pending`). Checked whenever every task is
+        blocked, else again after ``poll`` seconds of (virtual) time. Waits as
+        long as that takes (wrap it in ``trio.fail_after``); cancelling the
+        wait does not take anything back.
+        """
+        while True:
+            await trio.testing.wait_all_tasks_blocked()
+            if not self.stack.sends_pending():
+                return
+            await trio.sleep(poll)
 
     def protocol(self, name: str) -> Any:
         return self.stack.protocol(name)
