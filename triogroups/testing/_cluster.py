@@ -22,12 +22,12 @@ import trio.testing
 
 from triogroups.address import Address
 from triogroups.config import StackConfig
-from triogroups.events import Connect, Disconnect, Disconnected, Event, ViewChange
+from triogroups.events import Connect, Disconnect, Disconnected, Event, InjectView, ViewChange
 from triogroups.message import Flag, Message
 from triogroups.stack import Stack
 from triogroups.testing._contract import DeliveryLog
 from triogroups.transports.sim import SimNetwork, open_sim_network
-from triogroups.view import View
+from triogroups.view import Digest, MergeView, View, ViewId
 
 __all__ = ["SimCluster", "SimMember", "open_cluster", "sim_config"]
 
@@ -240,8 +240,50 @@ class SimCluster:
                         return view
                 await trio.sleep(0.01)
 
+    async def inject_view(
+        self,
+        view: View,
+        members: Sequence[SimMember] | None = None,
+        *,
+        digest: Digest | None = None,
+    ) -> View:
+        """Make GMS install ``view`` at ``members`` (default: those in it), as if the
+        coordinator had sent it: JGroups' ``injectView``.
+
+        Unlike `install_view`, which passes a `ViewChange` past GMS (for stacks
+        without membership), this goes through GMS (`InjectView`): its state
+        (coordinator or participant), the layers below and the application
+        see the view as they would a real one. A `MergeView` is installed as
+        after a merge, ``digest`` then giving the windows for the other
+        subgroups; a member that has not joined yet starts from ``digest``.
+        Returns once each member's stack took the event; wait for the view
+        with `wait_for_view` or `SimMember.view`.
+        """
+        if "GMS" not in self.config.names():
+            raise RuntimeError("inject_view needs GMS in the stack; use install_view without it")
+        chosen = [m for m in self.members if m.address in view] if members is None else members
+        for member in chosen:
+            if member.address not in view:
+                raise ValueError(f"{member.name} is not in the injected view {view}")
+            await member.stack.send(InjectView(view, digest))
+        return view
+
+    def merge_view(self, *subgroups: View, counter: int | None = None) -> MergeView:
+        """A `MergeView` of ``subgroups``: its coordinator is the first subgroup's, its members
+        those of every subgroup in order, its id one above the highest subgroup's."""
+        if len(subgroups) < 2:
+            raise ValueError(f"a merge view needs at least 2 subgroups, got {len(subgroups)}")
+        members = list(dict.fromkeys(m for sub in subgroups for m in sub.members))
+        number = counter if counter is not None else max(s.view_id.id for s in subgroups) + 1
+        return MergeView(ViewId(number, subgroups[0].coord), members, subgroups)
+
     async def install_view(self, members: Sequence[SimMember] | None = None) -> View:
-        """Install one view with ``members`` (default: all) at each of them."""
+        """Install one view with ``members`` (default: all) at each of them, past GMS.
+
+        The view goes straight to the layers and the application (a
+        `ViewChange` from the top), for stacks without GMS; with GMS use
+        `inject_view`, which GMS itself installs.
+        """
         chosen = list(self.members if members is None else members)
         self._view_counter += 1
         view = View.create(chosen[0].address, self._view_counter, [m.address for m in chosen])
