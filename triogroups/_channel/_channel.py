@@ -166,14 +166,17 @@ class Channel:
 
     @property
     def stack(self) -> Stack:
+        """The member's protocol stack (for its `Stack.stats` and protocols)."""
         return self._stack
 
     @property
     def cluster(self) -> str:
+        """The name of the group this channel is a member of."""
         return self._stack.cluster
 
     @property
     def name(self) -> str:
+        """This member's display name (also that of every address it gets)."""
         return self._stack.name
 
     @property
@@ -195,6 +198,7 @@ class Channel:
 
     @property
     def closed(self) -> bool:
+        """True once the channel is closing or closed: it sends and receives no more."""
         return self._closing
 
     def views(self) -> ViewIterator:

@@ -93,9 +93,15 @@ class StateProvider(Protocol):
     may be a coroutine function.
     """
 
-    def get_state(self) -> Any: ...
+    def get_state(self) -> Any:
+        """The application's state, at a point where it has finished every message
+        delivered before (called on an older member when a joiner asks)."""
+        ...
 
-    def set_state(self, state: Any) -> Any: ...
+    def set_state(self, state: Any) -> Any:
+        """Replace the application's state with ``state`` (called on a joiner, before it
+        sees its first message)."""
+        ...
 
 
 class Alignment:

@@ -132,10 +132,14 @@ class RpcDispatcher:
         self._methods[name] = fn
 
     def unregister(self, name: str) -> None:
+        """Remove method ``name`` (a no-op if absent); later requests for it fail with
+        UnknownMethod at the caller.
+        """
         self._methods.pop(name, None)
 
     @property
     def methods(self) -> list[str]:
+        """The names of the registered methods, sorted."""
         return sorted(self._methods)
 
     async def _execute(self, msg: Message, hdr: RpcHeader) -> None:
@@ -377,6 +381,9 @@ class RpcDispatcher:
             call.close()
 
     def stats(self) -> dict[str, Any]:
+        """A plain snapshot: registered methods, calls waiting for answers, and counters
+        (calls, requests executed and failed, responses sent, ...).
+        """
         return {"methods": self.methods, "calls_pending": len(self._calls), **self._counters}
 
 

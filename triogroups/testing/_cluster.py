@@ -68,10 +68,12 @@ class SimMember:
 
     @property
     def address(self) -> Address:
+        """The address of the member's current incarnation."""
         return self.stack.address
 
     @property
     def name(self) -> str:
+        """The member's name ("A", "B", ...)."""
         return self.stack.name
 
     @property
@@ -149,6 +151,7 @@ class SimMember:
             await trio.sleep(poll)
 
     def protocol(self, name: str) -> Any:
+        """The current layer registered as ``name`` (e.g. "MCAST"), for its stats and state."""
         return self.stack.protocol(name)
 
     async def _read(self) -> None:
@@ -203,12 +206,16 @@ class SimCluster:
 
     @property
     def seed(self) -> int:
+        """The seed of the network's randomness: the same seed replays the same run."""
         return self.network.seed
 
     def __getitem__(self, index: int) -> SimMember:
         return self.members[index]
 
     async def add_member(self, name: str | None = None) -> SimMember:
+        """Start one more member (named "A", "B", ... in order by default) and return it
+        once its stack runs; it has not joined (see `join`).
+        """
         name = name or chr(ord("A") + len(self.members))
         stack = Stack(self.config, self.cluster, name, new_address=self._new_address)
         member = SimMember(self, stack)

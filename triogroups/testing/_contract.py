@@ -58,6 +58,7 @@ class DeliveryLog:
         payloads.setdefault((src, dest), set()).add(payload)
 
     def record_delivery(self, receiver: Address, src: Address, payload: bytes) -> None:
+        """Log that ``receiver`` delivered ``payload`` from ``src`` (in delivery order)."""
         self.delivered.setdefault((receiver, src), []).append(payload)
 
     def all_arrived(self, receivers: Iterable[Address], senders: Iterable[Address]) -> bool:
