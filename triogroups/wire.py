@@ -203,6 +203,7 @@ def register_header(protocol_id: int, cls: type) -> None:
 
 
 def header_type(protocol_id: int) -> type | None:
+    """The header class registered for ``protocol_id`` (`register_header`), or None."""
     spec = _HEADERS.get(protocol_id)
     return None if spec is None else spec.cls
 
