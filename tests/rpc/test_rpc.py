@@ -353,6 +353,17 @@ async def test_an_argument_that_cannot_be_sent_is_named_with_its_value(
         assert "list" not in text
 
 
+async def test_a_call_to_a_member_name_instead_of_an_address_says_so(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Issue 12 item 12: ``to="B"`` names the mistake (a str, not an Address)."""
+    async with members(net, stack, "AB") as (a, _):
+        with pytest.raises(TypeError, match=r"^to must be an Address or Addresses .* got str 'B'$"):
+            await a.rpc.call("m", to="B")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^rpc targets must be Addresses, got str 'B'$"):
+            await a.rpc.call("m", to=["B"])  # type: ignore[list-item]
+
+
 async def test_bad_call_arguments_are_refused(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:

@@ -310,10 +310,17 @@ class RpcDispatcher:
         if to is None:
             me = channel.address
             return [m for m in channel.view.members if not (exclude_self and m == me)]
+        if isinstance(to, str | bytes):
+            raise TypeError(
+                f"to must be an Address or Addresses from the view (ch.view.members), "
+                f"got {type(to).__name__} {to!r}"
+            )
         members = [to] if isinstance(to, Address) else list(dict.fromkeys(to))
         for member in members:
             if not isinstance(member, Address):
-                raise TypeError(f"rpc targets must be Addresses, got {type(member).__name__}")
+                raise TypeError(
+                    f"rpc targets must be Addresses, got {type(member).__name__} {member!r}"
+                )
             channel._check_member(member)
         return members
 
