@@ -91,6 +91,24 @@ def test_toml_with_unknown_protocol_names_it() -> None:
         cfg.build()
 
 
+def test_toml_with_lower_case_protocol_name_says_names_are_upper_case() -> None:
+    """Issue 12 item 12: ``name = "udp"`` says what is wrong and what was meant."""
+    cfg = StackConfig.from_toml('[[protocol]]\nname = "udp"\n[[protocol]]\nname = "PASS"\n')
+    with pytest.raises(
+        PropertyError,
+        match=r"^unknown protocol 'udp': protocol names are upper-case, did you mean 'UDP'\?$",
+    ):
+        cfg.build()
+
+
+def test_toml_with_misspelt_protocol_name_suggests_the_close_one() -> None:
+    cfg = StackConfig.from_toml('[[protocol]]\nname = "SIM"\n[[protocol]]\nname = "UNICAST4"\n')
+    with pytest.raises(
+        PropertyError, match=r"unknown protocol 'UNICAST4' \(did you mean 'UNICAST3'\?"
+    ):
+        cfg.build()
+
+
 def test_toml_with_bad_property_value_names_it() -> None:
     cfg = StackConfig.from_toml(
         '[[protocol]]\nname = "SIM"\n[[protocol]]\nname = "DISCARD"\nup_loss = 2.0\n'

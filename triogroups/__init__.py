@@ -30,6 +30,7 @@ from triogroups.events import (
     Disconnected,
     Event,
     FindMembers,
+    InjectView,
     MembersFound,
     PingData,
     SetDigest,
@@ -96,6 +97,7 @@ __all__ = [
     "Flag",
     "Frag",
     "Gms",
+    "InjectView",
     "LayerConfig",
     "MailboxFull",
     "Mcast",
@@ -193,3 +195,11 @@ __all__ += [
     "ViewIterator",
     "open_channel",
 ]
+
+# Public names say they live here, so help() and reprs point at `triogroups`, not at the
+# private module that defines them (as trio does). Pickling and RPC error types still
+# resolve, since every one of these names is an attribute of this package.
+from triogroups._public import set_public_module  # noqa: E402
+
+set_public_module(__name__, {name: globals()[name] for name in __all__})
+del set_public_module

@@ -144,6 +144,7 @@ class GroupActor(Actor):
 
     @property
     def channel(self) -> Channel:
+        """The actor's channel while it is a member; RuntimeError before it joined."""
         if self._channel is None:
             raise RuntimeError(f"group actor {self.name!r} is not a member yet")
         return self._channel

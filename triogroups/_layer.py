@@ -284,7 +284,21 @@ class LayerActor(Actor):
                     )
                 await self._wait_room()  # no new tick while its output still waits
 
+    def down_pending(self) -> bool:
+        """Whether this layer has yet to take, or to pass on, something sent down to it.
+
+        True while items wait in its inbox from above or in its outbox below,
+        or while its protocol holds back senders (it keeps their messages
+        queued). See `Stack.sends_pending` for what this cannot see.
+        """
+        return bool(
+            self._blocked
+            or self._down_in.statistics().current_buffer_used
+            or self._down_out.backlog()
+        )
+
     def stats(self) -> dict[str, Any]:
+        """The host's counters for this layer: batches and messages each way, events, ticks."""
         return {
             "batches_down": self._down_counts[0],
             "msgs_down": self._down_counts[1],
@@ -311,5 +325,10 @@ class TransportActor(Actor):
     async def run(self, mailbox: trio.MemoryReceiveChannel[Any]) -> None:
         await self.protocol.serve(self._down_in, self._up_out)
 
+    def down_pending(self) -> bool:
+        """Whether batches wait for the transport to take them (see `LayerActor.down_pending`)."""
+        return bool(self._down_in.statistics().current_buffer_used)
+
     def stats(self) -> dict[str, Any]:
+        """The transport keeps its own counters (`Transport.stats`); the host adds none."""
         return {}

@@ -50,6 +50,7 @@ class Address:
 
     @classmethod
     def from_bytes(cls, raw: bytes, name: str = "") -> Address:
+        """The address whose UUID is the 16 big-endian bytes ``raw`` (ValueError otherwise)."""
         if len(raw) != 16:
             raise ValueError(f"address uuid must be 16 bytes, got {len(raw)}")
         return cls(int.from_bytes(raw, "big"), name)

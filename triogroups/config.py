@@ -40,6 +40,7 @@ class LayerConfig:
     properties: Mapping[str, Any] = field(default_factory=dict)
 
     def build(self) -> Protocol:
+        """A fresh, validated protocol object for this layer (PropertyError if a value is bad)."""
         return protocol_class(self.name)(**self.properties)
 
 
@@ -106,6 +107,7 @@ class StackConfig:
         return cls.preset(stack)
 
     def names(self) -> list[str]:
+        """The layers' protocol names, transport first."""
         return [layer.name for layer in self.layers]
 
     def _index(self, name: str) -> int:
@@ -127,10 +129,14 @@ class StackConfig:
         return StackConfig((*self.layers[:i], LayerConfig(name, properties), *self.layers[i:]))
 
     def remove(self, name: str) -> StackConfig:
+        """A copy without layer ``name`` (PropertyError if the stack has none)."""
         i = self._index(name)
         return StackConfig((*self.layers[:i], *self.layers[i + 1 :]))
 
     def replace(self, name: str, new_name: str, **properties: Any) -> StackConfig:
+        """A copy with layer ``name`` replaced by ``new_name`` with ``properties`` (the old
+        layer's properties are not kept), at the same place.
+        """
         i = self._index(name)
         layer = LayerConfig(new_name, properties)
         return StackConfig((*self.layers[:i], layer, *self.layers[i + 1 :]))

@@ -24,6 +24,7 @@ __all__ = [
     "Event",
     "FindMembers",
     "GetDigest",
+    "InjectView",
     "Item",
     "LocalPhysicalAddress",
     "MembersFound",
@@ -53,6 +54,23 @@ class ViewChange(Event):
     """A new view is installed (goes down from GMS, then up to the application)."""
 
     view: View
+
+
+@dataclass(frozen=True, slots=True)
+class InjectView(Event):
+    """Install ``view`` here as if the coordinator had sent it (goes down to GMS; tests).
+
+    JGroups' ``injectView``: a test drives membership without a real join,
+    leave or merge. GMS installs it only when this member is in it and its id
+    is newer than the current view's (as for a VIEW from the coordinator) and
+    sends no VIEW_ACK (nobody waits for one). ``digest`` is what a joiner or a
+    merge would get with the view: a member without a view yet (a client)
+    starts its receive windows from it (`SetDigest`) and becomes a server; with
+    a `MergeView` it goes down as the `MergeDigest` of the other subgroups.
+    """
+
+    view: View
+    digest: Digest | None = None
 
 
 @dataclass(frozen=True, slots=True)

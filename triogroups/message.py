@@ -71,16 +71,20 @@ class Message:
         self.payload = payload
 
     def put_header(self, protocol_id: int, header: Any) -> Message:
+        """Set the header of protocol ``protocol_id`` (replacing any); returns the message."""
         self.headers[protocol_id] = header
         return self
 
     def get_header(self, protocol_id: int) -> Any:
+        """The header of protocol ``protocol_id``, or None."""
         return self.headers.get(protocol_id)
 
     def has_flag(self, flag: int) -> bool:
+        """True if ``flag`` (a `Flag`) is set; for several or-ed flags, if any of them is."""
         return bool(self.flags & flag)
 
     def set_flag(self, flag: int) -> Message:
+        """Set ``flag`` (a `Flag`, or several or-ed); returns the message."""
         self.flags |= int(flag)
         return self
 

@@ -252,8 +252,10 @@ positive = Rule(lambda value: value > 0, "> 0")
 
 
 def at_least(low: float) -> Rule:
+    """The rule "value >= low" (says itself as ">= low" in errors and help)."""
     return Rule(lambda value: value >= low, f">= {low}")
 
 
 def between(low: float, high: float) -> Rule:
+    """The rule "low <= value <= high" (says itself as "in [low, high]")."""
     return Rule(lambda value: low <= value <= high, f"in [{low}, {high}]")

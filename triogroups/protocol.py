@@ -27,6 +27,7 @@ forwarded as is (no copy) or mutated.
 
 from __future__ import annotations
 
+import difflib
 import math
 from typing import Any, ClassVar
 
@@ -117,7 +118,13 @@ class Protocol:
     # --- lifecycle and handlers ------------------------------------------------
 
     def start(self, local_address: Address, cluster: str, now: float) -> None:
-        """Called once by the host before any other handler."""
+        """Called once by the host before any other handler (and before `next_deadline`).
+
+        Sets `local_address` and `cluster`; an override that arms a timer
+        calls ``super().start(...)`` first and computes its first deadline
+        from ``now`` here. A restarted stack builds fresh protocol objects,
+        so this is never called twice on one object.
+        """
         self.local_address = local_address
         self.cluster = cluster
 
@@ -128,43 +135,93 @@ class Protocol:
         """
 
     def down(self, batch: list[Message], now: float) -> None:
+        """Handle a batch going down (from the application side); default: pass it on.
+
+        The batch belongs to the protocol from now on: it may be forwarded
+        as is, mutated or split. Messages keep their order
+        within a batch and across batches. Emit with `send_down` (and
+        `send_up` for what is looped back); never await, never drop silently.
+        """
         self.send_down(batch)
 
     def up(self, batch: list[Message], now: float) -> None:
+        """Handle a batch coming up (from the network side); default: pass it on.
+
+        As `down`, the other way: what is for the layers above goes out
+        with `send_up`, answers (acks, retransmissions) with `send_down`.
+        Input from the network is hostile: a bad header is counted, not raised.
+        """
         self.send_up(batch)
 
     def down_event(self, event: Event, now: float) -> None:
+        """Handle an event going down; default: `view_changed` for a view, then pass it on.
+
+        An override handles the events it knows and calls
+        ``super().down_event(event, now)`` for the rest, so events it does
+        not know keep travelling and keep their place among the batches.
+        """
         if isinstance(event, ViewChange):
             self.view_changed(event.view, now)
         self.pass_down(event)
 
     def up_event(self, event: Event, now: float) -> None:
+        """Handle an event coming up; default: `view_changed` for a view, then pass it on.
+
+        As `down_event`, the other way (discovery answers, suspicions, ...).
+        """
         if isinstance(event, ViewChange):
             self.view_changed(event.view, now)
         self.pass_up(event)
 
     def view_changed(self, view: View, now: float) -> None:
-        """Hook: a view was installed."""
+        """Hook: a view was installed (a `ViewChange` went by); sets `view`.
+
+        Called by the default `down_event` / `up_event` before the event is
+        passed on. An override calls ``super().view_changed(view, now)`` and
+        then drops state for members that left (windows, credits, timers),
+        so nothing waits for ever on a member that is gone.
+        """
         self.view = view
 
     def tick(self, now: float) -> None:
-        """Hook: called when ``now >= next_deadline()``."""
+        """Hook: called by the host once ``now >= next_deadline()``.
+
+        It must move `next_deadline` past ``now`` (to a later time or to
+        inf): the host crashes the layer otherwise, since a deadline left due
+        would spin for ever (on a virtual clock time would stand still).
+        """
 
     def next_deadline(self) -> float:
-        """When `tick` should next run (absolute time); inf for never."""
+        """When `tick` should next run, in the host's clock (absolute); inf for never.
+
+        Read by the host after every handler, so a handler that arms or
+        disarms a timer only changes what this returns.
+        """
         return math.inf
 
     def blocks_down(self) -> bool:
-        """True while the protocol holds back senders (window full, no credits)."""
+        """True while the protocol holds back senders (a full window, no credits).
+
+        Read by the host after every handler. While any layer answers True,
+        new batches wait at the top of the stack (`Stack.send`); this layer
+        keeps getting batches already on their way and must queue them, and
+        keeps handling everything else, so what frees it (acks, credits, a
+        view change) can arrive.
+        """
         return False
 
     def stats(self) -> dict[str, Any]:
-        """A plain snapshot of counters and gauges."""
+        """A plain snapshot of counters and gauges (msgpack-able values; for the inspector)."""
         return {}
 
     # --- outputs ----------------------------------------------------------------
 
     def send_down(self, batch: list[Message]) -> None:
+        """Emit ``batch`` to the layer below, after what was emitted before (never awaits).
+
+        Consecutive batches are merged into one item; an empty batch emits
+        nothing. The host forwards the outbox after the handler returns.
+        """
         out = self._down_out
         if out and type(out[-1]) is list:
             out[-1].extend(batch)
@@ -172,6 +229,7 @@ class Protocol:
             out.append(batch)
 
     def send_up(self, batch: list[Message]) -> None:
+        """Emit ``batch`` to the layer above (deliver it), in order; as `send_down`."""
         out = self._up_out
         if out and type(out[-1]) is list:
             out[-1].extend(batch)
@@ -179,6 +237,7 @@ class Protocol:
             out.append(batch)
 
     def send_down_one(self, msg: Message) -> None:
+        """Emit one message downwards (an ack, a retransmission): `send_down` of ``[msg]``."""
         out = self._down_out
         if out and type(out[-1]) is list:
             out[-1].append(msg)  # type: ignore[union-attr,unused-ignore]
@@ -186,6 +245,7 @@ class Protocol:
             out.append([msg])
 
     def send_up_one(self, msg: Message) -> None:
+        """Emit one message upwards: `send_up` of ``[msg]``."""
         out = self._up_out
         if out and type(out[-1]) is list:
             out[-1].append(msg)  # type: ignore[union-attr,unused-ignore]
@@ -193,17 +253,25 @@ class Protocol:
             out.append([msg])
 
     def pass_down(self, event: Event) -> None:
+        """Emit ``event`` to the layer below, after the batches emitted before it."""
         self._down_out.append(event)
 
     def pass_up(self, event: Event) -> None:
+        """Emit ``event`` to the layer above, after the batches emitted before it."""
         self._up_out.append(event)
 
     def take_down(self) -> list[Item]:
+        """Everything emitted downwards since the last call, in order; empties the outbox.
+
+        For the host (after every handler) and for unit tests that drive a
+        protocol by hand.
+        """
         out = self._down_out
         self._down_out = []
         return out
 
     def take_up(self) -> list[Item]:
+        """Everything emitted upwards since the last call, in order; as `take_down`."""
         out = self._up_out
         self._up_out = []
         return out
@@ -213,13 +281,26 @@ class Protocol:
 
 
 def protocol_class(name: str) -> type[Protocol]:
-    """The registered protocol class for a stack config name."""
+    """The registered protocol class for a stack config name.
+
+    Names are exact, upper-case as in JGroups (``"UNICAST3"``); a name that
+    differs only in case, or is close to a known one, is refused with the
+    name it probably meant.
+    """
     cls = _REGISTRY.get(name)
     if cls is None:
+        if name.upper() in _REGISTRY:
+            raise PropertyError(
+                f"unknown protocol {name!r}: protocol names are upper-case, "
+                f"did you mean {name.upper()!r}?"
+            )
+        close = difflib.get_close_matches(name, _REGISTRY, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
         known = ", ".join(sorted(_REGISTRY))
-        raise PropertyError(f"unknown protocol {name!r} (known: {known})")
+        raise PropertyError(f"unknown protocol {name!r} ({hint}known: {known})")
     return cls
 
 
 def protocol_names() -> list[str]:
+    """The names a stack config may use (every registered protocol), sorted."""
     return sorted(_REGISTRY)

@@ -210,6 +210,33 @@ class Stack:
             raise trio.WouldBlock
         self._down_send.send_nowait(item)
 
+    def sends_pending(self) -> bool:
+        """Whether a batch sent down may not yet have been accepted by every layer.
+
+        `send` returns once the batch is queued at the top of the stack, not
+        once the layers took it: a sender held back by MCAST's window or by
+        flow-control credits looks unblocked for its first sends. This is
+        True while a batch waits at the top (senders held back, or the top
+        channel not empty), in a channel or outbox between two layers, or in
+        the queue of a layer that holds back senders (`Protocol.blocks_down`).
+        False means every batch sent so far has been handed to the transport.
+
+        A batch already handed to a layer task that has not run yet is not
+        visible here: ask when every task is blocked
+        (``trio.testing.wait_all_tasks_blocked``), as the test kit's
+        `SimMember.accepted` does.
+        """
+        if self._blocked or self._gate.locked():
+            return True
+        if self._down_send.statistics().current_buffer_used:
+            return True
+        current = self._current
+        return current is not None and any(
+            actor.down_pending()
+            for actor in current.actors
+            if isinstance(actor, LayerActor | TransportActor)
+        )
+
     async def receive(self) -> Item:
         """The next batch or event that came out of the top of the stack."""
         return await self.deliveries.receive()

@@ -50,10 +50,12 @@ class View:
 
     @classmethod
     def create(cls, coord: Address, counter: int, members: Iterable[Address]) -> View:
+        """The view ``[coord|counter]`` with ``members`` in order (the first is the coordinator)."""
         return cls(ViewId(counter, coord), members)
 
     @property
     def coord(self) -> Address:
+        """The coordinator: the first member (it installs the next views)."""
         return self.members[0]
 
     def __contains__(self, member: object) -> bool:
@@ -134,6 +136,7 @@ class Digest(Mapping[Address, tuple[int, int]]):
         return len(self._entries)
 
     def highest_delivered(self, member: Address) -> int | None:
+        """The highest seqno delivered from ``member``; None if the digest has no entry."""
         entry = self._entries.get(member)
         return None if entry is None else entry[0]
 

@@ -76,9 +76,14 @@ class WireError(Exception):
 class Authenticator(Protocol):
     """Signs and verifies bundle bodies (an AUTH layer plugs in here)."""
 
-    def sign(self, body: bytes) -> bytes: ...
+    def sign(self, body: bytes) -> bytes:
+        """The tag for an encoded bundle ``body`` (at most 255 bytes), sent beside it."""
+        ...
 
-    def verify(self, body: bytes, tag: bytes) -> bool: ...
+    def verify(self, body: bytes, tag: bytes) -> bool:
+        """True if ``tag`` is a valid tag for ``body``; a bundle that fails is dropped
+        (counted as ``auth``), never decoded."""
+        ...
 
 
 class Bundle(NamedTuple):
@@ -198,6 +203,7 @@ def register_header(protocol_id: int, cls: type) -> None:
 
 
 def header_type(protocol_id: int) -> type | None:
+    """The header class registered for ``protocol_id`` (`register_header`), or None."""
     spec = _HEADERS.get(protocol_id)
     return None if spec is None else spec.cls
 

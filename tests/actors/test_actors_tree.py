@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import traceback
 from typing import Any
 
 import pytest
@@ -120,6 +121,22 @@ async def test_crash_report_keeps_the_name_the_original_exception_and_its_traceb
     assert first.time == pytest.approx(2)
     assert (first.restart_count, second.restart_count) == (0, 1)
     assert first.exception is not second.exception
+
+
+def test_crash_report_prints_readably_one_line_repr_and_multiline_str() -> None:
+    """Issue 12 item 12: a report's repr is one line without the traceback's escaped
+    newlines, and str() shows the traceback as Python prints it."""
+    try:
+        raise ZeroDivisionError("asked to crash")
+    except ZeroDivisionError as exc:
+        report = CrashReport("root.w", exc, "".join(traceback.format_exception(exc)), 2.0, 1)
+    text = repr(report)
+    assert "\\n" not in text and "\n" not in text
+    assert text.startswith("CrashReport(actor='root.w', exception=ZeroDivisionError(")
+    lines = str(report).splitlines()
+    assert lines[0] == "actor 'root.w' crashed at 2.000 (restarted 1 times before):"
+    assert lines[1] == "Traceback (most recent call last):"
+    assert lines[-1] == "ZeroDivisionError: asked to crash"
 
 
 async def test_crash_reports_are_bounded_to_the_last_hundred(

@@ -87,7 +87,7 @@ async def test_payloads_round_trip_as_bytes_msgpack_and_pickle_when_asked(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
     async with (
-        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "A", network=net, allow_pickle=True) as a,
         open_channel("c", stack, "B", network=net, allow_pickle=True) as b,
     ):
         values = [b"\x00raw", {"k": [1, 2.5, None, "s"]}, 7, "text", None]
@@ -100,11 +100,14 @@ async def test_payloads_round_trip_as_bytes_msgpack_and_pickle_when_asked(
         assert got[-1].payload == Point(1, 2)
 
 
-async def test_pickled_payload_is_dropped_and_counted_where_pickle_is_not_allowed(
-    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+async def test_pickled_payload_refused_by_a_receiver_is_reported_to_the_sender(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Issue 12 item 12: a receiver without allow_pickle drops the pickle (counted) and tells
+    the sender, which logs a warning naming it and refuses further pickles while it is in the
+    view, instead of sending what is dropped without a word."""
     async with (
-        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "A", network=net, allow_pickle=True) as a,
         open_channel("c", stack, "B", network=net) as b,
     ):
         await a.send(Point(1, 2), pickle=True)
@@ -112,12 +115,51 @@ async def test_pickled_payload_is_dropped_and_counted_where_pickle_is_not_allowe
         (got,) = await take(b, 1)
         assert got.payload == "after"
         assert b.stats()["dropped"]["pickle_refused"] == 1
+        with trio.fail_after(10):
+            while not a.stats().get("pickle_refused_by_receivers"):
+                await trio.sleep(0.01)
+        assert f"{b.address} refuses pickled payloads" in caplog.text
+        with pytest.raises(ValueError, match=f"allow_pickle is off at {b.address}"):
+            await a.send(Point(3, 4), pickle=True)
+        with pytest.raises(ValueError, match=f"allow_pickle is off at {b.address}"):
+            a.send_nowait(Point(3, 4), to=b.address, pickle=True)
+        await a.send(Point(5, 6), to=a.address, pickle=True)
+
+
+async def test_send_with_pickle_needs_allow_pickle_on_the_sending_channel(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Issue 12 item 12: pickle is a group-wide choice; a channel that would refuse pickles
+    does not send them either (nothing is sent)."""
+    async with open_channel("c", stack, "A", network=net) as a:
+        with pytest.raises(ValueError, match="pickle=True needs allow_pickle=True"):
+            await a.send(Point(1, 2), pickle=True)
+        with pytest.raises(ValueError, match="pickle=True needs allow_pickle=True"):
+            await a.rpc.call("m", Point(1, 2), pickle=True)
+        assert a.stats().get("sent", 0) == 0
+
+
+async def test_send_to_a_name_instead_of_an_address_raises_type_error(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Issue 12 item 12: ``to="B"`` is a type error that says so, not NotAMember."""
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net),
+    ):
+        with pytest.raises(
+            TypeError,
+            match=r"^to must be an Address from the view \(ch.view.members\), got str 'B'$",
+        ):
+            await a.send(b"x", to="B")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match="to must be an Address"):
+            a.send_nowait(b"x", to="B")  # type: ignore[arg-type]
 
 
 async def test_unserialisable_payload_raises_type_error_and_sends_nothing(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
-    async with open_channel("c", stack, "A", network=net) as a:
+    async with open_channel("c", stack, "A", network=net, allow_pickle=True) as a:
         with pytest.raises(TypeError, match="not msgpack-able"):
             await a.send(Point(1, 2))
         with pytest.raises(TypeError, match="cannot be pickled"):

@@ -310,8 +310,10 @@ async def test_pickled_arguments_and_results_travel_when_allowed(
 async def test_pickled_arguments_are_refused_where_pickle_is_not_allowed(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
-    async with members(net, stack, "AB") as chans:
-        a, b = chans
+    async with (
+        open_channel("c", stack, "A", network=net, allow_pickle=True) as a,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
         b.rpc.register("unbox", lambda box: box.content)
         with pytest.raises(TypeError, match="refuses pickled arguments"):
             await a.rpc.call_one("unbox", Box(1), to=b.address, pickle=True)
@@ -334,6 +336,32 @@ async def test_calls_fail_with_channel_closed_when_the_channel_closes(
                 await a.rpc.call("stuck", to=b.address, timeout=60, oob=True)
         with pytest.raises(ChannelClosed):
             await a.rpc.call("stuck")
+
+
+async def test_an_argument_that_cannot_be_sent_is_named_with_its_value(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Issue 12 item 12: the error names the argument and its value, not an internal list."""
+    async with members(net, stack, "A") as (a,):
+        with pytest.raises(TypeError) as info:
+            await a.rpc.call("add", 1, Box(2))
+        text = str(info.value)
+        assert text.startswith("argument #2 of rpc call 'add' (<")
+        assert "Box object at 0x" in text
+        assert ") cannot be sent: payload of type Box" in text
+        assert "payload of type Box is not msgpack-able" in text
+        assert "list" not in text
+
+
+async def test_a_call_to_a_member_name_instead_of_an_address_says_so(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Issue 12 item 12: ``to="B"`` names the mistake (a str, not an Address)."""
+    async with members(net, stack, "AB") as (a, _):
+        with pytest.raises(TypeError, match=r"^to must be an Address or Addresses .* got str 'B'$"):
+            await a.rpc.call("m", to="B")  # type: ignore[arg-type]
+        with pytest.raises(TypeError, match=r"^rpc targets must be Addresses, got str 'B'$"):
+            await a.rpc.call("m", to=["B"])  # type: ignore[list-item]
 
 
 async def test_bad_call_arguments_are_refused(

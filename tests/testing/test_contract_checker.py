@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from triogroups import Address
-from triogroups.testing import ContractViolation, DeliveryLog
+from triogroups.testing import ContractViolation, DeliveryLog, open_cluster
 
 A = Address.random("A")
 B = Address.random("B")
@@ -66,3 +66,41 @@ def test_gaps_allow_a_subsequence_in_send_order_but_not_disorder() -> None:
         _log([b"3", b"1"]).check([B], [A], gaps=True)
     with pytest.raises(ContractViolation, match="more than once"):
         _log([b"1", b"3", b"3"]).check([B], [A], gaps=True)
+
+
+def test_a_payload_repeated_by_one_sender_is_refused_by_name() -> None:
+    """Test-kit gap (issue 12): messages are identified by sender and payload, so a sender
+    that repeats a payload makes the check meaningless; it says so instead of reporting a
+    duplicate delivery."""
+    log = _log([b"1", b"2", b"3", b"1"])
+    log.record_send(A, B, b"1", oob=False)
+    with pytest.raises(ContractViolation, match=rf"^{A} sent payload b'1' more than once: "):
+        log.check([B], [A], complete=False)
+
+
+def test_the_same_payload_from_two_senders_or_to_two_receivers_is_two_messages() -> None:
+    log = _log([b"1", b"2", b"3"])
+    log.record_send(B, None, b"1", oob=False)
+    log.record_delivery(B, B, b"1")
+    log.record_send(A, B, b"u", oob=False)
+    log.record_send(A, A, b"u", oob=False)
+    log.check([B], [A, B], complete=False)
+
+
+def test_a_multicast_repeating_a_unicast_payload_is_refused() -> None:
+    log = _log([])
+    log.record_send(A, B, b"u", oob=False)
+    log.record_send(A, None, b"u", oob=True)
+    with pytest.raises(ContractViolation, match="sent payload b'u' more than once"):
+        log.check([B], [A], complete=False)
+
+
+async def test_check_contract_on_a_cluster_refuses_repeated_payloads(
+    autojump_clock: object,
+) -> None:
+    async with open_cluster(2, "sim", seed=3) as cluster:
+        a = cluster.members[0]
+        await a.send(b"hi")
+        await a.send(b"hi")
+        with pytest.raises(ContractViolation, match="sent payload b'hi' more than once"):
+            await cluster.wait_until_delivered(timeout=5)

@@ -45,6 +45,7 @@ from triogroups._channel._errors import (
 from triogroups._channel._inbox import Inbox, Received, Sink
 from triogroups._channel._state import (
     MSG,
+    PICKLE_REFUSED,
     STATE_REQ,
     STATE_RSP,
     Alignment,
@@ -132,6 +133,8 @@ class Channel:
         self._counters = Counter[str]()
         self._drops = DropLog(_log, f"channel {stack.name or stack.cluster}")
         self._membership_changed = trio.Event()
+        self._refuses_pickle: set[Address] = set()
+        self._told_pickle_refused: set[Address] = set()
         self._reset_membership()
         self.rpc: RpcDispatcher = RpcDispatcher(self)
         for method, fn in (handlers or {}).items():
@@ -163,14 +166,17 @@ class Channel:
 
     @property
     def stack(self) -> Stack:
+        """The member's protocol stack (for its `Stack.stats` and protocols)."""
         return self._stack
 
     @property
     def cluster(self) -> str:
+        """The name of the group this channel is a member of."""
         return self._stack.cluster
 
     @property
     def name(self) -> str:
+        """This member's display name (also that of every address it gets)."""
         return self._stack.name
 
     @property
@@ -192,6 +198,7 @@ class Channel:
 
     @property
     def closed(self) -> bool:
+        """True once the channel is closing or closed: it sends and receives no more."""
         return self._closing
 
     def views(self) -> ViewIterator:
@@ -239,11 +246,18 @@ class Channel:
         """Send ``payload`` to the group (``to=None``) or to the member ``to``.
 
         Bytes travel as they are, other values as msgpack, or with cloudpickle
-        when ``pickle`` is true (receivers that do not allow pickle drop it).
+        when ``pickle`` is true. Pickle is a group-wide choice: every member
+        opens its channel with ``allow_pickle=True``, and a channel without it
+        refuses to send pickles (ValueError) as it refuses to unpickle them.
+        ``to`` is an `Address` taken from the view (``ch.view.members``), never
+        a member's name: names need not be unique and a restarted member keeps
+        its name under a new address.
         Awaits while the stack cannot take more (full channels, flow control,
         MCAST's window). Cancellation-safe: a cancelled send was not sent.
-        Raises ChannelClosed, NotAMember, MessageTooLarge, or TypeError for a
-        payload that cannot be encoded.
+        Raises ChannelClosed, NotAMember (``to`` is not in the view),
+        MessageTooLarge, TypeError for a ``to`` that is not an Address or a
+        payload that cannot be encoded, ValueError for ``pickle`` without
+        ``allow_pickle``.
         """
         await self._send(self._app_message(payload, to, pickle, oob))
 
@@ -262,6 +276,8 @@ class Channel:
         self._check_open()
         if to is not None:
             self._check_member(to)
+        if pickle:
+            self._check_pickle(to)
         data = encode_payload(payload, pickle=pickle)
         self._check_size(len(data))
         return Message(to, data, flags=_OOB if oob else 0)
@@ -270,8 +286,28 @@ class Channel:
         if self._closing:
             raise ChannelClosed("the channel is closed")
 
+    def _check_pickle(self, to: Address | None) -> None:
+        """Raise ValueError unless this channel and the receivers take part in pickling.
+
+        A receiver that refused a pickle told us so (PICKLE_REFUSED); while it
+        is in the view, pickles to it or to the group are refused here.
+        """
+        if not self.allow_pickle:
+            raise ValueError(
+                "pickle=True needs allow_pickle=True, on this channel and on every receiver's"
+            )
+        refusing = self._refuses_pickle if to is None else self._refuses_pickle & {to}
+        if refusing:
+            names = ", ".join(sorted(str(m) for m in refusing))
+            raise ValueError(f"pickle=True refused: allow_pickle is off at {names}")
+
     def _check_member(self, member: Address) -> None:
-        """Raise NotAMember unless ``member`` is in the current view."""
+        """Raise NotAMember unless ``member`` is in the current view (TypeError if no Address)."""
+        if not isinstance(member, Address):
+            raise TypeError(
+                f"to must be an Address from the view (ch.view.members), "
+                f"got {type(member).__name__} {member!r}"
+            )
         view = self.view
         if member not in view:
             raise NotAMember(member, f"{member} is not a member of view {view.view_id}")
@@ -390,6 +426,9 @@ class Channel:
     def _install_view(self, view: View) -> None:
         self._view = view
         self._suspected &= set(view.members)
+        if self._refuses_pickle or self._told_pickle_refused:
+            self._refuses_pickle &= set(view.members)
+            self._told_pickle_refused &= set(view.members)
         if not self._in_view and self._stack.address in view:
             self._in_view = True
             self._pulse()
@@ -418,10 +457,25 @@ class Channel:
         hdr = msg.headers.get(_STATE)
         if hdr is not None and hdr.type == STATE_RSP:
             await self._state_response(msg, hdr)
+        elif hdr is not None and hdr.type == PICKLE_REFUSED:
+            self._pickle_refused_by(msg.src)
         elif self._holding:
             self._held.append(msg)
         else:
             await self._deliver(msg, hdr)
+
+    def _pickle_refused_by(self, member: Address | None) -> None:
+        """A receiver dropped our pickle: say so here, and refuse the next ones (see `send`)."""
+        if member is None or member in self._refuses_pickle:
+            return
+        self._refuses_pickle.add(member)
+        self._counters["pickle_refused_by_receivers"] += 1
+        _log.warning(
+            "%s: %s refuses pickled payloads (allow_pickle is off there) and dropped ours; "
+            "open every member's channel with allow_pickle=True",
+            self._stack.address,
+            member,
+        )
 
     async def _dispatch_view(self, view: View) -> None:
         self._align.view_changed(view)
@@ -458,6 +512,10 @@ class Channel:
             value, body = decode_payload(msg.payload, allow_pickle=self.allow_pickle)
         except PayloadError as exc:
             self._drops.drop(exc.reason, str(exc), src)
+            if exc.reason == "pickle_refused" and src not in self._told_pickle_refused:
+                self._told_pickle_refused.add(src)
+                notice = StateHeader(PICKLE_REFUSED)
+                await self._send(Message(src, flags=_OOB, headers={_STATE: notice}), internal=True)
             return
         self._counters["delivered"] += 1
         await self._sink.deliver(

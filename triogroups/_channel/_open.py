@@ -65,7 +65,10 @@ async def open_channel(
     Raises JoinFailed or StateTransferFailed when that takes longer than
     ``join_timeout`` or ``state_timeout``. ``handlers`` are RPC methods
     registered before joining, so no early call finds them missing.
-    Received pickled payloads are unpickled only with ``allow_pickle``.
+    ``allow_pickle`` is a group-wide choice: with it the channel sends and
+    unpickles cloudpickled payloads, without it it does neither; a member
+    without it that receives a pickle drops it and tells the sender, which
+    logs a warning and refuses further pickles to it.
 
     On exit the member leaves gracefully, waiting at most ``leave_timeout``
     (also when the body was cancelled), then the stack stops. If the stack

@@ -50,6 +50,7 @@ from triogroups.wire import register_header
 
 __all__ = [
     "MSG",
+    "PICKLE_REFUSED",
     "STATE_REQ",
     "STATE_RSP",
     "Alignment",
@@ -61,6 +62,9 @@ __all__ = [
 MSG = 1
 STATE_REQ = 2
 STATE_RSP = 3
+#: Not state transfer: "I refused your pickled payload (allow_pickle is off here)",
+#: sent back to the sender so the mismatch shows where the send was made.
+PICKLE_REFUSED = 4
 
 #: Senders that left are remembered this long (in departures) so a late
 #: message of theirs is still recognised as already in the state.
@@ -89,9 +93,15 @@ class StateProvider(Protocol):
     may be a coroutine function.
     """
 
-    def get_state(self) -> Any: ...
+    def get_state(self) -> Any:
+        """The application's state, at a point where it has finished every message
+        delivered before (called on an older member when a joiner asks)."""
+        ...
 
-    def set_state(self, state: Any) -> Any: ...
+    def set_state(self, state: Any) -> Any:
+        """Replace the application's state with ``state`` (called on a joiner, before it
+        sees its first message)."""
+        ...
 
 
 class Alignment:

@@ -132,10 +132,14 @@ class RpcDispatcher:
         self._methods[name] = fn
 
     def unregister(self, name: str) -> None:
+        """Remove method ``name`` (a no-op if absent); later requests for it fail with
+        UnknownMethod at the caller.
+        """
         self._methods.pop(name, None)
 
     @property
     def methods(self) -> list[str]:
+        """The names of the registered methods, sorted."""
         return sorted(self._methods)
 
     async def _execute(self, msg: Message, hdr: RpcHeader) -> None:
@@ -249,7 +253,9 @@ class RpcDispatcher:
         channel = self._channel
         channel._check_open()
         targets = self._targets(to, exclude_self)
-        data = encode_payload(list(args), pickle=pickle)
+        if pickle:
+            channel._check_pickle(to if isinstance(to, Address) else None)
+        data = _encode_args(method, args, pickle)
         channel._check_size(len(data))
         flags = _OOB if oob else 0
         if to is None and exclude_self:
@@ -304,10 +310,17 @@ class RpcDispatcher:
         if to is None:
             me = channel.address
             return [m for m in channel.view.members if not (exclude_self and m == me)]
+        if isinstance(to, str | bytes):
+            raise TypeError(
+                f"to must be an Address or Addresses from the view (ch.view.members), "
+                f"got {type(to).__name__} {to!r}"
+            )
         members = [to] if isinstance(to, Address) else list(dict.fromkeys(to))
         for member in members:
             if not isinstance(member, Address):
-                raise TypeError(f"rpc targets must be Addresses, got {type(member).__name__}")
+                raise TypeError(
+                    f"rpc targets must be Addresses, got {type(member).__name__} {member!r}"
+                )
             channel._check_member(member)
         return members
 
@@ -375,4 +388,28 @@ class RpcDispatcher:
             call.close()
 
     def stats(self) -> dict[str, Any]:
+        """A plain snapshot: registered methods, calls waiting for answers, and counters
+        (calls, requests executed and failed, responses sent, ...).
+        """
         return {"methods": self.methods, "calls_pending": len(self._calls), **self._counters}
+
+
+def _encode_args(method: str, args: tuple[Any, ...], pickle: bool) -> bytes:
+    """The request payload; a TypeError names the argument that cannot be encoded."""
+    try:
+        return encode_payload(list(args), pickle=pickle)
+    except TypeError:
+        for i, arg in enumerate(args):
+            try:
+                encode_payload(arg, pickle=pickle)
+            except TypeError as exc:
+                raise TypeError(
+                    f"argument #{i + 1} of rpc call {method!r} ({_short_repr(arg)}) "
+                    f"cannot be sent: {exc}"
+                ) from None
+        raise
+
+
+def _short_repr(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."

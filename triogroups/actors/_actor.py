@@ -89,6 +89,7 @@ class ActorRef:
 
     @property
     def name(self) -> str:
+        """The name of the child this ref reaches (stable across restarts)."""
         return self._slot.name
 
     async def send(self, message: Any) -> None:

@@ -41,6 +41,20 @@ class CrashReport:
     time: float
     restart_count: int
 
+    def __repr__(self) -> str:
+        """One line: the actor, the exception and the restart count (the traceback is in `str`)."""
+        return (
+            f"CrashReport(actor={self.actor!r}, exception={self.exception!r}, "
+            f"time={self.time:.3f}, restart_count={self.restart_count})"
+        )
+
+    def __str__(self) -> str:
+        """Readable: a header line, then the original traceback as Python prints it."""
+        return (
+            f"actor {self.actor!r} crashed at {self.time:.3f} "
+            f"(restarted {self.restart_count} times before):\n{self.traceback.rstrip()}"
+        )
+
 
 class ActorCrashed(Exception):
     """An unsupervised actor raised; raised into the nursery it was spawned in.

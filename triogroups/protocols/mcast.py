@@ -77,7 +77,7 @@ from triogroups.protocols._ring import RingBuffer
 from triogroups.view import Digest, View
 from triogroups.wire import register_header
 
-__all__ = ["Mcast", "McastHeader"]
+__all__ = ["ACK", "MSG", "XMIT_REQ", "XMIT_RSP", "Mcast", "McastHeader"]
 
 #: Header types.
 MSG = 0

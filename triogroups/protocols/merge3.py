@@ -45,7 +45,7 @@ from triogroups.protocols import ids
 from triogroups.view import View
 from triogroups.wire import register_header
 
-__all__ = ["Merge3", "Merge3Header"]
+__all__ = ["INFO", "Merge3", "Merge3Header"]
 
 _ID = ids.MERGE3
 INFO = 1

@@ -10,10 +10,10 @@ Sans-IO: never awaits, never touches a socket or a clock.
 from __future__ import annotations
 
 from triogroups.protocols import ids
-from triogroups.protocols._discovery import Discovery, DiscoveryHeader
+from triogroups.protocols._discovery import REQUEST, RESPONSE, Discovery, DiscoveryHeader
 from triogroups.wire import register_header
 
-__all__ = ["Ping"]
+__all__ = ["REQUEST", "RESPONSE", "DiscoveryHeader", "Ping"]
 
 
 class Ping(Discovery):

@@ -57,7 +57,7 @@ from triogroups.protocols import ids
 from triogroups.view import Digest, View, ViewId
 from triogroups.wire import register_header
 
-__all__ = ["Stable", "StableHeader"]
+__all__ = ["STABILITY", "STABLE_GOSSIP", "Stable", "StableHeader"]
 
 _ID = ids.STABLE
 _CONTROL = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY)

@@ -21,11 +21,11 @@ from typing import Any
 
 from triogroups.properties import Int, StrList, between
 from triogroups.protocols import ids
-from triogroups.protocols._discovery import Discovery, DiscoveryHeader
+from triogroups.protocols._discovery import REQUEST, RESPONSE, Discovery, DiscoveryHeader
 from triogroups.transports._addresses import Physical
 from triogroups.wire import register_header
 
-__all__ = ["TcpPing", "parse_hosts"]
+__all__ = ["REQUEST", "RESPONSE", "DiscoveryHeader", "TcpPing", "parse_hosts"]
 
 _HOST = re.compile(r"^\s*([^\s\[\]:]+)\s*(?:\[(\d{1,5})\]|:(\d{1,5}))\s*$")
 

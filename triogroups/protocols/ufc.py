@@ -19,11 +19,11 @@ from typing import Any
 
 from triogroups.address import Address
 from triogroups.protocols import ids
-from triogroups.protocols._flow import FcHeader, FlowControl
+from triogroups.protocols._flow import CREDIT_REQUEST, REPLENISH, FcHeader, FlowControl
 from triogroups.view import View
 from triogroups.wire import register_header
 
-__all__ = ["Ufc"]
+__all__ = ["CREDIT_REQUEST", "REPLENISH", "FcHeader", "Ufc"]
 
 register_header(ids.UFC, FcHeader)
 

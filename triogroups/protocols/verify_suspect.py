@@ -38,7 +38,7 @@ from triogroups.protocols import ids
 from triogroups.view import View
 from triogroups.wire import register_header
 
-__all__ = ["VerifyHeader", "VerifySuspect"]
+__all__ = ["ARE_YOU_DEAD", "I_AM_NOT_DEAD", "VerifyHeader", "VerifySuspect"]
 
 _ID = ids.VERIFY_SUSPECT
 _CONTROL = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY | Flag.DONT_BUNDLE)

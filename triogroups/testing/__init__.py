@@ -15,6 +15,7 @@ Run it on a virtual clock (pytest-trio's ``autojump_clock`` fixture, or
 [1, 1, 1]
 """
 
+from triogroups._public import set_public_module
 from triogroups.testing._cluster import SimCluster, SimMember, open_cluster, sim_config
 from triogroups.testing._contract import ContractViolation, DeliveryLog
 
@@ -26,3 +27,6 @@ __all__ = [
     "open_cluster",
     "sim_config",
 ]
+
+set_public_module(__name__, {name: globals()[name] for name in __all__})
+del set_public_module

@@ -18,15 +18,16 @@ from typing import Any
 
 import trio
 import trio._core._run as _trio_run
+import trio.testing
 
 from triogroups.address import Address
 from triogroups.config import StackConfig
-from triogroups.events import Connect, Disconnect, Disconnected, Event, ViewChange
+from triogroups.events import Connect, Disconnect, Disconnected, Event, InjectView, ViewChange
 from triogroups.message import Flag, Message
 from triogroups.stack import Stack
 from triogroups.testing._contract import DeliveryLog
 from triogroups.transports.sim import SimNetwork, open_sim_network
-from triogroups.view import View
+from triogroups.view import Digest, MergeView, View, ViewId
 
 __all__ = ["SimCluster", "SimMember", "open_cluster", "sim_config"]
 
@@ -67,10 +68,12 @@ class SimMember:
 
     @property
     def address(self) -> Address:
+        """The address of the member's current incarnation."""
         return self.stack.address
 
     @property
     def name(self) -> str:
+        """The member's name ("A", "B", ...)."""
         return self.stack.name
 
     @property
@@ -94,20 +97,61 @@ class SimMember:
         """Ask GMS to leave gracefully."""
         await self.stack.send(Disconnect())
 
-    async def send(self, payload: bytes, to: Address | None = None, *, flags: int = 0) -> None:
-        """Send one message down this member's stack and record it in the log."""
+    async def send(
+        self,
+        payload: bytes,
+        to: Address | None = None,
+        *,
+        flags: int = 0,
+        wait_accepted: bool = False,
+    ) -> None:
+        """Send one message down this member's stack and record it in the log.
+
+        Returns once the message is queued at the top of the stack, as
+        `Stack.send` does: while a layer holds back senders (MCAST's full
+        window, no flow-control credits) a send waits, but the first sends
+        after the window filled are already queued and return at once. With
+        ``wait_accepted=True`` it returns only once every layer accepted
+        everything this member sent so far (see `accepted`).
+        """
         self.cluster.log.record_send(self.address, to, payload, bool(flags & Flag.OOB))
         await self.stack.send([Message(to, payload, flags=flags)])
+        if wait_accepted:
+            await self.accepted()
 
     async def send_many(
-        self, payloads: Sequence[bytes], to: Address | None = None, *, flags: int = 0
+        self,
+        payloads: Sequence[bytes],
+        to: Address | None = None,
+        *,
+        flags: int = 0,
+        wait_accepted: bool = False,
     ) -> None:
-        """Send several messages as one batch."""
+        """Send several messages as one batch (``wait_accepted`` as in `send`)."""
         for p in payloads:
             self.cluster.log.record_send(self.address, to, p, bool(flags & Flag.OOB))
         await self.stack.send([Message(to, p, flags=flags) for p in payloads])
+        if wait_accepted:
+            await self.accepted()
+
+    async def accepted(self, *, poll: float = 0.01) -> None:
+        """Return once every layer accepted everything this member sent so far.
+
+        Accepted means handed on to the transport: no longer waiting at the
+        top of the stack, between layers, or queued in a layer that holds
+        back senders (`Stack.sends_pending`). Checked whenever every task is
+        blocked, else again after ``poll`` seconds of (virtual) time. Waits as
+        long as that takes (wrap it in ``trio.fail_after``); cancelling the
+        wait does not take anything back.
+        """
+        while True:
+            await trio.testing.wait_all_tasks_blocked()
+            if not self.stack.sends_pending():
+                return
+            await trio.sleep(poll)
 
     def protocol(self, name: str) -> Any:
+        """The current layer registered as ``name`` (e.g. "MCAST"), for its stats and state."""
         return self.stack.protocol(name)
 
     async def _read(self) -> None:
@@ -162,12 +206,16 @@ class SimCluster:
 
     @property
     def seed(self) -> int:
+        """The seed of the network's randomness: the same seed replays the same run."""
         return self.network.seed
 
     def __getitem__(self, index: int) -> SimMember:
         return self.members[index]
 
     async def add_member(self, name: str | None = None) -> SimMember:
+        """Start one more member (named "A", "B", ... in order by default) and return it
+        once its stack runs; it has not joined (see `join`).
+        """
         name = name or chr(ord("A") + len(self.members))
         stack = Stack(self.config, self.cluster, name, new_address=self._new_address)
         member = SimMember(self, stack)
@@ -199,8 +247,50 @@ class SimCluster:
                         return view
                 await trio.sleep(0.01)
 
+    async def inject_view(
+        self,
+        view: View,
+        members: Sequence[SimMember] | None = None,
+        *,
+        digest: Digest | None = None,
+    ) -> View:
+        """Make GMS install ``view`` at ``members`` (default: those in it), as if the
+        coordinator had sent it: JGroups' ``injectView``.
+
+        Unlike `install_view`, which passes a `ViewChange` past GMS (for stacks
+        without membership), this goes through GMS (`InjectView`): its state
+        (coordinator or participant), the layers below and the application
+        see the view as they would a real one. A `MergeView` is installed as
+        after a merge, ``digest`` then giving the windows for the other
+        subgroups; a member that has not joined yet starts from ``digest``.
+        Returns once each member's stack took the event; wait for the view
+        with `wait_for_view` or `SimMember.view`.
+        """
+        if "GMS" not in self.config.names():
+            raise RuntimeError("inject_view needs GMS in the stack; use install_view without it")
+        chosen = [m for m in self.members if m.address in view] if members is None else members
+        for member in chosen:
+            if member.address not in view:
+                raise ValueError(f"{member.name} is not in the injected view {view}")
+            await member.stack.send(InjectView(view, digest))
+        return view
+
+    def merge_view(self, *subgroups: View, counter: int | None = None) -> MergeView:
+        """A `MergeView` of ``subgroups``: its coordinator is the first subgroup's, its members
+        those of every subgroup in order, its id one above the highest subgroup's."""
+        if len(subgroups) < 2:
+            raise ValueError(f"a merge view needs at least 2 subgroups, got {len(subgroups)}")
+        members = list(dict.fromkeys(m for sub in subgroups for m in sub.members))
+        number = counter if counter is not None else max(s.view_id.id for s in subgroups) + 1
+        return MergeView(ViewId(number, subgroups[0].coord), members, subgroups)
+
     async def install_view(self, members: Sequence[SimMember] | None = None) -> View:
-        """Install one view with ``members`` (default: all) at each of them."""
+        """Install one view with ``members`` (default: all) at each of them, past GMS.
+
+        The view goes straight to the layers and the application (a
+        `ViewChange` from the top), for stacks without GMS; with GMS use
+        `inject_view`, which GMS itself installs.
+        """
         chosen = list(self.members if members is None else members)
         self._view_counter += 1
         view = View.create(chosen[0].address, self._view_counter, [m.address for m in chosen])
@@ -211,7 +301,13 @@ class SimCluster:
     def check_contract(
         self, members: Sequence[SimMember] | None = None, *, complete: bool = True
     ) -> None:
-        """Raise ContractViolation if a member broke the delivery contract."""
+        """Raise ContractViolation if a member broke the delivery contract.
+
+        Messages are identified by sender and payload: each payload a member
+        sends must be unique for the whole run among what one receiver gets
+        from it (see `DeliveryLog`); a repeated one is itself a
+        ContractViolation that names it.
+        """
         chosen = list(self.members if members is None else members)
         addresses = [m.address for m in chosen]
         self.log.check(addresses, addresses, complete=complete)

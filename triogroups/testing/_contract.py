@@ -25,17 +25,40 @@ class ContractViolation(AssertionError):
 
 @dataclass
 class DeliveryLog:
-    """What each member sent (in order) and delivered, keyed by payload."""
+    """What each member sent (in order) and delivered, keyed by payload.
+
+    A message is identified by its sender and its payload, so the payloads a
+    member sends must be unique for the whole run among everything one
+    receiver gets from it: its multicasts and its unicasts to that receiver
+    (``b"A-17"``, not ``b"hi"`` twice; the same payload as unicasts to two
+    different members is fine). `check` raises ContractViolation naming the
+    first repeated one, rather than mistaking one message for another.
+    """
 
     sent: dict[tuple[Address, Address | None], list[bytes]] = field(default_factory=dict)
     sent_oob: dict[tuple[Address, Address | None], list[bytes]] = field(default_factory=dict)
     delivered: dict[tuple[Address, Address], list[bytes]] = field(default_factory=dict)
+    #: Per (sender, destination), every payload sent; per sender, the first repeated one.
+    payloads: dict[tuple[Address, Address | None], set[bytes]] = field(default_factory=dict)
+    repeated: dict[Address, bytes] = field(default_factory=dict)
 
     def record_send(self, src: Address, dest: Address | None, payload: bytes, oob: bool) -> None:
+        """Log a message ``src`` is about to send (see the class docstring on uniqueness)."""
         table = self.sent_oob if oob else self.sent
         table.setdefault((src, dest), []).append(payload)
+        payloads = self.payloads
+        if dest is None:
+            clash = any(payload in seen for (s, _), seen in payloads.items() if s == src)
+        else:
+            clash = payload in payloads.get((src, dest), ()) or payload in payloads.get(
+                (src, None), ()
+            )
+        if clash:
+            self.repeated.setdefault(src, payload)
+        payloads.setdefault((src, dest), set()).add(payload)
 
     def record_delivery(self, receiver: Address, src: Address, payload: bytes) -> None:
+        """Log that ``receiver`` delivered ``payload`` from ``src`` (in delivery order)."""
         self.delivered.setdefault((receiver, src), []).append(payload)
 
     def all_arrived(self, receivers: Iterable[Address], senders: Iterable[Address]) -> bool:
@@ -65,6 +88,8 @@ class DeliveryLog:
     ) -> None:
         """Raise ContractViolation unless every receiver's deliveries obey the contract.
 
+        Also raised when a sender repeated a payload (see the class docstring).
+
         ``complete=False`` checks only FIFO and exactly-once (a prefix is fine),
         for use while messages may still be in flight. ``gaps=True`` (implies
         ``complete=False``) accepts any subsequence of each sender's stream in
@@ -72,6 +97,13 @@ class DeliveryLog:
         """
         complete = complete and not gaps
         senders = list(senders)
+        for src in senders:
+            if src in self.repeated:
+                raise ContractViolation(
+                    f"{src} sent payload {self.repeated[src]!r} more than once: the contract "
+                    "check identifies messages by sender and payload, so each payload a "
+                    "member sends must be unique for the whole run (per receiver)"
+                )
         for receiver in receivers:
             for src in senders:
                 got = self.delivered.get((receiver, src), [])

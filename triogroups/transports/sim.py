@@ -77,6 +77,8 @@ class SimNetwork:
 
     @staticmethod
     def named(name: str) -> SimNetwork:
+        """The open network called ``name`` (how a `SimTransport` finds it from its config);
+        RuntimeError if none is open."""
         net = _NETWORKS.get(name)
         if net is None:
             raise RuntimeError(f"no simulated network named {name!r} is open")
@@ -131,10 +133,12 @@ class SimNetwork:
     # --- endpoints and delivery -------------------------------------------------------
 
     def attach(self, endpoint: SimTransport) -> None:
+        """Make ``endpoint`` reachable at its address (a transport calls this when it starts)."""
         assert endpoint.local_address is not None
         self._endpoints[endpoint.local_address] = endpoint
 
     def detach(self, endpoint: SimTransport) -> None:
+        """Make ``endpoint`` unreachable; what is in flight to it is dropped (``unreachable``)."""
         if endpoint.local_address is not None:
             self._endpoints.pop(endpoint.local_address, None)
 
@@ -143,6 +147,7 @@ class SimNetwork:
         return (self.name, next(self._ports))
 
     def members(self) -> list[Address]:
+        """The addresses of the endpoints attached now."""
         return list(self._endpoints)
 
     def transmit(self, src: Address, dest: Address | None, data: bytes) -> None:
@@ -198,6 +203,8 @@ class SimNetwork:
                     endpoint.arrive(datagrams)
 
     def stats(self) -> dict[str, Any]:
+        """Counters (sent, delivered, lost, duplicated, blocked, unreachable), datagrams in
+        flight and the number of endpoints."""
         return {**self.counters, "in_flight": len(self._queue), "endpoints": len(self._endpoints)}
 
 

@@ -38,6 +38,7 @@ from triogroups.events import (
     Disconnected,
     Event,
     FindMembers,
+    InjectView,
     MembersFound,
     Merge,
     SetDigest,
@@ -65,9 +66,23 @@ from triogroups.protocols.gms._header import (
     GmsHeader,
 )
 from triogroups.protocols.gms._merger import DIGEST_REQUESTER, Merger
-from triogroups.view import View, ViewId
+from triogroups.view import MergeView, View, ViewId
 
-__all__ = ["Gms", "GmsHeader"]
+__all__ = [
+    "CANCEL_MERGE",
+    "INSTALL_MERGE_VIEW",
+    "JOIN_REQ",
+    "JOIN_RSP",
+    "LEAVE_REQ",
+    "LEAVE_RSP",
+    "MERGE_REQ",
+    "MERGE_RSP",
+    "TYPE_NAMES",
+    "VIEW",
+    "VIEW_ACK",
+    "Gms",
+    "GmsHeader",
+]
 
 _ID = ids.GMS
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
@@ -145,6 +160,8 @@ class Gms(Protocol):
             self._connect(now)
         elif isinstance(event, Disconnect):
             self._disconnect(now)
+        elif isinstance(event, InjectView):
+            self._inject(event, now)
         else:
             super().down_event(event, now)
 
@@ -235,6 +252,28 @@ class Gms(Protocol):
             self.state = COORDINATOR if view.coord == self.local_address else PARTICIPANT
         self.pass_down(ViewChange(view))
         self.pass_up(ViewChange(view))
+
+    def _inject(self, event: InjectView, now: float) -> None:
+        """Install an injected view as if the coordinator had sent it (see `InjectView`)."""
+        view, digest = event.view, event.digest
+        if self.local_address not in view or self.state == LEFT:
+            self.counters["injected_views_ignored"] += 1
+            return
+        if self.view is not None and view.view_id.id <= self.view.view_id.id:
+            self.counters["old_views_ignored"] += 1
+            return
+        self.counters["views_injected"] += 1
+        joining = self.state == CLIENT
+        if joining:
+            self._join_deadline = math.inf
+            self.install(view, now)
+            if digest is not None:
+                self.pass_down(SetDigest(digest))
+            self.pass_down(BecomeServer())
+        elif isinstance(view, MergeView):
+            self.merger.install_injected(view, digest, now)
+        else:
+            self.install(view, now)
 
     def _view_message(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         view = hdr.view

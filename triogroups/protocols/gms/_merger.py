@@ -224,6 +224,13 @@ class Merger:
             self.gms.send_down_one(self.gms.control(msg.src, GmsHeader(VIEW_ACK, view)))
         self.gms.coordinator.resume_requests(now)
 
+    def install_injected(self, view: MergeView, digest: Digest | None, now: float) -> None:
+        """Install a merge view a test injected (`InjectView`), as INSTALL_MERGE_VIEW would,
+        without a VIEW_ACK; a merge this member took part in is over."""
+        self._install(view, digest, now)
+        self._clear_participant()
+        self.gms.coordinator.resume_requests(now)
+
     def cancel(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         if self._leader is not None and self._leader == (msg.src, hdr.merge_id):
             self._clear_participant()

@@ -79,6 +79,7 @@ from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
     MSG,
+    TYPE_NAMES,
     VIEW_SEQNO,
     XMIT_REQ,
     XMIT_RSP,
@@ -88,7 +89,16 @@ from triogroups.protocols.nakack2._membership import Membership
 from triogroups.protocols.nakack2._retransmit import Retransmitter
 from triogroups.view import Digest, View
 
-__all__ = ["NakAckHeader2", "Nakack2"]
+__all__ = [
+    "HIGHEST_SEQNO",
+    "MSG",
+    "TYPE_NAMES",
+    "VIEW_SEQNO",
+    "XMIT_REQ",
+    "XMIT_RSP",
+    "NakAckHeader2",
+    "Nakack2",
+]
 
 _ID = ids.NAKACK2
 _new = tuple.__new__  # a header without the NamedTuple's keyword-default call

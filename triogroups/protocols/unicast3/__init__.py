@@ -6,7 +6,24 @@ receiver), `_receiver` (receive windows, acks, XMIT_REQ, SEND_FIRST_SEQNO),
 `Unicast3` layer that routes between them).
 """
 
-from triogroups.protocols.unicast3._common import Unicast3Header
+from triogroups.protocols.unicast3._common import (
+    ACK,
+    CLOSE,
+    DATA,
+    SEND_FIRST_SEQNO,
+    TYPE_NAMES,
+    XMIT_REQ,
+    Unicast3Header,
+)
 from triogroups.protocols.unicast3._protocol import Unicast3
 
-__all__ = ["Unicast3", "Unicast3Header"]
+__all__ = [
+    "ACK",
+    "CLOSE",
+    "DATA",
+    "SEND_FIRST_SEQNO",
+    "TYPE_NAMES",
+    "XMIT_REQ",
+    "Unicast3",
+    "Unicast3Header",
+]
