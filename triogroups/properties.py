@@ -11,7 +11,7 @@ A protocol declares its properties as class attributes:
 >>> Resender(xmit_interval=0)
 Traceback (most recent call last):
 ...
-triogroups.properties.PropertyError: Resender.xmit_interval must be > 0, got 0
+triogroups.PropertyError: Resender.xmit_interval must be > 0, got 0
 
 Construction validates every value and rejects unknown names, so a typo in a
 TOML stack file is an error that names the protocol and the property instead
