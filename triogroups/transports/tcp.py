@@ -192,8 +192,14 @@ class TcpTransport(Transport):
         self._hello = b""
         self._nursery: trio.Nursery | None = None
         self._up: trio.MemorySendChannel[Item] | None = None
+        self._listener: trio.SocketListener | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Listen on the first free port of ``bind_port .. bind_port + port_range``."""
+        if self._listener is None:
+            self._listener = self._listen()
 
     def _listen(self) -> trio.SocketListener:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -218,8 +224,9 @@ class TcpTransport(Transport):
         me = self.local_address
         assert me is not None, "start() must run before serve()"
         self._codec = WireCodec(self.cluster, max_size=self.max_frame_size)
-        listener = self._listen()
-        assert self.physical is not None
+        self.open()
+        listener, self._listener = self._listener, None
+        assert listener is not None and self.physical is not None
         self._hello = encode_hello(self._codec, me, self.physical)
         self._up = up
         try:
