@@ -49,6 +49,12 @@ class Transport(Protocol):
     lossless: ClassVar[bool] = False
     supports_multicasting: ClassVar[bool] = True
 
+    def port_span(self) -> int | None:
+        """How many ports above its first one this transport may listen on (its
+        ``port_range``), or None when its port is not taken from a range (any free port,
+        or none at all). TCPPING probes that many ports above each listed one by default."""
+        return None
+
     def open(self) -> None:
         """Take what serving needs (bind sockets, attach to the network); at most once.
 

@@ -42,7 +42,14 @@ from typing import Any
 import trio
 
 from triogroups.address import Address
-from triogroups.events import Event, Item, LocalPhysicalAddress, TmpView, ViewChange
+from triogroups.events import (
+    Event,
+    ForeignEndpoint,
+    Item,
+    LocalPhysicalAddress,
+    TmpView,
+    ViewChange,
+)
 from triogroups.message import Message
 from triogroups.properties import Bool, Duration, Int, Size, Str, at_least, between, positive
 from triogroups.transports._addresses import (
@@ -195,6 +202,9 @@ class TcpTransport(Transport):
         self._listener: trio.SocketListener | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
+
+    def port_span(self) -> int | None:
+        return self.port_range if self.bind_port else None
 
     def open(self) -> None:
         """Listen on the first free port of ``bind_port .. bind_port + port_range``."""
@@ -353,6 +363,10 @@ class TcpTransport(Transport):
             if stream is not None:
                 await trio.aclose_forcefully(stream)
             self.counters["connect_failures"] += 1
+            if expected is None and isinstance(exc, FrameError | WireError):
+                # a discovery probe reached something that does not speak for this cluster
+                assert self._up is not None
+                await self._up.send(ForeignEndpoint(where, f"{exc.reason}: {exc.detail}"))
             self._fail_pending(
                 where,
                 expected,

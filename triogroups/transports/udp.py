@@ -134,6 +134,9 @@ class UdpTransport(Transport):
 
     # --- sockets -------------------------------------------------------------------
 
+    def port_span(self) -> int | None:
+        return self.port_range if self.bind_port else None
+
     def open(self) -> None:
         """Bind the unicast socket (first free port of the range) and join the group."""
         if self._sockets is None:
