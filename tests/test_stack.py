@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import socket
 from typing import Any
 
 import pytest
@@ -169,6 +170,32 @@ async def test_repeated_crashes_beyond_the_intensity_escalate(autojump_clock: An
                     await trio.sleep(1)
         assert info.group_contains(RestartIntensityExceeded, depth=1)
         assert len(stack.crash_reports) == 3
+
+
+async def test_a_transport_that_cannot_open_after_a_restart_is_an_ordinary_crash() -> None:
+    """Issue 12 item 8: only the first incarnation's start-up error is final. Once the stack
+    was up, a port taken while it restarts may be free again a moment later, so the new
+    incarnation's OSError is retried like any crash until the intensity runs out."""
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    config = StackConfig.of(("TCP", {"bind_port": port, "port_range": 0}), "TEST_CRASHER")
+    stack = Stack(config, "c", "A", max_restarts=2, restart_window=60)
+    squatter = socket.socket()
+
+    def take_the_port(s: Stack) -> None:
+        if s.incarnation == 2:  # the old listener is closed, the new one not yet bound
+            squatter.bind(("127.0.0.1", port))
+            squatter.listen()
+
+    stack.on_incarnation(take_the_port)
+    with squatter, trio.fail_after(30), pytest.raises(ExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(stack.run)
+            await stack.send([Message(None, b"boom")])
+    assert info.group_contains(RestartIntensityExceeded, depth=1)
+    crashes = [type(r.exception) for r in stack.crash_reports]
+    assert crashes == [RuntimeError, OSError, OSError]
 
 
 async def test_blocked_layer_parks_senders_but_keeps_handling_traffic_from_below(

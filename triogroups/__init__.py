@@ -7,6 +7,7 @@ the test kit lives in `triogroups.testing`.
 """
 
 from triogroups import protocols as _protocols  # noqa: F401  (registers protocols)
+from triogroups._layer import StartupError
 from triogroups.actors import (
     Actor,
     ActorCrashed,
@@ -15,6 +16,7 @@ from triogroups.actors import (
     ChildSpec,
     CrashReport,
     MailboxFull,
+    PermanentError,
     Restart,
     RestartIntensityExceeded,
     Strategy,
@@ -108,6 +110,7 @@ __all__ = [
     "Mfc",
     "Nakack2",
     "PassThrough",
+    "PermanentError",
     "Ping",
     "PingData",
     "PropertyError",
@@ -122,6 +125,7 @@ __all__ = [
     "Stable",
     "Stack",
     "StackConfig",
+    "StartupError",
     "Strategy",
     "Supervisor",
     "Suspect",

@@ -26,13 +26,13 @@ from typing import Any
 
 import trio
 
-from triogroups.actors import Actor
+from triogroups.actors import Actor, PermanentError
 from triogroups.events import Event, Item
 from triogroups.message import Message
 from triogroups.protocol import Protocol
 from triogroups.transports.base import Transport
 
-__all__ = ["LayerActor", "TransportActor", "original_error"]
+__all__ = ["LayerActor", "StartupError", "TransportActor", "original_error"]
 
 
 _FAIR_SHARE = 32  # items a loop takes without yielding before it lets others run
@@ -309,18 +309,57 @@ class LayerActor(Actor):
         }
 
 
+class StartupError(PermanentError):
+    """A member's stack could not start, and starting it again would fail the same way.
+
+    Raised by `Stack.run` and `open_channel` at once, without restarts, when the
+    transport cannot open in the stack's first incarnation: a taken port range,
+    a ``bind_addr`` that is not an address of this host, no simulated network
+    of that name. The message names the transport and the cause; ``__cause__``
+    is the original error (an `OSError` keeps its ``errno``).
+    """
+
+
+def _reason(exc: Exception) -> str:
+    """``exc`` as its message alone: an OSError's text without the "[Errno 98]" prefix."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    return str(exc)
+
+
 class TransportActor(Actor):
-    """Runs a transport's `serve` at the bottom of a stack."""
+    """Runs a transport's `serve` at the bottom of a stack.
+
+    The transport opens (`Transport.open`) in `started`, before the stack
+    reports the layer started. In the stack's ``first`` incarnation an error
+    there is a `StartupError`: nothing was ever up, so the cause is the
+    configuration or the host (a port, an address, a network), which a
+    restart does not change; retrying it four times would only hide it. In
+    a later incarnation the same error is an ordinary crash, restarted by
+    the stack's restart intensity (a port may be free again a moment later).
+    """
 
     def __init__(
         self,
         transport: Transport,
         down_in: trio.MemoryReceiveChannel[Item],
         up_out: trio.MemorySendChannel[Item],
+        *,
+        first: bool = False,
     ) -> None:
         self.protocol = transport
         self._down_in = down_in
         self._up_out = up_out
+        self._first = first
+
+    async def started(self) -> None:
+        try:
+            self.protocol.open()
+        except Exception as exc:
+            if not self._first:
+                raise
+            name = self.protocol.name or type(self.protocol).__name__
+            raise StartupError(f"{name} cannot start: {_reason(exc)}") from exc
 
     async def run(self, mailbox: trio.MemoryReceiveChannel[Any]) -> None:
         await self.protocol.serve(self._down_in, self._up_out)

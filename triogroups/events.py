@@ -23,6 +23,7 @@ __all__ = [
     "Disconnected",
     "Event",
     "FindMembers",
+    "ForeignEndpoint",
     "GetDigest",
     "InjectView",
     "Item",
@@ -243,6 +244,15 @@ class LocalPhysicalAddress(Event):
     """The transport announces the (ip, port) it listens on (goes up once bound)."""
 
     physical: tuple[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class ForeignEndpoint(Event):
+    """The transport reached ``physical`` but found no member of this cluster there (goes
+    up): another cluster or program listens on it; ``detail`` says what happened."""
+
+    physical: tuple[str, int]
+    detail: str
 
 
 #: What one channel item between two layers is.

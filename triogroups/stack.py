@@ -8,7 +8,9 @@ new `Address` (a restarted member is a new member to its peers and rejoins;
 it never resumes with half-lost protocol state). Restarts beyond the
 intensity (``max_restarts`` within ``restart_window`` seconds) escalate:
 `Stack.run` raises `RestartIntensityExceeded` and the process supervisor
-takes over.
+takes over. A stack that cannot start at all (its transport cannot open in
+the first incarnation: see `TransportActor`) is not retried: `Stack.run`
+raises `StartupError` naming the cause at once.
 
 The two ends that face the application survive restarts: items waiting to
 go down stay queued, and deliveries are read from one channel for the life
@@ -44,6 +46,8 @@ class _Incarnation:
         top_up_out: trio.MemorySendChannel[Item],
         channel_size: int,
         on_blocked: Callable[[LayerActor, bool], None],
+        *,
+        first: bool,
     ) -> None:
         self.address = address
         self.protocols = config.build()
@@ -53,7 +57,7 @@ class _Incarnation:
         up = [trio.open_memory_channel[Item](channel_size) for _ in range(n - 1)]
         transport = self.protocols[0]
         assert isinstance(transport, Transport)
-        self.actors: list[Actor] = [TransportActor(transport, down[0][1], up[0][0])]
+        self.actors: list[Actor] = [TransportActor(transport, down[0][1], up[0][0], first=first)]
         for i in range(1, n):
             down_in = top_down_in if i == n - 1 else down[i][1]
             up_out = top_up_out if i == n - 1 else up[i][0]
@@ -127,6 +131,7 @@ class Stack:
             self._up_send,
             self._channel_size,
             self._layer_blocked,
+            first=self.incarnation == 1,
         )
         self._current.start(self.cluster)
         for listener in list(self._listeners):
@@ -144,7 +149,9 @@ class Stack:
         return factory
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Run the stack until cancelled; raises RestartIntensityExceeded on escalation."""
+        """Run the stack until cancelled; raises RestartIntensityExceeded on escalation, and
+        StartupError (before reporting started, no restarts) when the first incarnation's
+        transport cannot open."""
         if self._current is None:
             self._new_incarnation()
         assert self._current is not None
@@ -164,7 +171,8 @@ class Stack:
                 await nursery.start(self._supervisor.run)
                 task_status.started()
         except BaseExceptionGroup as group:
-            raise original_error(group) from None
+            error = original_error(group)
+            raise error from error.__cause__  # keeps a StartupError's cause
 
     # --- the top of the stack -------------------------------------------------------
 

@@ -14,6 +14,7 @@ from triogroups.actors import (
     ActorGone,
     ChildSpec,
     CrashReport,
+    PermanentError,
     RestartIntensityExceeded,
     Supervisor,
 )
@@ -179,6 +180,54 @@ async def test_a_failing_factory_or_started_hook_is_a_crash(
         ]
         assert supervisor.ref("w").stats()["state"] == "running"
         supervisor.cancel()
+
+
+class _NoPort(PermanentError):
+    pass
+
+
+async def test_a_permanent_error_at_the_first_start_fails_the_tree_at_once(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    """A child failing with a PermanentError while the tree first starts is never retried:
+    the children started before it stop, and every supervisor up to the root raises that
+    error itself (not RestartIntensityExceeded) before reporting started."""
+    log: list[str] = []
+    builds: list[int] = []
+
+    class NoPort(Actor):
+        async def started(self) -> None:
+            builds.append(1)
+            raise _NoPort("no free port in 7800..7850")
+
+    def make_inner() -> Supervisor:
+        return Supervisor("inner", [ChildSpec("a", lambda: Logged(log)), ChildSpec("t", NoPort)])
+
+    root = Supervisor("root", [ChildSpec("inner", make_inner)])
+    with trio.fail_after(10), pytest.raises(_NoPort, match="no free port"):
+        await root.run()
+    assert builds == [1]
+    assert log == ["start root.inner.a", "stop root.inner.a"]
+    assert [r.actor for r in root.crash_reports] == ["root.inner"]
+    assert trio.current_time() == 0
+
+
+async def test_a_permanent_error_of_a_running_child_is_not_restarted(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    class Breaks(Logged):
+        async def handle(self, message: Any) -> None:
+            raise _NoPort("the network is gone")
+
+    log: list[str] = []
+    root = Supervisor("root", [ChildSpec("w", lambda: Breaks(log))], max_restarts=5)
+    with trio.fail_after(10), pytest.raises(ExceptionGroup) as info:
+        async with trio.open_nursery() as nursery:
+            await nursery.start(root.run)
+            await root.ref("w").send("go")
+    assert info.group_contains(_NoPort, depth=1)
+    assert log == ["start root.w"]
+    assert root.stats()["restarts"] == 0 and len(root.crash_reports) == 1
 
 
 def nested_tree(log: list[str]) -> Supervisor:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -21,7 +22,13 @@ from triogroups import (
     ViewChange,
     WireCodec,
 )
-from triogroups.events import AddPhysicalAddress, Disconnect, Item, LocalPhysicalAddress
+from triogroups.events import (
+    AddPhysicalAddress,
+    Disconnect,
+    ForeignEndpoint,
+    Item,
+    LocalPhysicalAddress,
+)
 from triogroups.protocols import Ping, TcpPing, ids
 from triogroups.protocols._discovery import REQUEST, RESPONSE, Discovery, DiscoveryHeader
 from triogroups.protocols.tcpping import parse_hosts
@@ -351,3 +358,91 @@ def test_tcpping_waits_for_the_port_range_extras_when_no_coordinator_answered() 
     a.down_event(FindMembers(5.0), 6.0)
     link.flush(6.0)
     assert {d.address for d in link.found(A)[-1].responses} == {B, C}
+
+
+def _preset_tcpping(port: int) -> TcpPing:
+    """The ``tcp`` preset's TCPPING, built in its stack, started at 127.0.0.1:``port``."""
+    proto = StackConfig.preset("tcp").build()[1]
+    assert isinstance(proto, TcpPing)
+    proto.start(A, "cluster-y", 0.0)
+    proto.up_event(LocalPhysicalAddress(("127.0.0.1", port)), 0.0)
+    proto.take_up()
+    return proto
+
+
+def test_tcpping_port_range_unset_probes_every_port_the_transport_may_take() -> None:
+    """Issue 12 item 6: TCP may listen anywhere in 7800..7850, so the preset's TCPPING
+    (port_range unset) probes all of those ports, not only 7800..7804."""
+    a = _preset_tcpping(7805)
+    a.down_event(FindMembers(2.0), 0.0)
+    (direct,) = events(a.take_down(), SendToHosts)
+    expected = [("127.0.0.1", p) for p in range(7800, 7851) if p != 7805]
+    assert list(direct.hosts) == expected
+
+
+def test_tcpping_port_range_set_or_without_a_port_range_transport() -> None:
+    """An explicit port_range wins over the transport's; alone, or over a transport that
+    takes any free port, TCPPING probes one extra port as JGroups does."""
+    config = StackConfig.preset("tcp")
+    for tcp, tcpping, extra in (({}, {"port_range": 3}, 3), ({"bind_port": 0}, {}, 1)):
+        built = config.configure("TCP", **tcp).configure("TCPPING", **tcpping).build()
+        assert isinstance(built[1], TcpPing) and built[1].extra_ports() == extra
+    assert TcpPing().extra_ports() == 1
+
+
+def _alone_warnings(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [
+        r.getMessage()
+        for r in caplog.records
+        if r.levelno == logging.WARNING and "found no member" in r.getMessage()
+    ]
+
+
+def test_a_joiner_hearing_no_member_where_ports_are_taken_warns_naming_cluster_and_finds(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 12 item 6: five members of another cluster hold 7800..7804; a joiner of
+    "cluster-y" at 7805 hears none of its own and must say so, naming its cluster, the
+    foreign endpoints and the taken ports, rather than silently become a group of one."""
+    a = _preset_tcpping(7805)
+    a.down_event(FindMembers(2.0), 0.0)
+    a.take_down()
+    for port in range(7800, 7805):
+        a.up_event(ForeignEndpoint(("127.0.0.1", port), "bad_hello: closed before its hello"), 0.1)
+    a.tick(2.0)
+    (found,) = events(a.take_up(), MembersFound)
+    assert found.responses == ()
+    (warning,) = _alone_warnings(caplog)
+    assert "cluster 'cluster-y'" in warning
+    assert "127.0.0.1:7800..7804 answered but not for it (bad_hello" in warning
+    assert "starts a group of its own" in warning and "127.0.0.1:7805" in warning
+
+
+def test_a_joiner_above_taken_ports_warns_even_when_they_did_not_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    a = _preset_tcpping(7803)
+    a.down_event(FindMembers(2.0), 0.0)
+    a.tick(2.0)
+    (warning,) = _alone_warnings(caplog)
+    assert "127.0.0.1:7800..7802 were taken when it bound its port" in warning
+
+
+def test_no_alone_warning_for_the_first_member_an_answered_find_or_a_merge_find(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The first member at the base port, a joiner that heard a member, and a find run with
+    a view (MERGE3's) are normal: no warning."""
+    first = _preset_tcpping(7800)
+    first.down_event(FindMembers(2.0), 0.0)
+    first.tick(2.0)
+    joiner = _preset_tcpping(7801)
+    joiner.down_event(FindMembers(2.0), 0.0)
+    answer = DiscoveryHeader(RESPONSE, "127.0.0.1", 7800, False)
+    joiner.up([Message(A, src=B, headers={ids.TCPPING: answer})], 0.5)
+    joiner.tick(2.0)
+    merging = _preset_tcpping(7806)
+    merging.down_event(ViewChange(View.create(A, 1, [A])), 0.0)
+    merging.down_event(FindMembers(2.0), 0.0)
+    merging.tick(2.0)
+    assert _alone_warnings(caplog) == []

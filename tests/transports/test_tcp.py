@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from triogroups import Address, Message, SendToHosts, View, ViewChange, WireCodec
-from triogroups.events import AddPhysicalAddress
+from triogroups.events import AddPhysicalAddress, ForeignEndpoint
 from triogroups.transports import TcpTransport
 from triogroups.transports.tcp import _Pending
 
@@ -267,3 +267,18 @@ async def test_what_a_stopping_member_could_not_send_is_counted_without_a_warnin
     assert transport.stats()["dropped_connect_failed"] == 3
     assert _drop_lines(caplog, logging.WARNING) == []
     assert len(_drop_lines(caplog, logging.DEBUG)) == 1
+
+
+async def test_a_discovery_probe_to_another_clusters_member_reports_a_foreign_endpoint(
+    open_endpoint: Any,
+) -> None:
+    """Issue 12 item 6: a probe (SendToHosts) that reaches a member of another cluster goes
+    up as ForeignEndpoint, so discovery can say what it found instead of finding nobody."""
+    x = await open_endpoint(TcpTransport, "X", cluster="cluster-x", **TCP)
+    y = await open_endpoint(TcpTransport, "Y", cluster="cluster-y", **TCP)
+    await y.down.send(SendToHosts((x.physical,), (Message(None, b"who?"),)))
+    with trio.fail_after(20):
+        while not isinstance(item := await y.up.receive(), ForeignEndpoint):
+            pass
+    assert item.physical == x.physical
+    assert "closed before its hello" in item.detail

@@ -7,6 +7,7 @@ from ._errors import (
     ActorGone,
     CrashReport,
     MailboxFull,
+    PermanentError,
     RestartIntensityExceeded,
 )
 from ._spec import ChildSpec, Restart, Strategy
@@ -20,6 +21,7 @@ __all__ = [
     "ChildSpec",
     "CrashReport",
     "MailboxFull",
+    "PermanentError",
     "Restart",
     "RestartIntensityExceeded",
     "Strategy",

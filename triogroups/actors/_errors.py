@@ -18,6 +18,7 @@ __all__ = [
     "ActorGone",
     "CrashReport",
     "MailboxFull",
+    "PermanentError",
     "RestartIntensityExceeded",
 ]
 
@@ -100,6 +101,16 @@ class RestartIntensityExceeded(Exception):
         self,
     ) -> tuple[type[RestartIntensityExceeded], tuple[str, list[CrashReport], int, float]]:
         return type(self), (self.supervisor, self.reports, self.max_restarts, self.within)
+
+
+class PermanentError(Exception):
+    """An error a restart cannot fix; raise it (or a subclass) from an actor to say so.
+
+    A supervisor records the crash but restarts nothing: it stops all its children and `run`
+    raises this error itself, so a parent supervisor sees it as permanent too and it reaches the
+    top unchanged. (A child that crashes with any other error, even while starting, is restarted
+    by its policy: a connection refused at start may well work the next time.)
+    """
 
 
 class ActorGone(RuntimeError):

@@ -17,7 +17,7 @@ from typing import Any
 import trio
 
 from ._actor import Actor, ActorRef, _Slot, run_incarnation
-from ._errors import CrashReport, RestartIntensityExceeded, format_traceback
+from ._errors import CrashReport, PermanentError, RestartIntensityExceeded, format_traceback
 from ._spec import ChildSpec, Restart, Strategy
 
 __all__ = ["Supervisor"]
@@ -38,6 +38,7 @@ class _Child:
         self.supervisor: Supervisor | None = None
         self.scope: trio.CancelScope | None = None
         self.done: trio.Event | None = None
+        self.start_error: Exception | None = None  # the crash of the last start, if it failed
 
     def set_state(self, state: str) -> None:
         self.state = state
@@ -75,7 +76,9 @@ class Supervisor:
     """Runs child actors and supervisors, restarting them by strategy and restart policy.
 
     More than ``max_restarts`` restarts within ``within`` seconds (a sliding window on the trio
-    clock) stop all children and make `run` raise RestartIntensityExceeded. The k-th restart
+    clock) stop all children and make `run` raise RestartIntensityExceeded. A child that crashes
+    with a `PermanentError` is never restarted: the children stop and `run` raises that error
+    (during the first start, before `run` reports started). The k-th restart
     inside the window first waits ``min(backoff_initial * backoff_factor**(k-1), backoff_max)``
     seconds. ``before_restart`` is called with the child names about to start again, just before
     their factories; ``on_crash`` with every crash report.
@@ -201,10 +204,13 @@ class Supervisor:
 
     async def _supervise(
         self, exits: trio.MemoryReceiveChannel[_Exit], task_status: trio.TaskStatus[Supervisor]
-    ) -> RestartIntensityExceeded | None:
+    ) -> Exception | None:
         await trio.lowlevel.checkpoint_if_cancelled()
         for child in self._children:
             await self._start(child)
+            if isinstance(child.start_error, PermanentError):
+                self._report(child, child.start_error)
+                return child.start_error
         task_status.started(self)
         while any(child.state != "stopped" for child in self._children):
             event = await exits.receive()
@@ -213,6 +219,8 @@ class Supervisor:
                 continue  # an incarnation we stopped ourselves, or one already replaced
             if event.crash is not None:
                 self._report(child, event.crash)
+                if isinstance(event.crash, PermanentError):
+                    return event.crash
             if not _restarts_after(child.spec.restart, crashed=event.crash is not None):
                 self._retire(child)
                 continue
@@ -284,6 +292,7 @@ class Supervisor:
         started = trio.Event()
         child.scope = trio.CancelScope(shield=True)
         child.done = trio.Event()
+        child.start_error = None
         child.set_state("starting")
         self._nursery.start_soon(
             self._run_child,
@@ -322,6 +331,8 @@ class Supervisor:
                     await self._run_target(child, child.spec.factory(), on_started)
                 except Exception as exc:
                     crash = exc
+                    if not started.is_set():
+                        child.start_error = exc
         finally:
             started.set()
             done.set()

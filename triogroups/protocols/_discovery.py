@@ -32,6 +32,14 @@ coordinator, everyone outside that view whose request it answered before it
 had a view. A member that left the group (`Disconnect` from GMS) has no view
 and answers as a non-coordinator: joiners must not pick it.
 
+A member whose joining find (no view yet) ends with no answer, although it
+had reason to expect peers, says so with one WARNING naming the cluster and
+what it found, before GMS makes it a group of its own: endpoints where the
+transport met no member of this cluster (`ForeignEndpoint`: another cluster
+or program answered there) and ports of its own range that were taken when
+its transport bound (`passed_over`). Silence there once let two members of a
+second cluster each form a group of one without a word.
+
 Requests and responses carry the physical address the transport announced
 (`LocalPhysicalAddress`); before that, or on the simulated network which has
 none, they carry ``("", 0)`` and receivers learn nothing physical from them
@@ -41,6 +49,7 @@ touches a socket or a clock: ``now`` comes in from the host.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any, NamedTuple
 
@@ -50,6 +59,7 @@ from triogroups.events import (
     Disconnect,
     Event,
     FindMembers,
+    ForeignEndpoint,
     LocalPhysicalAddress,
     MembersFound,
     PingData,
@@ -62,6 +72,8 @@ from triogroups.transports._addresses import Physical, SendToHosts, format_physi
 from triogroups.view import View
 
 __all__ = ["REQUEST", "RESPONSE", "Discovery", "DiscoveryHeader"]
+
+_log = logging.getLogger(__name__)
 
 REQUEST = 1
 RESPONSE = 2
@@ -80,7 +92,7 @@ class DiscoveryHeader(NamedTuple):
 class _Find:
     """One running find: when it ends, when to repeat, the answers so far."""
 
-    __slots__ = ("deadline", "interval", "next_run", "responses", "runs_left")
+    __slots__ = ("deadline", "foreign", "interval", "next_run", "responses", "runs_left")
 
     def __init__(self, now: float, timeout: float, runs: int) -> None:
         self.deadline = now + timeout
@@ -88,6 +100,7 @@ class _Find:
         self.next_run = now  # the first request goes out as soon as we can
         self.runs_left = runs
         self.responses: dict[Address, PingData] = {}
+        self.foreign: dict[Physical, str] = {}  # endpoints that are not of this cluster
 
 
 class Discovery(Protocol):
@@ -134,6 +147,10 @@ class Discovery(Protocol):
         """Endpoints whose answers end a find early (our own is removed)."""
         return set(self.hosts)
 
+    def passed_over(self) -> list[Physical]:
+        """Probed endpoints that were taken when this member's transport bound its port."""
+        return []
+
     # --- events -----------------------------------------------------------------------
 
     def down_event(self, event: Event, now: float) -> None:
@@ -152,6 +169,8 @@ class Discovery(Protocol):
     def up_event(self, event: Event, now: float) -> None:
         if isinstance(event, LocalPhysicalAddress):
             self.local_physical = event.physical
+        elif isinstance(event, ForeignEndpoint) and self._find is not None:
+            self._find.foreign[event.physical] = event.detail
         super().up_event(event, now)
 
     def _start_find(self, timeout: float, now: float) -> None:
@@ -248,12 +267,37 @@ class Discovery(Protocol):
             return
         if now >= find.deadline or self._answered(find):
             self._find = None
+            if not find.responses and self.view is None:
+                self._warn_alone(find)
             self.pass_up(MembersFound(tuple(find.responses.values())))
             return
         if find.runs_left > 0 and now >= find.next_run:
             find.runs_left -= 1
             find.next_run = now + find.interval
             self._send_request()
+
+    def _warn_alone(self, find: _Find) -> None:
+        """A joining find heard no member: warn if peers were to be expected (see above)."""
+        foreign = {h: d for h, d in find.foreign.items() if h != self.local_physical}
+        taken = [h for h in self.passed_over() if h not in foreign]
+        if not foreign and not taken:
+            return
+        found = []
+        if foreign:
+            details = sorted(set(foreign.values()))
+            found.append(f"{_spans(list(foreign))} answered but not for it ({'; '.join(details)})")
+        if taken:
+            found.append(f"{_spans(taken)} were taken when it bound its port")
+        me = format_physical(self.local_physical) if self.local_physical else "?"
+        _log.warning(
+            "%s: found no member of cluster %r: %s; %s at %s starts a group of its own "
+            "(another cluster on the same ports? give each cluster its own port range)",
+            self.name,
+            self.cluster,
+            ", ".join(found),
+            self.local_address,
+            me,
+        )
 
     def _answered(self, find: _Find) -> bool:
         if self.break_on_coord_rsp and any(d.is_coord for d in find.responses.values()):
@@ -301,3 +345,14 @@ class Discovery(Protocol):
                 for d, _ in self._members.values()
             },
         }
+
+
+def _spans(hosts: list[Physical]) -> str:
+    """``127.0.0.1:7800..7804, 10.0.0.2:7800``: runs of consecutive ports on one address."""
+    runs: list[list[Any]] = []
+    for ip, port in sorted(hosts):
+        if runs and runs[-1][0] == ip and runs[-1][2] == port - 1:
+            runs[-1][2] = port
+        else:
+            runs.append([ip, port, port])
+    return ", ".join(f"{ip}:{lo}" if lo == hi else f"{ip}:{lo}..{hi}" for ip, lo, hi in runs)

@@ -12,6 +12,20 @@ and a coordinator's answer, a find ends once every probed endpoint (the
 ports answered split groups whose members start together on one host: each
 heard the base port's member, no coordinator yet, and several of them
 concluded they sorted first. Sans-IO: no sockets, no clock, no DNS.
+
+``port_range`` unset (the default) follows the transport's own
+``port_range`` (`Transport.port_span`, learnt in `check_stack`; 1, as in
+JGroups, when the transport does not take its port from a range). Decision:
+discovery covers every port the transport may take, rather than the
+transport being held to the ports discovery probes. A transport confined to
+a few ports fails to start once they are taken (another cluster, another
+program), while a wider probe costs one refused connection per idle port
+and finds every member. With JGroups' defaults (TCP 50, TCPPING 1), and the
+earlier preset's 4, two members of a second cluster that started after five
+of a first one listened above the probed ports and each became a group of
+one, silently. A member whose joining find ends with no answer although it
+met other clusters' members or its own range had taken ports says so (see
+`_discovery`).
 """
 
 from __future__ import annotations
@@ -20,9 +34,11 @@ import re
 from typing import Any
 
 from triogroups.properties import Int, StrList, between
+from triogroups.protocol import Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._discovery import REQUEST, RESPONSE, Discovery, DiscoveryHeader
 from triogroups.transports._addresses import Physical
+from triogroups.transports.base import Transport
 from triogroups.wire import register_header
 
 __all__ = ["REQUEST", "RESPONSE", "DiscoveryHeader", "TcpPing", "parse_hosts"]
@@ -65,25 +81,40 @@ class TcpPing(Discovery):
         rule="a list of host[port] entries",
     )
     port_range = Int(
-        1,
-        doc="additional ports probed above each listed port",
+        None,
+        doc="additional ports probed above each listed port; unset: the transport's port_range",
         check=between(0, 1000),
         rule="in 0..1000",
+        nullable=True,
     )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         self.listed = parse_hosts(self.initial_hosts)
+        self.transport_span: int | None = None
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        """Learn the transport's port range, which an unset ``port_range`` follows."""
+        super().check_stack(below, above)
+        if below and isinstance(below[0], Transport):
+            self.transport_span = below[0].port_span()
 
     def property_changed(self, key: str, now: float) -> None:
         if key == "initial_hosts":
             self.listed = parse_hosts(self.initial_hosts)
 
+    def extra_ports(self) -> int:
+        """Ports probed above each listed one: ``port_range``, else the transport's, else 1."""
+        if self.port_range is not None:
+            return self.port_range
+        return 1 if self.transport_span is None else self.transport_span
+
     def _probed(self) -> dict[Physical, None]:
         """Every listed endpoint with its ``port_range`` extras, then the handed-in ones."""
         hosts: dict[Physical, None] = {}
+        span = self.extra_ports()
         for host, port in self.listed:
-            for p in range(port, min(port + self.port_range, 65535) + 1):
+            for p in range(port, min(port + span, 65535) + 1):
                 hosts[(host, p)] = None
         for extra in self.hosts:
             hosts[extra] = None
@@ -97,6 +128,20 @@ class TcpPing(Discovery):
 
     def expected_hosts(self) -> set[Physical]:
         return set(self._probed())
+
+    def passed_over(self) -> list[Physical]:
+        """Probed ports on this member's address below its own, in the range its own port is
+        in: the transport took the first free port, so these were taken when it bound."""
+        me = self.local_physical
+        probed = self._probed()
+        if me is None or me not in probed:
+            return []
+        ip, port = me
+        below: list[Physical] = []
+        while (ip, port - 1) in probed:
+            port -= 1
+            below.append((ip, port))
+        return below[::-1]
 
 
 register_header(ids.TCPPING, DiscoveryHeader)

@@ -20,6 +20,11 @@ this member left the group (`Disconnect` from GMS): from then on it verifies
 nobody and answers nobody, since to the group it is gone (a leave whose
 view never got through must end in the others excluding it).
 
+The default ``timeout`` is 1 s (JGroups 5 uses 1 s too): on loopback, a
+LAN or between Spark executors an answer takes milliseconds, so a second is
+ample for a live member, even one that is busy, and keeps a killed member's
+exclusion at about FD_ALL3's ``timeout`` plus one interval plus this.
+
 Sans-IO: never awaits, never reads a clock; ``now`` is passed in.
 """
 
@@ -63,7 +68,7 @@ class VerifySuspect(Protocol):
     id = _ID
 
     timeout = Duration(
-        2.0,
+        1.0,
         doc="how long a suspect has to answer ARE_YOU_DEAD before it goes up",
         check=positive,
     )

@@ -36,23 +36,34 @@ _MAX_BUF = (1 << 31) - 1  # the option is a C int
 def bind_in_range(sock: socket.socket, host: str, port: int, port_range: int) -> int:
     """Bind to the first free port in [port, port + port_range]; 0 means any port.
 
-    Returns the bound port; raises OSError naming the range when all are taken.
+    Returns the bound port. Raises OSError (with its errno) whose text names
+    the cause: "no free port on 127.0.0.1 in 7800..7850: address already in
+    use", or "bind_addr 10.255.255.1 is not an address of this host".
     """
-    if port == 0:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-    last: OSError | None = None
-    for candidate in range(port, min(port + port_range, 65535) + 1):
+    last = port + port_range if port else 0
+    candidates = range(port, min(last, 65535) + 1)
+    error: OSError | None = None
+    for candidate in candidates:
         try:
             sock.bind((host, candidate))
-            return candidate
+            return int(sock.getsockname()[1])
         except OSError as exc:
-            if exc.errno not in (errno.EADDRINUSE, errno.EACCES):
-                raise
-            last = exc
+            if exc.errno == errno.EADDRNOTAVAIL:
+                raise OSError(
+                    exc.errno, f"bind_addr {host} is not an address of this host: {_text(exc)}"
+                ) from exc
+            if exc.errno not in (errno.EADDRINUSE, errno.EACCES) or not port:
+                raise OSError(exc.errno, f"cannot bind {host}:{candidate}: {_text(exc)}") from exc
+            error = exc
+    assert error is not None
     raise OSError(
-        errno.EADDRINUSE, f"no free port on {host} in {port}..{port + port_range}: {last}"
-    )
+        error.errno, f"no free port on {host} in {port}..{last}: {_text(error)}"
+    ) from error
+
+
+def _text(exc: OSError) -> str:
+    """The system's reason in lower case ("address already in use")."""
+    return (exc.strerror or str(exc)).lower()
 
 
 def set_buffers(

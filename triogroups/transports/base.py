@@ -49,6 +49,22 @@ class Transport(Protocol):
     lossless: ClassVar[bool] = False
     supports_multicasting: ClassVar[bool] = True
 
+    def port_span(self) -> int | None:
+        """How many ports above its first one this transport may listen on (its
+        ``port_range``), or None when its port is not taken from a range (any free port,
+        or none at all). TCPPING probes that many ports above each listed one by default."""
+        return None
+
+    def open(self) -> None:
+        """Take what serving needs (bind sockets, attach to the network); at most once.
+
+        The stack host calls it before it reports the layer started, so an
+        error here is a start-up error (see `StartupError`); `serve` calls
+        it too, for hosts that do not, and releases what it took when it
+        ends. Raises with a message naming the cause (the port range, the
+        address, the network). Nothing to take by default.
+        """
+
     async def serve(
         self,
         down: trio.MemoryReceiveChannel[Item],
@@ -56,7 +72,8 @@ class Transport(Protocol):
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Run until cancelled; call ``task_status.started()`` once able to send."""
+        """Run until cancelled (opening first, see `open`); call ``task_status.started()``
+        once able to send."""
         raise NotImplementedError
 
     def stats(self) -> dict[str, Any]:

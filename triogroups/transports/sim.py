@@ -81,7 +81,10 @@ class SimNetwork:
         RuntimeError if none is open."""
         net = _NETWORKS.get(name)
         if net is None:
-            raise RuntimeError(f"no simulated network named {name!r} is open")
+            raise RuntimeError(
+                f"no simulated network named {name!r} is open (SIM's network property names "
+                "one; run the stack inside open_sim_network())"
+            )
         return net
 
     def set_faults(
@@ -256,6 +259,15 @@ class SimTransport(Transport):
         self.counters = {"bundles_sent": 0, "msgs_sent": 0, "bundles_received": 0}
         self.counters.update({"msgs_received": 0, "dropped_rx_full": 0, "dropped_oversized": 0})
         self.decode_errors: dict[str, int] = {}
+        self._net: SimNetwork | None = None
+
+    def open(self) -> None:
+        """Attach to the open `SimNetwork` named ``network``."""
+        if self._net is None:
+            assert self.local_address is not None, "start() must run before open()"
+            net = SimNetwork.named(self.network)
+            net.attach(self)
+            self._net = net
 
     def arrive(self, datagrams: list[bytes]) -> None:
         """Called by the network: queue datagrams for the receive loop."""
@@ -273,12 +285,12 @@ class SimTransport(Transport):
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        assert self.local_address is not None
-        net = SimNetwork.named(self.network)
         self._codec = WireCodec(self.cluster, max_size=self.max_bundle_size)
-        net.attach(self)
-        await up.send(LocalPhysicalAddress(net.physical_address()))
+        self.open()
+        net, self._net = self._net, None
+        assert net is not None
         try:
+            await up.send(LocalPhysicalAddress(net.physical_address()))
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._receive_loop, up)
                 task_status.started()

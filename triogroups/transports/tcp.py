@@ -42,7 +42,14 @@ from typing import Any
 import trio
 
 from triogroups.address import Address
-from triogroups.events import Event, Item, LocalPhysicalAddress, TmpView, ViewChange
+from triogroups.events import (
+    Event,
+    ForeignEndpoint,
+    Item,
+    LocalPhysicalAddress,
+    TmpView,
+    ViewChange,
+)
 from triogroups.message import Message
 from triogroups.properties import Bool, Duration, Int, Size, Str, at_least, between, positive
 from triogroups.transports._addresses import (
@@ -192,8 +199,17 @@ class TcpTransport(Transport):
         self._hello = b""
         self._nursery: trio.Nursery | None = None
         self._up: trio.MemorySendChannel[Item] | None = None
+        self._listener: trio.SocketListener | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
+
+    def port_span(self) -> int | None:
+        return self.port_range if self.bind_port else None
+
+    def open(self) -> None:
+        """Listen on the first free port of ``bind_port .. bind_port + port_range``."""
+        if self._listener is None:
+            self._listener = self._listen()
 
     def _listen(self) -> trio.SocketListener:
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -218,8 +234,9 @@ class TcpTransport(Transport):
         me = self.local_address
         assert me is not None, "start() must run before serve()"
         self._codec = WireCodec(self.cluster, max_size=self.max_frame_size)
-        listener = self._listen()
-        assert self.physical is not None
+        self.open()
+        listener, self._listener = self._listener, None
+        assert listener is not None and self.physical is not None
         self._hello = encode_hello(self._codec, me, self.physical)
         self._up = up
         try:
@@ -346,6 +363,10 @@ class TcpTransport(Transport):
             if stream is not None:
                 await trio.aclose_forcefully(stream)
             self.counters["connect_failures"] += 1
+            if expected is None and isinstance(exc, FrameError | WireError):
+                # a discovery probe reached something that does not speak for this cluster
+                assert self._up is not None
+                await self._up.send(ForeignEndpoint(where, f"{exc.reason}: {exc.detail}"))
             self._fail_pending(
                 where,
                 expected,

@@ -130,8 +130,17 @@ class UdpTransport(Transport):
         self.send_drops = DropLog(_log, "UDP")
         self._codec: WireCodec | None = None
         self._mcast_dest: Physical = (self.mcast_addr, self.mcast_port)
+        self._sockets: tuple[socket.socket, socket.socket] | None = None
 
     # --- sockets -------------------------------------------------------------------
+
+    def port_span(self) -> int | None:
+        return self.port_range if self.bind_port else None
+
+    def open(self) -> None:
+        """Bind the unicast socket (first free port of the range) and join the group."""
+        if self._sockets is None:
+            self._sockets = self._open_sockets()
 
     def _open_sockets(self) -> tuple[socket.socket, socket.socket]:
         ucast = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -171,8 +180,9 @@ class UdpTransport(Transport):
     ) -> None:
         assert self.local_address is not None, "start() must run before serve()"
         self._codec = WireCodec(self.cluster, max_size=self.max_bundle_size)
-        ucast, mcast = self._open_sockets()
-        assert self.physical is not None
+        self.open()
+        assert self._sockets is not None and self.physical is not None
+        (ucast, mcast), self._sockets = self._sockets, None
         try:
             async with trio.open_nursery() as nursery:
                 await up.send(LocalPhysicalAddress(self.physical))
