@@ -368,7 +368,7 @@ def test_nakack2_hostile_or_foreign_xmit_reqs_are_ignored() -> None:
 
 def test_nakack2_highest_seqno_is_sent_when_idle_and_skipped_after_traffic() -> None:
     """resend_last_seqno: once per seqno (resend_last_seqno_max_times=1), not after a send."""
-    net = _Net(2)
+    net = _Net(2, resend_last_seqno_max_times=1)
     net.view()
     a = net[0]
     a.tick(0.5)
@@ -394,6 +394,85 @@ def test_nakack2_highest_seqno_resent_up_to_max_times() -> None:
     for t in (0.5, 1.0, 1.5, 2.0, 2.5):
         a.tick(t)
     assert a.stats()["highest_seqno_sent"] == 3
+
+
+def _highest_seqnos(proto: Nakack2) -> list[int]:
+    """The seqnos of the HIGHEST_SEQNO announcements ``proto`` emitted since the last call."""
+    out = [m for item in proto.take_down() if isinstance(item, list) for m in item]
+    return [m.headers[ID].seqno for m in out if m.headers[ID].type == HIGHEST_SEQNO]
+
+
+def test_nakack2_highest_seqno_repeated_while_not_stable_and_stops_once_stable() -> None:
+    """Issue 12 item 5: the announcement repeats at every idle run until STABLE shows that
+    every member delivered the last message; a new message starts it again."""
+    net = _Net(3)
+    net.view()
+    a = net[0]
+    net.send(0, *_payloads(2))
+    net.pump()
+    a.tick(0.5)
+    assert _highest_seqnos(a) == []  # traffic since the last run
+    announced = []
+    for t in (1.0, 1.5, 2.0, 2.5):
+        a.tick(t)
+        announced += _highest_seqnos(a)
+    assert announced == [2, 2, 2, 2]
+    a_addr, b_addr, c_addr = net.addrs
+    partly = Digest({a_addr: (1, 2), b_addr: (0, 0), c_addr: (0, 0)})  # someone lacks #2
+    net.event(a_addr, StableDigest(partly))
+    a.tick(3.0)
+    assert _highest_seqnos(a) == [2]
+    stable = Digest({a_addr: (2, 2), b_addr: (0, 0), c_addr: (0, 0)})
+    net.event(a_addr, StableDigest(stable))
+    for t in (3.5, 4.0, 4.5):
+        a.tick(t)
+        assert _highest_seqnos(a) == []
+    net.send(0, b"m3", now=4.6)
+    net.pump(now=4.6)
+    for t in (5.0, 5.5, 6.0):
+        a.tick(t)
+        announced = _highest_seqnos(a)
+    assert announced == [3] and a.stats()["highest_seqno_sent"] == 7
+
+
+def test_nakack2_highest_seqno_capped_by_max_times_stops_at_stability_too() -> None:
+    """resend_last_seqno_max_times > 0 caps the repeats (JGroups); stability ends them sooner."""
+    net = _Net(2, resend_last_seqno_max_times=3)
+    net.view()
+    a = net[0]
+    net.send(0, b"m1")
+    net.pump()
+    a.tick(0.5)
+    a.tick(1.0)
+    net.event(net.addrs[0], StableDigest(Digest({net.addrs[0]: (1, 1), net.addrs[1]: (0, 0)})))
+    for t in (1.5, 2.0, 2.5):
+        a.tick(t)
+    assert a.stats()["highest_seqno_sent"] == 1
+
+
+def test_nakack2_last_message_and_first_announcement_lost_are_healed_by_the_next() -> None:
+    """Issue 12 item 5: B loses A's last message and A's first HIGHEST_SEQNO; the second
+    announcement makes B ask, and B delivers everything."""
+    net = _Net(2)
+    net.view()
+    b = net.addrs[1]
+    net.send(0, *_payloads(3))
+    net.pump(drop=_to(b, _seqno_is({3})))
+    lost_announcement = [False]
+
+    def first_announcement(src: Address, dst: Address, msg: Message) -> bool:
+        hdr = msg.headers.get(ID)
+        if hdr is None or hdr.type != HIGHEST_SEQNO or lost_announcement[0]:
+            return False
+        lost_announcement[0] = True
+        return True
+
+    for t in (0.5, 1.0, 1.5, 2.0):
+        net[0].tick(t)
+        net.pump(now=t, drop=first_announcement)
+    assert lost_announcement[0]
+    assert net.delivered[b] == _payloads(3)
+    assert net[1].stats()["highest_seqno_received"] >= 1
 
 
 def test_nakack2_last_message_lost_is_asked_for_after_highest_seqno() -> None:
@@ -834,9 +913,10 @@ def test_seed003_same_quiet_runs_with_xmit_interval_above_0_send_highest_seqno_a
 ):
     """The contrast to the test above: the same scenario with retransmission on sends both."""
     a, b, sent = _after_a_gap_then_quiet(0.5)
-    assert sent["A"] == [HIGHEST_SEQNO]  # at the second run; the first came after new traffic
+    # From the second run on (the first came after new traffic); no stability reaches A.
+    assert sent["A"] == [HIGHEST_SEQNO] * 4
     assert sent["B"] and set(sent["B"]) == {XMIT_REQ}
-    assert a.stats()["highest_seqno_sent"] == 1 and b.stats()["xmit_reqs_sent"] == len(sent["B"])
+    assert a.stats()["highest_seqno_sent"] == 4 and b.stats()["xmit_reqs_sent"] == len(sent["B"])
 
 
 def test_seed003_xmit_interval_changed_at_run_time() -> None:

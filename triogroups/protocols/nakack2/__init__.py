@@ -147,11 +147,14 @@ class Nakack2(Protocol):
         doc="multicasts a joiner queues before it is a server (unbounded if xmit_interval <= 0)",
         check=at_least(1),
     )
-    resend_last_seqno = Bool(True, doc="multicast the highest seqno sent while nothing new is sent")
+    resend_last_seqno = Bool(
+        True,
+        doc="multicast the highest seqno sent while nothing new is sent and it is not stable",
+    )
     resend_last_seqno_max_times = Int(
-        1,
-        doc="times the same highest seqno is resent",
-        check=at_least(1),
+        0,
+        doc="times the same highest seqno is resent (0: until STABLE shows everyone has it)",
+        check=at_least(0),
     )
 
     def __init__(self, **properties: Any) -> None:

@@ -22,8 +22,16 @@ Decisions where the seed and JGroups leave a choice:
   above what we received, capped the same way. STABILITY asks only when the
   previous stability digest too showed more than we have (JGRP-2678), so a
   message that is merely in flight is not requested.
-- HIGHEST_SEQNO (JGRP-1904) is skipped after new traffic and the same seqno
-  is resent at most ``resend_last_seqno_max_times``.
+- HIGHEST_SEQNO (JGRP-1904) is skipped after new traffic and stops once a
+  stability digest shows that every member delivered it (our sent messages
+  are purged up to it). Until then it is repeated at every run, unless
+  ``resend_last_seqno_max_times`` > 0 caps it (1 is JGroups' default). A
+  departure from JGroups, which sends it once and leaves the rest to
+  STABLE: a member that lost both the coordinator's last VIEW and its one
+  announcement stays in the old view, its STABLE gossip names that view and
+  is ignored, so no stability round completes and nothing else would tell
+  it (issue 12 item 5). An idle sender pays one small multicast per
+  ``xmit_interval`` until the next stability round.
 - Only the original sender answers an XMIT_REQ (it names the sender);
   requests for others' messages are counted and ignored.
 """
@@ -164,13 +172,16 @@ class Retransmitter:
     # --- HIGHEST_SEQNO -------------------------------------------------------------------
 
     def resend_last_seqno(self) -> None:
-        """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, resent at most max_times."""
+        """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, repeated until it is stable."""
         nak = self.nak
         seqno = nak._seqno
         if seqno == 0 or nak._sent_since_xmit:
             nak._sent_since_xmit = False
             return
-        if seqno == self._last_resent and self._resends >= nak.resend_last_seqno_max_times:
+        if nak._sent.hd >= seqno:
+            return  # stable: every member delivered it
+        limit = nak.resend_last_seqno_max_times
+        if seqno == self._last_resent and limit and self._resends >= limit:
             return
         if seqno > self._last_resent:
             self._last_resent, self._resends = seqno, 1
