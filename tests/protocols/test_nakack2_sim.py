@@ -86,6 +86,44 @@ async def test_nakack2_last_message_dropped_is_healed_without_stable(autojump_cl
         cluster.check_contract()
 
 
+async def test_nakack2_xmit_reqs_for_many_scattered_gaps_fit_one_bundle(
+    autojump_clock: Any,
+) -> None:
+    """Issue 12 item 2 (JGRP-1868): three members, 10 KB bundles, max_xmit_req_size 5000.
+
+    A multicasts 20,000 messages and the first copy of every other one is
+    lost. A request for 5000 scattered seqnos would be 30 KB, dropped by the
+    transport at every run (B and C would deliver #1 and nothing more); cut
+    to one bundle, each run asks for the next gaps and everything arrives.
+    """
+    stack = StackConfig.of(
+        ("SIM", {"max_bundle_size": 10_000}),
+        "DISCARD",
+        ("NAKACK2", {"max_xmit_req_size": 5000}),
+    )
+    async with open_cluster(3, stack, seed=12) as cluster:
+        a, b, c = cluster.members
+        lost: set[int] = set()
+
+        def every_other_first_copy(msg: Message) -> bool:
+            hdr = msg.headers.get(ids.NAKACK2)
+            if hdr is None or hdr.type != 1 or hdr.seqno % 2 or hdr.seqno in lost:
+                return False
+            lost.add(hdr.seqno)
+            return True
+
+        a.protocol("DISCARD").drop_if(every_other_first_copy, direction="down", count=None)
+        for first in range(1, 20_001, 500):
+            await a.send_many(_payloads("a", first, first + 499))
+        await _until(lambda: len(_got(b)) == len(_got(c)) == 20_000, timeout=60)
+        assert len(lost) == 10_000
+        assert _got(b) == _got(c) == _payloads("a", 1, 20_000)
+        assert all(m.protocol("SIM").counters["dropped_oversized"] == 0 for m in cluster.members)
+        for receiver in (b, c):
+            stats = receiver.protocol("NAKACK2").stats()
+            assert stats["xmit_reqs_capped"] > 0 and stats["xmit_reqs_sent"] > 5
+
+
 async def test_nakack2_xmit_rsp_by_unicast_when_use_mcast_xmit_is_off(autojump_clock: Any) -> None:
     """use_mcast_xmit=False: only the member that asked gets the message again."""
     async with open_cluster(3, _stack(discard=True, use_mcast_xmit=False), seed=2) as cluster:

@@ -18,8 +18,15 @@ Decisions where the seed and JGroups leave a choice:
 
 - The retransmit task asks only for gaps it already saw at its previous run
   (JGRP-1539), at most ``max_xmit_req_size`` seqnos (a count, as in JGroups)
-  per member and run. HIGHEST_SEQNO and STABILITY ask for the whole range
-  above what we received, capped the same way. STABILITY asks only when the
+  per member and run, and no more than fit one bundle of the transport once
+  encoded (JGRP-1868: the transport drops a larger message, so a request for
+  many scattered gaps was lost at every run and repair stalled for good).
+  The size is measured, not estimated: the wire codec encodes the request
+  without its ranges, `fit_ranges` adds exactly what the ranges take, and a
+  few bytes stay free for flags a layer below may add. The lowest gaps are
+  asked first; the rest are asked at the next runs, as the first are filled.
+- HIGHEST_SEQNO and STABILITY ask for the whole range above what we
+  received, capped the same way. STABILITY asks only when the
   previous stability digest too showed more than we have (JGRP-2678), so a
   message that is merely in flight is not requested.
 - HIGHEST_SEQNO (JGRP-1904) is skipped after new traffic and stops once a
@@ -49,9 +56,10 @@ from triogroups.protocols.nakack2._header import (
     XMIT_RSP,
     NakAckHeader2,
     expand_ranges,
-    to_ranges,
+    fit_ranges,
 )
 from triogroups.view import Digest, View
+from triogroups.wire import WireCodec
 
 if TYPE_CHECKING:
     from triogroups.protocols.nakack2 import Nakack2
@@ -60,6 +68,7 @@ __all__ = ["Retransmitter"]
 
 _ID = ids.NAKACK2
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_SLACK = 8  # bytes kept free in a bundle: flags set below NAKACK2 may pack into a longer int
 
 
 class Retransmitter:
@@ -74,6 +83,7 @@ class Retransmitter:
         self._last_resent = 0
         self._resends = 0
         self.last_stable: Digest | None = None
+        self._codec: WireCodec | None = None  # measures XMIT_REQs; made at the first one
 
     def forget(self, view: View | None) -> None:
         """Drop what was asked of members not in ``view`` (of everyone if None)."""
@@ -137,7 +147,7 @@ class Retransmitter:
                 continue
             ask = [s for s in missing if s <= prev]
             if ask:
-                self._send_xmit_req(member, to_ranges(ask), len(ask))
+                self._send_xmit_req(member, ask)
 
     def on_stable_digest(self, digest: Digest) -> None:
         """Purge what everyone delivered; ask for what others have and we still lack."""
@@ -160,14 +170,34 @@ class Retransmitter:
 
     def _request_range(self, member: Address, first: int, last: int) -> None:
         last = min(last, first + self.nak.max_xmit_req_size - 1)
-        self._send_xmit_req(member, (first, last), last - first + 1)
+        self._send_xmit_req(member, range(first, last + 1))
 
-    def _send_xmit_req(self, member: Address, ranges: tuple[int, ...], count: int) -> None:
+    def _send_xmit_req(self, member: Address, seqnos: list[int] | range) -> None:
+        """Ask ``member`` for the lowest of ``seqnos`` that fit one bundle once encoded."""
         nak = self.nak
-        hdr = NakAckHeader2(XMIT_REQ, 0, member, ranges)
-        nak._send_control(member, hdr)
-        nak._counters["xmit_reqs_sent"] += 1
-        nak._counters["xmit_seqnos_requested"] += count
+        counters = nak._counters
+        ranges, count = fit_ranges(seqnos, self._ranges_budget(member))
+        if count < len(seqnos):
+            counters["xmit_reqs_capped"] += 1
+        if not count:
+            return
+        nak._send_control(member, NakAckHeader2(XMIT_REQ, 0, member, ranges))
+        counters["xmit_reqs_sent"] += 1
+        counters["xmit_seqnos_requested"] += count
+
+    def _ranges_budget(self, member: Address) -> int:
+        """Bytes an XMIT_REQ to ``member`` has for its ranges within one bundle.
+
+        The wire codec encodes the request with empty ranges (one byte, the
+        empty array, which `fit_ranges` counts again) to the member, as the
+        transport will: what is left of the bundle is the ranges' budget.
+        """
+        nak = self.nak
+        if self._codec is None:
+            self._codec = WireCodec(nak.cluster)
+        probe = nak._control(member, NakAckHeader2(XMIT_REQ, 0, member))
+        envelope = len(self._codec.encode(member, nak._me(), [probe])) - 1
+        return nak.bundle_size - envelope - _SLACK
 
     # --- HIGHEST_SEQNO -------------------------------------------------------------------
 
