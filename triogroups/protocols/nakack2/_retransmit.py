@@ -38,7 +38,8 @@ Decisions where the seed and JGroups leave a choice:
   announcement stays in the old view, its STABLE gossip names that view and
   is ignored, so no stability round completes and nothing else would tell
   it (issue 12 item 5). An idle sender pays one small multicast per
-  ``xmit_interval`` until the next stability round.
+  ``xmit_interval`` until the next stability round; a stack without STABLE
+  (whose sent messages are never purged either) should cap it.
 - Only the original sender answers an XMIT_REQ (it names the sender);
   requests for others' messages are counted and ignored.
 """
