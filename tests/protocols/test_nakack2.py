@@ -12,6 +12,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+import msgpack
 import pytest
 
 from triogroups import (
@@ -45,8 +46,10 @@ from triogroups.protocols.nakack2._header import (
     XMIT_RSP,
     NakAckHeader2,
     expand_ranges,
+    fit_ranges,
     to_ranges,
 )
+from triogroups.transports.sim import SimTransport
 from triogroups.wire import WireCodec
 
 ID = ids.NAKACK2
@@ -54,16 +57,24 @@ Drop = Callable[[Address, Address, Message], bool]
 
 
 class _Net:
-    """Members A, B, C, ... joined by an in-memory, codec-faithful link."""
+    """Members A, B, C, ... joined by an in-memory, codec-faithful link.
 
-    def __init__(self, n: int = 3, **props: Any) -> None:
+    With ``max_bundle_size`` each member's NAKACK2 sits on a real (unstarted)
+    `SimTransport` of that bundle size, and the link drops a message that does
+    not encode within it, as a transport does (kept in ``oversized``).
+    """
+
+    def __init__(self, n: int = 3, *, max_bundle_size: int | None = None, **props: Any) -> None:
         self.addrs = [Address(i + 1, "ABCDE"[i]) for i in range(n)]
         self.p = {a: Nakack2(**props) for a in self.addrs}
-        self.codec = WireCodec("c")
+        self.codec = WireCodec("c", max_size=max_bundle_size or 65_507)
+        self.oversized: list[Message] = []
         self.delivered: dict[Address, list[bytes]] = {a: [] for a in self.addrs}
         self.events: dict[Address, list[Event]] = {a: [] for a in self.addrs}
         self.wire: list[tuple[Address, Message]] = []
         for a, proto in self.p.items():
+            if max_bundle_size is not None:
+                proto.check_stack([SimTransport(max_bundle_size=max_bundle_size)], [])
             proto.start(a, "c", 0.0)
 
     def __getitem__(self, i: int) -> Nakack2:
@@ -118,7 +129,12 @@ class _Net:
             if dst == src:
                 copy = msg.copy()
             else:
-                (copy,) = self.codec.decode(self.codec.encode(msg.dest, src, [msg])).messages
+                try:
+                    data = self.codec.encode(msg.dest, src, [msg])
+                except ValueError:
+                    self.oversized.append(msg)
+                    return
+                (copy,) = self.codec.decode(data).messages
             self.p[dst].up([copy], now)
             self._collect(dst)
 
@@ -316,6 +332,58 @@ def test_nakack2_xmit_req_is_capped_by_max_xmit_req_size() -> None:
     assert req.headers[ID].ranges == (1, 3) and b.stats()["xmit_seqnos_requested"] == 3
 
 
+def test_nakack2_xmit_req_fits_one_bundle_and_the_rest_is_asked_at_the_next_runs() -> None:
+    """Issue 12 item 2 (JGRP-1868): 10 KB bundles, max_xmit_req_size 5000, 20,000
+    multicasts of which every other one is lost on the way to B.
+
+    5000 scattered seqnos take 30 KB as ranges: the transport would drop such a
+    request at every run and B would deliver #1 and nothing more. Each request
+    is cut to what encodes within one bundle, lowest gaps first, and each run
+    asks for the next ones: B delivers all 20,000 and nothing is oversized.
+    """
+    net = _Net(2, max_bundle_size=10_000, max_xmit_req_size=5000)
+    net.view()
+    b = net.addrs[1]
+    net.send(0, *_payloads(20_000))
+    net.pump(drop=_to(b, lambda s, d, m: m.headers[ID].seqno % 2 == 0))
+    assert net.delivered[b] == [b"m1"]
+    now = 0.0
+    while len(net.delivered[b]) < 20_000 and now < 10:
+        now += 0.5
+        net[0].tick(now)  # HIGHEST_SEQNO reveals the lost last one, #20,000
+        net[1].tick(now)
+        net.pump(now=now)
+    assert net.delivered[b] == _payloads(20_000)
+    assert net.oversized == []
+    requests = [m for _, m in net.sent(XMIT_REQ)]
+    sizes = [len(net.codec.encode(m.dest, b, [m])) for m in requests]
+    stats = net[1].stats()
+    assert max(sizes) <= 10_000 and stats["xmit_reqs_capped"] >= 5
+    assert sum(size > 9_900 for size in sizes) == stats["xmit_reqs_capped"]  # capped ones are full
+    assert stats["xmit_seqnos_requested"] == 10_000  # each gap asked once: every answer arrived
+
+
+@pytest.mark.parametrize("budget", [0, 1, 5, 6, 7, 30, 47, 48, 49, 10_000])
+@pytest.mark.parametrize(
+    "seqnos",
+    [
+        [1, 2, 3, 7],
+        list(range(2, 400, 2)),
+        list(range(120, 140)),
+        [250, 251, 70_000, 70_001, 2**32 + 5],
+    ],
+)
+def test_nakack2_fit_ranges_packs_the_longest_prefix_within_the_budget(
+    seqnos: list[int], budget: int
+) -> None:
+    """The size `fit_ranges` counts is the size the wire codec's msgpack emits."""
+    ranges, count = fit_ranges(seqnos, budget)
+    assert ranges == to_ranges(seqnos[:count])
+    assert count == 0 or len(msgpack.packb(ranges)) <= budget
+    if count < len(seqnos):
+        assert len(msgpack.packb(to_ranges(seqnos[: count + 1]))) > budget
+
+
 def test_nakack2_xmit_req_is_answered_by_multicasting_the_message_again() -> None:
     net = _Net(3)
     net.view()
@@ -368,7 +436,7 @@ def test_nakack2_hostile_or_foreign_xmit_reqs_are_ignored() -> None:
 
 def test_nakack2_highest_seqno_is_sent_when_idle_and_skipped_after_traffic() -> None:
     """resend_last_seqno: once per seqno (resend_last_seqno_max_times=1), not after a send."""
-    net = _Net(2)
+    net = _Net(2, resend_last_seqno_max_times=1)
     net.view()
     a = net[0]
     a.tick(0.5)
@@ -394,6 +462,85 @@ def test_nakack2_highest_seqno_resent_up_to_max_times() -> None:
     for t in (0.5, 1.0, 1.5, 2.0, 2.5):
         a.tick(t)
     assert a.stats()["highest_seqno_sent"] == 3
+
+
+def _highest_seqnos(proto: Nakack2) -> list[int]:
+    """The seqnos of the HIGHEST_SEQNO announcements ``proto`` emitted since the last call."""
+    out = [m for item in proto.take_down() if isinstance(item, list) for m in item]
+    return [m.headers[ID].seqno for m in out if m.headers[ID].type == HIGHEST_SEQNO]
+
+
+def test_nakack2_highest_seqno_repeated_while_not_stable_and_stops_once_stable() -> None:
+    """Issue 12 item 5: the announcement repeats at every idle run until STABLE shows that
+    every member delivered the last message; a new message starts it again."""
+    net = _Net(3)
+    net.view()
+    a = net[0]
+    net.send(0, *_payloads(2))
+    net.pump()
+    a.tick(0.5)
+    assert _highest_seqnos(a) == []  # traffic since the last run
+    announced = []
+    for t in (1.0, 1.5, 2.0, 2.5):
+        a.tick(t)
+        announced += _highest_seqnos(a)
+    assert announced == [2, 2, 2, 2]
+    a_addr, b_addr, c_addr = net.addrs
+    partly = Digest({a_addr: (1, 2), b_addr: (0, 0), c_addr: (0, 0)})  # someone lacks #2
+    net.event(a_addr, StableDigest(partly))
+    a.tick(3.0)
+    assert _highest_seqnos(a) == [2]
+    stable = Digest({a_addr: (2, 2), b_addr: (0, 0), c_addr: (0, 0)})
+    net.event(a_addr, StableDigest(stable))
+    for t in (3.5, 4.0, 4.5):
+        a.tick(t)
+        assert _highest_seqnos(a) == []
+    net.send(0, b"m3", now=4.6)
+    net.pump(now=4.6)
+    for t in (5.0, 5.5, 6.0):
+        a.tick(t)
+        announced = _highest_seqnos(a)
+    assert announced == [3] and a.stats()["highest_seqno_sent"] == 7
+
+
+def test_nakack2_highest_seqno_capped_by_max_times_stops_at_stability_too() -> None:
+    """resend_last_seqno_max_times > 0 caps the repeats (JGroups); stability ends them sooner."""
+    net = _Net(2, resend_last_seqno_max_times=3)
+    net.view()
+    a = net[0]
+    net.send(0, b"m1")
+    net.pump()
+    a.tick(0.5)
+    a.tick(1.0)
+    net.event(net.addrs[0], StableDigest(Digest({net.addrs[0]: (1, 1), net.addrs[1]: (0, 0)})))
+    for t in (1.5, 2.0, 2.5):
+        a.tick(t)
+    assert a.stats()["highest_seqno_sent"] == 1
+
+
+def test_nakack2_last_message_and_first_announcement_lost_are_healed_by_the_next() -> None:
+    """Issue 12 item 5: B loses A's last message and A's first HIGHEST_SEQNO; the second
+    announcement makes B ask, and B delivers everything."""
+    net = _Net(2)
+    net.view()
+    b = net.addrs[1]
+    net.send(0, *_payloads(3))
+    net.pump(drop=_to(b, _seqno_is({3})))
+    lost_announcement = [False]
+
+    def first_announcement(src: Address, dst: Address, msg: Message) -> bool:
+        hdr = msg.headers.get(ID)
+        if hdr is None or hdr.type != HIGHEST_SEQNO or lost_announcement[0]:
+            return False
+        lost_announcement[0] = True
+        return True
+
+    for t in (0.5, 1.0, 1.5, 2.0):
+        net[0].tick(t)
+        net.pump(now=t, drop=first_announcement)
+    assert lost_announcement[0]
+    assert net.delivered[b] == _payloads(3)
+    assert net[1].stats()["highest_seqno_received"] >= 1
 
 
 def test_nakack2_last_message_lost_is_asked_for_after_highest_seqno() -> None:
@@ -834,9 +981,10 @@ def test_seed003_same_quiet_runs_with_xmit_interval_above_0_send_highest_seqno_a
 ):
     """The contrast to the test above: the same scenario with retransmission on sends both."""
     a, b, sent = _after_a_gap_then_quiet(0.5)
-    assert sent["A"] == [HIGHEST_SEQNO]  # at the second run; the first came after new traffic
+    # From the second run on (the first came after new traffic); no stability reaches A.
+    assert sent["A"] == [HIGHEST_SEQNO] * 4
     assert sent["B"] and set(sent["B"]) == {XMIT_REQ}
-    assert a.stats()["highest_seqno_sent"] == 1 and b.stats()["xmit_reqs_sent"] == len(sent["B"])
+    assert a.stats()["highest_seqno_sent"] == 4 and b.stats()["xmit_reqs_sent"] == len(sent["B"])
 
 
 def test_seed003_xmit_interval_changed_at_run_time() -> None:

@@ -6,7 +6,9 @@ must deliver all 30,000 exactly once, each sender's in send order:
 - NAKACK2 (+ STABLE) over UDP multicast, DISCARD dropping 10% each way;
 - MCAST over UDP multicast, DISCARD dropping 10% each way;
 - NAKACK2 with ``xmit_interval=0`` (seed 003: seqnos order, TCP retransmits)
-  over TCP, with no loss below it.
+  over TCP, with no loss below it;
+- NAKACK2 over UDP with 10 KB datagrams, one sender losing half of what it
+  sends: every retransmission request must fit one datagram (issue 12 item 2).
 
 With loss, DISCARD must have dropped and the protocol must have
 retransmitted, so a run that lost nothing cannot pass. Afterwards every
@@ -144,6 +146,44 @@ async def test_three_members_over_tcp_with_nakack2_xmit_interval_0_deliver_every
                     assert not nakack2["xmit_task_running"], m.name
                     assert nakack2["xmit_reqs_sent"] == 0 and nakack2["xmit_rsps_sent"] == 0, m.name
                 await _wait_until_purged(members, "NAKACK2")
+                for m in members:
+                    assert await m.stop() == 0
+    finally:
+        for m in members:
+            m.kill()
+
+
+async def test_nakack2_xmit_reqs_fit_10_kb_datagrams_when_half_of_20000_multicasts_are_lost() -> (
+    None
+):
+    """Issue 12 item 2 (JGRP-1868): max_bundle_size 10 KB, max_xmit_req_size 5000.
+
+    A multicasts 20,000 messages and loses about half of them (and of its
+    retransmissions) on the way down. B and C ask for thousands of scattered
+    seqnos, which as ranges take more than a datagram: each request is cut
+    to fit one, nothing is dropped as oversized, and all members deliver all.
+    """
+
+    def props(name: str, base: int) -> dict[str, dict[str, Any]]:
+        loss = 0.5 if name == "A" else 0.0
+        return {"UDP": {"mcast_port": base}, "DISCARD": {"down_loss": loss, "seed": base}}
+
+    members: list[MemberProcess] = []
+    try:
+        async with trio.open_nursery() as nursery:
+            with trio.fail_after(240):
+                await _start(nursery, "nakack2-udp-small-bundles.toml", props, members)
+                a = members[0]
+                await a.burst(None, "a", 20_000)
+                want = {"a": (a.uuid, 20_000)}
+                for m in members:
+                    check_tally(m.name, await m.tally(at_least=20_000), want)
+                stats = {m.name: await m.stats() for m in members}
+                assert layer_stats(stats["A"], "DISCARD")["dropped_down"] > 5000
+                for name, s in stats.items():
+                    assert layer_stats(s, "UDP").get("dropped_oversized", 0) == 0, name
+                for name in "BC":
+                    assert layer_stats(stats[name], "NAKACK2")["xmit_reqs_capped"] > 0, name
                 for m in members:
                     assert await m.stop() == 0
     finally:

@@ -106,6 +106,7 @@ _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
+_DEFAULT_BUNDLE = 65_507  # the largest UDP datagram, until check_stack learns the transport's
 _COUNTERS = (
     "msgs_sent",
     "msgs_received",
@@ -113,6 +114,7 @@ _COUNTERS = (
     "non_member_dropped",
     "malformed",
     "xmit_reqs_sent",
+    "xmit_reqs_capped",
     "xmit_seqnos_requested",
     "xmit_reqs_received",
     "xmit_reqs_not_mine",
@@ -149,7 +151,7 @@ class Nakack2(Protocol):
     use_mcast_xmit = Bool(True, doc="answer XMIT_REQ by multicasting the message again")
     max_xmit_req_size = Int(
         1024,
-        doc="most seqnos asked for in one XMIT_REQ",
+        doc="most seqnos asked for in one XMIT_REQ (fewer if they would not fit one bundle)",
         check=at_least(1),
     )
     become_server_queue_size = Int(
@@ -157,11 +159,14 @@ class Nakack2(Protocol):
         doc="multicasts a joiner queues before it is a server (unbounded if xmit_interval <= 0)",
         check=at_least(1),
     )
-    resend_last_seqno = Bool(True, doc="multicast the highest seqno sent while nothing new is sent")
+    resend_last_seqno = Bool(
+        True,
+        doc="multicast the highest seqno sent while nothing new is sent and it is not stable",
+    )
     resend_last_seqno_max_times = Int(
-        1,
-        doc="times the same highest seqno is resent",
-        check=at_least(1),
+        0,
+        doc="times the same highest seqno is resent (0: until STABLE shows everyone has it)",
+        check=at_least(0),
     )
 
     def __init__(self, **properties: Any) -> None:
@@ -175,6 +180,8 @@ class Nakack2(Protocol):
         self._sent_since_xmit = False
         self._unsafe_without_xmit = ""
         self._xmit_interval_set = self.xmit_interval
+        #: The largest bundle the transport sends (an XMIT_REQ must fit one).
+        self.bundle_size = _DEFAULT_BUNDLE
         self._counters = Counter(dict.fromkeys(_COUNTERS, 0))
         self._xmit = Retransmitter(self)
         self._membership = Membership(self)
@@ -186,8 +193,16 @@ class Nakack2(Protocol):
         self._schedule_xmit(now)
 
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
-        """Refuse ``xmit_interval <= 0`` where a message can be lost below NAKACK2."""
+        """Refuse ``xmit_interval <= 0`` where a message can be lost below NAKACK2.
+
+        Also learns the transport's bundle limit (``max_bundle_size``, and
+        TCP's ``max_frame_size`` if smaller), which caps an XMIT_REQ.
+        """
         transport = below[0] if below else None
+        limits = [getattr(transport, k, None) for k in ("max_bundle_size", "max_frame_size")]
+        sizes = [size for size in limits if isinstance(size, int) and size > 0]
+        if sizes:
+            self.bundle_size = min(sizes)
         if transport is not None and not getattr(transport, "lossless", False):
             self._unsafe_without_xmit = f"the transport {transport.name} can lose messages"
         elif any(p.name == "DISCARD" for p in below):
@@ -255,9 +270,12 @@ class Nakack2(Protocol):
         return self.local_address
 
     def _send_control(self, dest: Address | None, hdr: NakAckHeader2, flags: int = 0) -> None:
-        """Send a NAKACK2 control message (XMIT_REQ, HIGHEST_SEQNO, VIEW_SEQNO): not
-        numbered, OOB and INTERNAL, plus ``flags``."""
-        self.send_down_one(Message(dest, flags=_CONTROL | flags, headers={_ID: hdr}))
+        """Send a NAKACK2 control message (XMIT_REQ, HIGHEST_SEQNO, VIEW_SEQNO)."""
+        self.send_down_one(self._control(dest, hdr, flags))
+
+    def _control(self, dest: Address | None, hdr: NakAckHeader2, flags: int = 0) -> Message:
+        """A control message: not numbered, OOB and INTERNAL, plus ``flags``."""
+        return Message(dest, flags=_CONTROL | flags, headers={_ID: hdr})
 
     # --- receiving ---------------------------------------------------------------------
 

@@ -2,6 +2,8 @@
 
 One NamedTuple for every NAKACK2 message; a regular multicast uses only
 ``type`` and ``seqno``, so the header stays a few bytes on the wire.
+`fit_ranges` sizes an XMIT_REQ's ranges in encoded bytes (the wire codec
+packs the tuple as a msgpack array of ints), so a request fits one bundle.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ __all__ = [
     "XMIT_RSP",
     "NakAckHeader2",
     "expand_ranges",
+    "fit_ranges",
     "to_ranges",
 ]
 
@@ -89,3 +92,50 @@ def expand_ranges(ranges: tuple[int, ...], low: int, high: int, limit: int) -> l
                 return out
             out.append(s)
     return out
+
+
+def _packed_int_size(n: int) -> int:
+    """Bytes msgpack packs a non-negative int into (a seqno)."""
+    if n < 0x80:
+        return 1
+    if n < 0x100:
+        return 2
+    if n < 0x1_0000:
+        return 3
+    if n < 0x1_0000_0000:
+        return 5
+    return 9
+
+
+def _packed_array_header_size(length: int) -> int:
+    """Bytes msgpack spends on the header of an array of ``length`` items."""
+    return 1 if length < 16 else 3 if length < 0x1_0000 else 5
+
+
+def fit_ranges(seqnos: Iterable[int], budget: int) -> tuple[tuple[int, ...], int]:
+    """The ranges of the longest prefix of ascending ``seqnos`` that packs into ``budget``
+    bytes, and how many seqnos that prefix holds.
+
+    The size is exactly what the wire codec emits for the ``ranges`` field
+    (array header included), so the caller can budget a request in bytes
+    (JGRP-1868: a request larger than a bundle is dropped by the transport).
+    """
+    out: list[int] = []
+    size = _packed_array_header_size(0)
+    count = 0
+    for s in seqnos:
+        if out and s == out[-1] + 1:
+            grown = size - _packed_int_size(out[-1]) + _packed_int_size(s)
+            if grown > budget:
+                break
+            out[-1] = s
+        else:
+            n = len(out) + 2
+            grown = size + 2 * _packed_int_size(s)
+            grown += _packed_array_header_size(n) - _packed_array_header_size(n - 2)
+            if grown > budget:
+                break
+            out += (s, s)
+        size = grown
+        count += 1
+    return tuple(out), count

@@ -18,12 +18,28 @@ Decisions where the seed and JGroups leave a choice:
 
 - The retransmit task asks only for gaps it already saw at its previous run
   (JGRP-1539), at most ``max_xmit_req_size`` seqnos (a count, as in JGroups)
-  per member and run. HIGHEST_SEQNO and STABILITY ask for the whole range
-  above what we received, capped the same way. STABILITY asks only when the
+  per member and run, and no more than fit one bundle of the transport once
+  encoded (JGRP-1868: the transport drops a larger message, so a request for
+  many scattered gaps was lost at every run and repair stalled for good).
+  The size is measured, not estimated: the wire codec encodes the request
+  without its ranges, `fit_ranges` adds exactly what the ranges take, and a
+  few bytes stay free for flags a layer below may add. The lowest gaps are
+  asked first; the rest are asked at the next runs, as the first are filled.
+- HIGHEST_SEQNO and STABILITY ask for the whole range above what we
+  received, capped the same way. STABILITY asks only when the
   previous stability digest too showed more than we have (JGRP-2678), so a
   message that is merely in flight is not requested.
-- HIGHEST_SEQNO (JGRP-1904) is skipped after new traffic and the same seqno
-  is resent at most ``resend_last_seqno_max_times``.
+- HIGHEST_SEQNO (JGRP-1904) is skipped after new traffic and stops once a
+  stability digest shows that every member delivered it (our sent messages
+  are purged up to it). Until then it is repeated at every run, unless
+  ``resend_last_seqno_max_times`` > 0 caps it (1 is JGroups' default). A
+  departure from JGroups, which sends it once and leaves the rest to
+  STABLE: a member that lost both the coordinator's last VIEW and its one
+  announcement stays in the old view, its STABLE gossip names that view and
+  is ignored, so no stability round completes and nothing else would tell
+  it (issue 12 item 5). An idle sender pays one small multicast per
+  ``xmit_interval`` until the next stability round; a stack without STABLE
+  (whose sent messages are never purged either) should cap it.
 - Only the original sender answers an XMIT_REQ (it names the sender);
   requests for others' messages are counted and ignored.
 """
@@ -41,9 +57,10 @@ from triogroups.protocols.nakack2._header import (
     XMIT_RSP,
     NakAckHeader2,
     expand_ranges,
-    to_ranges,
+    fit_ranges,
 )
 from triogroups.view import Digest, View
+from triogroups.wire import WireCodec
 
 if TYPE_CHECKING:
     from triogroups.protocols.nakack2 import Nakack2
@@ -52,6 +69,7 @@ __all__ = ["Retransmitter"]
 
 _ID = ids.NAKACK2
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_SLACK = 8  # bytes kept free in a bundle: flags set below NAKACK2 may pack into a longer int
 
 
 class Retransmitter:
@@ -66,6 +84,7 @@ class Retransmitter:
         self._last_resent = 0
         self._resends = 0
         self.last_stable: Digest | None = None
+        self._codec: WireCodec | None = None  # measures XMIT_REQs; made at the first one
 
     def forget(self, view: View | None) -> None:
         """Drop what was asked of members not in ``view`` (of everyone if None)."""
@@ -129,7 +148,7 @@ class Retransmitter:
                 continue
             ask = [s for s in missing if s <= prev]
             if ask:
-                self._send_xmit_req(member, to_ranges(ask), len(ask))
+                self._send_xmit_req(member, ask)
 
     def on_stable_digest(self, digest: Digest) -> None:
         """Purge what everyone delivered; ask for what others have and we still lack."""
@@ -152,25 +171,48 @@ class Retransmitter:
 
     def _request_range(self, member: Address, first: int, last: int) -> None:
         last = min(last, first + self.nak.max_xmit_req_size - 1)
-        self._send_xmit_req(member, (first, last), last - first + 1)
+        self._send_xmit_req(member, range(first, last + 1))
 
-    def _send_xmit_req(self, member: Address, ranges: tuple[int, ...], count: int) -> None:
+    def _send_xmit_req(self, member: Address, seqnos: list[int] | range) -> None:
+        """Ask ``member`` for the lowest of ``seqnos`` that fit one bundle once encoded."""
         nak = self.nak
-        hdr = NakAckHeader2(XMIT_REQ, 0, member, ranges)
-        nak._send_control(member, hdr)
-        nak._counters["xmit_reqs_sent"] += 1
-        nak._counters["xmit_seqnos_requested"] += count
+        counters = nak._counters
+        ranges, count = fit_ranges(seqnos, self._ranges_budget(member))
+        if count < len(seqnos):
+            counters["xmit_reqs_capped"] += 1
+        if not count:
+            return
+        nak._send_control(member, NakAckHeader2(XMIT_REQ, 0, member, ranges))
+        counters["xmit_reqs_sent"] += 1
+        counters["xmit_seqnos_requested"] += count
+
+    def _ranges_budget(self, member: Address) -> int:
+        """Bytes an XMIT_REQ to ``member`` has for its ranges within one bundle.
+
+        The wire codec encodes the request with empty ranges (one byte, the
+        empty array, which `fit_ranges` counts again) to the member, as the
+        transport will: what is left of the bundle is the ranges' budget.
+        """
+        nak = self.nak
+        if self._codec is None:
+            self._codec = WireCodec(nak.cluster)
+        probe = nak._control(member, NakAckHeader2(XMIT_REQ, 0, member))
+        envelope = len(self._codec.encode(member, nak._me(), [probe])) - 1
+        return nak.bundle_size - envelope - _SLACK
 
     # --- HIGHEST_SEQNO -------------------------------------------------------------------
 
     def resend_last_seqno(self) -> None:
-        """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, resent at most max_times."""
+        """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, repeated until it is stable."""
         nak = self.nak
         seqno = nak._seqno
         if seqno == 0 or nak._sent_since_xmit:
             nak._sent_since_xmit = False
             return
-        if seqno == self._last_resent and self._resends >= nak.resend_last_seqno_max_times:
+        if nak._sent.hd >= seqno:
+            return  # stable: every member delivered it
+        limit = nak.resend_last_seqno_max_times
+        if seqno == self._last_resent and limit and self._resends >= limit:
             return
         if seqno > self._last_resent:
             self._last_resent, self._resends = seqno, 1
