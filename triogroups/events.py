@@ -89,7 +89,8 @@ class TmpView(Event):
     joiners to their fan-out list at once, so every multicast after the
     digest (the VIEW itself included) reaches them; otherwise a joiner's
     window would wait forever for seqnos it was never sent (JGroups'
-    TMP_VIEW). Layers that keep windows ignore it: only ViewChange installs.
+    TMP_VIEW). MCAST keeps what it multicasts from here on until the joiners
+    ack it (their digest starts here). Nothing installs it: only ViewChange does.
     """
 
     view: View

@@ -7,9 +7,18 @@ from typing import Any
 import pytest
 
 from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View
-from triogroups.events import DigestReply, Event, GetDigest, SetDigest, StableDigest, ViewChange
+from triogroups.events import (
+    DigestReply,
+    Event,
+    GetDigest,
+    MergeDigest,
+    SetDigest,
+    StableDigest,
+    TmpView,
+    ViewChange,
+)
 from triogroups.protocols import ids
-from triogroups.protocols.mcast import ACK, MSG, XMIT_REQ, XMIT_RSP, Mcast, McastHeader
+from triogroups.protocols.mcast import ACK, MSG, PURGED, XMIT_REQ, XMIT_RSP, Mcast, McastHeader
 from triogroups.wire import WireCodec
 
 A, B, C, D = (Address(i + 1, name) for i, name in enumerate("ABCD"))
@@ -369,6 +378,97 @@ def test_mcast_set_digest_after_the_view_moves_a_window_forward_but_never_back()
     assert proto.stats()["receive_windows"]["A"]["low"] == 3
 
 
+def _xmit_req(frm: Address, *seqnos: int, to: Address = A) -> Message:
+    return Message(to, src=frm, headers={ids.MCAST: McastHeader(XMIT_REQ, 0, None, seqnos)})
+
+
+def test_mcast_joiner_window_matches_sender_buffer() -> None:
+    """Issue 12: the coordinator alone takes a joiner's digest, then multicasts the VIEW.
+
+    GMS sends TmpView, takes the digest (ours: 0), multicasts the view (#1)
+    while MCAST's view is still the singleton, then installs the view. The
+    joiner's window starts at the digest and asks for #1: it must still be
+    there (it used to be purged at once, as nobody was left to ack it).
+    """
+    proto = _mcast(members=(A,))
+    proto.down_event(TmpView(_view(A, B, counter=2)), 0.0)
+    assert [type(e) for e in _events(proto.take_down())] == [TmpView]  # the transport needs it
+    proto.down_event(GetDigest("GMS"), 0.0)
+    (reply,) = _events(proto.take_up())
+    assert isinstance(reply, DigestReply) and reply.digest[A] == (0, 0)
+    _send(proto, 1)  # GMS's VIEW, stamped while the view is still {A}
+    proto.view_changed(_view(A, B, counter=2), 0.0)
+    assert proto.stats()["send_window"] == {"low": 0, "high": 1, "size": 1}
+    proto.up([_xmit_req(B, 1)], 1.0)
+    (rsp,) = _down(proto)
+    assert rsp.dest == B and _hdr(rsp)[:3] == (XMIT_RSP, 1, A)
+    assert proto.stats()["xmit_not_found"] == 0
+    proto.up([_ack(B, 1)], 1.1)
+    assert proto.stats()["send_window"] == {"low": 1, "high": 1, "size": 0}
+
+
+def test_mcast_tmp_view_holds_what_follows_the_digest_until_the_joiner_acks() -> None:
+    """With members already there, their acks alone no longer purge past the joiner's digest."""
+    proto = _mcast(members=(A, B))
+    _send(proto, 2)
+    proto.up([_ack(B, 2)], 0.1)
+    proto.down_event(TmpView(_view(A, B, C, counter=2)), 0.2)
+    _send(proto, 3)  # #3..#5 follow the digest C is given (A: 2)
+    proto.up([_ack(B, 5)], 0.3)  # B acks before A's MCAST installs the view with C
+    assert proto.stats()["send_window"] == {"low": 2, "high": 5, "size": 3}
+    proto.view_changed(_view(A, B, C, counter=2), 0.4)
+    assert proto.stats()["ack_map"] == {"B": 5, "C": 2}
+    proto.up([_xmit_req(C, 3, 4, 5)], 0.5)
+    assert [_hdr(m).seqno for m in _down(proto)] == [3, 4, 5]
+
+
+def test_mcast_joiner_that_never_joins_stops_holding_the_window_at_the_next_view() -> None:
+    proto = _mcast(members=(A, B))
+    proto.down_event(TmpView(_view(A, B, C, counter=2)), 0.0)
+    _send(proto, 2)
+    proto.up([_ack(B, 2)], 0.1)
+    proto.view_changed(_view(A, B, counter=3), 0.2)
+    assert proto.stats()["send_window"] == {"low": 2, "high": 2, "size": 0}
+
+
+def test_mcast_xmit_req_for_purged_seqnos_is_answered_with_purged() -> None:
+    """A digest entry for another sender can lie below what that sender still holds."""
+    proto = _mcast(members=(A, B))
+    _send(proto, 3)
+    proto.up([_ack(B, 3)], 0.1)  # purged: #1..#3 were sent in a view without C
+    proto.view_changed(_view(A, B, C, counter=2), 0.2)
+    _send(proto, 1)  # #4, in the view with C
+    proto.up([_xmit_req(C, 1, 2, 4)], 0.3)
+    out = _down(proto)
+    assert [(m.dest, *_hdr(m)[:2]) for m in out] == [(C, XMIT_RSP, 4), (C, PURGED, 3)]
+    assert proto.stats()["purged_sent"] == 1 and proto.stats()["xmit_not_found"] == 0
+
+
+def test_mcast_purged_moves_the_window_forward_and_delivers_what_follows() -> None:
+    proto = _mcast(me=C)
+    proto.up([_data(A, 4), _data(A, 5)], 0.0)  # our digest said A: 0; A purged #1..#3
+    assert _up(proto) == []
+    purged = Message(C, src=A, headers={ids.MCAST: McastHeader(PURGED, 3)})
+    proto.up([purged], 0.1)
+    assert [m.payload for m in _up(proto)] == [b"A4", b"A5"]
+    (ack,) = _down(proto)
+    assert ack.dest == A and _hdr(ack)[:2] == (ACK, 5)
+    assert proto.stats()["windows_moved_by_purged"] == 1
+    proto.up([Message(C, src=A, headers={ids.MCAST: McastHeader(PURGED, 2)})], 0.2)
+    assert proto.stats()["receive_windows"]["A"]["low"] == 5  # never back
+
+
+def test_mcast_merge_digest_moves_the_other_subgroups_windows_to_their_offsets() -> None:
+    """After a merge, windows for the other subgroup start where its digest says, not at 0."""
+    proto = _mcast(members=(A, B))
+    proto.down_event(MergeDigest(Digest({C: (6, 6), D: (2, 3)})), 0.0)
+    assert [type(e) for e in _events(proto.take_down())] == [MergeDigest]
+    proto.view_changed(_view(A, B, C, D, counter=5), 0.0)
+    proto.up([_data(C, 7), _data(D, 3)], 0.1)
+    assert [m.payload for m in _up(proto)] == [b"C7", b"D3"]
+    assert proto.stats()["receive_windows"]["C"] == {"low": 7, "high": 7, "size": 0}
+
+
 def test_mcast_get_digest_is_answered_with_a_digest_reply_going_up() -> None:
     proto = _mcast()
     _send(proto, 3)
@@ -424,6 +524,7 @@ def test_mcast_header_roundtrips_through_the_wire_codec() -> None:
         McastHeader(ACK, 12),
         McastHeader(XMIT_REQ, 0, None, (3, 4, 9)),
         McastHeader(XMIT_RSP, 5, A),
+        McastHeader(PURGED, 4),
     ]
     msgs = [Message(None, b"x", headers={ids.MCAST: h}) for h in headers]
     decoded = codec.decode(codec.encode(None, B, msgs))

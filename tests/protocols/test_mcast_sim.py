@@ -270,3 +270,160 @@ async def test_mcast_window_is_the_flow_control_no_mfc_needed(autojump_clock: An
             await cluster.wait_until_delivered(timeout=60)
             assert _payloads(c) == [f"a{i}".encode() for i in range(total)]
             cluster.check_contract()
+
+
+# --- issue 12: joins, leaves and merges with GMS (the udp-mcast preset) ---------------------
+
+
+def _udp_mcast(**mcast: Any) -> StackConfig:
+    """The udp-mcast preset (UDP becomes a simulated lossy endpoint), with quick merges."""
+    config = StackConfig.preset("udp-mcast")
+    config = config.configure("MERGE3", min_interval=0.2, max_interval=0.5, check_interval=1.0)
+    config = config.configure("GMS", merge_timeout=2.0, join_timeout=0.5)
+    return config.configure("MCAST", **mcast) if mcast else config
+
+
+def _check_gaps(cluster: SimCluster) -> None:
+    """Exactly once and in each sender's order, allowing what was sent in views without us."""
+    addresses = [m.address for m in cluster.members]
+    cluster.log.check(addresses, addresses, gaps=True)
+
+
+async def _join_one_at_a_time(cluster: SimCluster, members: list[SimMember]) -> None:
+    for member in members:
+        await cluster.join(member)
+        await cluster.wait_for_view(members[: members.index(member) + 1])
+
+
+def _assert_nothing_asked_for_in_vain(cluster: SimCluster) -> None:
+    """No window waits for a seqno its sender no longer holds."""
+    for member in cluster.members:
+        stats = member.protocol("MCAST").stats()
+        assert stats["xmit_not_found"] == 0, member
+        for sender, win in stats["receive_windows"].items():
+            assert win["size"] == 0, (member, sender, win)
+
+
+async def test_mcast_udp_mcast_joiners_one_at_a_time_all_deliver_the_coordinators_multicasts(
+    autojump_clock: Any,
+) -> None:
+    """Issue 12: the first joiner's window for the coordinator started below what the
+    coordinator still held (its VIEW, multicast while alone, was purged at once)."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(3, "udp-mcast", seed=1, view=False) as cluster:
+            a, b, c = cluster.members
+            await _join_one_at_a_time(cluster, [a, b, c])
+            await a.send_many([b"a1", b"a2"])
+            await b.send(b"b1")
+            await c.send(b"c1")
+            await cluster.wait_until_delivered(timeout=30)  # and the contract holds
+            _assert_nothing_asked_for_in_vain(cluster)
+
+
+async def test_mcast_udp_mcast_four_members_joining_one_at_a_time_settle_on_one_view(
+    autojump_clock: Any,
+) -> None:
+    """Issue 12: a member that misses the coordinator's VIEW multicasts lags views behind."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(4, "udp-mcast", seed=1, view=False) as cluster:
+            await _join_one_at_a_time(cluster, cluster.members)
+            await trio.sleep(5)  # every view ack and retransmission settled
+            assert len({m.protocol("GMS").view for m in cluster.members}) == 1
+            for member in cluster.members:
+                await member.send(f"{member.name}1".encode())
+            await cluster.wait_until_delivered(timeout=30)
+            _assert_nothing_asked_for_in_vain(cluster)
+
+
+async def test_mcast_udp_mcast_member_that_leaves_and_rejoins_catches_up(
+    autojump_clock: Any,
+) -> None:
+    """B leaves (A is alone again and goes on multicasting), B rejoins as a new member:
+    it delivers what A and C multicast after its join, and nothing from before."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(2, "udp-mcast", seed=3, view=False) as cluster:
+            a, b = cluster.members
+            await _join_one_at_a_time(cluster, [a, b])
+            await a.send(b"before-leave")
+            await b.disconnect()
+            await cluster.wait_for_view([a])
+            await a.send(b"while-alone")
+            b2 = await cluster.add_member("B2")
+            await cluster.join(b2)
+            await cluster.wait_for_view([a, b2])
+            await a.send_many([b"after-1", b"after-2"])
+            await b2.send(b"from-b2")
+            with trio.fail_after(30):
+                while len(_payloads(b2)) < 3 or len(_payloads(a)) < 5:
+                    await trio.sleep(0.1)
+            assert [m.payload for m in b2.delivered if m.src == a.address] == [
+                b"after-1",
+                b"after-2",
+            ]
+            _check_gaps(cluster)
+            for member in (a, b2):
+                assert member.protocol("MCAST").stats()["xmit_not_found"] == 0
+
+
+async def test_mcast_udp_mcast_joiner_catches_up_with_a_member_multicasting_during_the_join(
+    autojump_clock: Any,
+) -> None:
+    """B streams multicasts while D joins: the digest's entry for B (what A had delivered)
+    lies below what B still holds once B installs the view with D, as A and C acked more
+    meanwhile (every message: ``ack_threshold`` 1); D's window must not wait for those
+    seqnos for ever: B answers PURGED and D's window moves on."""
+    stack = _udp_mcast(ack_threshold=1)
+    with trio.fail_after(_GUARD):
+        async with open_cluster(4, stack, seed=11, view=False, max_delay=0.02) as cluster:
+            a, b, c, d = cluster.members
+            await _join_one_at_a_time(cluster, [a, b, c])
+            streaming = True
+
+            async def stream() -> None:
+                i = 0
+                while streaming:
+                    await b.send(f"b{i}".encode())
+                    i += 1
+                    await trio.sleep(0.005)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(stream)
+                await trio.sleep(0.5)
+                await cluster.join(d)
+                await cluster.wait_for_view()
+                await trio.sleep(0.5)
+                streaming = False
+            await b.send(b"b-last")
+            with trio.fail_after(30):
+                while b"b-last" not in _payloads(d):
+                    await trio.sleep(0.1)
+            assert b.protocol("MCAST").stats()["purged_sent"] >= 1  # the race this seed plays
+            _check_gaps(cluster)
+            _assert_nothing_asked_for_in_vain(cluster)
+
+
+async def test_mcast_udp_mcast_after_a_merge_every_member_delivers_from_every_member(
+    autojump_clock: Any,
+) -> None:
+    """Issue 12 (merge digest): {A,B} and {C,D} multicast apart, heal and merge; the
+    windows for the other subgroup start at the merge digest, not at 0, so what each
+    member multicasts after the merge reaches everyone."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(4, _udp_mcast(xmit_interval=0.2), seed=4, view=False) as cluster:
+            a, b, c, d = cluster.members
+            cluster.network.partition([a.address, b.address], [c.address, d.address])
+            await _join_one_at_a_time(cluster, [a, b])
+            await _join_one_at_a_time(cluster, [c, d])
+            for member in cluster.members:
+                await member.send_many([f"{member.name}-apart{i}".encode() for i in range(5)])
+            await trio.sleep(2)
+            cluster.network.heal()
+            await cluster.wait_for_view(timeout=60)
+            for member in cluster.members:
+                await member.send(f"{member.name}-merged".encode())
+            merged = {f"{m.name}-merged".encode() for m in cluster.members}
+            with trio.fail_after(30):
+                while not all(merged <= set(_payloads(m)) for m in cluster.members):
+                    await trio.sleep(0.1)
+            _check_gaps(cluster)
+            _assert_nothing_asked_for_in_vain(cluster)

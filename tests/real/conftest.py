@@ -18,9 +18,9 @@ TwoChannels = Callable[[StackConfig], AbstractAsyncContextManager[tuple[Channel,
 
 
 def _preset_on_own_ports(name: str) -> StackConfig:
-    """The udp or tcp preset on ports of its own, so parallel runs on this host do not meet."""
+    """A UDP or TCP preset on ports of its own, so parallel runs on this host do not meet."""
     config = StackConfig.preset(name)
-    if name == "udp":
+    if config.names()[0] == "UDP":
         return config.configure("UDP", mcast_port=random.randint(20000, 40000))
     base = random.randint(20000, 40000)
     config = config.configure("TCP", bind_port=base, port_range=20)

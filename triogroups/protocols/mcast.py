@@ -30,9 +30,11 @@ The seed's rules, as implemented here:
   original message as a unicast to the requester (XMIT_RSP, original sender
   in the header).
 - *Views and digests*: windows are removed for members that left and created
-  for new ones; `SetDigest` moves a member's window to the digest's delivered
-  seqno (creating it if needed, never moving it back), whichever of the view
-  and the digest arrives first. `GetDigest` is answered with a `DigestReply`.
+  for new ones; `SetDigest` (a joiner) and `MergeDigest` (the members of the
+  other subgroups after a merge) move a member's window to the digest's
+  delivered seqno (creating it if needed, never moving it back), whichever of
+  the view and the digest arrives first. `GetDigest` is answered with a
+  `DigestReply`.
 
 Choices where the seed is open:
 
@@ -44,9 +46,28 @@ Choices where the seed is open:
   comes back anyway is dropped. So a layer below that loses the outgoing
   message (DISCARD) cannot lose the local delivery, and nothing is delivered
   twice. The ack map holds the
-  *other* members; alone in a view, a member purges what it sent at once.
+  *other* members; alone in a view (and with no joiner on its way, see
+  below), a member purges what it sent at once.
 - A new member's ack starts at the send window's ``low``, so joining never
   moves the minimum backwards.
+- A digest must agree with what the senders still hold (issue 12: a
+  coordinator alone in its view purged its VIEW multicast at once, below the
+  digest it had just handed the joiner, whose window then waited for it for
+  ever). Two rules, as JGroups holds back stability while a member joins:
+
+  * The coordinator's `TmpView` (sent down just before it takes the joiners'
+    digest) puts each joiner in the ack map at the highest seqno sent, the
+    digest's entry for us: from there on nothing the joiner's window will
+    ask for is purged until the joiner acks it or leaves the view.
+  * A digest entry for another sender is what the coordinator (or, for a
+    merge, the other subgroup's representative) had delivered from it, and
+    that sender may purge beyond it before it installs the view with the new
+    member. An XMIT_REQ for seqnos at or below the send window's ``low`` is
+    answered with PURGED (``low``): everything up to there was acked by every
+    member of a view the requester was not in (a member of the ack map acks
+    what it delivers, so it never asks for what was purged), so the
+    requester's window moves there, as NAKACK2's VIEW_SEQNO does over TCP,
+    instead of asking for ever.
 - Before the first view nothing is purged (nobody to ack yet).
 - Tail loss: a receiver cannot see a gap after the last message it got, and a
   lost ACK is never repeated by a receiver with nothing new to deliver. So, as
@@ -68,7 +89,7 @@ from collections import deque
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import DigestReply, Event, GetDigest, SetDigest
+from triogroups.events import DigestReply, Event, GetDigest, MergeDigest, SetDigest, TmpView
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, PropertyError, at_least, positive
 from triogroups.protocol import Protocol
@@ -84,6 +105,7 @@ MSG = 0
 XMIT_REQ = 1
 XMIT_RSP = 2
 ACK = 3
+PURGED = 4
 
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
@@ -95,9 +117,10 @@ _new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 class McastHeader(NamedTuple):
     """On every reliable multicast; also on ACK, XMIT_REQ and retransmissions.
 
-    ``seqno``: the message's seqno (MSG, XMIT_RSP) or the highest delivered
-    (ACK). ``sender``: the original sender of a retransmission. ``missing``:
-    the seqnos an XMIT_REQ asks for.
+    ``seqno``: the message's seqno (MSG, XMIT_RSP), the highest delivered
+    (ACK), or the highest purged from the send window (PURGED). ``sender``:
+    the original sender of a retransmission. ``missing``: the seqnos an
+    XMIT_REQ asks for.
     """
 
     type: int
@@ -164,6 +187,8 @@ class Mcast(Protocol):
                 "retransmissions",
                 "xmit_rsps_received",
                 "xmit_not_found",
+                "purged_sent",
+                "windows_moved_by_purged",
                 "last_seqno_resends",
                 "dropped_outside_window",
                 "dropped_no_window",
@@ -295,6 +320,8 @@ class Mcast(Protocol):
                 self._on_ack(msg.src, hdr.seqno)
             elif kind == XMIT_REQ:
                 self._on_xmit_req(msg.src, hdr.missing)
+            elif kind == PURGED:
+                self._on_purged(msg.src, hdr.seqno, deliver)
             else:
                 self.counters["bad_headers"] += 1
         self.send_up(deliver)
@@ -386,15 +413,36 @@ class Mcast(Protocol):
             self.counters["bad_headers"] += 1
             return
         self.counters["xmit_reqs_received"] += 1
+        send = self._send
         out: list[Message] = []
+        purged = False
         for seqno in missing[: self.capacity]:
-            msg = self._send.get(seqno)
-            if msg is None:
-                self.counters["xmit_not_found"] += 1
-            else:
+            msg = send.get(seqno)
+            if msg is not None:
                 out.append(self._retransmission(msg, seqno, requester))
+            elif seqno <= send.low:
+                purged = True
+            else:
+                self.counters["xmit_not_found"] += 1
         self.counters["retransmissions"] += len(out)
+        if purged:
+            self.counters["purged_sent"] += 1
+            header = McastHeader(PURGED, send.low)
+            out.append(Message(requester, flags=_CONTROL_FLAGS, headers={ids.MCAST: header}))
         self.send_down(out)
+
+    def _on_purged(self, sender: Address | None, low: int, deliver: list[Message]) -> None:
+        """``sender`` purged up to ``low`` in a view without us: our window starts there."""
+        win = self._windows.get(sender) if sender is not None else None
+        if win is None or low <= win.low:
+            return
+        assert sender is not None
+        self.counters["windows_moved_by_purged"] += 1
+        win.purge(low)
+        ready = [m for m in win.remove_ready() if m is not _DELIVERED]
+        self.counters["msgs_delivered"] += len(ready)
+        deliver.extend(ready)
+        self._ack_due.add(sender)
 
     def _retransmission(self, msg: Message, seqno: int, to: Address) -> Message:
         copy = msg.copy()
@@ -458,9 +506,21 @@ class Mcast(Protocol):
         if isinstance(event, GetDigest):
             self.pass_up(DigestReply(event.requester, self.digest()))
             return
-        if isinstance(event, SetDigest):
+        if isinstance(event, (SetDigest, MergeDigest)):
             self._set_digest(event.digest)
+        elif isinstance(event, TmpView):
+            self._hold_for_joiners(event.view)
         super().down_event(event, now)
+
+    def _hold_for_joiners(self, view: View) -> None:
+        """Keep what we send from here on until the joiners of ``view`` ack it.
+
+        The coordinator's digest for them, taken next, says we sent up to
+        ``high``: their windows start there and will ask for what follows.
+        """
+        for member in view.members:
+            if member != self.local_address and member not in self._acks:
+                self._acks[member] = self._send.high
 
     def _set_digest(self, digest: Digest) -> None:
         deliver: list[Message] = []
