@@ -46,6 +46,32 @@ async def test_open_channel_takes_unhandled_sigterm_and_sigint_and_gives_them_ba
     assert {s: signal.getsignal(s) for s in before} == before
 
 
+async def test_channels_closing_out_of_order_give_the_original_handlers_back(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Channels in sibling tasks may close in any order: while one is open the signals
+    stay the channels', and once the last closes the original handlers are back."""
+    before = signal.getsignal(signal.SIGTERM)
+    first_closed = trio.Event()
+    during: list[object] = []
+
+    async def first() -> None:
+        async with open_channel("c", stack, "A", network=net):
+            await trio.sleep(1)
+        first_closed.set()
+
+    async def second() -> None:
+        async with open_channel("c", stack, "B", network=net):
+            await first_closed.wait()
+            during.append(signal.getsignal(signal.SIGTERM))
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(first)
+        nursery.start_soon(second)
+    assert during and during[0] != before
+    assert signal.getsignal(signal.SIGTERM) == before
+
+
 async def test_open_channel_leaves_an_applications_own_signal_handlers_alone(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
@@ -136,3 +162,55 @@ async def test_signal_makes_the_member_leave_and_open_channel_raise_signal_exit(
         gms = a.stack.protocol("GMS").stats()
         assert gms["leaves"] == 1
         assert gms.get("suspects", 0) == 0
+
+
+async def test_a_signal_makes_every_open_channel_of_the_process_leave(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """B and C in one process (nested), A elsewhere (no signals): SIGTERM makes both B
+    and C leave, A installs the view of itself, and one SignalExit comes out."""
+    async with open_channel("c", stack, "A", network=net, handle_signals=False) as a:
+        unhandled = signal.getsignal(signal.SIGTERM)
+        with pytest.raises(SignalExit) as caught:
+            async with (
+                open_channel("c", stack, "B", network=net) as b,
+                open_channel("c", stack, "C", network=net),
+            ):
+                await _view_of(b, 3)
+                assert signal.getsignal(signal.SIGTERM) != unhandled
+                os.kill(os.getpid(), signal.SIGTERM)
+                await trio.sleep_forever()
+        assert caught.value.code == 128 + signal.SIGTERM
+        await _view_of(a, 1)
+        assert a.stack.protocol("GMS").stats()["leaves"] == 2
+
+
+async def test_a_signal_makes_channels_in_sibling_tasks_each_leave(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """B and C open in two sibling tasks: SIGTERM cancels each one's block and each leaves
+    with its own stack: neither raises its SignalExit (which cancels the sibling task and
+    its stack) before both have left."""
+    async with open_channel("c", stack, "A", network=net, handle_signals=False) as a:
+        unhandled = signal.getsignal(signal.SIGTERM)
+        ready = trio.Semaphore(0)
+
+        async def member(name: str) -> None:
+            async with open_channel("c", stack, name, network=net):
+                ready.release()
+                await trio.sleep_forever()
+
+        with pytest.raises(BaseExceptionGroup) as caught:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(member, "B")
+                nursery.start_soon(member, "C")
+                for _ in range(2):
+                    await ready.acquire()
+                await _view_of(a, 3)
+                assert signal.getsignal(signal.SIGTERM) != unhandled
+                os.kill(os.getpid(), signal.SIGTERM)
+        # once both have left, the first SignalExit may cancel the other task's last wait
+        assert {type(e) for e in caught.value.exceptions} == {SignalExit}
+        await _view_of(a, 1)
+        assert a.stack.protocol("GMS").stats()["leaves"] == 2
+        assert signal.getsignal(signal.SIGTERM) == unhandled

@@ -122,25 +122,27 @@ async def run_channel(
     channel = Channel(the_stack, **channel_options)
     stop = SignalLeave(handle_signals)
     try:
-        async with trio.open_nursery() as nursery:
-            channel._nursery = nursery
-            await nursery.start(the_stack.run)
-            nursery.start_soon(channel._read_loop)
-            nursery.start_soon(channel._dispatch_loop)
-            await nursery.start(stop.watch)
-            try:
-                with stop.body:
-                    await channel._join()
-                    yield channel
-            finally:
-                if not nursery.cancel_scope.cancel_called:
-                    with stop.leaving:
-                        await channel.aclose()
-                channel._shut()
-                nursery.cancel_scope.cancel()
+        with stop:
+            async with trio.open_nursery() as nursery:
+                channel._nursery = nursery
+                await nursery.start(the_stack.run)
+                nursery.start_soon(channel._read_loop)
+                nursery.start_soon(channel._dispatch_loop)
+                try:
+                    with stop.body:
+                        await channel._join()
+                        yield channel
+                finally:
+                    if not nursery.cancel_scope.cancel_called:
+                        with stop.leaving:
+                            await channel.aclose()
+                    channel._shut()
+                    nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         error = _unwrap(group)
         if error is group:
             raise
         raise error from error.__cause__
-    stop.raise_if_signalled()
+    finally:
+        stop.left()
+    await stop.exit(channel._leave_timeout)
