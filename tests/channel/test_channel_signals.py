@@ -10,6 +10,7 @@ tests/real/test_membership_real.py.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import threading
@@ -133,11 +134,13 @@ async def test_signal_makes_the_member_leave_and_open_channel_raise_signal_exit(
     stack: StackConfig,
     signum: signal.Signals,
     raised: Callable[..., SignalExit],
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     """Three members on the simulated network; C (the only one handling signals) gets the
     signal: its body is cancelled, it leaves, A and B install the view of two at once (the
     stack has no failure detection), and `open_channel` raises `SignalExit` with status
     128 + signal (for SIGINT an `Interrupted`, also a KeyboardInterrupt)."""
+    caplog.set_level(logging.INFO, logger="triogroups.channel")
     async with (
         open_channel("c", stack, "A", network=net, handle_signals=False) as a,
         open_channel("c", stack, "B", network=net, handle_signals=False) as b,
@@ -157,6 +160,7 @@ async def test_signal_makes_the_member_leave_and_open_channel_raise_signal_exit(
         assert isinstance(caught.value, raised)
         assert caught.value.code == 128 + signum
         assert caught.value.signum == signum
+        assert f"C@c: {signum.name} received; leaving" in caplog.messages
         await _view_of(a, 2)
         await _view_of(b, 2)
         gms = a.stack.protocol("GMS").stats()
@@ -214,3 +218,32 @@ async def test_a_signal_makes_channels_in_sibling_tasks_each_leave(
         await _view_of(a, 1)
         assert a.stack.protocol("GMS").stats()["leaves"] == 2
         assert signal.getsignal(signal.SIGTERM) == unhandled
+
+
+async def test_a_second_signal_stops_waiting_for_the_leave(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """C is cut off, so its leave would wait the whole leave timeout (60 s, GMS's and the
+    channel's) for an answer; a second SIGTERM (Ctrl-C pressed again) ends the wait."""
+    slow = stack.configure("GMS", leave_timeout=60)
+    async with (
+        open_channel("c", slow, "A", network=net, handle_signals=False) as a,
+        trio.open_nursery() as nursery,
+    ):
+        unhandled = signal.getsignal(signal.SIGTERM)
+
+        async def again() -> None:
+            await trio.sleep(1)  # C is waiting for its leave by now
+            assert signal.getsignal(signal.SIGTERM) != unhandled
+            os.kill(os.getpid(), signal.SIGTERM)
+
+        with pytest.raises(SignalExit):
+            async with open_channel("c", slow, "C", network=net, leave_timeout=60) as c:
+                await _view_of(c, 2)
+                net.partition([a.address], [c.address])
+                start = trio.current_time()
+                assert signal.getsignal(signal.SIGTERM) != unhandled
+                os.kill(os.getpid(), signal.SIGTERM)
+                nursery.start_soon(again)
+                await trio.sleep_forever()
+        assert 1 <= trio.current_time() - start < 60

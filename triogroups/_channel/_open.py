@@ -120,7 +120,7 @@ async def run_channel(
         )
     the_stack = Stack(config, cluster, name, **stack_options)
     channel = Channel(the_stack, **channel_options)
-    stop = SignalLeave(handle_signals)
+    stop = SignalLeave(handle_signals, f"{name or '-'}@{cluster}")
     try:
         with stop:
             async with trio.open_nursery() as nursery:

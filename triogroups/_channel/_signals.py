@@ -44,6 +44,7 @@ Decisions:
 
 from __future__ import annotations
 
+import logging
 import signal
 import threading
 from types import FrameType, TracebackType
@@ -54,6 +55,7 @@ import trio
 __all__ = ["Interrupted", "SignalExit", "SignalLeave"]
 
 _SIGNALS = (signal.SIGTERM, signal.SIGINT)
+_log = logging.getLogger("triogroups.channel")
 _TRIO_KI_MODULE = "trio._core._ki"
 
 
@@ -144,8 +146,9 @@ class SignalLeave:
     back (last channel).
     """
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, who: str) -> None:
         self.enabled = enabled
+        self.who = who
         self.signum: int | None = None
         self.body = trio.CancelScope()  # the join and the application's block
         self.leaving = trio.CancelScope(shield=True)  # the graceful leave
@@ -189,10 +192,14 @@ class SignalLeave:
             return
         if self.signum is None:
             self.signum = signum
+            _log.info("%s: %s received; leaving", self.who, signal.Signals(signum).name)
             if cancelled is not None:
                 self.round = cancelled
                 self.body.cancel()
         else:
+            _log.warning(
+                "%s: %s again; not waiting for the leave", self.who, signal.Signals(signum).name
+            )
             self.leaving.cancel()
 
     def left(self) -> None:
