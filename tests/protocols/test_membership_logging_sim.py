@@ -14,8 +14,9 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import MergeView, Message, StackConfig
+from triogroups import MergeView, Message, RestartIntensityExceeded, Stack, StackConfig
 from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.transports.sim import open_sim_network
 
 GMS_LOG = "triogroups.protocols.gms"
 STACK_LOG = "triogroups.stack"
@@ -145,3 +146,21 @@ async def test_a_layer_crash_is_logged_at_warning_and_the_restart_at_info(
         assert _lines(caplog, STACK_LOG, logging.INFO) == [
             f"stack A@test: restarted as {a.address} (incarnation 2)"
         ]
+
+
+async def test_crashes_beyond_the_restart_intensity_are_logged_at_error(
+    autojump_clock: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="triogroups")
+    async with open_sim_network(seed=5) as net:
+        config = StackConfig.of(("SIM", {"network": net.name}), "DISCARD")
+        stack = Stack(config, "test", "A", max_restarts=0)
+        with pytest.raises(ExceptionGroup) as info:
+            async with trio.open_nursery() as nursery:
+                await nursery.start(stack.run)
+                stack.protocol("DISCARD").drop_if(_explode)
+                await stack.send([Message(None, b"boom")])
+                await trio.sleep_forever()
+        assert info.group_contains(RestartIntensityExceeded, depth=1)
+    (error,) = [r for r in caplog.records if r.name == STACK_LOG and r.levelno == logging.ERROR]
+    assert error.getMessage().startswith("stack A@test: ")
