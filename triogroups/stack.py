@@ -15,17 +15,29 @@ raises `StartupError` naming the cause at once.
 The two ends that face the application survive restarts: items waiting to
 go down stay queued, and deliveries are read from one channel for the life
 of the stack.
+
+Logged under ``triogroups.stack``: a layer's crash at WARNING (with its
+traceback), the restart as a new incarnation at INFO, giving up beyond the
+restart intensity at ERROR.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
 import trio
 
 from triogroups._layer import LayerActor, TransportActor, original_error
-from triogroups.actors import Actor, ChildSpec, CrashReport, Strategy, Supervisor
+from triogroups.actors import (
+    Actor,
+    ChildSpec,
+    CrashReport,
+    RestartIntensityExceeded,
+    Strategy,
+    Supervisor,
+)
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.events import Item
@@ -33,6 +45,8 @@ from triogroups.protocol import Protocol
 from triogroups.transports.base import Transport
 
 __all__ = ["Stack"]
+
+_log = logging.getLogger("triogroups.stack")
 
 
 class _Incarnation:
@@ -134,6 +148,13 @@ class Stack:
             first=self.incarnation == 1,
         )
         self._current.start(self.cluster)
+        if self.incarnation > 1:
+            _log.info(
+                "stack %s: restarted as %s (incarnation %d)",
+                self._label,
+                address,
+                self.incarnation,
+            )
         for listener in list(self._listeners):
             listener(self)
 
@@ -164,7 +185,7 @@ class Stack:
             max_restarts=self._max_restarts,
             within=self._restart_window,
             before_restart=self._new_incarnation,
-            on_crash=self.crash_reports.append,
+            on_crash=self._crashed,
         )
         try:
             async with trio.open_nursery() as nursery:
@@ -172,7 +193,27 @@ class Stack:
                 task_status.started()
         except BaseExceptionGroup as group:
             error = original_error(group)
+            if isinstance(error, RestartIntensityExceeded):
+                _log.error("stack %s: %s", self._label, error)
             raise error from error.__cause__  # keeps a StartupError's cause
+
+    @property
+    def _label(self) -> str:
+        return f"{self.name or '-'}@{self.cluster}"
+
+    def _crashed(self, report: CrashReport) -> None:
+        """A layer crashed: keep the report and say so (the supervisor restarts the stack)."""
+        self.crash_reports.append(report)
+        exc = report.exception
+        _log.warning(
+            "stack %s: layer %s of %s crashed: %s: %s",
+            self._label,
+            report.actor.rsplit(".", 1)[-1],
+            self.address,
+            type(exc).__name__,
+            exc,
+            exc_info=(type(exc), exc, exc.__traceback__),
+        )
 
     # --- the top of the stack -------------------------------------------------------
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import random
+import signal
 import subprocess
 import sys
 import uuid
@@ -42,6 +43,8 @@ class Script:
     def __init__(self, process: trio.Process) -> None:
         self.process = process
         self.lines: list[str] = []
+        self.stderr = b""
+        self.stderr_closed = trio.Event()
         self._changed = trio.Event()
 
     async def read(self) -> None:
@@ -53,6 +56,12 @@ class Script:
             self.lines += [line.decode() for line in complete]
             self._changed.set()
             self._changed = trio.Event()
+
+    async def read_stderr(self) -> None:
+        assert self.process.stderr is not None
+        async for chunk in self.process.stderr:
+            self.stderr += chunk
+        self.stderr_closed.set()
 
     async def wait_for(self, check: Callable[[str], bool]) -> str:
         with trio.fail_after(20):
@@ -87,11 +96,12 @@ async def scripts(tmp_path: Path) -> AsyncIterator[Callable[..., trio.Process]]:
             argv = [sys.executable, str(ROOT / "examples" / f"{name}.py"), *args]
             argv += ["--stack", str(stack), "--cluster", cluster]
             process = await trio.lowlevel.open_process(
-                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
             )
             script = Script(process)
             started.append(script)
             nursery.start_soon(script.read)
+            nursery.start_soon(script.read_stderr)
             return script
 
         try:
@@ -116,6 +126,40 @@ async def test_chat_processes_talk_and_see_each_other_leave(tmp_path: Path) -> N
         await a.wait_for(lambda line: a.lines[-1] == "* view: A")
         await a.close_stdin()
         assert await a.exit_code() == 0
+
+
+@pytest.mark.parametrize(
+    ("signum", "victim"),
+    [(signal.SIGTERM, "C"), (signal.SIGINT, "C"), (signal.SIGTERM, "A")],
+    ids=["sigterm-participant", "sigint-participant", "sigterm-coordinator"],
+)
+async def test_chat_process_sent_a_signal_leaves_gracefully(
+    tmp_path: Path, signum: signal.Signals, victim: str
+) -> None:
+    """Issue 12 item 7: SIGTERM or Ctrl-C (SIGINT) to a chat process in a group of three makes
+    it leave: the two others print the smaller view, and the process exits with status
+    128 + signal and no traceback. The stack has no failure detection at all, so only a
+    graceful leave can shrink the view."""
+    async with scripts(tmp_path) as start:
+        chats = {}
+        for name in "ABC":
+            chats[name] = await start("chat", "--name", name)
+            await chats[name].wait_for(lambda line: line.startswith("* view:"))
+        for chat in chats.values():
+            await chat.wait_for(lambda line: line == "* view: A, B, C")
+        chats[victim].process.send_signal(signum)
+        rest = ", ".join(n for n in "ABC" if n != victim)
+        for name, chat in chats.items():
+            if name != victim:
+                await chat.wait_for(lambda line, rest=rest: line == f"* view: {rest}")
+        assert await chats[victim].exit_code() == 128 + signum
+        with trio.fail_after(20):
+            await chats[victim].stderr_closed.wait()
+        assert b"Traceback" not in chats[victim].stderr, chats[victim].stderr.decode()
+        for name, chat in chats.items():
+            if name != victim:
+                await chat.close_stdin()
+                assert await chat.exit_code() == 0
 
 
 async def test_counter_rpc_demo_across_processes(tmp_path: Path) -> None:

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
+import pytest
 import trio
 
 from triogroups import Address, MergeView, Message, StackConfig, View, ViewId
@@ -21,6 +23,7 @@ from triogroups.events import (
     SetDigest,
     Suspect,
     SuspendStable,
+    Unsuspect,
     ViewChange,
 )
 from triogroups.protocols import ids
@@ -482,3 +485,25 @@ def test_gms_member_whose_view_was_not_merged_ignores_the_merge_view() -> None:
     assert gms.take_down() == [] and gms.take_up() == []
     assert gms.view is not None and gms.view.view_id == ViewId(4, B)
     assert gms.stats()["merge_views_not_from_my_view"] == 1
+
+
+def test_gms_logs_a_suspicion_once_though_failure_detection_repeats_it(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 12 item 9: FD_ALL3 repeats `Suspect` at every check while a member stays
+    silent; GMS warns once per suspicion (and still passes every repeat on), and says at
+    INFO when the member is heard from again."""
+    caplog.set_level(logging.DEBUG, logger="triogroups.protocols.gms")
+    gms = _gms(B)
+    _installed(gms, View(ViewId(3, A), [A, B, C]))
+    caplog.clear()
+    for now in (1.0, 1.5, 2.0):
+        gms.up_event(Suspect((C,)), now)
+    gms.up_event(Unsuspect(C), 2.5)
+    gms.up_event(Suspect((C,)), 3.0)
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.WARNING, "B: suspects C"),
+        (logging.INFO, "B: C no longer suspected"),
+        (logging.WARNING, "B: suspects C"),
+    ]
+    assert gms.stats()["suspects"] == 4

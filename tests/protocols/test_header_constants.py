@@ -20,7 +20,7 @@ EXPORTED = {
         "NakAckHeader2",
         "MSG XMIT_REQ XMIT_RSP HIGHEST_SEQNO VIEW_SEQNO",
     ),
-    "triogroups.protocols.mcast": ("McastHeader", "MSG XMIT_REQ XMIT_RSP ACK"),
+    "triogroups.protocols.mcast": ("McastHeader", "MSG XMIT_REQ XMIT_RSP ACK PURGED"),
     "triogroups.protocols.gms": (
         "GmsHeader",
         "JOIN_REQ JOIN_RSP LEAVE_REQ LEAVE_RSP VIEW VIEW_ACK MERGE_REQ MERGE_RSP "

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import functools
 import random
+import signal
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
@@ -27,6 +28,7 @@ from triogroups.testing._group_processes import (
     start_group,
     wait_same_view,
 )
+from triogroups.testing._processes import layer_stats
 
 pytestmark = pytest.mark.real
 
@@ -209,7 +211,9 @@ def _check_state_then_deliveries(late: GroupMember, old: GroupMember) -> None:
 async def test_five_processes_split_by_discard_and_heal_into_one_merge_view(stack: str) -> None:
     """(a) five join one view; (d) DISCARD splits {A,B} | {C,D,E} into two views; healed,
     all five install one MergeView whose subgroups are the two sides, and multicasts and
-    unicasts sent after it reach everyone; a member sent SIGTERM leaves gracefully."""
+    unicasts sent after it reach everyone; a member sent SIGTERM leaves gracefully (through
+    `open_channel`'s own signal handling, as an application does: exit status 143, and the
+    view comes from its leave, not from a suspicion)."""
     cluster = f"mem-{uuid.uuid4().hex[:8]}"
     props = _props(stack, 5)
     async with _processes() as (nursery, members):
@@ -242,9 +246,16 @@ async def test_five_processes_split_by_discard_and_heal_into_one_merge_view(stac
             await _multicast_and_check(members, members, "merged", 10)
             await _unicast_and_check(members, "uc")
 
-        leaver = members[-1]
+        leaver, survivors = members[-1], members[:-1]
+        suspects = [layer_stats(await m.stats(), "GMS").get("suspects", 0) for m in survivors]
+        coord = next(m for m in survivors if m.uuid == merged["coord"])
+        leaves = layer_stats(await coord.stats(), "GMS").get("leaves", 0)
         leaver.process.terminate()
         async with _step("SIGTERM leaves gracefully", members):
-            assert await leaver.process.wait() == 0
+            await wait_same_view(survivors)
+            assert await leaver.process.wait() == 128 + signal.SIGTERM
             await leaver.wait_for(lambda e: e["event"] == "bye")
-            await wait_same_view(members[:-1])
+        # the view came from the leave (issue 12 item 7), not from failure detection
+        assert layer_stats(await coord.stats(), "GMS")["leaves"] == leaves + 1
+        after = [layer_stats(await m.stats(), "GMS").get("suspects", 0) for m in survivors]
+        assert after == suspects

@@ -12,6 +12,7 @@ from triogroups._channel._errors import (
 )
 from triogroups._channel._inbox import Received, Sink
 from triogroups._channel._open import open_channel
+from triogroups._channel._signals import Interrupted, SignalExit
 from triogroups._channel._state import StateProvider
 from triogroups._channel._views import ViewIterator
 
@@ -19,11 +20,13 @@ __all__ = [
     "Channel",
     "ChannelClosed",
     "ChannelError",
+    "Interrupted",
     "JoinFailed",
     "MemberGone",
     "MessageTooLarge",
     "NotAMember",
     "Received",
+    "SignalExit",
     "Sink",
     "StateProvider",
     "StateTransferFailed",

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from triogroups._channel._channel import Channel
+from triogroups._channel._signals import SignalLeave
 from triogroups._channel._state import StateProvider
 from triogroups.config import StackConfig
 from triogroups.stack import Stack
@@ -49,6 +50,7 @@ async def open_channel(
     join_timeout: float = 60.0,
     state_timeout: float = 30.0,
     leave_timeout: float = 2.0,
+    handle_signals: bool = True,
     **stack_options: Any,
 ) -> AsyncIterator[Channel]:
     """Join ``cluster`` as member ``name``; leave on exit.
@@ -73,6 +75,12 @@ async def open_channel(
     On exit the member leaves gracefully, waiting at most ``leave_timeout``
     (also when the body was cancelled), then the stack stops. If the stack
     fails beyond its restart intensity, that error is raised here.
+
+    With ``handle_signals`` (the default), SIGTERM and Ctrl-C (SIGINT) that
+    the application does not handle itself cancel the body, the member
+    leaves gracefully, and `SignalExit` (status 143 or 130, no traceback;
+    for Ctrl-C also a KeyboardInterrupt) is raised here. Only in the main
+    thread; see `triogroups._channel._signals` for the rules.
     """
     async with run_channel(
         cluster,
@@ -87,6 +95,7 @@ async def open_channel(
         join_timeout=join_timeout,
         state_timeout=state_timeout,
         leave_timeout=leave_timeout,
+        handle_signals=handle_signals,
     ) as channel:
         yield channel
 
@@ -99,6 +108,7 @@ async def run_channel(
     *,
     network: SimNetwork | None,
     stack_options: Mapping[str, Any],
+    handle_signals: bool = True,
     **channel_options: Any,
 ) -> AsyncIterator[Channel]:
     """`open_channel` with every `Channel` option, including a custom ``sink``."""
@@ -113,23 +123,29 @@ async def run_channel(
         )
     the_stack = Stack(config, cluster, name, **stack_options)
     channel = Channel(the_stack, **channel_options)
+    stop = SignalLeave(handle_signals, f"{name or '-'}@{cluster}")
     try:
-        async with trio.open_nursery() as nursery:
-            channel._nursery = nursery
-            await nursery.start(the_stack.run)
-            nursery.start_soon(channel._read_loop)
-            nursery.start_soon(channel._dispatch_loop)
-            await channel._join()
-            try:
-                yield channel
-            finally:
-                if not nursery.cancel_scope.cancel_called:
-                    with trio.CancelScope(shield=True):
-                        await channel.aclose()
-                channel._shut()
-                nursery.cancel_scope.cancel()
+        with stop:
+            async with trio.open_nursery() as nursery:
+                channel._nursery = nursery
+                await nursery.start(the_stack.run)
+                nursery.start_soon(channel._read_loop)
+                nursery.start_soon(channel._dispatch_loop)
+                try:
+                    with stop.body:
+                        await channel._join()
+                        yield channel
+                finally:
+                    if not nursery.cancel_scope.cancel_called:
+                        with stop.leaving:
+                            await channel.aclose()
+                    channel._shut()
+                    nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         error = _unwrap(group)
         if error is group:
             raise
         raise error from error.__cause__
+    finally:
+        stop.left()
+    await stop.exit(channel._leave_timeout)

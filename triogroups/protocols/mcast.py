@@ -98,7 +98,7 @@ from triogroups.protocols._ring import RingBuffer
 from triogroups.view import Digest, View
 from triogroups.wire import register_header
 
-__all__ = ["ACK", "MSG", "XMIT_REQ", "XMIT_RSP", "Mcast", "McastHeader"]
+__all__ = ["ACK", "MSG", "PURGED", "XMIT_REQ", "XMIT_RSP", "Mcast", "McastHeader"]
 
 #: Header types.
 MSG = 0

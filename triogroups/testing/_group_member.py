@@ -21,14 +21,15 @@ view, see `_view_event`), ``deliver`` (msgs: [[src uuid, payload], ...],
 one line per batch), ``sent``, ``partitioned``, ``healed``, ``stats`` and
 ``bye``. The replicated state is the list of multicasts applied so far, as
 [src uuid, payload] pairs. UUIDs are 32 hex digits. The process leaves the
-group gracefully and exits with status 0 when stdin closes or on SIGTERM.
+group gracefully and exits with status 0 when stdin closes. SIGTERM and
+SIGINT are left to `open_channel`, exactly as in an application: it leaves
+gracefully and the process exits with status 143 or 130, without a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import signal
 from typing import Any
 
 import trio
@@ -153,7 +154,7 @@ class _Member:
 async def _run(args: argparse.Namespace) -> None:
     config = stack_with_discard(args.stack, json.loads(args.props))
     ledger = _Ledger()
-    with trio.open_signal_receiver(signal.SIGTERM) as signals:
+    try:
         async with open_channel(args.cluster, config, args.name, state=ledger) as channel:
             me = channel.address
             physical = getattr(channel.stack.protocols[0], "physical", ("", 0))
@@ -162,8 +163,9 @@ async def _run(args: argparse.Namespace) -> None:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(member.read_views)
                 nursery.start_soon(member.read_messages)
-                await serve_commands(nursery, signals, member.command)
-    emit("bye")
+                await serve_commands(nursery, None, member.command)
+    finally:
+        emit("bye")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -65,20 +65,22 @@ async def _read_commands(handle: Callable[[Command], Awaitable[None]]) -> None:
 
 async def serve_commands(
     nursery: trio.Nursery,
-    signals: AsyncIterator[int],
+    signals: AsyncIterator[int] | None,
     handle: Callable[[Command], Awaitable[None]],
 ) -> None:
     """Await ``handle`` on each command, in order, until stdin closes or a signal comes.
 
     Either way ``nursery`` (the member's tasks) is cancelled, so the program
-    leaves and prints ``bye``. ``signals`` is opened by the caller before the
-    member starts, so a SIGTERM during start-up is not lost.
+    stops and prints ``bye``. ``signals`` is opened by the caller before the
+    member starts, so a SIGTERM during start-up is not lost; None leaves
+    signals to `open_channel`, as in an application.
     """
 
-    async def stop_on_signal() -> None:
+    async def stop_on_signal(signals: AsyncIterator[int]) -> None:
         async for _ in signals:
             nursery.cancel_scope.cancel()
 
-    nursery.start_soon(stop_on_signal)
+    if signals is not None:
+        nursery.start_soon(stop_on_signal, signals)
     await _read_commands(handle)
     nursery.cancel_scope.cancel()

@@ -17,6 +17,7 @@ from typing import Any
 
 import trio
 
+from triogroups._log import warn_once
 from triogroups.transports._addresses import Physical
 
 __all__ = [
@@ -66,16 +67,15 @@ def _text(exc: OSError) -> str:
     return (exc.strerror or str(exc)).lower()
 
 
-def set_buffers(
-    who: str, wanted: list[tuple[Any, int, int, str]], *, warn: bool = True
-) -> dict[str, int]:
-    """Ask for socket buffer sizes; log one warning if the kernel grants less.
+def set_buffers(who: str, wanted: list[tuple[Any, int, int, str]]) -> dict[str, int]:
+    """Ask for socket buffer sizes; warn (once per process) if the kernel grants less.
 
     ``wanted`` holds (stdlib or trio socket, SO_RCVBUF or SO_SNDBUF, bytes, property name);
     0 bytes leaves the kernel default. Linux reports twice the usable size
     (the other half is bookkeeping), so the granted size is halved there.
-    ``warn=False`` skips the warning (a transport warns once, not per connection).
-    Returns property name -> granted bytes.
+    The same shortfall is met at every start, restart and TCP connection, so
+    it is logged only the first time (`warn_once`). Returns property name ->
+    granted bytes.
     """
     granted: dict[str, int] = {}
     short: list[str] = []
@@ -91,10 +91,12 @@ def set_buffers(
         granted[prop] = got
         if 0 < got < size:
             short.append(f"{prop}={size} granted {got}")
-    if short and warn:
-        _log.warning(
+    if short:
+        warn_once(
+            _log,
+            ("socket_buffers", tuple(short)),
             "%s: the kernel granted smaller socket buffers than asked (%s); raise "
-            "net.core.rmem_max / wmem_max to avoid drops",
+            "net.core.rmem_max / wmem_max to avoid drops (said once per process)",
             who,
             ", ".join(short),
         )
@@ -154,6 +156,8 @@ async def resolve(host: Physical) -> Physical | None:
     try:
         infos = await trio.socket.getaddrinfo(name, port, socket.AF_INET, socket.SOCK_DGRAM)
     except OSError as exc:
-        _log.warning("cannot resolve %s: %s", name, exc)
+        warn_once(
+            _log, ("resolve", name), "cannot resolve %s: %s (said once per process)", name, exc
+        )
         return None
     return (str(infos[0][4][0]), port) if infos else None

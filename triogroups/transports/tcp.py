@@ -429,7 +429,6 @@ class TcpTransport(Transport):
                     (sock, socket.SO_RCVBUF, self.recv_buf_size, "recv_buf_size"),
                     (sock, socket.SO_SNDBUF, self.send_buf_size, "send_buf_size"),
                 ],
-                warn=not self.buffers,
             )
 
     async def _run(self, conn: Connection, via: Physical | None, expected: Address | None) -> None:

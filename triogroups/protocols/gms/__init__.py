@@ -21,12 +21,20 @@ too.
 
 Merging coexisting views (after MERGE3 passes `Merge` up) is in `_merger`;
 while a merge is under way, queued requests wait for it.
+
+Logging (logger ``triogroups.protocols.gms``, all parts of GMS): every view
+installed, with who joined and who went, a member's own join and leave, the
+coordinator admitting joiners and answering leaves, and merges at INFO;
+suspicions, coordinator take-overs and a leave that timed out at WARNING.
+Membership changes are rare, so this costs nothing on the message path.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 from triogroups.address import Address
@@ -83,6 +91,8 @@ __all__ = [
     "Gms",
     "GmsHeader",
 ]
+
+_log = logging.getLogger(__name__)
 
 _ID = ids.GMS
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
@@ -181,6 +191,8 @@ class Gms(Protocol):
             self._suspect(event.members, now)
             self.pass_up(event)
         elif isinstance(event, Unsuspect):
+            if event.member in self._suspected:
+                _log.info("%s: %s no longer suspected", self.local_address, event.member)
             self._suspected.discard(event.member)
             self.pass_up(event)
         else:
@@ -227,6 +239,7 @@ class Gms(Protocol):
         me = self.local_address
         assert me is not None
         self._join_deadline = math.inf
+        _log.info("%s: found no coordinator of %r; starting it as coordinator", me, self.cluster)
         self.install(View(ViewId(1, me), [me]), now)
         self.pass_down(BecomeServer())
 
@@ -235,6 +248,9 @@ class Gms(Protocol):
             self.counters["join_responses_ignored"] += 1
             return
         self._join_deadline = math.inf
+        _log.info(
+            "%s: joined %r (coordinator %s)", self.local_address, self.cluster, hdr.view.coord
+        )
         self.install(hdr.view, now)
         if hdr.digest is not None:
             self.pass_down(SetDigest(hdr.digest))
@@ -245,6 +261,7 @@ class Gms(Protocol):
 
     def install(self, view: View, now: float) -> None:
         """Install ``view`` here: down to the layers below, up to the application."""
+        _log_view(self.local_address, self.view, view)
         self.view = view
         self.counters["views_installed"] += 1
         self._suspected &= set(view.members)
@@ -310,11 +327,15 @@ class Gms(Protocol):
         if self.view is None or self.state in (CLIENT, LEFT):
             return
         fresh = [m for m in members if m in self.view and m != self.local_address]
+        news = [m for m in fresh if m not in self._suspected]
+        if news:  # FD_ALL3 repeats a suspicion at every check: say it once
+            _log.warning("%s: suspects %s", self.local_address, _names(news))
         self._suspected.update(fresh)
         self.counters["suspects"] += len(fresh)
         if self.state == PARTICIPANT and self.view.coord in self._suspected:
             heir = next((m for m in self.view.members if m not in self._suspected), None)
             if heir == self.local_address:
+                _log.warning("%s: coordinator %s suspected; taking over", heir, self.view.coord)
                 self.counters["coordinator_takeovers"] += 1
                 self.state = COORDINATOR
                 fresh = sorted(self._suspected)  # earlier suspects too: they left no request
@@ -333,6 +354,7 @@ class Gms(Protocol):
         me = self.local_address
         assert me is not None
         self._leaving_coordinator = self.state == COORDINATOR
+        _log.info("%s: leaving %r", me, self.cluster)
         self.state = LEAVING
         self._leave_deadline = now + self.leave_timeout
         if self._leaving_coordinator:
@@ -344,6 +366,8 @@ class Gms(Protocol):
         """Out of the group: no view, no requests, no merge; the layers below stop too."""
         if self.state == LEFT:
             return
+        if self.view is not None:
+            _log.info("%s: left %r", self.local_address, self.cluster)
         self.state = LEFT
         self.view = None
         self._leave_deadline = math.inf
@@ -417,6 +441,12 @@ class Gms(Protocol):
         self.coordinator.tick(now)
         if self.state == LEAVING and now >= self._leave_deadline:
             self.counters["leave_timeouts"] += 1
+            _log.warning(
+                "%s: left %r without an answer within leave_timeout %ss",
+                self.local_address,
+                self.cluster,
+                self.leave_timeout,
+            )
             self.finish_leave()
 
     def stats(self) -> dict[str, Any]:
@@ -436,3 +466,24 @@ class Gms(Protocol):
 
 def _control(dest: Address | None, hdr: GmsHeader) -> Message:
     return Message(dest, flags=_CONTROL, headers={_ID: hdr})
+
+
+def _names(members: Iterable[Address]) -> str:
+    return ", ".join(map(str, members))
+
+
+def _log_view(me: Address | None, old: View | None, view: View) -> None:
+    """One INFO line per installed view: its id, members, who joined and who went."""
+    if not _log.isEnabledFor(logging.INFO):
+        return
+    what = "merge view" if isinstance(view, MergeView) else "view"
+    changes = ""
+    if old is not None:  # a member's first view is its join, logged as such
+        joined = [m for m in view.members if m not in old]
+        gone = [m for m in old.members if m not in view]
+        for label, who in (("joined", joined), ("gone", gone)):
+            if who:
+                changes += f"; {label}: {_names(who)}"
+    if isinstance(view, MergeView):
+        changes += "; merged " + ", ".join(f"[{v.view_id}]" for v in view.subgroups)
+    _log.info("%s: installed %s %s%s", me, what, View.__repr__(view), changes)

@@ -12,6 +12,7 @@ that is already a member gets the current view again.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["SUSPECT_REQ", "Coordinator"]
 
 SUSPECT_REQ = 100  # queue-only request kind (never on the wire)
+
+_log = logging.getLogger("triogroups.protocols.gms")
 
 
 class _Install:
@@ -144,6 +147,17 @@ class Coordinator:
             view = View(ViewId(current.view_id.id + 1, gms.local_address), members)  # type: ignore[arg-type]
         install = _Install(view, set(current.members), joiners, leavers)
         self._pending = install
+        if view is not current:
+            _log.info(
+                "%s: installing view [%s]%s",
+                gms.local_address,
+                view.view_id,
+                _requests(
+                    joiners,
+                    leavers,
+                    [m for kind, m in batch if kind == SUSPECT_REQ and m in current],
+                ),
+            )
         if joiners and gms.has_digest:
             install.awaiting_digest = True
             gms.pass_down(TmpView(view))  # TCP fans multicasts out to the joiners from here on
@@ -238,3 +252,12 @@ class Coordinator:
             "queued_requests": len(self._requests),
             "installing": str(self._pending.view.view_id) if self._pending else None,
         }
+
+
+def _requests(joiners: list[Address], leavers: list[Address], suspects: list[Address]) -> str:
+    """What a view is made of, for the log: "; joins: C; leaves: B; suspected: D"."""
+    return "".join(
+        f"; {label}: {', '.join(map(str, dict.fromkeys(who)))}"
+        for label, who in (("joins", joiners), ("leaves", leavers), ("suspected", suspects))
+        if who
+    )

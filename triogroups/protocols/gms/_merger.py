@@ -39,6 +39,7 @@ retransmit to the other subgroups once the merge view is installed.
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING
 
@@ -61,6 +62,8 @@ if TYPE_CHECKING:
 __all__ = ["Merger"]
 
 DIGEST_REQUESTER = "GMS.merge"
+
+_log = logging.getLogger("triogroups.protocols.gms")
 
 
 class Merger:
@@ -101,6 +104,7 @@ class Merger:
         self._answers = {}
         self._deadline = now + gms.merge_timeout
         gms.counters["merges_led"] += 1
+        _log.info("%s: merge %d: asking %s", me, self.merge_id, ", ".join(map(str, event.coords)))
         gms.pass_down(SuspendStable(gms.merge_timeout))
         for rep in event.coords:
             if rep == me:
@@ -158,6 +162,7 @@ class Merger:
         stale = own is None or gms.view is None or own.view_id != gms.view.view_id
         if len(views) < 2 or me is None or own is None or stale:
             gms.counters["merges_cancelled"] += 1
+            _log.info("%s: merge %d cancelled: %d view(s) to merge", me, merge_id, len(views))
             for member in answers:
                 if member != me:
                     cancel = GmsHeader(CANCEL_MERGE, merge_id=merge_id)
@@ -171,6 +176,13 @@ class Merger:
         view = MergeView(ViewId(top + 1, me), members, [own, *others])
         digest = _merged_digest([answers[m] for m in answers])
         gms.counters["merges_done"] += 1
+        _log.info(
+            "%s: merge %d: merging %s into [%s]",
+            me,
+            merge_id,
+            ", ".join(f"[{v.view_id}]" for v in [own, *others]),
+            view.view_id,
+        )
         for member in members:
             if member != me:
                 hdr = GmsHeader(INSTALL_MERGE_VIEW, view, digest, merge_id=merge_id)
@@ -260,6 +272,14 @@ class Merger:
     def tick(self, now: float) -> None:
         if now >= self._deadline:
             self.gms.counters["merge_timeouts"] += 1
+            missing = ", ".join(map(str, self._expected - set(self._answers)))
+            _log.warning(
+                "%s: merge %d timed out after merge_timeout %ss (no answer from: %s)",
+                self.gms.local_address,
+                self.merge_id,
+                self.gms.merge_timeout,
+                missing or "-",
+            )
             self._finish(now)
         if now >= self._participant_deadline:
             self.gms.counters["merge_participations_expired"] += 1
