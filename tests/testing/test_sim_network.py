@@ -133,9 +133,21 @@ def test_fault_rates_are_validated() -> None:
         SimNetwork(min_delay=0.5, max_delay=0.1)
 
 
-async def test_a_failing_simulated_run_reports_its_seed(autojump_clock: Any) -> None:
+async def _failure_notes() -> list[str]:
     with pytest.raises(ExceptionGroup) as info:
         async with open_cluster(1, "sim", seed=1234):
             raise ValueError("scenario failed")
-    notes = [n for e in [info.value, *info.value.exceptions] for n in getattr(e, "__notes__", [])]
-    assert any("seed=1234" in n for n in notes)
+    return [n for e in [info.value, *info.value.exceptions] for n in getattr(e, "__notes__", [])]
+
+
+async def test_a_failing_simulated_run_reports_its_seed(autojump_clock: Any) -> None:
+    """On virtual time the seed replays the run: it is offered as the reproducer."""
+    notes = await _failure_notes()
+    assert any("virtual time: reproduce with seed=1234" in n for n in notes)
+
+
+async def test_a_seed_on_the_real_clock_is_not_offered_as_a_reproducer() -> None:
+    """Issue 12 item 5: on the real clock the same seed can pass and fail, so say so."""
+    notes = await _failure_notes()
+    assert any("seed=1234 on the real clock: a rerun may not replay it" in n for n in notes)
+    assert not any("reproduce" in n for n in notes)

@@ -339,7 +339,9 @@ async def open_cluster(
 
     With ``view=True`` every member is in one view before the body runs: joined
     one by one through GMS when the stack has GMS, else installed by the kit.
-    On failure the exception gets a note with the seed.
+    On failure the exception gets a note with the seed, offered as a reproducer
+    only on virtual time (a `trio.testing.MockClock`, e.g. pytest-trio's
+    ``autojump_clock``).
     """
     _deterministic_scheduling(seed)
     try:
@@ -357,5 +359,17 @@ async def open_cluster(
             yield sim
             nursery.cancel_scope.cancel()
     except BaseException as exc:
-        exc.add_note(f"simulated run: reproduce with seed={seed}")
+        exc.add_note(_seed_note(seed))
         raise
+
+
+def _seed_note(seed: int) -> str:
+    """What a failure says of its seed: a replay only on virtual time.
+
+    The network's faults and Trio's scheduling follow the seed, but on the real
+    clock timers fire when the machine gets to them, so the same seed can pass
+    once and fail the next time: it must not be offered as a reproducer then.
+    """
+    if isinstance(trio.lowlevel.current_clock(), trio.testing.MockClock):
+        return f"simulated run on virtual time: reproduce with seed={seed}"
+    return f"simulated run with seed={seed} on the real clock: a rerun may not replay it"
