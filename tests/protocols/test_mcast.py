@@ -9,6 +9,7 @@ import pytest
 from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View
 from triogroups.events import (
     DigestReply,
+    Disconnect,
     Event,
     GetDigest,
     MergeDigest,
@@ -467,6 +468,23 @@ def test_mcast_merge_digest_moves_the_other_subgroups_windows_to_their_offsets()
     proto.up([_data(C, 7), _data(D, 3)], 0.1)
     assert [m.payload for m in _up(proto)] == [b"C7", b"D3"]
     assert proto.stats()["receive_windows"]["C"] == {"low": 7, "high": 7, "size": 0}
+
+
+def test_mcast_member_that_left_falls_silent_but_still_answers_for_what_it_sent() -> None:
+    """After Disconnect (GMS left): no acks, XMIT_REQs or last-message resends to the
+    old view and no timer, but a late XMIT_REQ for our own messages is answered."""
+    proto = _mcast(members=(A, B))
+    _send(proto, 2)  # B never acks: #2 would be resent to B at every run
+    proto.up([_data(B, 1), _data(B, 3)], 0.0)  # B's #2 is missing: a gap to ask for
+    proto.take_down()
+    proto.take_up()
+    proto.down_event(Disconnect(), 0.1)
+    proto.take_down()
+    assert proto.next_deadline() == float("inf")
+    proto.tick(10.0)
+    assert _down(proto) == []
+    proto.up([_xmit_req(B, 2)], 10.1)
+    assert [(m.dest, *_hdr(m)[:2]) for m in _down(proto)] == [(B, XMIT_RSP, 2)]
 
 
 def test_mcast_get_digest_is_answered_with_a_digest_reply_going_up() -> None:

@@ -89,7 +89,15 @@ from collections import deque
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.events import DigestReply, Event, GetDigest, MergeDigest, SetDigest, TmpView
+from triogroups.events import (
+    DigestReply,
+    Disconnect,
+    Event,
+    GetDigest,
+    MergeDigest,
+    SetDigest,
+    TmpView,
+)
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, PropertyError, at_least, positive
 from triogroups.protocol import Protocol
@@ -510,7 +518,25 @@ class Mcast(Protocol):
             self._set_digest(event.digest)
         elif isinstance(event, TmpView):
             self._hold_for_joiners(event.view)
+        elif isinstance(event, Disconnect):
+            self._left_group()
         super().down_event(event, now)
+
+    def _left_group(self) -> None:
+        """GMS left the group: fall silent towards the old view, as NAKACK2 does.
+
+        No view, no receive windows, no acks owed or awaited, no retransmission
+        timer: otherwise a member that left would resend its last message to its
+        old members and ask for retransmissions for ever. What we sent stays, so
+        a late XMIT_REQ for our own last messages is still answered.
+        """
+        self.view = None
+        self._windows.clear()
+        self._acks.clear()
+        self._unacked.clear()
+        self._ack_due.clear()
+        self._progress.clear()
+        self._next_tick = math.inf
 
     def _hold_for_joiners(self, view: View) -> None:
         """Keep what we send from here on until the joiners of ``view`` ack it.
