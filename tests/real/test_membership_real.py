@@ -246,9 +246,11 @@ async def test_five_processes_split_by_discard_and_heal_into_one_merge_view(stac
             await _multicast_and_check(members, members, "merged", 10)
             await _unicast_and_check(members, "uc")
 
-        leaver, survivors = members[-1], members[:-1]
+        # the leaver is a participant: whichever side's member leads the merge coordinates
+        coord = next(m for m in members if m.uuid == merged["coord"])
+        leaver = next(m for m in reversed(members) if m is not coord)
+        survivors = [m for m in members if m is not leaver]
         suspects = [layer_stats(await m.stats(), "GMS").get("suspects", 0) for m in survivors]
-        coord = next(m for m in survivors if m.uuid == merged["coord"])
         leaves = layer_stats(await coord.stats(), "GMS").get("leaves", 0)
         leaver.process.terminate()
         async with _step("SIGTERM leaves gracefully", members):
