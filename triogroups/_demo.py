@@ -51,7 +51,7 @@ def demo_stack(loss: float, seed: int) -> StackConfig:
         ("NAKACK2", {"xmit_interval": 0.1}),
         ("UNICAST3", {"xmit_interval": 0.1}),
         ("STABLE", {"desired_avg_gossip": 1.0}),
-        ("GMS", {"join_timeout": 0.5}),
+        "GMS",
     )
 
 
