@@ -4,6 +4,7 @@ Subcommands:
   demo      run a local demo cluster and show what it delivered
   stacks    list the stack presets and their layers
   protocol  show a protocol's properties with defaults and docs
+  launch    run an application as N supervised member processes
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from rich.table import Table
 from triogroups.config import StackConfig, preset_names
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
+from triogroups.supervisor._launch import add_launch_parser, run_launch
 
 __all__ = ["main"]
 
@@ -34,6 +36,7 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("stacks", help="list stack presets")
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
+    add_launch_parser(sub)
     return parser
 
 
@@ -63,6 +66,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = _parser().parse_args(argv)
     console = Console()
+    if args.command == "launch":
+        return run_launch(args, console)
     try:
         if args.command == "demo":
             from triogroups._demo import run_demo

@@ -1,0 +1,17 @@
+"""Member applications the supervisor tests launch by name (``member_apps.py:views``)."""
+
+from __future__ import annotations
+
+from triogroups import Channel
+
+
+async def views(ch: Channel, *args: str) -> None:
+    """Print every installed view as ``view A,B,C`` until stopped."""
+    async for view in ch.views():
+        print("view", ",".join(m.name for m in view.members), flush=True)
+
+
+async def crash(ch: Channel) -> None:
+    """Fail at once, every time: a member that can never start."""
+    print(f"{ch.name} is about to fail", flush=True)
+    raise RuntimeError("boom at start-up")
