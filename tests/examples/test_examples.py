@@ -130,10 +130,18 @@ async def test_greeter_greets_the_group_and_prints_views_and_greetings(
             async with open_channel("greet", stack, name, network=net) as ch:
                 await greeter.member(ch, "0.5")
 
-        nursery.start_soon(member, "A")
-        await trio.sleep(1)
-        nursery.start_soon(member, "B")
         shown: list[str] = []
+
+        def showing(line: str) -> Any:
+            def check() -> bool:
+                shown.extend(capsys.readouterr().out.splitlines())
+                return line in shown
+
+            return check
+
+        nursery.start_soon(member, "A")
+        await until(showing("view: A"))
+        nursery.start_soon(member, "B")
 
         def seen() -> bool:
             shown.extend(capsys.readouterr().out.splitlines())

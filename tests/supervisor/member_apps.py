@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import logging
+
+import trio
+
 from triogroups import Channel
 
 
@@ -15,3 +19,10 @@ async def crash(ch: Channel) -> None:
     """Fail at once, every time: a member that can never start."""
     print(f"{ch.name} is about to fail", flush=True)
     raise RuntimeError("boom at start-up")
+
+
+async def logs(ch: Channel) -> None:
+    """Log one warning and print one plain line, then wait to be stopped."""
+    logging.getLogger("app").warning("hello from %s", ch.name)
+    print("a plain line", flush=True)
+    await trio.sleep_forever()

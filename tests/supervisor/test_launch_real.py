@@ -5,6 +5,7 @@ with the member's name, exit reason and last output."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -163,3 +164,31 @@ async def test_member_that_never_starts_makes_launch_fail_with_name_reason_and_o
     assert "triogroups launch: error: member 'A' exited with status 1" in text
     assert "RuntimeError: boom at start-up" in text.split("triogroups launch: error:")[1]
     assert re.search(r"launch \| A restarted \(incarnation 2\)", text), text
+
+
+async def test_log_format_json_gives_one_record_per_line_with_the_member(tmp_path: Path) -> None:
+    """``--log-format json``: every line is a JSON object with member, level, logger, message
+    and time; the member's log records keep their level and logger, a plain print becomes a
+    ``stdout`` record, and the supervisor's own lines carry the event."""
+    stack = write_toml(fast_udp(), tmp_path / "stack.toml")
+    async with trio.open_nursery() as nursery:
+        launch = await start_launch(
+            nursery, "-n", "1", "--stack", str(stack), "--log-format", "json", f"{APPS}:logs"
+        )
+        try:
+            with trio.fail_after(STEP):
+                while not any("a plain line" in line for line in launch.lines):
+                    await trio.sleep(0.05)
+            launch.process.send_signal(signal.SIGTERM)
+            with trio.fail_after(STEP):
+                status = await launch.process.wait()
+        finally:
+            launch.process.kill()
+    assert status == 0
+    records = [json.loads(line) for line in launch.lines if line]
+    assert all({"member", "level", "logger", "message", "time"} <= set(r) for r in records)
+    picked = {(r["member"], r["level"], r["logger"], r["message"]) for r in records}
+    assert ("A", "WARNING", "app", "hello from A") in picked
+    assert ("A", "INFO", "stdout", "a plain line") in picked
+    events = [r["event"] for r in records if r["logger"] == "triogroups.launch"]
+    assert events[0] == "joined" and events[-1] == "exited"

@@ -3,6 +3,7 @@ an application spec resolves to, and the arguments `open_process_group` refuses.
 
 from __future__ import annotations
 
+import json
 import pickle
 import signal
 
@@ -12,6 +13,7 @@ import trio
 from triogroups import MemberCrashed, ProcessGroupFailed, open_process_group
 from triogroups.supervisor._app import AppError, Payload, load_app
 from triogroups.supervisor._events import exit_reason
+from triogroups.supervisor._logs import json_line
 
 
 @pytest.mark.parametrize(
@@ -64,6 +66,7 @@ def test_payload_round_trips_a_local_function_by_value() -> None:
         ({"stop_timeout": 0}, ValueError, "stop_timeout must be > 0, got 0"),
         ({"max_restarts": -1}, ValueError, "max_restarts must be >= 0, got -1"),
         ({"names": ["A", "A"]}, ValueError, "member names must be unique"),
+        ({"log_format": "xml"}, ValueError, "log_format must be one of text, json, got 'xml'"),
     ],
 )
 async def test_open_process_group_refuses_bad_arguments_before_starting(
@@ -72,3 +75,18 @@ async def test_open_process_group_refuses_bad_arguments_before_starting(
     with pytest.raises(error, match=message):
         async with open_process_group("tests/supervisor/member_apps.py:views", **kwargs):  # type: ignore[arg-type]
             pytest.fail("the group must not start")
+
+
+def test_json_line_keeps_a_member_record_and_wraps_a_plain_line() -> None:
+    record = json.dumps({"level": "WARNING", "logger": "app", "message": "m", "time": 1.0})
+    assert json.loads(json_line("A", record)) == {
+        "member": "A",
+        "level": "WARNING",
+        "logger": "app",
+        "message": "m",
+        "time": 1.0,
+    }
+    wrapped = json.loads(json_line("B", "just text"))
+    assert (wrapped["member"], wrapped["level"], wrapped["logger"]) == ("B", "INFO", "stdout")
+    assert wrapped["message"] == "just text" and isinstance(wrapped["time"], float)
+    assert json.loads(json_line("C", "[1, 2]"))["message"] == "[1, 2]"  # JSON, not a record

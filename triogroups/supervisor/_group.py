@@ -38,6 +38,7 @@ from triogroups.supervisor._events import (
     MemberView,
     ProcessGroupFailed,
 )
+from triogroups.supervisor._logs import LOG_FORMATS
 from triogroups.supervisor._process import Incarnation, member_argv, member_env
 from triogroups.view import ViewId
 
@@ -141,6 +142,7 @@ class ProcessGroup:
         stop_timeout: float,
         tail_lines: int,
         output: Output | None,
+        log_format: str,
     ) -> None:
         if names is not None:
             n = len(names)
@@ -152,6 +154,9 @@ class ProcessGroup:
             raise TypeError(f"restart must be a Restart, got {restart!r}")
         if not stop_timeout > 0:
             raise ValueError(f"stop_timeout must be > 0, got {stop_timeout}")
+        if log_format not in LOG_FORMATS:
+            formats = ", ".join(LOG_FORMATS)
+            raise ValueError(f"log_format must be one of {formats}, got {log_format!r}")
         if isinstance(app, str):
             load_app(app)
         elif not callable(app):
@@ -163,6 +168,7 @@ class ProcessGroup:
         self.restart_policy = restart
         self.stop_timeout = stop_timeout
         self.tail_lines = tail_lines
+        self.log_format = log_format
         self.history: list[GroupEvent] = []
         self.crash_reports: list[CrashReport] = []
         self._app = app
@@ -448,7 +454,8 @@ class ProcessGroup:
             member.restarts += 1
 
         def argv(status_fd: int) -> list[str]:
-            return member_argv(member.name, self.cluster, str(member.payload), status_fd)
+            payload = str(member.payload)
+            return member_argv(member.name, self.cluster, payload, status_fd, self.log_format)
 
         def on_output(line: str) -> None:
             self._output(member.name, line)
@@ -559,6 +566,7 @@ async def open_process_group(
     stop_timeout: float = 10.0,
     tail_lines: int = 20,
     output: Output | None = None,
+    log_format: str = "text",
 ) -> AsyncIterator[ProcessGroup]:
     """Start ``n`` member processes, each running ``await app(channel, *args)`` in the group.
 
@@ -571,7 +579,8 @@ async def open_process_group(
     at most ``max_restarts`` within ``within`` seconds with exponential backoff; past that every
     member is stopped and `ProcessGroupFailed` (a `RestartIntensityExceeded`) is raised here,
     naming the member, why it ended and its last ``tail_lines`` of output. Output lines go to
-    ``output(name, line)`` (default: stderr, prefixed with the member's name).
+    ``output(name, line)`` (default: stderr, prefixed with the member's name); members write
+    their log records as text or, with ``log_format="json"``, as JSON lines.
 
     Leaving the block (also by cancellation or Ctrl-C) stops the members in reverse start
     order: SIGTERM, on which each leaves the group and exits, then SIGKILL after
@@ -594,6 +603,7 @@ async def open_process_group(
         stop_timeout=stop_timeout,
         tail_lines=tail_lines,
         output=output,
+        log_format=log_format,
     )
     directory = Path(tempfile.mkdtemp(prefix="triogroups-"))
     group._dir = directory

@@ -11,8 +11,10 @@ gave up past its restart intensity or a member ended with an error and was not r
 from __future__ import annotations
 
 import argparse
+import json
 import signal
 import sys
+import time
 from pathlib import Path
 
 import trio
@@ -30,6 +32,7 @@ from triogroups.supervisor._events import (
     ProcessGroupFailed,
 )
 from triogroups.supervisor._group import ProcessGroup, default_name, open_process_group
+from triogroups.supervisor._logs import LOG_FORMATS, json_line
 
 __all__ = ["add_launch_parser", "run_launch"]
 
@@ -70,6 +73,12 @@ def add_launch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
     launch.add_argument(
         "--restart-window", type=float, default=5.0, help="the window, in seconds (default 5)"
     )
+    launch.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text: name | line, coloured; json: one JSON object per line (default text)",
+    )
     launch.add_argument("app", metavar="APP", help="module:function or file.py:function")
     launch.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="the app's args")
 
@@ -96,34 +105,56 @@ def run_launch(args: argparse.Namespace, console: Console) -> int:
 
 
 class _Printer:
-    """One stream for everyone: ``name | line``, a colour per member, and event lines."""
+    """One stream for everyone. Text: ``name | line``, a colour per member, and event lines.
+    JSON: one object per line (member, level, logger, message, time; ``event`` on the
+    supervisor's own lines), for tools."""
 
-    def __init__(self, console: Console, names: list[str]) -> None:
+    def __init__(self, console: Console, names: list[str], log_format: str) -> None:
         self.console = console
+        self.json = log_format == "json"
         self.width = max(len(name) for name in [*names, "launch"])
         self.colours: dict[str, str] = {}
 
     def line(self, name: str, text: str) -> None:
+        if self.json:
+            print(json_line(name, text), flush=True)
+            return
         colour = self.colours.setdefault(name, _COLOURS[len(self.colours) % len(_COLOURS)])
         self.console.print(
             Text.assemble((f"{name:>{self.width}} | ", colour), text), soft_wrap=True
         )
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, member: str = "", event: str = "") -> None:
+        if self.json:
+            record = {
+                "member": member,
+                "level": "INFO",
+                "logger": "triogroups.launch",
+                "message": text,
+                "time": time.time(),
+                "event": event,
+            }
+            print(json.dumps(record), flush=True)
+            return
         line = Text.assemble((f"{'launch':>{self.width}} | ", "bold"), (text, "dim"))
         self.console.print(line, soft_wrap=True)
 
     def event(self, event: GroupEvent) -> None:
         if isinstance(event, MemberJoined):
-            self.note(f"{event.name} joined as {event.address} (pid {event.pid})")
+            text = f"{event.name} joined as {event.address} (pid {event.pid})"
+            self.note(text, event.name, "joined")
         elif isinstance(event, MemberView):
             names = ", ".join(str(m) for m in event.members)
-            self.note(f"{event.name} installed view {event.view_id.id} [{names}]")
+            self.note(
+                f"{event.name} installed view {event.view_id.id} [{names}]", event.name, "view"
+            )
         elif isinstance(event, MemberExited):
             how = "stopped" if event.expected else "ended"
-            self.note(f"{event.name} {how}: {event.reason} (pid {event.pid})")
+            text = f"{event.name} {how}: {event.reason} (pid {event.pid})"
+            self.note(text, event.name, "exited")
         elif isinstance(event, MemberRestarted):
-            self.note(f"{event.name} restarted (incarnation {event.incarnation})")
+            text = f"{event.name} restarted (incarnation {event.incarnation})"
+            self.note(text, event.name, "restarted")
 
 
 async def _stop_on_signal(stop: trio.CancelScope, own: trio.CancelScope, printer: _Printer) -> None:
@@ -140,7 +171,7 @@ async def _follow(events: trio.MemoryReceiveChannel[GroupEvent], printer: _Print
 
 
 async def _launch(args: argparse.Namespace, console: Console) -> int:
-    printer = _Printer(console, [default_name(i) for i in range(args.n)])
+    printer = _Printer(console, [default_name(i) for i in range(args.n)], args.log_format)
     stack: str | Path = args.stack
     group: ProcessGroup | None = None
     failure: BaseException | None = None
@@ -159,6 +190,7 @@ async def _launch(args: argparse.Namespace, console: Console) -> int:
                     max_restarts=args.max_restarts,
                     within=args.restart_window,
                     output=printer.line,
+                    log_format=args.log_format,
                 ) as group:
                     for event in group.history:
                         printer.event(event)

@@ -4,7 +4,8 @@ Run as ``python -m triogroups.supervisor._member --name A --cluster C --payload 
 --status-fd N --parent PID``. The payload (`_app.Payload`) holds the application, its arguments
 and the stack; the member joins ``C`` as ``A`` and awaits ``app(channel, *args)``. It tells the
 supervisor what happens on the status pipe (fd N, JSON lines: ``joined`` with its address,
-``view`` per installed view); stdout and stderr are the application's own.
+``view`` per installed view); stdout and stderr are the application's own, and its log
+records go to stderr as text or, with ``--log-format json``, as JSON lines (`_logs`).
 
 How it ends, and with which status:
 - the application returns: the member leaves the group, exit status 0;
@@ -33,6 +34,7 @@ from triogroups._channel import Channel, open_channel
 from triogroups.address import Address
 from triogroups.runtime import tune_gc
 from triogroups.supervisor._app import Payload
+from triogroups.supervisor._logs import LOG_FORMATS, configure_member_logging
 from triogroups.supervisor._parent import die_with_parent, wait_parent_gone
 from triogroups.view import View
 
@@ -115,8 +117,10 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--payload", required=True, type=Path)
     parser.add_argument("--status-fd", required=True, type=int)
     parser.add_argument("--parent", required=True, type=int)
+    parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     args = parser.parse_args(argv)
     die_with_parent(args.parent)
+    configure_member_logging(args.log_format)
     payload = Payload.loads(args.payload.read_bytes())
     emit = _status_emitter(args.status_fd)
     tune_gc()

@@ -30,7 +30,9 @@ __all__ = ["Incarnation", "member_argv", "member_env"]
 _AFTER_EXIT = 2.0  # how long output still in the pipes is read after the process ended
 
 
-def member_argv(name: str, cluster: str, payload: str, status_fd: int) -> list[str]:
+def member_argv(
+    name: str, cluster: str, payload: str, status_fd: int, log_format: str
+) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -45,6 +47,8 @@ def member_argv(name: str, cluster: str, payload: str, status_fd: int) -> list[s
         str(status_fd),
         "--parent",
         str(os.getpid()),
+        "--log-format",
+        log_format,
     ]
 
 
