@@ -8,7 +8,7 @@ from triogroups.cli import main
 
 
 def test_demo_delivers_every_message_despite_loss(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--members", "3", "--messages", "60", "--loss", "0.1"]) == 0
+    assert main(["demo", "--sim", "--members", "3", "--messages", "60", "--loss", "0.1"]) == 0
     out = capsys.readouterr().out
     assert "every message delivered exactly once" in out
     assert out.count("60/60") == 9

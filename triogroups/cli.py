@@ -33,6 +33,8 @@ def _parser() -> argparse.ArgumentParser:
     demo.add_argument("--messages", type=int, default=1000, help="multicasts per member")
     demo.add_argument("--loss", type=float, default=0.1, help="simulated loss (default 0.1)")
     demo.add_argument("--seed", type=int, default=1, help="seed of the simulated faults")
+    demo.add_argument("--sim", action="store_true", help="one process, simulated network")
+    demo.add_argument("--stack", choices=["udp", "tcp"], default="udp", help="real demo's stack")
     sub.add_parser("stacks", help="list stack presets")
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
@@ -69,6 +71,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "launch":
         return run_launch(args, console)
     try:
+        if args.command == "demo" and not args.sim:
+            from triogroups.supervisor._demo import run_real_demo
+
+            return trio.run(run_real_demo, console, args)
         if args.command == "demo":
             from triogroups._demo import run_demo
 
