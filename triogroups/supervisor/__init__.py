@@ -15,7 +15,8 @@ from triogroups.supervisor._events import (
     MemberView,
     ProcessGroupFailed,
 )
-from triogroups.supervisor._group import MemberInfo, ProcessGroup, open_process_group
+from triogroups.supervisor._group import ProcessGroup, open_process_group
+from triogroups.supervisor._members import MemberInfo
 
 __all__ = [
     "AppError",

@@ -39,19 +39,20 @@ from triogroups.supervisor._events import (
     ProcessGroupFailed,
 )
 from triogroups.supervisor._logs import LOG_FORMATS
+from triogroups.supervisor._members import (
+    MemberInfo,
+    MemberSlot,
+    address_from_status,
+    default_name,
+    view_from_status,
+)
 from triogroups.supervisor._process import Incarnation, member_argv, member_env
-from triogroups.view import ViewId
 
-__all__ = ["MemberInfo", "ProcessGroup", "open_process_group"]
+__all__ = ["ProcessGroup", "open_process_group"]
 
 Output = Callable[[str, str], None]
 
 _VIEW_SETTLE = 2.0  # at a graceful stop, how long the others may take to see one member leave
-
-
-def default_name(index: int) -> str:
-    """A, B, ... Z, then M27, M28, ...: short names that read well in views and logs."""
-    return chr(ord("A") + index) if index < 26 else f"M{index + 1}"
 
 
 def _print_output(name: str, line: str) -> None:
@@ -59,65 +60,17 @@ def _print_output(name: str, line: str) -> None:
 
 
 @dataclass(frozen=True)
-class MemberInfo:
-    """A snapshot of one member: its current incarnation, address and last view."""
-
-    name: str
-    state: str
-    incarnation: int
-    pid: int | None
-    address: Address | None
-    view: MemberView | None
-    restarts: int
-    returncode: int | None
-    output: tuple[str, ...]
-
-
-class _Member:
-    """Book-keeping for one member across its incarnations."""
-
-    def __init__(self, name: str, index: int, restart: Restart, payload: Path) -> None:
-        self.name = name
-        self.index = index
-        self.restart = restart
-        self.payload = payload
-        self.state = "new"
-        self.restarts = 0
-        self.current: Incarnation | None = None
-        self.address: Address | None = None
-        self.view: MemberView | None = None
-
-    def info(self) -> MemberInfo:
-        inc = self.current
-        return MemberInfo(
-            name=self.name,
-            state=self.state,
-            incarnation=0 if inc is None else inc.number,
-            pid=None if inc is None or inc.process is None else inc.pid,
-            address=self.address,
-            view=self.view,
-            restarts=self.restarts,
-            returncode=None if inc is None else inc.returncode,
-            output=() if inc is None else tuple(inc.output),
-        )
-
-
-@dataclass(frozen=True)
 class _Exit:
-    member: _Member
+    member: MemberSlot
     incarnation: Incarnation
 
 
 @dataclass
 class _Request:
     kind: str  # "restart" | "add"
-    member: _Member
+    member: MemberSlot
     done: trio.Event
     error: BaseException | None = None
-
-
-def _address(pair: Sequence[str]) -> Address:
-    return Address(int(pair[0], 16), pair[1])
 
 
 class ProcessGroup:
@@ -185,7 +138,7 @@ class ProcessGroup:
         self._names = list(names) if names is not None else [default_name(i) for i in range(n)]
         if len(set(self._names)) != len(self._names):
             raise ValueError(f"member names must be unique, got {self._names}")
-        self._members: list[_Member] = []
+        self._members: list[MemberSlot] = []
         self._state = "new"
         self._restarts = 0
         self._dir: Path | None = None
@@ -243,7 +196,7 @@ class ProcessGroup:
         elif name in taken:
             raise ValueError(f"member name must be unique, got {name!r} twice")
         payload = self._payload_file(name, self._args if args is None else tuple(args))
-        member = _Member(name, len(self._members), self.restart_policy, payload)
+        member = MemberSlot(name, len(self._members), self.restart_policy, payload)
         self._members.append(member)
         await self._ask("add", member)
         return member.info()
@@ -275,7 +228,7 @@ class ProcessGroup:
 
     # -- helpers -------------------------------------------------------------------------
 
-    def _member(self, name: str) -> _Member:
+    def _member(self, name: str) -> MemberSlot:
         for member in self._members:
             if member.name == name:
                 return member
@@ -285,7 +238,7 @@ class ProcessGroup:
         if self._state != "running":
             raise RuntimeError(f"process group {self.name!r} is {self._state}, not running")
 
-    async def _ask(self, kind: str, member: _Member) -> None:
+    async def _ask(self, kind: str, member: MemberSlot) -> None:
         self._check_running()
         request = _Request(kind, member, trio.Event())
         self._inbox_send.send_nowait(request)
@@ -388,7 +341,7 @@ class ProcessGroup:
         finally:
             request.done.set()
 
-    def _report(self, member: _Member, crash: MemberCrashed) -> None:
+    def _report(self, member: MemberSlot, crash: MemberCrashed) -> None:
         self.crash_reports.append(
             CrashReport(
                 actor=f"{self.name}.{member.name}",
@@ -400,7 +353,7 @@ class ProcessGroup:
         )
         del self.crash_reports[:-100]
 
-    async def _restart(self, member: _Member, crash: MemberCrashed) -> ProcessGroupFailed | None:
+    async def _restart(self, member: MemberSlot, crash: MemberCrashed) -> ProcessGroupFailed | None:
         now = trio.current_time()
         backoff = self._intensity.admit(now)
         if backoff is None:
@@ -431,7 +384,7 @@ class ProcessGroup:
         self._restarts += 1
         return None
 
-    async def _start_members(self, members: Sequence[_Member]) -> None:
+    async def _start_members(self, members: Sequence[MemberSlot]) -> None:
         """Start ``members``; when no other member runs, the first alone until it joined (it
         becomes the coordinator, so the others find it at once instead of forming views of
         their own). Returns once each joined or ended."""
@@ -442,7 +395,7 @@ class ProcessGroup:
             for inc in incarnations:
                 await inc.settled.wait()
 
-    async def _start(self, member: _Member) -> Incarnation:
+    async def _start(self, member: MemberSlot) -> Incarnation:
         assert self._nursery is not None
         number = 1 if member.current is None else member.current.number + 1
         inc = Incarnation(member.name, number, self.tail_lines)
@@ -470,7 +423,7 @@ class ProcessGroup:
 
     async def _run_incarnation(
         self,
-        member: _Member,
+        member: MemberSlot,
         inc: Incarnation,
         argv: Callable[[int], list[str]],
         on_output: Callable[[str], None],
@@ -496,23 +449,17 @@ class ProcessGroup:
                 )
                 self._inbox_send.send_nowait(_Exit(member, inc))
 
-    def _on_status(self, member: _Member, inc: Incarnation, event: dict[str, Any]) -> None:
+    def _on_status(self, member: MemberSlot, inc: Incarnation, event: dict[str, Any]) -> None:
         if inc is not member.current:
             return
         if event["event"] == "joined":
-            member.address = _address(event["address"])
+            member.address = address_from_status(event["address"])
             if member.state == "starting":
                 member.state = "running"
             inc.settled.set()
             self._publish(MemberJoined(member.name, inc.number, member.address, inc.pid))
         elif event["event"] == "view" and member.address is not None:
-            counter, coord_uuid, coord_name = event["id"]
-            member.view = MemberView(
-                member.name,
-                member.address,
-                ViewId(int(counter), _address([coord_uuid, coord_name])),
-                tuple(_address(pair) for pair in event["members"]),
-            )
+            member.view = view_from_status(member.name, member.address, event)
             self._publish(member.view)
 
     async def _wait_views_without(self, gone: Address | None) -> None:
@@ -525,7 +472,7 @@ class ProcessGroup:
             ):
                 await self._wait_change()
 
-    async def _stop_member(self, member: _Member) -> None:
+    async def _stop_member(self, member: MemberSlot) -> None:
         """SIGTERM (the member leaves and exits), SIGKILL after ``stop_timeout``."""
         inc = member.current
         if inc is None or inc.ended.is_set():
@@ -610,7 +557,7 @@ async def open_process_group(
     try:
         for index, name in enumerate(group._names):
             payload = group._payload_file(name, group._args)
-            group._members.append(_Member(name, index, restart, payload))
+            group._members.append(MemberSlot(name, index, restart, payload))
         async with trio.open_nursery() as nursery:
             await nursery.start(group._run)
             try:

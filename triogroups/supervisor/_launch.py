@@ -31,8 +31,9 @@ from triogroups.supervisor._events import (
     MemberView,
     ProcessGroupFailed,
 )
-from triogroups.supervisor._group import ProcessGroup, default_name, open_process_group
+from triogroups.supervisor._group import ProcessGroup, open_process_group
 from triogroups.supervisor._logs import LOG_FORMATS, json_line
+from triogroups.supervisor._members import default_name
 
 __all__ = ["add_launch_parser", "run_launch"]
 
