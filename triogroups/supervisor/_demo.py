@@ -59,7 +59,7 @@ def demo_config(kind: str, loss: float, members: int) -> StackConfig:
 
 
 class _Board:
-    """The latest progress line of every member incarnation, by pid."""
+    """The latest progress line of every member incarnation, by its uuid."""
 
     def __init__(self) -> None:
         self.latest: dict[str, dict[str, Any]] = {}  # uuid -> progress

@@ -86,7 +86,6 @@ class Incarnation:
         self.number = number
         self.process: subprocess.Popen[bytes] | None = None
         self.output: deque[str] = deque(maxlen=tail_lines)
-        self.status: list[dict[str, Any]] = []
         self.settled = trio.Event()  # joined or ended
         self.ended = trio.Event()
         self.stopping = False  # the supervisor asked it to stop: its exit is expected
@@ -144,9 +143,7 @@ class Incarnation:
 
             def status(line: str) -> None:
                 if line.strip():
-                    event = json.loads(line)
-                    self.status.append(event)
-                    on_status(event)
+                    on_status(json.loads(line))
 
             async with trio.open_nursery() as readers:
                 readers.start_soon(_read_lines, stdout, output)
