@@ -156,3 +156,18 @@ async def test_function_in_a_scripts_main_runs_as_member(tmp_path: trio.Path) ->
     out = result.stdout.decode()
     assert result.returncode == 0, result.stderr.decode()[-2000:]
     assert "A got t0k3n" in out and "B got t0k3n" in out and out.endswith("ok\n")
+
+
+async def test_members_outlive_the_idle_worker_thread_of_the_supervisor() -> None:
+    """Linux sends the parent-death signal when the *thread* that forked a member ends; trio's
+    worker threads end after about 10 s idle, so members forked in one would leave the group
+    for no reason. Members are forked from the trio thread: after 15 s all still run."""
+    async with open_process_group(
+        report_views, 1, stack=fast_udp(), args=("x",), output=quiet
+    ) as group:
+        with trio.fail_after(STEP):
+            await group.wait_for_view(1)
+        await trio.to_thread.run_sync(lambda: None)  # a worker thread that will idle out
+        await trio.sleep(15)
+        assert [m.incarnation for m in group.members] == [1]
+        assert not [e for e in group.history if type(e).__name__ == "MemberExited"]
