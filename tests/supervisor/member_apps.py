@@ -26,3 +26,8 @@ async def logs(ch: Channel) -> None:
     logging.getLogger("app").warning("hello from %s", ch.name)
     print("a plain line", flush=True)
     await trio.sleep_forever()
+
+
+async def returns(ch: Channel) -> None:
+    """End at once, normally: the member leaves and exits with status 0."""
+    print(f"{ch.name} is done", flush=True)

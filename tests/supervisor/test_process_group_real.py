@@ -171,3 +171,21 @@ async def test_members_outlive_the_idle_worker_thread_of_the_supervisor() -> Non
         await trio.sleep(15)
         assert [m.incarnation for m in group.members] == [1]
         assert not [e for e in group.history if type(e).__name__ == "MemberExited"]
+
+
+async def test_group_whose_transient_members_ended_normally_is_over() -> None:
+    """TRANSIENT members that return are not restarted; once all ended the group is over:
+    `wait` returns, a new event iterator ends at once, and add_member is refused without
+    adding anyone."""
+    from member_apps import returns
+
+    async with open_process_group(
+        returns, 1, stack=fast_udp(), restart=Restart.TRANSIENT, output=quiet
+    ) as group:
+        with trio.fail_after(STEP):
+            await group.wait()
+            assert [e async for e in group.events()] == []
+        with pytest.raises(RuntimeError, match="is stopped, not running"):
+            await group.add_member()
+        (member,) = group.members
+        assert (member.name, member.state, member.returncode) == ("A", "stopped", 0)

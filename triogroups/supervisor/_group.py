@@ -161,7 +161,7 @@ class ProcessGroup:
     def events(self) -> trio.MemoryReceiveChannel[GroupEvent]:
         """The members' events from now on (`history` has those before); ends with the group."""
         send, receive = trio.open_memory_channel[GroupEvent](math.inf)
-        if self._state == "stopped":
+        if self._state in ("stopped", "failed"):
             send.close()
         else:
             self._subscribers.append(send)
@@ -188,6 +188,7 @@ class ProcessGroup:
     ) -> MemberInfo:
         """Start one more member (named like the others unless ``name``), with the group's
         arguments unless ``args``; returns once it joined (or ended)."""
+        self._check_running()
         taken = {m.name for m in self._members}
         if name is None:
             name = next(
