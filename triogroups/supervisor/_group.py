@@ -11,10 +11,8 @@ rules as for actors (`triogroups.actors._policy`). Stopping is always graceful f
 from __future__ import annotations
 
 import math
-import shutil
 import signal
 import sys
-import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import asynccontextmanager
@@ -141,7 +139,6 @@ class ProcessGroup:
         self._members: list[MemberSlot] = []
         self._state = "new"
         self._restarts = 0
-        self._dir: Path | None = None
         self._nursery: trio.Nursery | None = None
         self._inbox_send, self._inbox = trio.open_memory_channel[_Exit | _Request](math.inf)
         self._subscribers: list[trio.MemorySendChannel[GroupEvent]] = []
@@ -196,7 +193,7 @@ class ProcessGroup:
             )
         elif name in taken:
             raise ValueError(f"member name must be unique, got {name!r} twice")
-        payload = self._payload_file(name, self._args if args is None else tuple(args))
+        payload = self._payload(self._args if args is None else tuple(args))
         member = MemberSlot(name, len(self._members), self.restart_policy, payload)
         self._members.append(member)
         await self._ask("add", member)
@@ -271,11 +268,8 @@ class ProcessGroup:
             return first
         return None
 
-    def _payload_file(self, name: str, args: tuple[Any, ...]) -> Path:
-        assert self._dir is not None
-        path = self._dir / f"{name}.payload"
-        path.write_bytes(Payload(self._app, args, self._stack).dumps())
-        return path
+    def _payload(self, args: tuple[Any, ...]) -> bytes:
+        return Payload(self._app, args, self._stack).dumps()
 
     # -- the supervisor ------------------------------------------------------------------
 
@@ -408,8 +402,7 @@ class ProcessGroup:
             member.restarts += 1
 
         def argv(status_fd: int) -> list[str]:
-            payload = str(member.payload)
-            return member_argv(member.name, self.cluster, payload, status_fd, self.log_format)
+            return member_argv(member.name, self.cluster, status_fd, self.log_format)
 
         def on_output(line: str) -> None:
             self._output(member.name, line)
@@ -435,7 +428,9 @@ class ProcessGroup:
         try:
             env = member_env(member.name)
             with inc.scope:  # shielded: only the supervisor stops a member, gracefully first
-                await inc.run(argv, env, on_output, on_status, task_status=task_status)
+                await inc.run(
+                    argv, member.payload, env, on_output, on_status, task_status=task_status
+                )
         finally:
             if inc.process is not None and inc.returncode is not None:
                 self._publish(
@@ -553,12 +548,10 @@ async def open_process_group(
         output=output,
         log_format=log_format,
     )
-    directory = Path(tempfile.mkdtemp(prefix="triogroups-"))
-    group._dir = directory
+    payload = group._payload(group._args)
+    for index, name in enumerate(group._names):
+        group._members.append(MemberSlot(name, index, restart, payload))
     try:
-        for index, name in enumerate(group._names):
-            payload = group._payload_file(name, group._args)
-            group._members.append(MemberSlot(name, index, restart, payload))
         async with trio.open_nursery() as nursery:
             await nursery.start(group._run)
             try:
@@ -570,5 +563,3 @@ async def open_process_group(
         if error is exc:
             raise
         raise error from error.__cause__
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)

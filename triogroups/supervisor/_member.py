@@ -1,9 +1,10 @@
 """The member program the supervisor starts: one application function inside `open_channel`.
 
-Run as ``python -m triogroups.supervisor._member --name A --cluster C --payload FILE
---status-fd N --parent PID``. The payload (`_app.Payload`) holds the application, its arguments
-and the stack; the member joins ``C`` as ``A`` and awaits ``app(channel, *args)``. It tells the
-supervisor what happens on the status pipe (fd N, JSON lines: ``joined`` with its address,
+Run as ``python -m triogroups.supervisor._member --name A --cluster C --status-fd N
+--parent PID``. The supervisor sends the payload (`_app.Payload`: the application, its
+arguments and the stack) on stdin, its length first, and then keeps stdin open; the member
+joins ``C`` as ``A`` and awaits ``app(channel, *args)``. It tells the supervisor what happens
+on the status pipe (fd N, JSON lines: ``joined`` with its address,
 ``view`` per installed view); stdout and stderr are the application's own, and its log
 records go to stderr as text or, with ``--log-format json``, as JSON lines (`_logs`).
 
@@ -25,7 +26,6 @@ import signal
 import sys
 import traceback
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import trio
@@ -110,18 +110,32 @@ async def _run(args: argparse.Namespace, payload: Payload, emit: Emit) -> None:
             outer.cancel_scope.cancel()
 
 
+def _read_exactly(count: int) -> bytes:
+    data = b""
+    while len(data) < count:
+        chunk = os.read(sys.stdin.fileno(), count - len(data))
+        if not chunk:
+            sys.exit("the supervisor went away before it sent the payload")
+        data += chunk
+    return data
+
+
+def _read_payload() -> bytes:
+    """The payload from stdin, read unbuffered so nothing after it is taken from the pipe."""
+    return _read_exactly(int.from_bytes(_read_exactly(8), "big"))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--name", required=True)
     parser.add_argument("--cluster", required=True)
-    parser.add_argument("--payload", required=True, type=Path)
     parser.add_argument("--status-fd", required=True, type=int)
     parser.add_argument("--parent", required=True, type=int)
     parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     args = parser.parse_args(argv)
     die_with_parent(args.parent)
     configure_member_logging(args.log_format)
-    payload = Payload.loads(args.payload.read_bytes())
+    payload = Payload.loads(_read_payload())
     emit = _status_emitter(args.status_fd)
     tune_gc()
     try:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from triogroups.actors import Restart
@@ -50,7 +49,7 @@ class MemberInfo:
 class MemberSlot:
     """Book-keeping for one member across its incarnations."""
 
-    def __init__(self, name: str, index: int, restart: Restart, payload: Path) -> None:
+    def __init__(self, name: str, index: int, restart: Restart, payload: bytes) -> None:
         self.name = name
         self.index = index
         self.restart = restart

@@ -2,9 +2,9 @@
 
 Two independent signals, as the issue asks: on Linux the kernel sends the member SIGTERM when
 its parent dies (``prctl(PR_SET_PDEATHSIG)``, through ctypes), and on every platform the member
-watches a pipe from the parent (its stdin, which the supervisor never writes) whose EOF means
-the parent is gone. Both end in the same graceful leave as an ordinary SIGTERM. This module
-only notices; leaving is the member runner's business.
+watches a pipe from the parent (its stdin, silent after the payload was read from it) whose
+EOF means the parent is gone. Both end in the same graceful leave as an ordinary SIGTERM. This
+module only notices; leaving is the member runner's business.
 """
 
 from __future__ import annotations

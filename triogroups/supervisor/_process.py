@@ -2,7 +2,8 @@
 
 It spawns ``python -m triogroups.supervisor._member`` in a session of its own (so Ctrl-C in a
 terminal reaches the supervisor only, which then stops the members in order), with three pipes:
-stdin, which the supervisor never writes (its EOF tells the member the supervisor is gone),
+stdin, on which the supervisor sends the payload (what to run) and then nothing more, so its
+EOF tells the member the supervisor is gone,
 stdout and stderr merged into one stream of output lines, and the status pipe on which the
 member reports ``joined`` and ``view``. It keeps the last lines of output for the crash report.
 It never decides about restarts.
@@ -15,6 +16,7 @@ for no reason.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import subprocess
@@ -30,9 +32,7 @@ __all__ = ["Incarnation", "member_argv", "member_env"]
 _AFTER_EXIT = 2.0  # how long output still in the pipes is read after the process ended
 
 
-def member_argv(
-    name: str, cluster: str, payload: str, status_fd: int, log_format: str
-) -> list[str]:
+def member_argv(name: str, cluster: str, status_fd: int, log_format: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -41,8 +41,6 @@ def member_argv(
         name,
         "--cluster",
         cluster,
-        "--payload",
-        payload,
         "--status-fd",
         str(status_fd),
         "--parent",
@@ -107,14 +105,16 @@ class Incarnation:
     async def run(
         self,
         argv: Callable[[int], Sequence[str]],
+        payload: bytes,
         env: dict[str, str],
         on_output: Callable[[str], None],
         on_status: Callable[[dict[str, Any]], None],
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Start the process (``argv`` gets the status fd), report started, read it until it
-        ends. Cancelled, it kills the process: a graceful stop is the supervisor's to ask."""
+        """Start the process (``argv`` gets the status fd), send it ``payload`` on its stdin
+        (length first), report started, read it until it ends. Cancelled, it kills the
+        process: a graceful stop is the supervisor's to ask."""
         status_read, status_write = os.pipe()
         try:
             self.process = process = subprocess.Popen(
@@ -131,9 +131,11 @@ class Incarnation:
             raise
         finally:
             os.close(status_write)
-        assert process.stdout is not None
+        assert process.stdout is not None and process.stdin is not None
         stdout = trio.lowlevel.FdStream(os.dup(process.stdout.fileno()))
         process.stdout.close()
+        stdin = trio.lowlevel.FdStream(os.dup(process.stdin.fileno()))
+        process.stdin.close()
         try:
             task_status.started()
 
@@ -146,6 +148,7 @@ class Incarnation:
                     on_status(json.loads(line))
 
             async with trio.open_nursery() as readers:
+                readers.start_soon(_send_payload, stdin, payload)
                 readers.start_soon(_read_lines, stdout, output)
                 readers.start_soon(_read_lines, trio.lowlevel.FdStream(status_read), status)
                 await _wait(process)
@@ -154,10 +157,16 @@ class Incarnation:
             if process.returncode is None:
                 process.kill()
                 process.wait()
-            if process.stdin is not None:
-                process.stdin.close()
+            with trio.CancelScope(shield=True):
+                await stdin.aclose()  # EOF: the member would leave if it still ran
             self.settled.set()
             self.ended.set()
+
+
+async def _send_payload(stdin: trio.lowlevel.FdStream, payload: bytes) -> None:
+    """The payload, 8 bytes of length first; stdin then stays open (and silent)."""
+    with contextlib.suppress(trio.BrokenResourceError, trio.ClosedResourceError):
+        await stdin.send_all(len(payload).to_bytes(8, "big") + payload)
 
 
 async def _wait(process: subprocess.Popen[bytes]) -> int:
