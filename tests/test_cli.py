@@ -17,7 +17,7 @@ from triogroups.cli import main
 
 
 def test_demo_delivers_every_message_despite_loss(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--members", "3", "--messages", "60", "--loss", "0.1"]) == 0
+    assert main(["demo", "--sim", "--members", "3", "--messages", "60", "--loss", "0.1"]) == 0
     out = capsys.readouterr().out
     assert "every message delivered exactly once" in out
     assert out.count("60/60") == 9
@@ -31,7 +31,8 @@ def test_demo_five_members_with_20_percent_loss_converge(
     the old view (a lost HIGHEST_SEQNO that was never repeated); seed 32 left a joiner
     alone (its first JOIN_REQ was lost, and the demo's 0.5 s join_timeout gave up after
     ten attempts while UNICAST3 asks for a lost first message once per sync_min_interval)."""
-    args = ["demo", "--members", "5", "--messages", "200", "--loss", "0.2", "--seed", str(seed)]
+    args = ["demo", "--sim", "--members", "5", "--messages", "200", "--loss", "0.2"]
+    args += ["--seed", str(seed)]
     assert main(args) == 0
     assert "every message delivered exactly once" in capsys.readouterr().out
 
@@ -110,7 +111,7 @@ def test_demo_failure_says_who_lacks_what_and_exits_1(
     (the demo runs on a virtual clock), status 1 and no traceback."""
     monkeypatch.setattr(_demo, "demo_stack", _unrepaired_stack)
     monkeypatch.setattr(_demo, "DELIVERY_TIMEOUT", 5.0)
-    argv = ["demo", "--members", "3", "--messages", "20", "--loss", "0.3", "--seed", "3"]
+    argv = ["demo", "--sim", "--members", "3", "--messages", "20", "--loss", "0.3", "--seed", "3"]
     assert main(argv) == 1
     out = capsys.readouterr().out
     assert "the group did not converge" in out
@@ -155,7 +156,7 @@ def test_demo_shows_progress_while_it_waits(
 ) -> None:
     """Without a terminal the demo prints a line with the delivered count and the views."""
     monkeypatch.setattr(_demo, "PROGRESS_EVERY", 0.0)
-    assert main(["demo", "--members", "2", "--messages", "50", "--loss", "0.1"]) == 0
+    assert main(["demo", "--sim", "--members", "2", "--messages", "50", "--loss", "0.1"]) == 0
     out = capsys.readouterr().out
     assert re.search(r"^joining: \d/2 members have a view; views ", out, re.MULTILINE), out
     assert re.search(r"^delivering: \d+/200 delivered; views A\|2;", out, re.MULTILINE), out
@@ -164,7 +165,7 @@ def test_demo_shows_progress_while_it_waits(
 def test_demo_seed_replays_the_run_in_another_process() -> None:
     """The seed the demo offers replays it: two processes (different hash seeds) print the
     same drops, retransmission requests and virtual time."""
-    argv = ["demo", "--members", "3", "--messages", "100", "--loss", "0.2", "--seed", "7"]
+    argv = ["demo", "--sim", "--members", "3", "--messages", "100", "--loss", "0.2", "--seed", "7"]
     outputs = []
     for hash_seed in ("1", "2"):
         result = subprocess.run(

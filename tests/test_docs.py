@@ -144,6 +144,8 @@ def _check_command(line: str) -> None:
         return
     else:
         return
+    if len(args) == 1 and not args[0].startswith("-"):
+        args = [*args, "--help"]  # a subcommand named in the prose: it must exist
     try:
         _parser().parse_args(args)
     except SystemExit as exc:
@@ -167,7 +169,11 @@ def _check_one_group(lines: list[str]) -> None:
 
 def _readme_commands() -> list[Any]:
     text = README.read_text()
-    lines = [line for block in _blocks(*_SHELL) for line in block.values[0].splitlines()]
+    lines = [
+        line
+        for block in _blocks(*_SHELL)
+        for line in re.sub(r"\\\n\s*", " ", block.values[0]).splitlines()  # `\` continues
+    ]
     lines += _INLINE_COMMAND.findall(text)
     return [pytest.param(line, id=line) for line in dict.fromkeys(lines) if line.strip()]
 

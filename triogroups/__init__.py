@@ -179,6 +179,21 @@ from triogroups._rpc import (
     UnknownMethod,
 )
 
+# Member processes: launch, watch and restart an application's members.
+from triogroups.supervisor import (
+    AppError,
+    GroupEvent,
+    MemberCrashed,
+    MemberExited,
+    MemberInfo,
+    MemberJoined,
+    MemberRestarted,
+    MemberView,
+    ProcessGroup,
+    ProcessGroupFailed,
+    open_process_group,
+)
+
 __all__ += [
     "Channel",
     "ChannelClosed",
@@ -202,6 +217,20 @@ __all__ += [
     "UnknownMethod",
     "ViewIterator",
     "open_channel",
+]
+
+__all__ += [
+    "AppError",
+    "GroupEvent",
+    "MemberCrashed",
+    "MemberExited",
+    "MemberInfo",
+    "MemberJoined",
+    "MemberRestarted",
+    "MemberView",
+    "ProcessGroup",
+    "ProcessGroupFailed",
+    "open_process_group",
 ]
 
 # Public names say they live here, so help() and reprs point at `triogroups`, not at the

@@ -162,7 +162,7 @@ def report(console: Console, outcome: Outcome, args: argparse.Namespace) -> int:
 def _replay_hint(console: Console, args: argparse.Namespace) -> None:
     console.print(
         f"the run is on a virtual clock, so seed {args.seed} replays it exactly: "
-        f"triogroups demo --members {args.members} --messages {args.messages} "
+        f"triogroups demo --sim --members {args.members} --messages {args.messages} "
         f"--loss {args.loss} --seed {args.seed}",
         highlight=False,
     )

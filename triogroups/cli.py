@@ -4,6 +4,7 @@ Subcommands:
   demo      run a local demo cluster and show what it delivered
   stacks    list the stack presets and their layers
   protocol  show a protocol's properties with defaults and docs
+  launch    run an application as N supervised member processes
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import argparse
 import sys
 from collections.abc import Sequence
 
+import trio
 from rich.console import Console
 from rich.table import Table
 
@@ -19,6 +21,7 @@ from triogroups import __version__
 from triogroups.config import StackConfig, preset_names
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
+from triogroups.supervisor._launch import add_launch_parser, run_launch
 
 __all__ = ["main"]
 
@@ -26,6 +29,8 @@ __all__ = ["main"]
 _DESCRIPTION = "triogroups: reliable group communication for Python, on Trio."
 _EPILOG = """examples:
   triogroups demo --members 5 --loss 0.2   a lossy group that still delivers everything
+  triogroups demo --sim --seed 7           the same in one process, replayable by its seed
+  triogroups launch -n 3 examples/greeter.py:member   an application as supervised processes
   triogroups stacks                        the stack presets and their layers
   triogroups protocol UNICAST3             a protocol's properties, defaults and rules"""
 
@@ -42,9 +47,11 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="run a local demo cluster",
-        description="Members on the simulated network multicast while DISCARD drops a share "
-        "of what arrives; every member must deliver every message. The demo runs on a "
-        "virtual clock, so a seed replays its run exactly.",
+        description="Member processes started by the supervisor multicast over real UDP "
+        "(or TCP) on loopback while DISCARD drops a share of what arrives and one member is "
+        "SIGKILLed and restarted; every member must deliver every message sent while it was "
+        "in the view. With --sim the members run in one process on the simulated network on "
+        "a virtual clock, so a seed replays its run exactly.",
     )
     demo.add_argument("--members", type=int, default=3, help="how many members (default 3)")
     demo.add_argument(
@@ -52,11 +59,17 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--loss", type=float, default=0.1, help="simulated loss (default 0.1)")
     demo.add_argument(
-        "--seed", type=int, default=1, help="seed of the faults and the scheduling (default 1)"
+        "--seed",
+        type=int,
+        default=1,
+        help="with --sim: seed of the faults and the scheduling (default 1)",
     )
+    demo.add_argument("--sim", action="store_true", help="one process, simulated network")
+    demo.add_argument("--stack", choices=["udp", "tcp"], default="udp", help="real demo's stack")
     sub.add_parser("stacks", help="list stack presets")
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
+    add_launch_parser(sub)
     return parser
 
 
@@ -89,7 +102,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = _parser().parse_args(argv)
     console = Console()
+    if args.command == "launch":
+        return run_launch(args, console)
     try:
+        if args.command == "demo" and not args.sim:
+            from triogroups.supervisor._demo import run_real_demo
+
+            return trio.run(run_real_demo, console, args)
         if args.command == "demo":
             from triogroups._demo import run
 

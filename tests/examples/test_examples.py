@@ -112,3 +112,42 @@ async def test_counter_rpc_demo_uses_every_response_mode(
     assert results["error"] == ("ValueError", "this counter refuses (value 11)")
     assert any("remote traceback" in line and "def fail" not in line for line in shown)
     assert any("in fail" in line for line in shown)
+
+
+async def test_greeter_greets_the_group_and_prints_views_and_greetings(
+    autojump_clock: Any,
+    net: SimNetwork,
+    stack: StackConfig,
+    example: Any,
+    capsys: Any,
+) -> None:
+    """examples/greeter.py (the app of ``triogroups launch``): each member multicasts a
+    greeting every ``every`` seconds and prints the views and every greeting it delivers."""
+    greeter = example("greeter")
+    async with trio.open_nursery() as nursery:
+
+        async def member(name: str) -> None:
+            async with open_channel("greet", stack, name, network=net) as ch:
+                await greeter.member(ch, "0.5")
+
+        shown: list[str] = []
+
+        def showing(line: str) -> Any:
+            def check() -> bool:
+                shown.extend(capsys.readouterr().out.splitlines())
+                return line in shown
+
+            return check
+
+        nursery.start_soon(member, "A")
+        await until(showing("view: A"))
+        nursery.start_soon(member, "B")
+
+        def seen() -> bool:
+            shown.extend(capsys.readouterr().out.splitlines())
+            return "[B] hello from B #2" in shown and "[A] hello from A #4" in shown
+
+        await until(seen)
+        nursery.cancel_scope.cancel()
+    assert shown[0] == "view: A" and "view: A, B" in shown
+    assert shown.count("[B] hello from B #2") == 2  # delivered to A and to B

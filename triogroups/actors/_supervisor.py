@@ -18,7 +18,8 @@ import trio
 
 from ._actor import Actor, ActorRef, _Slot, run_incarnation
 from ._errors import CrashReport, PermanentError, RestartIntensityExceeded, format_traceback
-from ._spec import ChildSpec, Restart, Strategy
+from ._policy import RestartIntensity, plan_restart, restarts_after
+from ._spec import ChildSpec, Strategy
 
 __all__ = ["Supervisor"]
 
@@ -102,16 +103,13 @@ class Supervisor:
             raise ValueError("supervisor name must not be empty")
         if not isinstance(strategy, Strategy):
             raise TypeError(f"strategy must be a Strategy, got {strategy!r}")
-        if max_restarts < 0:
-            raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
-        if not within > 0:
-            raise ValueError(f"within must be > 0, got {within}")
-        if backoff_initial < 0:
-            raise ValueError(f"backoff_initial must be >= 0, got {backoff_initial}")
-        if backoff_factor < 1:
-            raise ValueError(f"backoff_factor must be >= 1, got {backoff_factor}")
-        if backoff_max < 0:
-            raise ValueError(f"backoff_max must be >= 0, got {backoff_max}")
+        self._intensity = RestartIntensity(
+            max_restarts=max_restarts,
+            within=within,
+            backoff_initial=backoff_initial,
+            backoff_factor=backoff_factor,
+            backoff_max=backoff_max,
+        )
         self.name = name
         self.strategy = strategy
         self.max_restarts = max_restarts
@@ -131,7 +129,6 @@ class Supervisor:
         self._path = name
         self._state = "new"
         self._scope = trio.CancelScope()
-        self._restart_times: list[float] = []
         self._restarts = 0
         self._nursery: trio.Nursery | None = None
         self._exits: trio.MemorySendChannel[_Exit] | None = None
@@ -221,7 +218,7 @@ class Supervisor:
                 self._report(child, event.crash)
                 if isinstance(event.crash, PermanentError):
                     return event.crash
-            if not _restarts_after(child.spec.restart, crashed=event.crash is not None):
+            if not restarts_after(child.spec.restart, crashed=event.crash is not None):
                 self._retire(child)
                 continue
             error = await self._restart(child)
@@ -244,22 +241,26 @@ class Supervisor:
 
     async def _restart(self, child: _Child) -> RestartIntensityExceeded | None:
         now = trio.current_time()
-        horizon = now - self.within
-        self._restart_times = [t for t in self._restart_times if t > horizon]
-        self._restart_times.append(now)
-        if len(self._restart_times) > self.max_restarts:
+        backoff = self._intensity.admit(now)
+        if backoff is None:
+            horizon = self._intensity.horizon(now)
             reports = [report for report in self.crash_reports if report.time > horizon]
             return RestartIntensityExceeded(self._path, reports, self.max_restarts, self.within)
-        group = self._group(child)
+        again, retire = plan_restart(
+            self.strategy,
+            self._children,
+            child.index,
+            ended=lambda c: c.state == "stopped",
+            restart_of=lambda c: c.spec.restart,
+        )
+        group = sorted([*again, *retire], key=lambda c: c.index)
         for other in reversed(group):
             await self._stop_child(other)
-        again = [c for c in group if c is child or c.spec.restart is not Restart.TEMPORARY]
-        for member in group:
-            if member in again:
-                member.set_state("restarting")
-            else:
-                self._retire(member)
-        await trio.sleep(self._backoff(len(self._restart_times)))
+        for member in again:
+            member.set_state("restarting")
+        for member in retire:
+            self._retire(member)
+        await trio.sleep(backoff)
         if self.before_restart is not None:
             self.before_restart([member.spec.name for member in again])
         for member in again:
@@ -269,16 +270,6 @@ class Supervisor:
             await self._start(member)
         self._restarts += 1
         return None
-
-    def _group(self, child: _Child) -> list[_Child]:
-        """The children restarted with *child*, in start order; those ended for good stay so."""
-        if self.strategy is Strategy.ONE_FOR_ONE:
-            return [child]
-        start = 0 if self.strategy is Strategy.ONE_FOR_ALL else child.index
-        return [c for c in self._children[start:] if c is child or c.state != "stopped"]
-
-    def _backoff(self, k: int) -> float:
-        return float(min(self.backoff_initial * self.backoff_factor ** (k - 1), self.backoff_max))
 
     def _retire(self, child: _Child) -> None:
         child.set_state("stopped")
@@ -357,9 +348,3 @@ class Supervisor:
                 f"factory of child {child.spec.name!r} must return an Actor or a Supervisor, "
                 f"got {type(target).__name__}"
             )
-
-
-def _restarts_after(restart: Restart, *, crashed: bool) -> bool:
-    if restart is Restart.PERMANENT:
-        return True
-    return crashed and restart is Restart.TRANSIENT

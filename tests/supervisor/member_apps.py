@@ -1,0 +1,33 @@
+"""Member applications the supervisor tests launch by name (``member_apps.py:views``)."""
+
+from __future__ import annotations
+
+import logging
+
+import trio
+
+from triogroups import Channel
+
+
+async def views(ch: Channel, *args: str) -> None:
+    """Print every installed view as ``view A,B,C`` until stopped."""
+    async for view in ch.views():
+        print("view", ",".join(m.name for m in view.members), flush=True)
+
+
+async def crash(ch: Channel) -> None:
+    """Fail at once, every time: a member that can never start."""
+    print(f"{ch.name} is about to fail", flush=True)
+    raise RuntimeError("boom at start-up")
+
+
+async def logs(ch: Channel) -> None:
+    """Log one warning and print one plain line, then wait to be stopped."""
+    logging.getLogger("app").warning("hello from %s", ch.name)
+    print("a plain line", flush=True)
+    await trio.sleep_forever()
+
+
+async def returns(ch: Channel) -> None:
+    """End at once, normally: the member leaves and exits with status 0."""
+    print(f"{ch.name} is done", flush=True)

@@ -1,0 +1,58 @@
+"""Shared set-up of the process supervisor tests: fast stacks on ports of their own, stacks
+as TOML files for the command, and checks that a process is gone."""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+from triogroups import StackConfig
+
+HERE = Path(__file__).resolve().parent
+APPS = HERE / "member_apps.py"
+STEP = 60  # seconds per awaited condition: generous, a busy 2-core machine needs a few
+
+
+def fast_udp(*, fd_timeout: float = 3.0) -> StackConfig:
+    """The udp preset on a multicast port of its own, with short join and leave timers and
+    failure detection that suspects a silent member after ``fd_timeout`` (+1 s to verify)."""
+    config = StackConfig.preset("udp").configure("UDP", mcast_port=random.randint(20_000, 60_000))
+    config = config.configure("FD_ALL3", interval=0.5, timeout=fd_timeout)
+    config = config.configure("VERIFY_SUSPECT", timeout=1.0)
+    return config.configure(
+        "GMS", join_timeout=1.0, view_ack_collection_timeout=1.0, leave_timeout=1.0
+    )
+
+
+def write_toml(config: StackConfig, path: Path) -> Path:
+    """``config`` as a TOML stack file (scalar and string-list properties only)."""
+    lines = []
+    for layer in config.layers:
+        lines += ["[[protocol]]", f"name = {json.dumps(layer.name)}"]
+        lines += [f"{key} = {json.dumps(value)}" for key, value in layer.properties.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def pid_gone(pid: int) -> bool:
+    """True once ``pid`` no longer runs (gone, or a zombie nobody has reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
+def children_of(pid: int) -> set[int]:
+    """The pids whose parent is ``pid``."""
+    found = set()
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
+                found.add(int(entry.name))
+    return found

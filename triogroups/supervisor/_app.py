@@ -1,0 +1,100 @@
+"""Where a member's application comes from: ``module:function``, ``path.py:function`` or a
+function object, and how it travels to the member process.
+
+Everything a member needs (the application, its arguments, the stack) is packed into one
+cloudpickle payload that the member reads at start-up. A function object travels by value when
+it lives in ``__main__`` (a script, a notebook) and by reference otherwise; a spec string travels
+as is and the member imports it itself. `load_app` is also what the supervisor calls before it
+starts anything, so bad input fails once, in the supervisor, with one line naming the problem.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import cloudpickle
+
+from triogroups.config import StackConfig
+from triogroups.properties import PropertyError
+
+__all__ = ["AppError", "Payload", "load_app", "resolve_stack"]
+
+App = Callable[..., Any]
+
+
+class AppError(ValueError):
+    """The application or the stack cannot be used; the message is one line naming why."""
+
+
+def _load_file(path: Path, spec: str) -> Any:
+    if not path.is_file():
+        raise AppError(f"app file {str(path)!r} does not exist ({spec})")
+    module_spec = importlib.util.spec_from_file_location(f"_triogroups_app_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise AppError(f"app file {str(path)!r} is not a python file ({spec})")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.path.insert(0, str(path.resolve().parent))  # as when the file is run as a script
+    sys.modules[module_spec.name] = module
+    module_spec.loader.exec_module(module)
+    return module
+
+
+def load_app(spec: str) -> App:
+    """The function named by ``module:function`` or ``path/to/file.py:function``."""
+    where, sep, function = spec.rpartition(":")
+    if not sep or not where or not function:
+        raise AppError(f"app must be module:function or file.py:function, got {spec!r}")
+    if where.endswith(".py") or "/" in where:
+        module = _load_file(Path(where), spec)
+    else:
+        try:
+            module = importlib.import_module(where)
+        except ModuleNotFoundError as exc:
+            raise AppError(f"cannot import app module {where!r} ({spec}): {exc}") from None
+    app = getattr(module, function, None)
+    if app is None:
+        raise AppError(f"app module {where!r} has no function {function!r}")
+    if not callable(app):
+        raise AppError(f"app {spec!r} is not callable, got {type(app).__name__}")
+    return app  # type: ignore[no-any-return]
+
+
+def resolve_stack(stack: StackConfig | str | Path) -> StackConfig:
+    """The stack as `open_channel` will build it, refused here when unknown or without GMS."""
+    if isinstance(stack, str | Path) and str(stack).endswith(".toml") and not Path(stack).is_file():
+        raise AppError(f"stack file {str(stack)!r} does not exist")
+    try:
+        config = StackConfig.resolve(stack)
+    except PropertyError as exc:
+        raise AppError(str(exc)) from None
+    if "GMS" not in config.names():
+        raise AppError(f"stack must contain GMS to form a group, got {', '.join(config.names())}")
+    return config
+
+
+@dataclass(frozen=True)
+class Payload:
+    """What one member process runs: ``app(channel, *args)`` on ``stack``."""
+
+    app: App | str
+    args: tuple[Any, ...]
+    stack: StackConfig | str
+
+    def dumps(self) -> bytes:
+        return cloudpickle.dumps(self)  # type: ignore[no-any-return]
+
+    @staticmethod
+    def loads(raw: bytes) -> Payload:
+        payload = cloudpickle.loads(raw)
+        if not isinstance(payload, Payload):
+            raise TypeError(f"payload must be a Payload, got {type(payload).__name__}")
+        return payload
+
+    def function(self) -> App:
+        return load_app(self.app) if isinstance(self.app, str) else self.app
