@@ -233,7 +233,7 @@ class TcpTransport(Transport):
     ) -> None:
         me = self.local_address
         assert me is not None, "start() must run before serve()"
-        self._codec = WireCodec(self.cluster, max_size=self.max_frame_size)
+        self._codec = self.make_codec(self.max_frame_size)
         self.open()
         listener, self._listener = self._listener, None
         assert listener is not None and self.physical is not None
@@ -601,4 +601,5 @@ class TcpTransport(Transport):
             "connecting": len(self._pending) + len(self._host_pending),
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
+            **self.secret_stats(),
         }
