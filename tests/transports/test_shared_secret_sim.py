@@ -7,15 +7,17 @@ delivery contract, so the test checks that none is.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from triogroups import StackConfig
+from triogroups import Address, StackConfig
 from triogroups._keyring import key_id
 from triogroups.testing import SimCluster, open_cluster
 from triogroups.transports.base import SECRET_ENV
+from triogroups.transports.sim import SimTransport
 
 OLD = "the old secret of this cluster"
 NEW = b"the new secret of this cluster"
@@ -92,3 +94,30 @@ async def test_rotation_needs_shared_secret_mode(autojump_clock: Any) -> None:
         with pytest.raises(RuntimeError, match="shared-secret mode is off"):
             cluster.members[0].stack.install_secret(NEW)
         assert "shared_secret" not in cluster.members[0].stack.protocols[0].stats()
+
+
+def test_unreadable_secret_file_is_an_error_naming_it(tmp_path: Path) -> None:
+    transport = SimTransport(secret_file=str(tmp_path / "missing.key"))
+    with pytest.raises(OSError, match=r"SIM.secret_file '.*missing.key' cannot be read"):
+        transport.start(Address.random("A"), CLUSTER, 0.0)
+
+
+async def test_secret_is_in_no_property_stats_or_repr(
+    autojump_clock: Any, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """What a member shows of its stack (properties, stats, reprs) never holds the secret,
+    whichever way it came: environment, key file, or installed at run time."""
+    monkeypatch.setenv(SECRET_ENV, OLD)
+    key = tmp_path / "next.key"
+    key.write_bytes(NEW + b"\n")
+    async with open_cluster(1, TCP_LIKE, seed=21, cluster=CLUSTER) as cluster:
+        stack = cluster.members[0].stack
+        stack.install_secret(key.read_bytes().strip())
+        transport = stack.protocols[0]
+        assert isinstance(transport, SimTransport)
+        shown = " ".join(
+            repr(x)
+            for x in (stack.stats(), transport.properties(), transport, stack, transport.keyring)
+        )
+        assert "shared_secret" in shown
+        assert OLD not in shown and NEW.decode() not in shown and NEW.hex() not in shown
