@@ -12,6 +12,7 @@
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import uuid
@@ -53,8 +54,14 @@ async def _members(config: StackConfig, cluster: str) -> AsyncIterator[tuple[Cha
 @pytest.mark.parametrize("preset", ["udp", "tcp"])
 @pytest.mark.parametrize("outsider_secret", [None, WRONG], ids=["no-secret", "wrong-secret"])
 async def test_outsider_cannot_join_nor_inject(
-    preset: str, outsider_secret: bytes | None, preset_on_own_ports: PresetOnOwnPorts
+    preset: str,
+    outsider_secret: bytes | None,
+    preset_on_own_ports: PresetOnOwnPorts,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
+    """X, without the secret or with a wrong one, forms a group of its own; A and B never
+    deliver what it multicasts, count its bundles as ``auth`` (no secret) or
+    ``unknown_key`` (wrong secret), and each member warns about it once (rate-limited)."""
     config = preset_on_own_ports(preset)
     cluster = f"sealed-{uuid.uuid4().hex[:8]}"
     reason = "auth" if outsider_secret is None else "unknown_key"
@@ -80,6 +87,12 @@ async def test_outsider_cannot_join_nor_inject(
                 assert len(a.view.members) == len(b.view.members) == 2
                 assert x.address not in a.view.members
                 assert list(x.view.members) == [x.address]
+    warnings = [
+        r
+        for r in caplog.records
+        if r.levelno == logging.WARNING and f"dropped {reason} " in r.getMessage()
+    ]
+    assert 1 <= len(warnings) <= 3  # at most once each: A, B, and X about their traffic
 
 
 def _codecs(cluster: str) -> tuple[WireCodec, WireCodec, WireCodec]:
