@@ -208,3 +208,20 @@ def test_keyring_never_shows_its_secret() -> None:
     keyring = Keyring(CLUSTER, SECRET, clock=Clock())
     shown = repr(keyring) + repr(keyring.stats())
     assert SECRET.decode() not in shown and SECRET.hex() not in shown
+
+
+@given(st.binary(max_size=300))
+def test_fuzz_random_bytes_after_a_sealed_prefix_raise_only_wire_error(rest: bytes) -> None:
+    """Whatever follows a valid sealed prefix (a slot of any length, any key id, any
+    nonce and body), decoding raises WireError and nothing else."""
+    _, receiver, _ = _pair()
+    with pytest.raises(WireError):
+        receiver.decode(receiver._prefix + rest)
+
+
+@given(st.integers(0, 120))
+def test_fuzz_truncated_sealed_bundles_raise_only_wire_error(cut: int) -> None:
+    sender, receiver, _ = _pair()
+    data = _bundle(sender)
+    with pytest.raises(WireError):
+        receiver.decode(data[: min(cut, len(data) - 1)])

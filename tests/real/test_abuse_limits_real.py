@@ -24,6 +24,8 @@ from triogroups.protocols import ids
 from triogroups.protocols.frag import FragHeader
 from triogroups.protocols.gms import GmsHeader
 from triogroups.protocols.gms._header import JOIN_REQ
+from triogroups.protocols.mcast import XMIT_REQ as MCAST_XMIT_REQ
+from triogroups.protocols.mcast import McastHeader
 from triogroups.protocols.nakack2._header import MSG, XMIT_REQ, NakAckHeader2
 from triogroups.wire import WireCodec
 
@@ -151,6 +153,38 @@ async def test_xmit_request_flood_is_capped_per_peer_and_the_group_goes_on(
             intervals = int(elapsed) + 1
             assert stats["xmits_capped"] > 0
             assert stats["xmit_rsps_sent"] <= 50 * intervals + 100  # + B's genuine requests
+            await _still_served(a, b)
+
+
+async def test_mcast_xmit_request_flood_is_capped_per_peer_and_the_group_goes_on(
+    preset_on_own_ports: PresetOnOwnPorts,
+) -> None:
+    """MCAST (the udp-mcast preset) caps what it resends to one peer the same way."""
+    config = preset_on_own_ports("udp-mcast").configure(
+        "MCAST", max_xmits_per_interval=50, xmit_interval=1.0
+    )
+    with trio.fail_after(90):
+        async with _group(config) as (a, b):
+            for i in range(100):
+                await a.send(b"m%d" % i)
+            hostile = Hostile(a)
+            fake = Address.random("greedy")
+            try:
+                req = McastHeader(MCAST_XMIT_REQ, 0, None, tuple(range(1, 101)))
+                started = trio.current_time()
+                for _ in range(100):
+                    hostile.send(fake, [Message(a.address, headers={ids.MCAST: req})])
+                    await trio.sleep(0.002)
+                stats = _layer(a, "MCAST")
+                while stats["xmit_reqs_received"] < 80:
+                    await trio.sleep(0.05)
+                    stats = _layer(a, "MCAST")
+                elapsed = trio.current_time() - started
+            finally:
+                hostile.close()
+            served = stats["xmit_reqs_received"] * 100 - stats["xmits_capped"]
+            assert stats["xmits_capped"] > 0
+            assert served <= 50 * (int(elapsed) + 1) + 100 * 5  # + B's genuine requests
             await _still_served(a, b)
 
 
