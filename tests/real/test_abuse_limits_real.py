@@ -27,6 +27,8 @@ from triogroups.protocols.gms._header import JOIN_REQ
 from triogroups.protocols.mcast import XMIT_REQ as MCAST_XMIT_REQ
 from triogroups.protocols.mcast import McastHeader
 from triogroups.protocols.nakack2._header import MSG, XMIT_REQ, NakAckHeader2
+from triogroups.protocols.unicast3._common import XMIT_REQ as UNICAST3_XMIT_REQ
+from triogroups.protocols.unicast3._common import Unicast3Header
 from triogroups.wire import WireCodec
 
 pytestmark = pytest.mark.real
@@ -185,6 +187,34 @@ async def test_mcast_xmit_request_flood_is_capped_per_peer_and_the_group_goes_on
             served = stats["xmit_reqs_received"] * 100 - stats["xmits_capped"]
             assert stats["xmits_capped"] > 0
             assert served <= 50 * (int(elapsed) + 1) + 100 * 5  # + B's genuine requests
+            await _still_served(a, b)
+
+
+async def test_unicast3_xmit_request_flood_is_capped_per_peer_and_the_group_goes_on(
+    preset_on_own_ports: PresetOnOwnPorts,
+) -> None:
+    """XMIT_REQs for A's unicasts to B, claiming to come from B (plain mode authenticates
+    no source): A serves at most max_xmits_per_interval seqnos of them per interval."""
+    config = preset_on_own_ports("udp").configure(
+        "UNICAST3", max_xmits_per_interval=50, xmit_interval=1.0
+    )
+    with trio.fail_after(90):
+        async with _group(config) as (a, b):
+            for i in range(100):
+                await a.send(b"u%d" % i, to=b.address)
+            hostile = Hostile(a)
+            try:
+                req = Unicast3Header(UNICAST3_XMIT_REQ, missing=tuple(range(1, 101)))
+                for _ in range(100):
+                    msg = Message(a.address, headers={ids.UNICAST3: req})
+                    hostile.send(b.address, [msg], a.address)
+                    await trio.sleep(0.002)
+                stats = _layer(a, "UNICAST3")
+                while stats["xmits_capped"] < 5000:
+                    await trio.sleep(0.05)
+                    stats = _layer(a, "UNICAST3")
+            finally:
+                hostile.close()
             await _still_served(a, b)
 
 
