@@ -77,11 +77,17 @@ def _transport(kind: str) -> tuple[str, dict[str, Any]]:
     return "TCP", {"bind_port": 0}
 
 
-def run(stack: str, opts: Any, sample: float = 0.0) -> list[dict[str, Any]]:
-    """One run: every member's result (count, seconds, sent, peak_rss_kb, rss_kb)."""
+def run(
+    stack: str, opts: Any, sample: float = 0.0, transport_props: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """One run: every member's result (count, seconds, sent, peak_rss_kb, rss_kb).
+
+    ``transport_props`` are added to the transport's (e.g. a ``secret_file``).
+    """
     kind, layers = STACKS[stack]
     cluster = f"bench-{uuid.uuid4().hex[:12]}"
-    transport = _transport(kind)  # one multicast port for the whole group
+    name, props = _transport(kind)  # one multicast port for the whole group
+    transport = (name, {**props, **(transport_props or {})})
     specs = [
         {
             "label": stack,

@@ -62,6 +62,7 @@ class _Incarnation:
         on_blocked: Callable[[LayerActor, bool], None],
         *,
         first: bool,
+        secret: bytes | None,
     ) -> None:
         self.address = address
         self.protocols = config.build()
@@ -71,6 +72,8 @@ class _Incarnation:
         up = [trio.open_memory_channel[Item](channel_size) for _ in range(n - 1)]
         transport = self.protocols[0]
         assert isinstance(transport, Transport)
+        if secret is not None:
+            transport.give_secret(secret)
         self.actors: list[Actor] = [TransportActor(transport, down[0][1], up[0][0], first=first)]
         for i in range(1, n):
             down_in = top_down_in if i == n - 1 else down[i][1]
@@ -95,6 +98,11 @@ class Stack:
     `receive` (or `deliveries`) for what comes out of the top. Every
     incarnation's address comes from ``new_address(name)`` (random UUIDs by
     default; the test kit derives them from its seed).
+
+    ``secret`` turns on shared-secret mode (README "Security"): every bundle
+    is encrypted and authenticated with a key derived from it and the cluster
+    name. Without it the transport's ``secret_file`` or ``$TRIOGROUPS_SECRET``
+    is used, if set. `install_secret` rotates it at run time.
     """
 
     def __init__(
@@ -107,6 +115,7 @@ class Stack:
         max_restarts: int = 3,
         restart_window: float = 60.0,
         new_address: Callable[[str], Address] = Address.random,
+        secret: bytes | None = None,
     ) -> None:
         if channel_size < 1:
             raise ValueError(f"channel_size must be >= 1, got {channel_size}")
@@ -118,6 +127,7 @@ class Stack:
         self._max_restarts = max_restarts
         self._restart_window = restart_window
         self._new_address = new_address
+        self._secret = secret
         self._down_send, self._down_recv = trio.open_memory_channel[Item](channel_size)
         self._up_send, self.deliveries = trio.open_memory_channel[Item](channel_size)
         self.incarnation = 0
@@ -146,6 +156,7 @@ class Stack:
             self._channel_size,
             self._layer_blocked,
             first=self.incarnation == 1,
+            secret=self._secret,
         )
         self._current.start(self.cluster)
         if self.incarnation > 1:
@@ -325,6 +336,21 @@ class Stack:
                     await actor.poke()
                 return
         raise KeyError(f"stack has no protocol {protocol!r}")
+
+    def install_secret(self, secret: bytes) -> None:
+        """Rotate the cluster secret at run time, without stopping the group.
+
+        The new key is accepted at once, this member sends with it after half
+        the transport's ``rollover_time`` and refuses the old key after all
+        of it, so every member must install it within ``rollover_time / 2`` of
+        the others. A restarted incarnation starts with this secret. Raises
+        RuntimeError when the stack runs without a secret, ValueError for a
+        secret shorter than 16 bytes or already installed.
+        """
+        transport = self._running().protocols[0]
+        assert isinstance(transport, Transport)
+        transport.install_secret(secret)
+        self._secret = bytes(secret)
 
     def stats(self) -> dict[str, Any]:
         """Per layer: the protocol's own stats plus the host's batch counters."""

@@ -8,8 +8,12 @@ destination (a member or the group), encoded once. Layout::
 
 The fixed prefix lets a receiver drop another cluster's traffic or a newer
 wire version without parsing msgpack. The auth tag is produced over the body
-by an optional `Authenticator` (room for an AUTH/ENCRYPT layer); the prefix
-``flags`` byte is reserved for body transforms and must be 0 today.
+by an optional `Authenticator` (room for an AUTH layer). The prefix
+``flags`` byte says how the body is transformed: 0 plain, ``SEALED`` for
+shared-secret mode, where a `Keyring` encrypts and authenticates the body
+with AES-GCM and the auth slot holds the key id and the nonce (see
+`triogroups._keyring`). A sealed codec refuses plain bundles and a plain
+codec sealed ones (``auth``): one cluster is either encrypted or not.
 
 Decoding is hostile-input safe: whatever the bytes, `WireCodec.decode` either
 returns a bundle or raises `WireError`, never anything else. Its ``reason``
@@ -25,7 +29,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
 
 import msgpack
 
@@ -33,8 +37,12 @@ from triogroups.address import Address
 from triogroups.message import ALL_FLAGS, Message
 from triogroups.view import Digest, MergeView, View, ViewId
 
+if TYPE_CHECKING:
+    from triogroups._keyring import Keyring
+
 __all__ = [
     "MAGIC",
+    "SEALED",
     "WIRE_VERSION",
     "Authenticator",
     "Bundle",
@@ -46,6 +54,8 @@ __all__ = [
 
 MAGIC = b"TG"
 WIRE_VERSION = 1
+#: Prefix flag: the body is sealed by a `Keyring` (shared-secret mode).
+SEALED = 0x01
 _PREFIX_MIN = 6
 
 _EXT_ADDRESS = 1
@@ -64,7 +74,7 @@ class WireError(Exception):
 
     The only exception `WireCodec.decode` raises. ``reason`` is one of
     ``truncated``, ``bad_magic``, ``version``, ``foreign_cluster``, ``auth``,
-    ``oversized``, ``malformed``.
+    ``unknown_key``, ``replay``, ``oversized``, ``malformed``.
     """
 
     def __init__(self, reason: str, detail: str) -> None:
@@ -304,6 +314,8 @@ class WireCodec:
 
     ``max_size`` bounds both directions: `encode` refuses to produce a larger
     bundle (ValueError) and `decode` rejects one (`WireError` ``oversized``).
+    With a ``keyring`` every bundle is sealed and only sealed bundles are
+    accepted (shared-secret mode; no ``authenticator`` beside it).
     """
 
     def __init__(
@@ -312,6 +324,7 @@ class WireCodec:
         *,
         max_size: int = 65_507,
         authenticator: Authenticator | None = None,
+        keyring: Keyring | None = None,
     ) -> None:
         raw = cluster.encode()
         if not 0 < len(raw) < 256:
@@ -320,8 +333,12 @@ class WireCodec:
             raise ValueError(f"max_size must be >= 64, got {max_size}")
         self.cluster = cluster
         self.max_size = max_size
+        if keyring is not None and authenticator is not None:
+            raise ValueError("a codec takes a keyring or an authenticator, not both")
         self.authenticator = authenticator
-        self._prefix = MAGIC + bytes((WIRE_VERSION, 0, len(raw))) + raw
+        self.keyring = keyring
+        self._flags = 0 if keyring is None else SEALED
+        self._prefix = MAGIC + bytes((WIRE_VERSION, self._flags, len(raw))) + raw
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True)
         self._addresses: dict[bytes, Address] = {}
         self._address_exts: dict[Address, tuple[str, msgpack.ExtType]] = {}
@@ -339,7 +356,9 @@ class WireCodec:
             else:
                 append((m.flags, m.headers or None, m.payload, msrc))
         body: bytes = self._packer.pack((dest, src, entries))
-        if self.authenticator is None:
+        if self.keyring is not None:
+            data = self.keyring.seal(self._prefix, body)
+        elif self.authenticator is None:
             data = self._prefix + b"\x00" + body
         else:
             tag = self.authenticator.sign(body)
@@ -393,7 +412,11 @@ class WireCodec:
             raise WireError("bad_magic", f"starts with {bytes(data[:2])!r}")
         if data[2] != WIRE_VERSION:
             raise WireError("version", f"wire version {data[2]}, this member speaks {WIRE_VERSION}")
-        if data[3] != 0:
+        if data[3] != self._flags:
+            if data[3] == SEALED:
+                raise WireError("auth", "sealed bundle, but this member has no secret")
+            if data[3] == 0:
+                raise WireError("auth", "plain bundle, but this cluster is sealed")
             raise WireError("malformed", f"unsupported prefix flags {data[3]:#x}")
         end = 5 + data[4]
         if data[:end] != self._prefix:
@@ -420,16 +443,20 @@ class WireCodec:
         pos = self.check_prefix(data)
         if len(data) <= pos:
             raise WireError("truncated", "no auth length byte")
-        tag_len = data[pos]
-        body_at = pos + 1 + tag_len
-        if len(data) <= body_at:
-            raise WireError("truncated", "no body")
-        body = data[body_at:]
-        if self.authenticator is not None:
-            if not self.authenticator.verify(bytes(body), bytes(data[pos + 1 : body_at])):
-                raise WireError("auth", "bundle failed authentication")
-        elif tag_len:
-            raise WireError("auth", "bundle carries an auth tag but no authenticator is set")
+        body: bytes | memoryview
+        if self.keyring is not None:
+            body = self.keyring.open(data, pos)
+        else:
+            tag_len = data[pos]
+            body_at = pos + 1 + tag_len
+            if len(data) <= body_at:
+                raise WireError("truncated", "no body")
+            body = data[body_at:]
+            if self.authenticator is not None:
+                if not self.authenticator.verify(bytes(body), bytes(data[pos + 1 : body_at])):
+                    raise WireError("auth", "bundle failed authentication")
+            elif tag_len:
+                raise WireError("auth", "bundle carries an auth tag but no authenticator is set")
         top = msgpack.unpackb(
             body,
             raw=False,

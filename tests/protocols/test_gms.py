@@ -507,3 +507,38 @@ def test_gms_logs_a_suspicion_once_though_failure_detection_repeats_it(
         (logging.WARNING, "B: suspects C"),
     ]
     assert gms.stats()["suspects"] == 4
+
+
+# --- limits against abuse (issue 18) -----------------------------------------------------
+
+
+def _join_reqs(gms: Gms, joiners: list[Address], now: float = 0.0) -> None:
+    me = me_of(gms)
+    gms.up([Message(me, src=j, headers={ids.GMS: GmsHeader(JOIN_REQ)}) for j in joiners], now)
+
+
+def test_gms_coordinator_queues_at_most_max_pending_joins_distinct_joiners() -> None:
+    """A flood of JOIN_REQs from made-up addresses queues ``max_pending_joins`` joiners;
+    the rest are dropped and counted, repeats of a queued joiner take no room."""
+    gms = _member(A, View(ViewId(1, A), [A]), max_pending_joins=3, max_bundling_time=1.0)
+    flood = [Address(100 + i, f"X{i}") for i in range(10)]
+    _join_reqs(gms, flood[:2] + flood[:2] + flood[2:])
+    stats = gms.stats()
+    assert stats["queued_joiners"] == 3
+    assert stats["join_requests_dropped_pending"] == 7
+    _run_timers(gms, 1.0)
+    (view,) = [m.headers[ids.GMS].view for m in _sent(gms, VIEW)]
+    assert view.members == (A, *flood[:3])
+
+
+def test_gms_coordinator_accepts_at_most_max_members() -> None:
+    """With the view and the queued joiners at ``max_members``, further joiners are
+    dropped and counted; a member of the view asking again (a rejoin) is not."""
+    gms = _member(A, View(ViewId(1, A), [A, B]), max_members=3, max_bundling_time=1.0)
+    _join_reqs(gms, [C, Address(200, "D"), Address(201, "E"), B])
+    assert gms.stats()["join_requests_dropped_max_members"] == 2
+    _run_timers(gms, 1.0)
+    (view,) = [m.headers[ids.GMS].view for m in _sent(gms, VIEW)]
+    assert view.members == (A, B, C)
+    _join_reqs(gms, [Address(202, "F")], 2.0)
+    assert gms.stats()["join_requests_dropped_max_members"] == 3

@@ -563,3 +563,24 @@ def test_mcast_xmit_req_answers_at_most_capacity_seqnos() -> None:
     huge = tuple(range(1, 100_000))
     proto.up([Message(A, src=B, headers={ids.MCAST: McastHeader(XMIT_REQ, 0, None, huge)})], 0.0)
     assert len(_down(proto)) == 3 and proto.stats()["xmit_not_found"] == 1
+
+
+# --- limits against abuse (issue 18) -----------------------------------------------------
+
+
+def test_mcast_serves_at_most_max_xmits_per_interval_to_one_member() -> None:
+    """A member asking for the whole window again and again gets
+    ``max_xmits_per_interval`` messages per xmit_interval; another member's requests
+    have their own budget."""
+    proto = _mcast(max_xmits_per_interval=4, xmit_interval=1.0)
+    _send(proto, 6)
+
+    def resent(requester: Address, now: float) -> int:
+        hdr = McastHeader(XMIT_REQ, 0, None, tuple(range(1, 7)))
+        proto.up([Message(A, src=requester, headers={ids.MCAST: hdr})], now)
+        return len(_down(proto))
+
+    assert [resent(B, t) for t in (1.0, 1.5)] == [4, 0]
+    assert resent(C, 1.5) == 4
+    assert resent(B, 2.0) == 4
+    assert proto.stats()["xmits_capped"] == 2 + 6 + 2 + 2

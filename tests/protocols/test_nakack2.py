@@ -1095,3 +1095,40 @@ def test_nakack2_stats_show_windows_xmit_counters_and_queue() -> None:
     ):
         assert stats[key] == 0, key
     assert stats["windows"][str(net.addrs[0])] == {"hd": 2, "hr": 2, "size": 0, "missing": 0}
+
+
+# --- limits against abuse (issue 18) -----------------------------------------------------
+
+
+def test_nakack2_serves_at_most_max_xmits_per_interval_to_one_member() -> None:
+    """A member asking for everything again and again gets ``max_xmits_per_interval``
+    messages per xmit_interval; the rest is counted as ``xmits_capped``, and another
+    member's requests are served from their own budget."""
+    net = _Net(3, max_xmits_per_interval=5, xmit_interval=0.5)
+    net.view()
+    net.send(0, *_payloads(8))
+    net.pump()
+    a = net[0]
+
+    def resent(requester: Address, now: float) -> int:
+        hdr = NakAckHeader2(XMIT_REQ, 0, net.addrs[0], (1, 8))
+        a.up([Message(net.addrs[0], src=requester, headers={ID: hdr})], now)
+        return len([m for item in a.take_down() if isinstance(item, list) for m in item])
+
+    assert [resent(net.addrs[1], t) for t in (0.0, 0.1, 0.2)] == [5, 0, 0]
+    assert resent(net.addrs[2], 0.2) == 5
+    assert a.stats()["xmits_capped"] == 3 + 8 + 8 + 3
+    assert resent(net.addrs[1], 0.5) == 5  # the next interval
+
+
+def test_nakack2_drops_messages_beyond_max_receive_window() -> None:
+    """A sender that skips far ahead (never filling its gaps) cannot make a receiver
+    buffer more than ``max_receive_window`` seqnos of it."""
+    c = _joiner(max_receive_window=10)
+    b = Address(2, "B")
+    c.down_event(SetDigest(Digest({b: (0, 0)})), 0.0)
+    c.down_event(BecomeServer(), 0.0)
+    c.up([_msg_from(b, seqno) for seqno in (2, 10, 11, 1000)], 0.0)
+    assert c.stats()["dropped_beyond_window"] == 2
+    c.up([_msg_from(b, 1)], 0.0)
+    assert _delivered(c) == [b"1", b"2"]

@@ -854,3 +854,28 @@ def test_stats_show_connections_windows_and_counters() -> None:
         "msgs_given_up",
     ):
         assert key in st
+
+
+# --- limits against abuse (issue 18) -----------------------------------------------------
+
+
+def test_unicast3_serves_at_most_max_xmits_per_interval_to_one_peer() -> None:
+    """A peer asking for its whole window again and again gets ``max_xmits_per_interval``
+    messages per xmit_interval; the rest is counted as ``xmits_capped``."""
+    a, b = pair(max_xmits_per_interval=3, xmit_interval=0.5)
+    send_range(a, b, 1, 5, 0.0)
+    hdr = Unicast3Header(XMIT_REQ, missing=(1, 2, 3, 4, 5))
+    req = Message(a.address, src=b.address, headers={ID: hdr})
+    assert [len(a.receive([req], t)) for t in (0.1, 0.2, 0.6)] == [3, 0, 3]
+    assert a.stats()["xmits_capped"] == 2 + 5 + 2
+
+
+def test_unicast3_drops_messages_beyond_max_receive_window() -> None:
+    """A sender that skips far ahead cannot make the receiver buffer more than
+    ``max_receive_window`` seqnos of its connection."""
+    a, b = pair(max_receive_window=10)
+    msgs = send_range(a, b, 1, 21, 0.0)
+    b.receive(msgs[:1] + msgs[2:], 0.01)  # 2 lost: 3..11 are kept, 12..21 are beyond
+    assert b.stats()["dropped_beyond_window"] == 10
+    b.receive(msgs[1:2], 0.02)
+    assert b.delivered == payloads(*range(1, 12))

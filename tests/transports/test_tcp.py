@@ -25,6 +25,16 @@ async def introduce(*endpoints: Any) -> None:
                 await e.down.send(AddPhysicalAddress(other.address, other.physical))
 
 
+@pytest.fixture(params=[False, True], ids=["plain", "sealed"])
+def tcp_props(request: pytest.FixtureRequest, tmp_path: Any) -> dict[str, Any]:
+    """TCP plain, and in shared-secret mode (every hello then sealed with its own nonce)."""
+    if not request.param:
+        return dict(TCP)
+    key = tmp_path / "cluster.key"
+    key.write_bytes(b"a test secret of enough bytes\n")
+    return {**TCP, "secret_file": str(key)}
+
+
 async def wait_for(check: Any) -> None:
     with trio.fail_after(20):
         while not check():
@@ -58,7 +68,8 @@ async def test_multicast_is_encoded_once_and_sent_to_each_view_member(
     original = WireCodec.encode
 
     def counting(self: WireCodec, dest: Any, src: Any, msgs: Any) -> bytes:
-        encodes.append(dest)
+        if any(m.payload == b"to all" for m in msgs):  # not the hellos of new connections
+            encodes.append(dest)
         return original(self, dest, src, msgs)
 
     monkeypatch.setattr(WireCodec, "encode", counting)
@@ -77,10 +88,11 @@ async def test_multicast_without_a_view_goes_to_every_known_member(open_endpoint
 
 
 async def test_simultaneous_connect_leaves_the_lower_address_connection_on_both_sides(
-    open_endpoint: Any,
+    open_endpoint: Any, tcp_props: dict[str, Any]
 ) -> None:
-    a = await open_endpoint(TcpTransport, "A", **TCP)
-    b = await open_endpoint(TcpTransport, "B", **TCP)
+    """Sealed too: the hellos of the two crossing connections are not replays of each other."""
+    a = await open_endpoint(TcpTransport, "A", **tcp_props)
+    b = await open_endpoint(TcpTransport, "B", **tcp_props)
     await introduce(a, b)
     a.down.send_nowait([Message(b.address, b"a0")])  # both queued before either can connect
     b.down.send_nowait([Message(a.address, b"b0")])
@@ -102,10 +114,13 @@ async def test_simultaneous_connect_leaves_the_lower_address_connection_on_both_
         assert conn["initiated_here"] == (e.address == lower)
     retired = sum(e.transport.stats()["duplicate_connections_retired"] for e in (a, b))
     assert retired >= 1
+    assert [e.transport.stats()["decode_errors"] for e in (a, b)] == [{}, {}]
 
 
-async def test_idle_connections_are_reaped_and_reopened_on_demand(open_endpoint: Any) -> None:
-    props = {**TCP, "conn_expire_time": 0.2}
+async def test_idle_connections_are_reaped_and_reopened_on_demand(
+    open_endpoint: Any, tcp_props: dict[str, Any]
+) -> None:
+    props = {**tcp_props, "conn_expire_time": 0.2}
     a = await open_endpoint(TcpTransport, "A", **props)
     b = await open_endpoint(TcpTransport, "B", **props)
     await a.down.send(AddPhysicalAddress(b.address, b.physical))

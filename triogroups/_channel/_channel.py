@@ -233,6 +233,12 @@ class Channel:
             "rpc": self.rpc.stats(),
         }
 
+    def install_secret(self, secret: bytes) -> None:
+        """Rotate the cluster's shared secret on this member, at run time
+        (`Stack.install_secret`: install it on every member within half the
+        transport's ``rollover_time``)."""
+        self._stack.install_secret(secret)
+
     # --- sending ------------------------------------------------------------------
 
     async def send(

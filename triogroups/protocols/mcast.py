@@ -102,6 +102,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, PropertyError, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols._ring import RingBuffer
 from triogroups.view import Digest, View
 from triogroups.wire import register_header
@@ -168,10 +169,17 @@ class Mcast(Protocol):
         doc="period of retransmission requests, pending acks and last-seqno resends",
         check=positive,
     )
+    max_xmits_per_interval = Int(
+        5000,
+        doc="messages resent for one member's XMIT_REQs per xmit_interval; "
+        "the rest of its requests is ignored and counted",
+        check=at_least(1),
+    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         self._send: RingBuffer[Message] = RingBuffer(self.capacity)
+        self._budget = PeerBudget()
         self._pending: deque[Message] = deque()
         self._windows: dict[Address, RingBuffer[Message]] = {}
         self._acks: dict[Address, int] = {}
@@ -195,6 +203,7 @@ class Mcast(Protocol):
                 "retransmissions",
                 "xmit_rsps_received",
                 "xmit_not_found",
+                "xmits_capped",
                 "purged_sent",
                 "windows_moved_by_purged",
                 "last_seqno_resends",
@@ -327,7 +336,7 @@ class Mcast(Protocol):
             elif kind == ACK:
                 self._on_ack(msg.src, hdr.seqno)
             elif kind == XMIT_REQ:
-                self._on_xmit_req(msg.src, hdr.missing)
+                self._on_xmit_req(msg.src, hdr.missing, now)
             elif kind == PURGED:
                 self._on_purged(msg.src, hdr.seqno, deliver)
             else:
@@ -416,7 +425,9 @@ class Mcast(Protocol):
             self._send.purge(lowest)
         self._drain(now)
 
-    def _on_xmit_req(self, requester: Address | None, missing: tuple[int, ...]) -> None:
+    def _on_xmit_req(self, requester: Address | None, missing: tuple[int, ...], now: float) -> None:
+        """Resend what ``requester`` misses, at most ``max_xmits_per_interval`` messages
+        per requester per interval (`PeerBudget`); the rest counts as ``xmits_capped``."""
         if requester is None:
             self.counters["bad_headers"] += 1
             return
@@ -424,7 +435,14 @@ class Mcast(Protocol):
         send = self._send
         out: list[Message] = []
         purged = False
-        for seqno in missing[: self.capacity]:
+        missing = missing[: self.capacity]
+        granted = self._budget.take(
+            requester, len(missing), self.max_xmits_per_interval, self.xmit_interval, now
+        )
+        if granted < len(missing):
+            self.counters["xmits_capped"] += len(missing) - granted
+            missing = missing[:granted]
+        for seqno in missing:
             msg = send.get(seqno)
             if msg is not None:
                 out.append(self._retransmission(msg, seqno, requester))

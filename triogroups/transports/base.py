@@ -5,21 +5,36 @@ A transport is the bottom of a stack. It is configured like any protocol
 host runs `serve`: it sends every batch that comes down from the layer above
 and pushes every batch it receives up, as one batch per wake-up. It never
 interprets protocol headers.
+
+Shared-secret mode lives here for every transport: a member with a secret
+seals every bundle it sends and refuses every bundle not sealed with the
+cluster's key (see `triogroups._keyring`). The secret comes from the stack
+(`Stack` ``secret=``), else from ``secret_file``, else from the
+``TRIOGROUPS_SECRET`` environment variable; it is kept only inside the
+keyring, never in a property, stats or a log line.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
 
 import trio
 
+from triogroups._keyring import Keyring
 from triogroups.address import Address
 from triogroups.events import Item
+from triogroups.properties import Duration, Str, positive
 from triogroups.protocol import Protocol
 from triogroups.view import View
+from triogroups.wire import WireCodec
 
-__all__ = ["Transport", "fan_out_targets"]
+__all__ = ["SECRET_ENV", "Transport", "fan_out_targets"]
+
+#: The environment variable a member takes its cluster secret from when its stack
+#: gives none and ``secret_file`` is empty.
+SECRET_ENV = "TRIOGROUPS_SECRET"
 
 
 def fan_out_targets(
@@ -48,6 +63,64 @@ class Transport(Protocol):
 
     lossless: ClassVar[bool] = False
     supports_multicasting: ClassVar[bool] = True
+
+    secret_file = Str(
+        "",
+        doc="file holding the cluster's shared secret (turns on encryption); "
+        f"empty: ${SECRET_ENV} if set",
+    )
+    rollover_time = Duration(
+        30.0,
+        doc="after a new secret is installed: the old key is accepted this long; "
+        "senders switch at half of it",
+        check=positive,
+    )
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self.keyring: Keyring | None = None
+        self._given_secret: bytes | None = None
+
+    def give_secret(self, secret: bytes) -> None:
+        """Use ``secret`` rather than ``secret_file`` or the environment; before `start`."""
+        self._given_secret = secret
+
+    def start(self, local_address: Address, cluster: str, now: float) -> None:
+        """Make the keyring if the member has a secret (an unreadable ``secret_file`` or
+        a bad secret is a start-up error)."""
+        super().start(local_address, cluster, now)
+        secret = self._given_secret
+        self._given_secret = None
+        if secret is None:
+            secret = self._read_secret()
+        if secret is not None:
+            self.keyring = Keyring(cluster, secret, clock=trio.current_time)
+
+    def _read_secret(self) -> bytes | None:
+        if self.secret_file:
+            try:
+                with open(self.secret_file, "rb") as f:
+                    return f.read().strip()
+            except OSError as exc:
+                raise OSError(
+                    f"{self.name}.secret_file {self.secret_file!r} cannot be read: {exc.strerror}"
+                ) from None
+        value = os.environ.get(SECRET_ENV)
+        return None if not value else value.encode()
+
+    def install_secret(self, secret: bytes) -> None:
+        """Rotate to ``secret`` (see `Keyring.install`); refused when encryption is off."""
+        if self.keyring is None:
+            raise RuntimeError("shared-secret mode is off: start the stack with a secret first")
+        self.keyring.install(secret, self.rollover_time)
+
+    def make_codec(self, max_size: int) -> WireCodec:
+        """The codec of this member's cluster, sealed if it has a secret."""
+        return WireCodec(self.cluster, max_size=max_size, keyring=self.keyring)
+
+    def secret_stats(self) -> dict[str, Any]:
+        """``shared_secret``: the keyring's counters and key ids, when on."""
+        return {} if self.keyring is None else {"shared_secret": self.keyring.stats()}
 
     def port_span(self) -> int | None:
         """How many ports above its first one this transport may listen on (its

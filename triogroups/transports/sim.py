@@ -285,7 +285,7 @@ class SimTransport(Transport):
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        self._codec = WireCodec(self.cluster, max_size=self.max_bundle_size)
+        self._codec = self.make_codec(self.max_bundle_size)
         self.open()
         net, self._net = self._net, None
         assert net is not None
@@ -365,4 +365,5 @@ class SimTransport(Transport):
             **self.counters,
             "decode_errors": dict(self.decode_errors),
             "rx_queue": len(self._inbox),
+            **self.secret_stats(),
         }

@@ -196,7 +196,6 @@ class TcpTransport(Transport):
         self._pending: dict[Address, _Pending] = {}
         self._host_pending: dict[Physical, _Pending] = {}
         self._codec: WireCodec | None = None
-        self._hello = b""
         self._nursery: trio.Nursery | None = None
         self._up: trio.MemorySendChannel[Item] | None = None
         self._listener: trio.SocketListener | None = None
@@ -233,11 +232,10 @@ class TcpTransport(Transport):
     ) -> None:
         me = self.local_address
         assert me is not None, "start() must run before serve()"
-        self._codec = WireCodec(self.cluster, max_size=self.max_frame_size)
+        self._codec = self.make_codec(self.max_frame_size)
         self.open()
         listener, self._listener = self._listener, None
         assert listener is not None and self.physical is not None
-        self._hello = encode_hello(self._codec, me, self.physical)
         self._up = up
         try:
             async with trio.open_nursery() as nursery:
@@ -353,7 +351,7 @@ class TcpTransport(Transport):
             with trio.fail_after(self.sock_conn_timeout):
                 stream = await trio.open_tcp_stream(*where, local_address=self.bind_addr)
                 self._configure(stream)
-                await stream.send_all(self._hello)
+                await stream.send_all(self._new_hello())
                 reader = FrameReader(stream.socket, self.max_frame_size)
                 hello = await reader.first()
                 if hello is None:
@@ -406,7 +404,7 @@ class TcpTransport(Transport):
                 if hello is None:
                     raise FrameError("bad_hello", "closed before its hello")
                 peer, listening = decode_hello(codec, hello)
-                await stream.send_all(self._hello)
+                await stream.send_all(self._new_hello())
         except (FrameError, WireError) as exc:
             self.drops.drop(exc.reason, f"{exc.detail}; connection closed", peer_label)
             await trio.aclose_forcefully(stream)
@@ -584,6 +582,13 @@ class TcpTransport(Transport):
                     conn.retire(self.close_timeout)
                     self.counters["connections_reaped"] += 1
 
+    def _new_hello(self) -> bytes:
+        """A hello encoded for one connection: sealed, each has its own nonce, so a
+        peer's replay window never takes a second connection for a replayed first."""
+        assert self._codec is not None and self.local_address is not None
+        assert self.physical is not None
+        return encode_hello(self._codec, self.local_address, self.physical)
+
     # --- stats -------------------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
@@ -601,4 +606,5 @@ class TcpTransport(Transport):
             "connecting": len(self._pending) + len(self._host_pending),
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
+            **self.secret_stats(),
         }

@@ -179,7 +179,7 @@ class UdpTransport(Transport):
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         assert self.local_address is not None, "start() must run before serve()"
-        self._codec = WireCodec(self.cluster, max_size=self.max_bundle_size)
+        self._codec = self.make_codec(self.max_bundle_size)
         self.open()
         assert self._sockets is not None and self.physical is not None
         (ucast, mcast), self._sockets = self._sockets, None
@@ -307,4 +307,5 @@ class UdpTransport(Transport):
             "physical": None if self.physical is None else format_physical(self.physical),
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
+            **self.secret_stats(),
         }

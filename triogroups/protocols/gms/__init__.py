@@ -144,6 +144,16 @@ class Gms(Protocol):
         doc="time a merge may take (used by MERGE3)",
         check=positive,
     )
+    max_members = Int(
+        1000,
+        doc="members a coordinator accepts in its view; JOIN_REQs beyond are dropped",
+        check=at_least(1),
+    )
+    max_pending_joins = Int(
+        100,
+        doc="JOIN_REQs of distinct joiners a coordinator queues; more are dropped",
+        check=at_least(1),
+    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)

@@ -73,6 +73,7 @@ class Coordinator:
     def __init__(self, gms: Gms) -> None:
         self.gms = gms
         self._requests: list[tuple[int, Address]] = []
+        self._joiners: set[Address] = set()  # the distinct joiners in _requests
         self._bundle_deadline = math.inf
         self._pending: _Install | None = None
 
@@ -87,7 +88,30 @@ class Coordinator:
         return self._bundle_deadline
 
     def request(self, kind: int, member: Address, now: float) -> None:
-        """Queue a JOIN_REQ, LEAVE_REQ or SUSPECT_REQ of ``member``."""
+        """Queue a JOIN_REQ, LEAVE_REQ or SUSPECT_REQ of ``member``.
+
+        Limits against abuse (an addition beyond JGroups): a JOIN_REQ of a new
+        joiner is dropped and counted when ``max_pending_joins`` distinct
+        joiners are queued (``join_requests_dropped_pending``) or when the view
+        and the queued joiners already make ``max_members``
+        (``join_requests_dropped_max_members``); a member already in the view
+        (a rejoin) takes no room. A dropped joiner retries (``join_timeout``)
+        and gets in once there is room.
+        """
+        gms = self.gms
+        view = gms.view if self._pending is None else self._pending.view
+        if (
+            kind == JOIN_REQ
+            and member not in self._joiners
+            and (view is None or member not in view)
+        ):
+            if len(self._joiners) >= gms.max_pending_joins:
+                gms.counters["join_requests_dropped_pending"] += 1
+                return
+            if (len(view) if view is not None else 0) + len(self._joiners) >= gms.max_members:
+                gms.counters["join_requests_dropped_max_members"] += 1
+                return
+            self._joiners.add(member)
         self._requests.append((kind, member))
         if self._bundle_deadline == math.inf:
             self._bundle_deadline = now + self.gms.max_bundling_time
@@ -113,6 +137,7 @@ class Coordinator:
         """Drop the queue and any view being installed (this member left the group)."""
         self._pending = None
         self._requests = []
+        self._joiners = set()
         self._bundle_deadline = math.inf
 
     def _process(self, now: float) -> None:
@@ -128,9 +153,11 @@ class Coordinator:
             return
         if not self._requests or not gms.coordinates() or gms.view is None:
             self._requests = []
+            self._joiners = set()
             self._bundle_deadline = math.inf
             return
         batch, self._requests = self._requests, []
+        self._joiners = set()
         self._bundle_deadline = math.inf
         current = gms.view
         gone = {m for kind, m in batch if kind != JOIN_REQ}
@@ -250,6 +277,7 @@ class Coordinator:
     def stats(self) -> dict[str, Any]:
         return {
             "queued_requests": len(self._requests),
+            "queued_joiners": len(self._joiners),
             "installing": str(self._pending.view.view_id) if self._pending else None,
         }
 

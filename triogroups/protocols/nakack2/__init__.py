@@ -159,6 +159,18 @@ class Nakack2(Protocol):
         doc="multicasts a joiner queues before it is a server (unbounded if xmit_interval <= 0)",
         check=at_least(1),
     )
+    max_xmits_per_interval = Int(
+        5000,
+        doc="messages resent for one member's XMIT_REQs per xmit_interval (per second "
+        "if xmit_interval <= 0); the rest of its requests is ignored and counted",
+        check=at_least(1),
+    )
+    max_receive_window = Int(
+        100_000,
+        doc="seqnos kept per member ahead of its next one to deliver; a message "
+        "beyond is dropped and counted (a sender that never fills its gaps)",
+        check=at_least(1),
+    )
     resend_last_seqno = Bool(
         True,
         doc="multicast the highest seqno sent while nothing new is sent and it is not stable",
@@ -313,7 +325,7 @@ class Nakack2(Protocol):
                 msg.src, msg.dest = hdr.sender, None
                 self._receive(msg, hdr.seqno, out)
             elif kind == XMIT_REQ:
-                self._xmit.on_xmit_req(msg, hdr)
+                self._xmit.on_xmit_req(msg, hdr, now)
             elif kind == HIGHEST_SEQNO:
                 self._xmit.on_highest_seqno(msg.src, hdr.seqno)
             elif kind == VIEW_SEQNO:
@@ -336,6 +348,9 @@ class Nakack2(Protocol):
             return
         if seqno < 1:
             self._counters["malformed"] += 1
+            return
+        if seqno - win.hd > self.max_receive_window:
+            self._counters["dropped_beyond_window"] += 1
             return
         oob = msg.flags & _OOB
         if not win.add(seqno, None if oob else msg):

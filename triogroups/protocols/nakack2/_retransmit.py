@@ -51,6 +51,7 @@ from typing import TYPE_CHECKING
 from triogroups.address import Address
 from triogroups.message import Flag, Message
 from triogroups.protocols import ids
+from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
     XMIT_REQ,
@@ -85,6 +86,7 @@ class Retransmitter:
         self._resends = 0
         self.last_stable: Digest | None = None
         self._codec: WireCodec | None = None  # measures XMIT_REQs; made at the first one
+        self._budget = PeerBudget()
 
     def forget(self, view: View | None) -> None:
         """Drop what was asked of members not in ``view`` (of everyone if None)."""
@@ -95,8 +97,12 @@ class Retransmitter:
 
     # --- answering ---------------------------------------------------------------------
 
-    def on_xmit_req(self, msg: Message, hdr: NakAckHeader2) -> None:
-        """Answer from what we sent and still keep; requests for others' messages are ignored."""
+    def on_xmit_req(self, msg: Message, hdr: NakAckHeader2, now: float) -> None:
+        """Answer from what we sent and still keep; requests for others' messages are ignored.
+
+        At most ``max_xmits_per_interval`` messages per requester per interval
+        (`PeerBudget`); the seqnos beyond are counted as ``xmits_capped``.
+        """
         nak = self.nak
         counters = nak._counters
         counters["xmit_reqs_received"] += 1
@@ -109,6 +115,11 @@ class Retransmitter:
         if seqnos is None:
             counters["malformed"] += 1
             return
+        interval = nak.xmit_interval if nak.xmit_interval > 0 else 1.0
+        granted = self._budget.take(msg.src, len(seqnos), nak.max_xmits_per_interval, interval, now)
+        if granted < len(seqnos):
+            counters["xmits_capped"] += len(seqnos) - granted
+            seqnos = seqnos[:granted]
         for seqno in seqnos:
             stored = sent.get(seqno)
             if stored is None:

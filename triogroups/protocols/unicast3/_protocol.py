@@ -119,6 +119,18 @@ class Unicast3(Protocol):
         doc="max seqnos in one XMIT_REQ (0: as many as fit one datagram)",
         check=at_least(0),
     )
+    max_xmits_per_interval = Int(
+        5000,
+        doc="messages resent for one member's XMIT_REQs per xmit_interval; "
+        "the rest of its requests is ignored and counted",
+        check=at_least(1),
+    )
+    max_receive_window = Int(
+        100_000,
+        doc="seqnos kept per connection ahead of the next one to deliver; a message "
+        "beyond is dropped and counted (a sender that never fills its gaps)",
+        check=at_least(1),
+    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
@@ -236,7 +248,7 @@ class Unicast3(Protocol):
             elif kind == SEND_FIRST_SEQNO:
                 sender.on_send_first_seqno(src, hdr, out)
             elif kind == XMIT_REQ:
-                sender.on_xmit_req(src, hdr, out)
+                sender.on_xmit_req(src, hdr, out, now)
             elif kind == CLOSE:
                 self.receiver.on_close(src, hdr, now)
         delivered: list[Message] = []

@@ -143,6 +143,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         self.msgs_received = 0
         self.msgs_delivered = 0
         self.duplicates = 0
+        self.dropped_beyond_window = 0
         self.stale = 0  # of an older or closed connection
         self.cached = 0
         self.cache_dropped = 0
@@ -231,7 +232,14 @@ class Receiver(ConnectionTable[ReceiverEntry]):
     def _add(
         self, table: SeqnoTable[Message | None], seqno: int, msg: Message, delivered: list[Message]
     ) -> None:
-        """Add to the window; an OOB message is delivered at once and leaves a marker."""
+        """Add to the window; an OOB message is delivered at once and leaves a marker.
+
+        Not beyond ``max_receive_window`` seqnos ahead of the next one to deliver:
+        a sender that never fills its gaps cannot make us buffer without end.
+        """
+        if seqno - table.hd > self.proto.max_receive_window:
+            self.dropped_beyond_window += 1
+            return
         oob = msg.flags & _OOB
         if table.add(seqno, None if oob else msg):
             if oob:
@@ -421,6 +429,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
             "msgs_received": self.msgs_received,
             "msgs_delivered": self.msgs_delivered,
             "duplicates": self.duplicates,
+            "dropped_beyond_window": self.dropped_beyond_window,
             "stale": self.stale,
             "cached": self.cached,
             "cache_dropped": self.cache_dropped,

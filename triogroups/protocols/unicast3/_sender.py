@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from triogroups.address import Address
 from triogroups.message import Flag, Message
+from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.unicast3._common import (
     CLOSE,
@@ -98,6 +99,8 @@ class Sender(ConnectionTable[SenderEntry]):
         self.first_seqno_dropped = 0  # stale timestamp (seed 000)
         self.first_seqno_unknown = 0  # no send window for the asker
         self.first_resent = 0
+        self.budget = PeerBudget()
+        self.xmits_capped = 0
         self.xmit_reqs_received = 0  # seqnos asked for
         self.xmit_rsps_sent = 0
         self.retransmissions = 0  # highest-sent resends by the retransmit task
@@ -167,14 +170,25 @@ class Sender(ConnectionTable[SenderEntry]):
         self.first_resent += 1
         out.append(copy)
 
-    def on_xmit_req(self, peer: Address, hdr: Unicast3Header, out: list[Message]) -> None:
-        """Resend the requested messages that are still in the window."""
+    def on_xmit_req(
+        self, peer: Address, hdr: Unicast3Header, out: list[Message], now: float
+    ) -> None:
+        """Resend the requested messages that are still in the window, at most
+        ``max_xmits_per_interval`` per peer per interval (`PeerBudget`)."""
         self.xmit_reqs_received += len(hdr.missing)
         entry = self.entries.get(peer)
         if entry is None:
             return
+        proto = self.proto
+        missing = hdr.missing
+        granted = self.budget.take(
+            peer, len(missing), proto.max_xmits_per_interval, proto.xmit_interval, now
+        )
+        if granted < len(missing):
+            self.xmits_capped += len(missing) - granted
+            missing = missing[:granted]
         get = entry.table.get
-        for seqno in hdr.missing:
+        for seqno in missing:
             msg = get(seqno)
             if msg is not None:
                 out.append(msg)
@@ -253,6 +267,7 @@ class Sender(ConnectionTable[SenderEntry]):
             "first_resent": self.first_resent,
             "xmit_reqs_received": self.xmit_reqs_received,
             "xmit_rsps_sent": self.xmit_rsps_sent,
+            "xmits_capped": self.xmits_capped,
             "retransmissions": self.retransmissions,
             "msgs_given_up": self.msgs_given_up,
             "send_conns_reopened": self.reopened,
