@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from typing import Any, ClassVar
+from typing import Protocol as TypingProtocol
 
 import trio
 
@@ -19,7 +20,16 @@ from triogroups.events import Item
 from triogroups.protocol import Protocol
 from triogroups.view import View
 
-__all__ = ["Transport", "fan_out_targets"]
+__all__ = ["Transport", "UpChannel", "fan_out_targets"]
+
+
+class UpChannel(TypingProtocol):
+    """Where a transport pushes what it receives: a trio memory channel, or in a stack
+    the inlet of the layer above, which may run that layer's handler (and the idle
+    layers above it) before ``send`` returns. Awaiting it is the transport's
+    back-pressure: it blocks once the layers above are busy and their inbox is full."""
+
+    async def send(self, item: Item, /) -> None: ...
 
 
 def fan_out_targets(
@@ -68,7 +78,7 @@ class Transport(Protocol):
     async def serve(
         self,
         down: trio.MemoryReceiveChannel[Item],
-        up: trio.MemorySendChannel[Item],
+        up: UpChannel,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
