@@ -74,6 +74,7 @@ _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _CHECKPOINT_EVERY = 32  # sends between forced checkpoints, as in Stack.send
 _ORDERED_BUFFER = 4  # batches between the reader and the dispatcher
+_GENERAL = object()  # `Channel._ready`: this message takes the general, awaiting path
 _STATE_RETRY_FIRST = 0.5
 _STATE_RETRY_MAX = 5.0
 
@@ -494,17 +495,49 @@ class Channel:
 
     async def _dispatch_loop(self) -> None:
         """Hand over in order; once closed, only drain (so the reader sees Disconnected)."""
+        inbox = self._inbox
         async for item in self._ordered_recv:
             try:
                 if type(item) is list:
                     for msg in item:
-                        if not self._closing:
+                        if self._closing:
+                            continue
+                        ready = self._ready(msg)
+                        if ready is _GENERAL:
                             await self._dispatch(msg)
+                        elif ready is not None and not inbox.offer(ready):  # type: ignore[arg-type]
+                            await inbox.deliver(ready)  # type: ignore[arg-type]
                 elif not self._closing:
                     await self._dispatch_view(item.view)  # type: ignore[union-attr]
             except ChannelClosed:
                 if not self._closing:
                     raise
+
+    def _ready(self, msg: Message) -> Received | object | None:
+        """`_dispatch` of an application message to the `Inbox`, without awaiting: what to
+        hand over, None if the state already contains it, or _GENERAL (nothing done yet)
+        for everything else (state transfer, RPC, a custom sink, a holding joiner, a
+        payload that does not decode)."""
+        headers = msg.headers
+        hdr = headers.get(_STATE)
+        src = msg.src
+        if (
+            (hdr is not None and hdr.type != MSG)
+            or _RPC in headers
+            or self._holding
+            or src is None
+            or self._sink is not self._inbox
+        ):
+            return _GENERAL
+        try:
+            value, body = decode_payload(msg.payload, allow_pickle=self.allow_pickle)
+        except PayloadError:
+            return _GENERAL
+        if hdr is not None and not self._align.accept(src, hdr.seqno):
+            self._counters["dropped_in_state"] += 1
+            return None
+        self._counters["delivered"] += 1
+        return Received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
 
     async def _dispatch(self, msg: Message) -> None:
         hdr = msg.headers.get(_STATE)

@@ -85,18 +85,29 @@ class Inbox:
         self.dropped = 0
 
     async def deliver(self, item: Received) -> None:
+        if self.offer(item):
+            return
         try:
-            if self._delivered % _CHECKPOINT_EVERY:
-                try:
-                    self._send.send_nowait(item)
-                except trio.WouldBlock:
-                    await self._send.send(item)
-            else:
-                await self._send.send(item)
+            await self._send.send(item)
         except trio.BrokenResourceError:
             self.dropped += 1
             return
         self._delivered += 1
+
+    def offer(self, item: Received) -> bool:
+        """`deliver` without awaiting; False (nothing done) when the queue is full or a
+        checkpoint is due."""
+        if not self._delivered % _CHECKPOINT_EVERY:
+            return False
+        try:
+            self._send.send_nowait(item)
+        except trio.WouldBlock:
+            return False
+        except trio.BrokenResourceError:
+            self.dropped += 1
+            return True
+        self._delivered += 1
+        return True
 
     async def view(self, view: View) -> None:
         """Views reach a reading application through `Channel.view` and `Channel.views`."""
