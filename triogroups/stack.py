@@ -1,8 +1,10 @@
 """The stack host: one member's protocol stack, each layer a supervised actor.
 
 `Stack` builds the layers from a `StackConfig`, joins neighbours with bounded
-trio memory channels whose items are batches (or events), and runs every
-layer as an actor under a one-for-all `Supervisor`: a layer that crashes
+trio memory channels whose items are batches (or events), each behind an
+`Inlet` that runs an idle layer's handler in its neighbour's task instead
+(run to completion; see `triogroups._layer`), and runs every layer as an
+actor under a one-for-all `Supervisor`: a layer that crashes
 takes the whole stack down, and it comes back as a new *incarnation* with a
 new `Address` (a restarted member is a new member to its peers and rejoins;
 it never resumes with half-lost protocol state). Restarts beyond the
