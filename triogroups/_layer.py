@@ -26,7 +26,8 @@ the top layer drains whole) goes down the same way from the top layer's
 task. A handler that raises inline crashes its own layer: the error is
 handed to that layer's actor, which raises it, so the supervisor sees the
 same crash report with that layer's name; the neighbour carries on. Timers
-stay with the layer's own timer task.
+stay with the layer's own timer task. Handlers run in one synchronous chain
+are given the same ``now`` (no time passes for a task that never awaits).
 
 Items are forwarded with ``send_nowait``: a batch can cross several layers in
 one scheduler pass. When a neighbour is full, the loop that fed the handler
@@ -115,8 +116,14 @@ class Inlet:
 
     def send_nowait(self, item: Item) -> None:
         """Hand ``item`` to the layer now; raises trio.WouldBlock when its inbox is full."""
+        self.offer(item, None)
+
+    def offer(self, item: Item, now: float | None) -> None:
+        """`send_nowait` from a handler's output: ``now`` is the time that handler was
+        given (a chain of handlers run inline shares one time), None to read the clock."""
         if self._ready():
-            self._layer._inline(item, self._batch, self._event, self._counts)  # type: ignore[union-attr]
+            layer: LayerActor = self._layer  # type: ignore[assignment]
+            layer._inline(item, self._batch, self._event, self._counts, now)
             return
         self.queued += 1  # before the channel, which may wake the loop with it at once
         try:
@@ -129,7 +136,8 @@ class Inlet:
         """As `send_nowait`, waiting for room. Cancellation-safe: a cancelled send was not sent."""
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._ready():
-            self._layer._inline(item, self._batch, self._event, self._counts)  # type: ignore[union-attr]
+            layer: LayerActor = self._layer  # type: ignore[assignment]
+            layer._inline(item, self._batch, self._event, self._counts, None)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         self.queued += 1
@@ -166,8 +174,9 @@ class _Outbox:
         self._empty = trio.Event()
         self._empty.set()
 
-    def put(self, items: list[Item]) -> bool:
-        """Forward ``items`` without awaiting; False if some had to wait here."""
+    def put(self, items: list[Item], now: float | None) -> bool:
+        """Forward ``items`` without awaiting (``now``: see `Inlet.offer`); False if some
+        had to wait here."""
         rest = self._rest
         if rest:
             rest.extend(items)
@@ -175,7 +184,7 @@ class _Outbox:
         out = self._out
         for i, item in enumerate(items):
             try:
-                out.send_nowait(item)
+                out.offer(item, now)
             except trio.WouldBlock:
                 rest.extend(items[i:])
                 self._empty = trio.Event()
@@ -318,20 +327,23 @@ class LayerActor(Actor):
         on_batch: Callable[[list[Message], float], None],
         on_event: Callable[[Event, float], None],
         counts: list[int],
+        now: float | None,
     ) -> None:
         """Handle ``item`` now, in the caller's task (see `Inlet`); an error crashes this
         layer, not the caller."""
         self.ready = False
         try:
+            if now is None:
+                now = trio.current_time()
             if type(item) is list:
                 counts[0] += 1
                 counts[1] += len(item)
-                on_batch(item, trio.current_time())
+                on_batch(item, now)
             else:
                 self.events += 1
-                on_event(item, trio.current_time())  # type: ignore[arg-type]
+                on_event(item, now)  # type: ignore[arg-type]
             self.inline += 1
-            self._emit()
+            self._emit(now)
         except Exception as exc:
             self._failure = exc
             self._failed.set()
@@ -344,14 +356,14 @@ class LayerActor(Actor):
         assert self._failure is not None
         raise self._failure
 
-    def _emit(self) -> None:
+    def _emit(self, now: float | None) -> None:
         """Forward what the handler emitted without awaiting, re-arm the timer, tell the
         stack when the protocol starts or stops holding back senders."""
         proto = self.protocol
         if proto._down_out:
-            self._down_out.put(proto.take_down())
+            self._down_out.put(proto.take_down(), now)
         if proto._up_out:
-            self._up_out.put(proto.take_up())
+            self._up_out.put(proto.take_up(), now)
         deadline = proto.next_deadline()
         if deadline != self._deadline:
             self._deadline = deadline
@@ -370,7 +382,7 @@ class LayerActor(Actor):
         """The protocol changed outside a handler (a run-time property): forward what
         it emitted and re-arm the timer from its new deadline."""
         ready, self.ready = self.ready, False
-        self._emit()
+        self._emit(None)
         self.ready = ready
         await self._wait_room()
 
@@ -412,15 +424,16 @@ class LayerActor(Actor):
             taken += 1
             inlet.queued -= 1
             self.ready = False
+            now = trio.current_time()
             if type(item) is list:
                 item, held = _coalesce(item, inlet)
                 counts[0] += 1
                 counts[1] += len(item)
-                on_batch(item, trio.current_time())
+                on_batch(item, now)
             else:
                 self.events += 1
-                on_event(item, trio.current_time())  # type: ignore[arg-type]
-            self._emit()
+                on_event(item, now)  # type: ignore[arg-type]
+            self._emit(now)
             self.ready = self._failure is None
             if same._rest or len(other._rest) > _MAX_CROSS_BACKLOG:
                 await self._room(same, other)
@@ -452,7 +465,7 @@ class LayerActor(Actor):
                 self.ticks += 1
                 self.ready = False
                 proto.tick(now)
-                self._emit()
+                self._emit(now)
                 self.ready = self._failure is None
                 if self._deadline <= now:
                     raise RuntimeError(

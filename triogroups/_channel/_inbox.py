@@ -81,7 +81,7 @@ class Inbox:
         self._returned = 0
         self._finished = 0
         self._closed = False
-        self._changed = trio.Event()
+        self._changed: trio.Event | None = None  # set while `snapshot` waits
         self.dropped = 0
 
     async def deliver(self, item: Received) -> None:
@@ -115,6 +115,8 @@ class Inbox:
     async def snapshot(self, take: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``take`` once the reader has finished every message handed over."""
         while not self._closed and self._finished != self._delivered:
+            if self._changed is None:
+                self._changed = trio.Event()
             await self._changed.wait()
         if self._closed:
             raise ChannelClosed("the channel closed before its application was idle")
@@ -126,7 +128,8 @@ class Inbox:
         self._closed = True
         self.dropped += self.depth
         self._recv.close()
-        self._changed.set()
+        if self._changed is not None:
+            self._changed.set()
 
     @property
     def depth(self) -> int:
@@ -136,8 +139,9 @@ class Inbox:
         """The reader is back: everything returned so far is finished."""
         if self._finished != self._returned:
             self._finished = self._returned
-            self._changed.set()
-            self._changed = trio.Event()
+            if self._changed is not None:
+                self._changed.set()
+                self._changed = None
 
     async def receive(self) -> Received:
         self._finish()
