@@ -7,6 +7,7 @@ inbox and its outboxes have room; otherwise the item goes through the bounded ch
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import trio
@@ -34,6 +35,23 @@ class _Bounce(Protocol):
         for msg in batch:
             if msg.payload == b"reply":
                 self.send_up_one(Message(None, b"looped", src=_A))
+
+
+class _TickingBounce(_Bounce):
+    """As TEST_BOUNCE, and its one tick (at 1 s) emits a batch and an event up."""
+
+    name = "TEST_TICKING_BOUNCE"
+
+    def __init__(self, **props: Any) -> None:
+        super().__init__(**props)
+        self._next = 1.0
+
+    def tick(self, now: float) -> None:
+        self._next = math.inf
+        self.up([Message(None, b"tick", src=_A)], now)
+
+    def next_deadline(self) -> float:
+        return self._next
 
 
 class _Reply(Protocol):
@@ -155,6 +173,23 @@ async def test_a_layer_is_not_reentered_by_what_its_own_output_causes(
                 got.append(await top.receiver.receive())
         assert _payloads(got) == [b"m1", Suspect((_B,)), b"looped"]
         assert [layer.inline for layer in layers] == [1, 3, 3]  # the reply went the long way
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_layer_is_not_reentered_while_it_forwards_what_its_tick_emitted(
+    autojump_clock: Any,
+) -> None:
+    """As above, with the batch and the event emitted by TEST_TICKING_BOUNCE's tick: the
+    layer is not ready for inline calls while its timer task forwards the tick's output."""
+    layers, _bottom, top, _below = _chain([_TickingBounce(), _Reply(), Protocol()], size=8)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        got: list[Item] = []
+        with trio.fail_after(5):
+            while len(_payloads(got)) < 3:
+                got.append(await top.receiver.receive())
+        assert _payloads(got) == [b"tick", Suspect((_B,)), b"looped"]
+        assert layers[0].ticks == 1 and layers[0].inline == 0
         nursery.cancel_scope.cancel()
 
 

@@ -70,7 +70,7 @@ class Inlet:
     inbox channel (`receiver`), whose reader is the layer's loop. An inlet
     with no layer bound (into a transport, out of the top of the stack, in
     unit tests) is just the channel. ``queued`` counts items put into the
-    channel and not yet handed to a handler.
+    channel and not yet handed to a handler by the layer that reads it.
     """
 
     __slots__ = (
