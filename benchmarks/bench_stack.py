@@ -23,7 +23,7 @@ import trio
 from triogroups import Message, Stack, StackConfig
 from triogroups.events import Item
 from triogroups.runtime import tune_gc
-from triogroups.transports.base import Transport
+from triogroups.transports.base import Transport, UpChannel
 
 LAYERS = 8
 
@@ -39,7 +39,7 @@ class _Reflector(Transport):
     async def serve(
         self,
         down: trio.MemoryReceiveChannel[Item],
-        up: trio.MemorySendChannel[Item],
+        up: UpChannel,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:

@@ -8,8 +8,7 @@ import pytest
 import trio
 
 from triogroups import Address, Message, Protocol
-from triogroups._layer import LayerActor
-from triogroups.events import Item
+from triogroups._layer import Inlet, LayerActor
 
 _PEER = Address(0xB, "B")
 
@@ -25,13 +24,10 @@ class _Acker(Protocol):
 
 
 def _layer(protocol: Protocol, size: int) -> tuple[LayerActor, dict[str, Any]]:
-    down_in_s, down_in_r = trio.open_memory_channel[Item](size)
-    up_in_s, up_in_r = trio.open_memory_channel[Item](size)
-    down_out_s, down_out_r = trio.open_memory_channel[Item](size)
-    up_out_s, up_out_r = trio.open_memory_channel[Item](size)
-    layer = LayerActor(protocol, down_in_r, up_in_r, down_out_s, up_out_s, lambda _l, _b: None)
-    ends = {"from_above": down_in_s, "from_below": up_in_s, "to_below": down_out_r}
-    ends["to_above"] = up_out_r
+    down_in, up_in, down_out, up_out = (Inlet(size) for _ in range(4))
+    layer = LayerActor(protocol, down_in, up_in, down_out, up_out, lambda _l, _b: None)
+    ends = {"from_above": down_in, "from_below": up_in, "to_below": down_out.receiver}
+    ends["to_above"] = up_out.receiver
     return layer, ends
 
 

@@ -7,6 +7,28 @@ runs one task at a time and handlers never await, so the protocol needs no
 locks. After every handler the protocol's outboxes go into one `_Outbox` per
 direction, so what a protocol emits leaves in the order it was emitted.
 
+Run to completion through idle layers: a neighbour reaches a layer through
+that direction's `Inlet`, which calls the layer's handler at once, in the
+neighbour's task, when the layer is *ready* for it: it is running, not
+already inside a handler (its own, or one reached inline further up the
+call chain: a handler that emits both ways cannot re-enter itself), nothing
+waits in its inbox for that direction (counted from the moment an item is
+put in until the loop hands it to the protocol, so an item taken but not yet
+handled counts too), and its outboxes are as free as its own loop would
+want them after a handler (nothing waiting in the same direction, at most
+_MAX_CROSS_BACKLOG in the other). Otherwise the item goes into the inbox
+channel and the layer's loop takes it, as before: whatever waits there is
+handled first, so order per direction, back-pressure (a bounded channel
+still blocks a producer once a layer is busy) and fairness hold. An item
+from a transport's receive loop climbs every idle layer to the top in one
+task; a batch from the top (`Stack.send`, whose channel is the send queue
+the top layer drains whole) goes down the same way from the top layer's
+task. A handler that raises inline crashes its own layer: the error is
+handed to that layer's actor, which raises it, so the supervisor sees the
+same crash report with that layer's name; the neighbour carries on. Timers
+stay with the layer's own timer task. Handlers run in one synchronous chain
+are given the same ``now`` (no time passes for a task that never awaits).
+
 Items are forwarded with ``send_nowait``: a batch can cross several layers in
 one scheduler pass. When a neighbour is full, the loop that fed the handler
 waits only for its own direction (back-pressure, never loss); what it emitted
@@ -32,12 +54,102 @@ from triogroups.message import Message
 from triogroups.protocol import Protocol
 from triogroups.transports.base import Transport
 
-__all__ = ["LayerActor", "StartupError", "TransportActor", "original_error"]
+__all__ = ["Inlet", "LayerActor", "StartupError", "TransportActor", "original_error"]
 
 
 _FAIR_SHARE = 32  # items a loop takes without yielding before it lets others run
 _MAX_COALESCE = 4096  # messages merged into one batch at most
 _MAX_CROSS_BACKLOG = 1024  # items a loop may leave waiting in the other direction
+
+
+class Inlet:
+    """One direction's way into a layer: its bounded inbox, and the inline path.
+
+    `send_nowait` and `send` run the layer's handler at once when the layer
+    is ready for it (see the module docstring), else put the item into the
+    inbox channel (`receiver`), whose reader is the layer's loop. An inlet
+    with no layer bound (into a transport, out of the top of the stack, in
+    unit tests) is just the channel. ``queued`` counts items put into the
+    channel and not yet handed to a handler by the layer that reads it.
+    """
+
+    __slots__ = (
+        "_batch",
+        "_counts",
+        "_event",
+        "_layer",
+        "_other",
+        "_same",
+        "_send",
+        "queued",
+        "receiver",
+    )
+
+    def __init__(self, size: int) -> None:
+        self._send, self.receiver = trio.open_memory_channel[Item](size)
+        self.queued = 0
+        self._layer: LayerActor | None = None
+
+    def bind(
+        self,
+        layer: LayerActor,
+        on_batch: Callable[[list[Message], float], None],
+        on_event: Callable[[Event, float], None],
+        counts: list[int],
+        same: _Outbox,
+        other: _Outbox,
+    ) -> None:
+        """Let the neighbour run ``layer``'s handlers for this direction inline."""
+        self._layer = layer
+        self._batch, self._event, self._counts = on_batch, on_event, counts
+        self._same, self._other = same, other
+
+    def _ready(self) -> bool:
+        layer = self._layer
+        return (
+            layer is not None
+            and layer.ready
+            and not self.queued
+            and not self._same._rest
+            and len(self._other._rest) <= _MAX_CROSS_BACKLOG
+        )
+
+    def send_nowait(self, item: Item) -> None:
+        """Hand ``item`` to the layer now; raises trio.WouldBlock when its inbox is full."""
+        self.offer(item, None)
+
+    def offer(self, item: Item, now: float | None) -> None:
+        """`send_nowait` from a handler's output: ``now`` is the time that handler was
+        given (a chain of handlers run inline shares one time), None to read the clock."""
+        if self._ready():
+            layer: LayerActor = self._layer  # type: ignore[assignment]
+            layer._inline(item, self._batch, self._event, self._counts, now)
+            return
+        self.queued += 1  # before the channel, which may wake the loop with it at once
+        try:
+            self._send.send_nowait(item)
+        except BaseException:
+            self.queued -= 1
+            raise
+
+    async def send(self, item: Item) -> None:
+        """As `send_nowait`, waiting for room. Cancellation-safe: a cancelled send was not sent."""
+        await trio.lowlevel.checkpoint_if_cancelled()
+        if self._ready():
+            layer: LayerActor = self._layer  # type: ignore[assignment]
+            layer._inline(item, self._batch, self._event, self._counts, None)
+            await trio.lowlevel.cancel_shielded_checkpoint()
+            return
+        self.queued += 1
+        try:
+            await self._send.send(item)
+        except BaseException:
+            self.queued -= 1
+            raise
+
+    def buffered(self) -> int:
+        """Items waiting in the inbox channel."""
+        return self._send.statistics().current_buffer_used
 
 
 class _Outbox:
@@ -55,15 +167,16 @@ class _Outbox:
 
     __slots__ = ("_empty", "_out", "_rest", "_wake")
 
-    def __init__(self, out: trio.MemorySendChannel[Item]) -> None:
+    def __init__(self, out: Inlet) -> None:
         self._out = out
         self._rest: deque[Item] = deque()
         self._wake = trio.Event()
         self._empty = trio.Event()
         self._empty.set()
 
-    def put(self, items: list[Item]) -> bool:
-        """Forward ``items`` without awaiting; False if some had to wait here."""
+    def put(self, items: list[Item], now: float | None) -> bool:
+        """Forward ``items`` without awaiting (``now``: see `Inlet.offer`); False if some
+        had to wait here."""
         rest = self._rest
         if rest:
             rest.extend(items)
@@ -71,7 +184,7 @@ class _Outbox:
         out = self._out
         for i, item in enumerate(items):
             try:
-                out.send_nowait(item)
+                out.offer(item, now)
             except trio.WouldBlock:
                 rest.extend(items[i:])
                 self._empty = trio.Event()
@@ -110,15 +223,15 @@ async def _next_item(channel: trio.MemoryReceiveChannel[Item], taken: int) -> It
     return await channel.receive()
 
 
-def _coalesce(
-    batch: list[Message], channel: trio.MemoryReceiveChannel[Item]
-) -> tuple[list[Message], Item | None]:
-    """Append every batch already waiting in ``channel`` to ``batch``.
+def _coalesce(batch: list[Message], inlet: Inlet) -> tuple[list[Message], Item | None]:
+    """Append every batch already waiting in ``inlet``'s channel to ``batch``.
 
     Under load this turns many small batches into one, so the per-hop cost
     is paid once for all of them. Stops at an event (returned, to be handled
-    next, so order is kept) or at _MAX_COALESCE messages.
+    next, so order is kept; it still counts as queued) or at _MAX_COALESCE
+    messages.
     """
+    channel = inlet.receiver
     while len(batch) < _MAX_COALESCE:
         try:
             item = channel.receive_nowait()
@@ -126,6 +239,7 @@ def _coalesce(
             return batch, None
         if type(item) is not list:
             return batch, item
+        inlet.queued -= 1
         batch.extend(item)
     return batch, None
 
@@ -144,11 +258,13 @@ class LayerActor(Actor):
     def __init__(
         self,
         protocol: Protocol,
-        down_in: trio.MemoryReceiveChannel[Item],
-        up_in: trio.MemoryReceiveChannel[Item],
-        down_out: trio.MemorySendChannel[Item],
-        up_out: trio.MemorySendChannel[Item],
+        down_in: Inlet,
+        up_in: Inlet,
+        down_out: Inlet,
+        up_out: Inlet,
         on_blocked: Callable[[LayerActor, bool], None],
+        *,
+        inline_down: bool = True,
     ) -> None:
         self.protocol = protocol
         self._on_blocked = on_blocked
@@ -161,7 +277,22 @@ class LayerActor(Actor):
         self._deadline = math.inf  # the timer loop asks the protocol once it has started
         self._down_counts = [0, 0]
         self._up_counts = [0, 0]
-        self.events = self.ticks = 0
+        self.events = self.ticks = self.inline = 0
+        self.ready = False  # running and not inside a handler: neighbours may call in
+        self._failure: Exception | None = None
+        self._failed = trio.Event()
+        if inline_down:
+            down_in.bind(
+                self,
+                protocol.down,
+                protocol.down_event,
+                self._down_counts,
+                self._down_out,
+                self._up_out,
+            )
+        up_in.bind(
+            self, protocol.up, protocol.up_event, self._up_counts, self._up_out, self._down_out
+        )
 
     async def run(self, mailbox: trio.MemoryReceiveChannel[Any]) -> None:
         try:
@@ -183,17 +314,56 @@ class LayerActor(Actor):
                     self._loop, self._up_in, proto.up, proto.up_event, self._up_counts, up, down
                 )
                 nursery.start_soon(self._timer_loop)
+                nursery.start_soon(self._raise_failure)
+                self.ready = self._failure is None
         except BaseExceptionGroup as group:
             raise original_error(group) from None
+        finally:
+            self.ready = False
 
-    def _emit(self) -> None:
+    def _inline(
+        self,
+        item: Item,
+        on_batch: Callable[[list[Message], float], None],
+        on_event: Callable[[Event, float], None],
+        counts: list[int],
+        now: float | None,
+    ) -> None:
+        """Handle ``item`` now, in the caller's task (see `Inlet`); an error crashes this
+        layer, not the caller."""
+        self.ready = False
+        try:
+            if now is None:
+                now = trio.current_time()
+            if type(item) is list:
+                counts[0] += 1
+                counts[1] += len(item)
+                on_batch(item, now)
+            else:
+                self.events += 1
+                on_event(item, now)  # type: ignore[arg-type]
+            self.inline += 1
+            self._emit(now)
+        except Exception as exc:
+            self._failure = exc
+            self._failed.set()
+            return
+        self.ready = True
+
+    async def _raise_failure(self) -> None:
+        """Raise, in this actor, the error of a handler that ran inline in another task."""
+        await self._failed.wait()
+        assert self._failure is not None
+        raise self._failure
+
+    def _emit(self, now: float | None) -> None:
         """Forward what the handler emitted without awaiting, re-arm the timer, tell the
         stack when the protocol starts or stops holding back senders."""
         proto = self.protocol
         if proto._down_out:
-            self._down_out.put(proto.take_down())
+            self._down_out.put(proto.take_down(), now)
         if proto._up_out:
-            self._up_out.put(proto.take_up())
+            self._up_out.put(proto.take_up(), now)
         deadline = proto.next_deadline()
         if deadline != self._deadline:
             self._deadline = deadline
@@ -211,12 +381,14 @@ class LayerActor(Actor):
     async def poke(self) -> None:
         """The protocol changed outside a handler (a run-time property): forward what
         it emitted and re-arm the timer from its new deadline."""
-        self._emit()
+        ready, self.ready = self.ready, False
+        self._emit(None)
+        self.ready = ready
         await self._wait_room()
 
     async def _loop(
         self,
-        channel: trio.MemoryReceiveChannel[Item],
+        inlet: Inlet,
         on_batch: Callable[[list[Message], float], None],
         on_event: Callable[[Event, float], None],
         counts: list[int],
@@ -232,7 +404,11 @@ class LayerActor(Actor):
         After a handler the loop waits for room in its own direction
         (``same``), and in the ``other`` only once more than
         _MAX_CROSS_BACKLOG items wait there (memory stays bounded).
+        While it runs a handler the layer is not `ready`: what a neighbour
+        sends meanwhile (reached inline from this handler's output) waits in
+        the inbox for the next round.
         """
+        channel = inlet.receiver
         held: Item | None = None
         taken = 0
         while True:
@@ -243,20 +419,32 @@ class LayerActor(Actor):
                     return
             else:
                 item, held = held, None
+            if same._rest or len(other._rest) > _MAX_CROSS_BACKLOG:
+                await self._room(same, other)  # left by a handler that ran inline meanwhile
             taken += 1
+            inlet.queued -= 1
+            self.ready = False
+            now = trio.current_time()
             if type(item) is list:
-                item, held = _coalesce(item, channel)
+                item, held = _coalesce(item, inlet)
                 counts[0] += 1
                 counts[1] += len(item)
-                on_batch(item, trio.current_time())
+                on_batch(item, now)
             else:
                 self.events += 1
-                on_event(item, trio.current_time())  # type: ignore[arg-type]
-            self._emit()
-            if same._rest:
-                await same.wait_room()
-            if len(other._rest) > _MAX_CROSS_BACKLOG:
-                await other.wait_room()
+                on_event(item, now)  # type: ignore[arg-type]
+            self._emit(now)
+            self.ready = self._failure is None
+            if same._rest or len(other._rest) > _MAX_CROSS_BACKLOG:
+                await self._room(same, other)
+
+    @staticmethod
+    async def _room(same: _Outbox, other: _Outbox) -> None:
+        """Wait for the room `_loop` needs before it takes on more."""
+        if same._rest:
+            await same.wait_room()
+        if len(other._rest) > _MAX_CROSS_BACKLOG:
+            await other.wait_room()
 
     async def _timer_loop(self) -> None:
         """Call `Protocol.tick` whenever its deadline has come.
@@ -275,8 +463,10 @@ class LayerActor(Actor):
             now = trio.current_time()
             if proto.next_deadline() <= now:
                 self.ticks += 1
+                self.ready = False
                 proto.tick(now)
-                self._emit()
+                self._emit(now)
+                self.ready = self._failure is None
                 if self._deadline <= now:
                     raise RuntimeError(
                         f"{proto.name or type(proto).__name__}.tick must move next_deadline() "
@@ -291,14 +481,11 @@ class LayerActor(Actor):
         or while its protocol holds back senders (it keeps their messages
         queued). See `Stack.sends_pending` for what this cannot see.
         """
-        return bool(
-            self._blocked
-            or self._down_in.statistics().current_buffer_used
-            or self._down_out.backlog()
-        )
+        return bool(self._blocked or self._down_in.buffered() or self._down_out.backlog())
 
     def stats(self) -> dict[str, Any]:
-        """The host's counters for this layer: batches and messages each way, events, ticks."""
+        """The host's counters for this layer: batches and messages each way, events, ticks,
+        and how many of those handlers ran inline in a neighbour's task."""
         return {
             "batches_down": self._down_counts[0],
             "msgs_down": self._down_counts[1],
@@ -306,6 +493,7 @@ class LayerActor(Actor):
             "msgs_up": self._up_counts[1],
             "events": self.events,
             "ticks": self.ticks,
+            "inline": self.inline,
         }
 
 
@@ -342,8 +530,8 @@ class TransportActor(Actor):
     def __init__(
         self,
         transport: Transport,
-        down_in: trio.MemoryReceiveChannel[Item],
-        up_out: trio.MemorySendChannel[Item],
+        down_in: Inlet,
+        up_out: Inlet,
         *,
         first: bool = False,
     ) -> None:
@@ -362,11 +550,11 @@ class TransportActor(Actor):
             raise StartupError(f"{name} cannot start: {_reason(exc)}") from exc
 
     async def run(self, mailbox: trio.MemoryReceiveChannel[Any]) -> None:
-        await self.protocol.serve(self._down_in, self._up_out)
+        await self.protocol.serve(self._down_in.receiver, self._up_out)
 
     def down_pending(self) -> bool:
         """Whether batches wait for the transport to take them (see `LayerActor.down_pending`)."""
-        return bool(self._down_in.statistics().current_buffer_used)
+        return bool(self._down_in.buffered())
 
     def stats(self) -> dict[str, Any]:
         """The transport keeps its own counters (`Transport.stats`); the host adds none."""

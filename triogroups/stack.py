@@ -1,8 +1,10 @@
 """The stack host: one member's protocol stack, each layer a supervised actor.
 
 `Stack` builds the layers from a `StackConfig`, joins neighbours with bounded
-trio memory channels whose items are batches (or events), and runs every
-layer as an actor under a one-for-all `Supervisor`: a layer that crashes
+trio memory channels whose items are batches (or events), each behind an
+`Inlet` that runs an idle layer's handler in its neighbour's task instead
+(run to completion; see `triogroups._layer`), and runs every layer as an
+actor under a one-for-all `Supervisor`: a layer that crashes
 takes the whole stack down, and it comes back as a new *incarnation* with a
 new `Address` (a restarted member is a new member to its peers and rejoins;
 it never resumes with half-lost protocol state). Restarts beyond the
@@ -29,7 +31,7 @@ from typing import Any
 
 import trio
 
-from triogroups._layer import LayerActor, TransportActor, original_error
+from triogroups._layer import Inlet, LayerActor, TransportActor, original_error
 from triogroups.actors import (
     Actor,
     ChildSpec,
@@ -56,8 +58,8 @@ class _Incarnation:
         self,
         config: StackConfig,
         address: Address,
-        top_down_in: trio.MemoryReceiveChannel[Item],
-        top_up_out: trio.MemorySendChannel[Item],
+        top_down_in: Inlet,
+        top_up_out: Inlet,
         channel_size: int,
         on_blocked: Callable[[LayerActor, bool], None],
         *,
@@ -67,20 +69,25 @@ class _Incarnation:
         self.address = address
         self.protocols = config.build()
         n = len(self.protocols)
-        # down[i] carries items into layer i from above; up[i] into layer i from below.
-        down = [trio.open_memory_channel[Item](channel_size) for _ in range(n - 1)]
-        up = [trio.open_memory_channel[Item](channel_size) for _ in range(n - 1)]
+        # down[i] carries items into layer i from above; up[i] into layer i + 1 from below.
+        down = [Inlet(channel_size) for _ in range(n - 1)]
+        up = [Inlet(channel_size) for _ in range(n - 1)]
         transport = self.protocols[0]
         assert isinstance(transport, Transport)
         if secret is not None:
             transport.give_secret(secret)
-        self.actors: list[Actor] = [TransportActor(transport, down[0][1], up[0][0], first=first)]
+        self.actors: list[Actor] = [TransportActor(transport, down[0], up[0], first=first)]
         for i in range(1, n):
-            down_in = top_down_in if i == n - 1 else down[i][1]
-            up_out = top_up_out if i == n - 1 else up[i][0]
+            top = i == n - 1
             self.actors.append(
                 LayerActor(
-                    self.protocols[i], down_in, up[i - 1][1], down[i - 1][0], up_out, on_blocked
+                    self.protocols[i],
+                    top_down_in if top else down[i],
+                    up[i - 1],
+                    down[i - 1],
+                    top_up_out if top else up[i],
+                    on_blocked,
+                    inline_down=not top,  # the top channel is the send queue, drained whole
                 )
             )
 
@@ -128,8 +135,9 @@ class Stack:
         self._restart_window = restart_window
         self._new_address = new_address
         self._secret = secret
-        self._down_send, self._down_recv = trio.open_memory_channel[Item](channel_size)
-        self._up_send, self.deliveries = trio.open_memory_channel[Item](channel_size)
+        self._down = Inlet(channel_size)  # the send queue, drained whole by the top layer
+        self._up = Inlet(channel_size)
+        self.deliveries = self._up.receiver
         self.incarnation = 0
         self._sends = 0
         self._current: _Incarnation | None = None
@@ -151,8 +159,8 @@ class Stack:
         self._current = _Incarnation(
             self.config,
             address,
-            self._down_recv,
-            self._up_send,
+            self._down,
+            self._up,
             self._channel_size,
             self._layer_blocked,
             first=self.incarnation == 1,
@@ -253,22 +261,22 @@ class Stack:
             async with self._gate:  # first come, first sent: waiting senders keep their order
                 while self._blocked:
                     await self._open.wait()
-                await self._down_send.send(item)
+                await self._down.send(item)
             return
         self._sends += 1
         if self._sends % 32:
             try:
-                self._down_send.send_nowait(item)
+                self._down.send_nowait(item)
                 return
             except trio.WouldBlock:
                 pass
-        await self._down_send.send(item)
+        await self._down.send(item)
 
     def send_nowait(self, item: Item) -> None:
         """As `send`; raises trio.WouldBlock when the stack is full or holds back batches."""
         if type(item) is list and (self._blocked or self._gate.locked()):
             raise trio.WouldBlock
-        self._down_send.send_nowait(item)
+        self._down.send_nowait(item)
 
     def sends_pending(self) -> bool:
         """Whether a batch sent down may not yet have been accepted by every layer.
@@ -288,7 +296,7 @@ class Stack:
         """
         if self._blocked or self._gate.locked():
             return True
-        if self._down_send.statistics().current_buffer_used:
+        if self._down.buffered():
             return True
         current = self._current
         return current is not None and any(

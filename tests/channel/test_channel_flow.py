@@ -76,10 +76,10 @@ async def test_a_cancelled_send_was_not_sent_and_gives_its_seqno_back(
     assert ch.stats()["seqno"] == 2
     with pytest.raises(trio.WouldBlock):
         ch.send_nowait(b"four")
-    first = await stack._down_recv.receive()
+    first = await stack._down.receiver.receive()
     assert isinstance(first, list)
     ch.send_nowait(b"five")
-    queued = [first, await stack._down_recv.receive(), await stack._down_recv.receive()]
+    queued = [first, await stack._down.receiver.receive(), await stack._down.receiver.receive()]
     seen = [(m.payload[1:], m.headers[ids.STATE_TRANSFER].seqno) for b in queued for m in b]
     assert seen == [(b"one", 1), (b"two", 2), (b"five", 3)]
 
@@ -93,7 +93,7 @@ async def test_senders_that_wait_reach_the_stack_in_seqno_order(autojump_clock: 
             nursery.start_soon(ch.send, i)
         seqnos = []
         for _ in range(20):
-            (msg,) = await stack._down_recv.receive()  # type: ignore[misc]
+            (msg,) = await stack._down.receiver.receive()  # type: ignore[misc]
             seqnos.append(msg.headers[ids.STATE_TRANSFER].seqno)
     assert seqnos == list(range(1, 21))
 

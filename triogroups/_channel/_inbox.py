@@ -56,6 +56,9 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
+_CHECKPOINT_EVERY = 64  # messages handed over or taken without a scheduler pass, at most
+
+
 class Inbox:
     """The default sink: a bounded queue that `Channel.receive` reads.
 
@@ -63,6 +66,11 @@ class Inbox:
     again; it is idle when it has finished every message handed to the
     queue (counted as they go in, so one on its way to a waiting reader is
     not finished yet).
+
+    Neither side pays a scheduler pass per message while the queue has
+    room or messages: the dispatcher puts a whole batch in, and the reader
+    wakes once and takes everything ready (a checkpoint every
+    _CHECKPOINT_EVERY messages keeps both fair and cancellable).
     """
 
     def __init__(self, size: int) -> None:
@@ -73,10 +81,12 @@ class Inbox:
         self._returned = 0
         self._finished = 0
         self._closed = False
-        self._changed = trio.Event()
+        self._changed: trio.Event | None = None  # set while `snapshot` waits
         self.dropped = 0
 
     async def deliver(self, item: Received) -> None:
+        if self.offer(item):
+            return
         try:
             await self._send.send(item)
         except trio.BrokenResourceError:
@@ -84,12 +94,29 @@ class Inbox:
             return
         self._delivered += 1
 
+    def offer(self, item: Received) -> bool:
+        """`deliver` without awaiting; False (nothing done) when the queue is full or a
+        checkpoint is due."""
+        if not self._delivered % _CHECKPOINT_EVERY:
+            return False
+        try:
+            self._send.send_nowait(item)
+        except trio.WouldBlock:
+            return False
+        except trio.BrokenResourceError:
+            self.dropped += 1
+            return True
+        self._delivered += 1
+        return True
+
     async def view(self, view: View) -> None:
         """Views reach a reading application through `Channel.view` and `Channel.views`."""
 
     async def snapshot(self, take: Callable[[], Awaitable[_T]]) -> _T:
         """Run ``take`` once the reader has finished every message handed over."""
         while not self._closed and self._finished != self._delivered:
+            if self._changed is None:
+                self._changed = trio.Event()
             await self._changed.wait()
         if self._closed:
             raise ChannelClosed("the channel closed before its application was idle")
@@ -101,7 +128,8 @@ class Inbox:
         self._closed = True
         self.dropped += self.depth
         self._recv.close()
-        self._changed.set()
+        if self._changed is not None:
+            self._changed.set()
 
     @property
     def depth(self) -> int:
@@ -111,17 +139,36 @@ class Inbox:
         """The reader is back: everything returned so far is finished."""
         if self._finished != self._returned:
             self._finished = self._returned
-            self._changed.set()
-            self._changed = trio.Event()
+            if self._changed is not None:
+                self._changed.set()
+                self._changed = None
 
     async def receive(self) -> Received:
         self._finish()
         try:
-            item = await self._recv.receive()
+            if self._returned % _CHECKPOINT_EVERY:
+                try:
+                    item = self._recv.receive_nowait()
+                except trio.WouldBlock:
+                    item = await self._recv.receive()
+            else:
+                item = await self._recv.receive()
         except (trio.ClosedResourceError, trio.EndOfChannel):
             raise ChannelClosed("the channel is closed") from None
         self._returned += 1
         return item
+
+    async def receive_batch(self, max_messages: int) -> list[Received]:
+        """Wait for one message, then take every one ready, up to ``max_messages``."""
+        batch = [await self.receive()]
+        recv = self._recv
+        while len(batch) < max_messages:
+            try:
+                batch.append(recv.receive_nowait())
+            except (trio.WouldBlock, trio.ClosedResourceError, trio.EndOfChannel):
+                break
+        self._returned += len(batch) - 1
+        return batch
 
     def receive_nowait(self) -> Received:
         self._finish()

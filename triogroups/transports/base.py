@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
+from typing import Protocol as TypingProtocol
 
 import trio
 
@@ -30,11 +31,20 @@ from triogroups.protocol import Protocol
 from triogroups.view import View
 from triogroups.wire import WireCodec
 
-__all__ = ["SECRET_ENV", "Transport", "fan_out_targets"]
+__all__ = ["SECRET_ENV", "Transport", "UpChannel", "fan_out_targets"]
 
 #: The environment variable a member takes its cluster secret from when its stack
 #: gives none and ``secret_file`` is empty.
 SECRET_ENV = "TRIOGROUPS_SECRET"
+
+
+class UpChannel(TypingProtocol):
+    """Where a transport pushes what it receives: a trio memory channel, or in a stack
+    the inlet of the layer above, which may run that layer's handler (and the idle
+    layers above it) before ``send`` returns. Awaiting it is the transport's
+    back-pressure: it blocks once the layers above are busy and their inbox is full."""
+
+    async def send(self, item: Item, /) -> None: ...
 
 
 def fan_out_targets(
@@ -141,7 +151,7 @@ class Transport(Protocol):
     async def serve(
         self,
         down: trio.MemoryReceiveChannel[Item],
-        up: trio.MemorySendChannel[Item],
+        up: UpChannel,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:

@@ -31,7 +31,7 @@ from triogroups.events import Item, LocalPhysicalAddress, TmpView, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Bool, Size, Str, at_least
 from triogroups.transports._bundler import encode_bundles, route
-from triogroups.transports.base import Transport, fan_out_targets
+from triogroups.transports.base import Transport, UpChannel, fan_out_targets
 from triogroups.view import View
 from triogroups.wire import WireCodec, WireError
 
@@ -281,7 +281,7 @@ class SimTransport(Transport):
     async def serve(
         self,
         down: trio.MemoryReceiveChannel[Item],
-        up: trio.MemorySendChannel[Item],
+        up: UpChannel,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -306,9 +306,7 @@ class SimTransport(Transport):
         finally:
             net.detach(self)
 
-    async def _send_batch(
-        self, net: SimNetwork, batch: list[Message], up: trio.MemorySendChannel[Item]
-    ) -> None:
+    async def _send_batch(self, net: SimNetwork, batch: list[Message], up: UpChannel) -> None:
         me = self.local_address
         assert me is not None and self._codec is not None
         by_dest, local = route(batch, me)
@@ -337,7 +335,7 @@ class SimTransport(Transport):
             return [None]
         return list(fan_out_targets(self.view.members, self._next_view, self.local_address))
 
-    async def _receive_loop(self, up: trio.MemorySendChannel[Item]) -> None:
+    async def _receive_loop(self, up: UpChannel) -> None:
         assert self._codec is not None
         me = self.local_address
         while True:

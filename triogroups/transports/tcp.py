@@ -69,7 +69,7 @@ from triogroups.transports._tcp_conn import (
     decode_hello,
     encode_hello,
 )
-from triogroups.transports.base import Transport, fan_out_targets
+from triogroups.transports.base import Transport, UpChannel, fan_out_targets
 from triogroups.view import View
 from triogroups.wire import WireCodec, WireError
 
@@ -197,7 +197,7 @@ class TcpTransport(Transport):
         self._host_pending: dict[Physical, _Pending] = {}
         self._codec: WireCodec | None = None
         self._nursery: trio.Nursery | None = None
-        self._up: trio.MemorySendChannel[Item] | None = None
+        self._up: UpChannel | None = None
         self._listener: trio.SocketListener | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -226,7 +226,7 @@ class TcpTransport(Transport):
     async def serve(
         self,
         down: trio.MemoryReceiveChannel[Item],
-        up: trio.MemorySendChannel[Item],
+        up: UpChannel,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -260,7 +260,7 @@ class TcpTransport(Transport):
 
     # --- sending -------------------------------------------------------------------------
 
-    async def _send_batch(self, batch: list[Message], up: trio.MemorySendChannel[Item]) -> None:
+    async def _send_batch(self, batch: list[Message], up: UpChannel) -> None:
         me = self.local_address
         assert me is not None and self._codec is not None
         by_dest, local = route(batch, me)

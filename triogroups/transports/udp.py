@@ -52,7 +52,7 @@ from triogroups.transports._sockets import (
     resolve,
     set_buffers,
 )
-from triogroups.transports.base import Transport
+from triogroups.transports.base import Transport, UpChannel
 from triogroups.wire import WireCodec, WireError
 
 __all__ = ["UdpTransport"]
@@ -174,7 +174,7 @@ class UdpTransport(Transport):
     async def serve(
         self,
         down: trio.MemoryReceiveChannel[Item],
-        up: trio.MemorySendChannel[Item],
+        up: UpChannel,
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
@@ -202,9 +202,7 @@ class UdpTransport(Transport):
 
     # --- sending ------------------------------------------------------------------------
 
-    async def _send_batch(
-        self, sock: socket.socket, batch: list[Message], up: trio.MemorySendChannel[Item]
-    ) -> None:
+    async def _send_batch(self, sock: socket.socket, batch: list[Message], up: UpChannel) -> None:
         me = self.local_address
         assert me is not None and self._codec is not None
         by_dest, local = route(batch, me)
@@ -256,7 +254,7 @@ class UdpTransport(Transport):
 
     # --- receiving -----------------------------------------------------------------------
 
-    async def _receive_loop(self, sock: socket.socket, up: trio.MemorySendChannel[Item]) -> None:
+    async def _receive_loop(self, sock: socket.socket, up: UpChannel) -> None:
         codec = self._codec
         me = self.local_address
         assert codec is not None and me is not None

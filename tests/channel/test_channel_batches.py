@@ -1,0 +1,108 @@
+"""Batches end to end at the channel: `send_many`, `receive_batch`/`batches`, and an
+``async for`` that drains what is ready without a scheduler pass per message."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from triogroups import SimNetwork, StackConfig, open_channel
+
+
+async def _wait_queued(ch: Any, n: int) -> None:
+    with trio.fail_after(30):
+        while ch.stats()["receive_queue"] < n:
+            await trio.sleep(0.01)
+
+
+async def test_send_many_sends_every_payload_in_order_as_one_batch(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """100 payloads go down the stack as one batch (one handler call in the top layer)
+    and reach every member, the sender included, in order and each once."""
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
+        top = a.stack.stats()["layers"][-1]["host"]
+        await a.send_many(list(range(100)))
+        with trio.fail_after(5):
+            while (after := a.stack.stats()["layers"][-1]["host"])["msgs_down"] == top["msgs_down"]:
+                await trio.sleep(0.001)
+        assert after["msgs_down"] - top["msgs_down"] == 100
+        assert after["batches_down"] - top["batches_down"] == 1
+        for ch in (a, b):
+            got: list[Any] = []
+            with trio.fail_after(30):
+                while len(got) < 100:
+                    got.extend(m.payload for m in await ch.receive_batch())
+            assert got == list(range(100))
+        assert a.stats()["sent"] == 100 and a.stats()["seqno"] == 100
+
+
+async def test_send_many_checks_every_payload_before_sending_any(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with open_channel("c", stack, "A", network=net) as a:
+        with pytest.raises(TypeError):
+            await a.send_many([1, 2, object()])
+        await a.send_many([])
+        assert a.stats().get("sent", 0) == 0 and a.stats()["seqno"] == 0
+        await a.send_many([b"x"])
+        assert [m.payload for m in await a.receive_batch()] == [b"x"]
+
+
+async def test_receive_batch_hands_over_everything_ready_up_to_max_messages(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with open_channel("c", stack, "A", network=net) as a:
+        for i in range(50):
+            await a.send(i)
+        await _wait_queued(a, 50)
+        first = await a.receive_batch(max_messages=20)
+        rest = await a.receive_batch()
+        assert [m.payload for m in first] == list(range(20))
+        assert [m.payload for m in rest] == list(range(20, 50))
+        with pytest.raises(ValueError, match="max_messages must be >= 1, got 0"):
+            await a.receive_batch(0)
+
+
+async def test_batches_yields_until_the_channel_closes(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    async with open_channel("c", stack, "A", network=net) as a:
+        await a.send_many([1, 2, 3])
+        await _wait_queued(a, 3)
+        seen: list[list[Any]] = []
+        async with trio.open_nursery() as nursery:
+
+            async def read() -> None:
+                async for batch in a.batches():
+                    seen.append([m.payload for m in batch])
+
+            nursery.start_soon(read)
+            with trio.fail_after(5):
+                while not seen:
+                    await trio.sleep(0.01)
+            await a.aclose()
+        assert seen == [[1, 2, 3]]
+
+
+async def test_async_for_takes_ready_messages_without_a_scheduler_pass_each(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Messages already in the receive queue are handed over without a checkpoint each
+    (one every 64 keeps the reader fair and cancellable)."""
+    async with open_channel("c", stack, "A", network=net) as a:
+        await a.send_many(list(range(60)))
+        await _wait_queued(a, 60)
+        got = [(await a.receive()).payload]
+        with trio.testing.assert_no_checkpoints():
+            async for msg in a:
+                got.append(msg.payload)
+                if len(got) == 60:
+                    break
+        assert got == list(range(60))

@@ -1,0 +1,289 @@
+"""Run to completion through idle layers: a neighbour runs a ready layer's handler inline.
+
+The layer host's rules (see `triogroups._layer`): a handler runs in the caller's task only
+when the layer is running, not inside a handler, has nothing waiting in that direction's
+inbox and its outboxes have room; otherwise the item goes through the bounded channel.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import trio
+
+from triogroups import Address, Message, Protocol, Stack, StackConfig
+from triogroups._layer import Inlet, LayerActor
+from triogroups.events import Item, Suspect
+from triogroups.transports.sim import open_sim_network
+
+_A = Address(0xA, "A")
+_B = Address(0xB, "B")
+
+
+class _Bounce(Protocol):
+    """Passes batches up followed by an event; a b"reply" going down is looped back up
+    as b"looped" (as a transport's loopback does)."""
+
+    name = "TEST_BOUNCE"
+
+    def up(self, batch: list[Message], now: float) -> None:
+        self.send_up(batch)
+        self.pass_up(Suspect((_B,)))
+
+    def down(self, batch: list[Message], now: float) -> None:
+        for msg in batch:
+            if msg.payload == b"reply":
+                self.send_up_one(Message(None, b"looped", src=_A))
+
+
+class _TickingBounce(_Bounce):
+    """As TEST_BOUNCE, and its one tick (at 1 s) emits a batch and an event up."""
+
+    name = "TEST_TICKING_BOUNCE"
+
+    def __init__(self, **props: Any) -> None:
+        super().__init__(**props)
+        self._next = 1.0
+
+    def tick(self, now: float) -> None:
+        self._next = math.inf
+        self.up([Message(None, b"tick", src=_A)], now)
+
+    def next_deadline(self) -> float:
+        return self._next
+
+
+class _Reply(Protocol):
+    """Passes every batch up and answers each message with a b"reply" going down."""
+
+    name = "TEST_REPLY"
+
+    def up(self, batch: list[Message], now: float) -> None:
+        self.send_up(batch)
+        for msg in batch:
+            if msg.payload != b"looped":
+                self.send_down_one(Message(_B, b"reply"))
+
+
+class _UpCrasher(Protocol):
+    """Raises when a message with payload b"boom" comes up."""
+
+    name = "TEST_UP_CRASHER"
+
+    def up(self, batch: list[Message], now: float) -> None:
+        if any(m.payload == b"boom" for m in batch):
+            raise RuntimeError("up crasher was told to crash")
+        self.send_up(batch)
+
+
+class _DownCrasher(Protocol):
+    """Raises when a multicast with payload b"boom" goes down."""
+
+    name = "TEST_DOWN_CRASHER"
+
+    def down(self, batch: list[Message], now: float) -> None:
+        if any(m.payload == b"boom" and m.dest is None for m in batch):
+            raise RuntimeError("down crasher was told to crash")
+        self.send_down(batch)
+
+
+def _chain(protocols: list[Protocol], size: int) -> tuple[list[LayerActor], Inlet, Inlet, Inlet]:
+    """Layers bottom to top joined by inlets: (layers, into the bottom from below,
+    out of the top, out of the bottom)."""
+    for proto in protocols:
+        proto.start(_A, "c", 0.0)
+    ups = [Inlet(size) for _ in range(len(protocols) + 1)]
+    downs = [Inlet(size) for _ in range(len(protocols) + 1)]
+    layers = [
+        LayerActor(proto, downs[i + 1], ups[i], downs[i], ups[i + 1], lambda _l, _b: None)
+        for i, proto in enumerate(protocols)
+    ]
+    return layers, ups[0], ups[-1], downs[0]
+
+
+async def _run(nursery: trio.Nursery, layers: list[LayerActor]) -> None:
+    for layer in layers:
+        _mailbox_s, mailbox_r = trio.open_memory_channel[Any](0)
+        nursery.start_soon(layer.run, mailbox_r)
+    await trio.testing.wait_all_tasks_blocked()
+
+
+def _payloads(items: list[Item]) -> list[Any]:
+    out: list[Any] = []
+    for item in items:
+        if isinstance(item, list):
+            out.extend(m.payload for m in item)
+        else:
+            out.append(item)
+    return out
+
+
+async def test_inline_dispatch_keeps_per_direction_order_under_mixed_backlog(
+    autojump_clock: Any,
+) -> None:
+    """Batches and events sent up through three idle layers run inline until the top's
+    channel is full; then the top layer backs up, later items queue in the inboxes, and
+    the layers' own loops take them, so the producer blocks. Once the reader drains
+    the top, everything arrives in send order, events in their place, and both paths
+    were used."""
+    layers, bottom, top, _below = _chain([Protocol(), Protocol(), Protocol()], size=2)
+    sent: list[Item] = []
+    for i in range(60):
+        sent.append(Suspect((_B,)) if i % 7 == 3 else [Message(None, str(i).encode(), src=_B)])
+    expected = _payloads(sent)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        done = 0
+
+        async def produce() -> None:
+            nonlocal done
+            for item in sent:
+                await bottom.send(item)
+                done += 1
+
+        nursery.start_soon(produce)
+        await trio.sleep(1)
+        assert done < len(sent)  # nobody reads the top: the producer is held back
+        assert all(layer.inline for layer in layers)
+        got: list[Item] = []
+        with trio.fail_after(5):
+            while len(_payloads(got)) < len(expected):
+                got.append(await top.receiver.receive())
+        assert _payloads(got) == expected
+        assert any(layer.stats()["msgs_up"] + layer.events > layer.inline for layer in layers)
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_layer_is_not_reentered_by_what_its_own_output_causes(
+    autojump_clock: Any,
+) -> None:
+    """TEST_BOUNCE emits a batch and an event up. The batch runs inline in TEST_REPLY,
+    whose reply runs back down into TEST_BOUNCE while it is still forwarding, and
+    comes back up as b"looped": handled there, it would overtake the event. It waits
+    in TEST_BOUNCE's inbox instead, so the layer above sees the batch, the event, then
+    the looped reply."""
+    layers, bottom, top, _below = _chain([_Bounce(), _Reply(), Protocol()], size=8)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        bottom.send_nowait([Message(None, b"m1", src=_B)])
+        got: list[Item] = []
+        with trio.fail_after(5):
+            while len(_payloads(got)) < 3:
+                got.append(await top.receiver.receive())
+        assert _payloads(got) == [b"m1", Suspect((_B,)), b"looped"]
+        assert [layer.inline for layer in layers] == [1, 3, 3]  # the reply went the long way
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_layer_is_not_reentered_while_it_forwards_what_its_tick_emitted(
+    autojump_clock: Any,
+) -> None:
+    """As above, with the batch and the event emitted by TEST_TICKING_BOUNCE's tick: the
+    layer is not ready for inline calls while its timer task forwards the tick's output."""
+    layers, _bottom, top, _below = _chain([_TickingBounce(), _Reply(), Protocol()], size=8)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        got: list[Item] = []
+        with trio.fail_after(5):
+            while len(_payloads(got)) < 3:
+                got.append(await top.receiver.receive())
+        assert _payloads(got) == [b"tick", Suspect((_B,)), b"looped"]
+        assert layers[0].ticks == 1 and layers[0].inline == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_bounded_inbox_still_blocks_the_producer_while_a_layer_is_busy(
+    autojump_clock: Any,
+) -> None:
+    """With nothing reading below, the bottom layer's outbox backs up, so it takes no more
+    inline: later batches fill its inbox (size 2) and the sender from above blocks."""
+    layers, _bottom, _top, below = _chain([Protocol(), Protocol()], size=2)
+    from_above = layers[-1]._down_in
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        sent = 0
+
+        async def produce() -> None:
+            nonlocal sent
+            for i in range(50):
+                await from_above.send([Message(_B, str(i).encode())])
+                sent += 1
+
+        nursery.start_soon(produce)
+        await trio.sleep(1)
+        assert 0 < sent < 50
+        held = sent
+        await trio.sleep(1)
+        assert sent == held  # still blocked: back-pressure, not loss
+        got: list[Item] = []
+        with trio.fail_after(5):
+            while len(_payloads(got)) < 50:
+                got.append(await below.receiver.receive())
+        assert _payloads(got) == [str(i).encode() for i in range(50)]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_handler_that_raises_inline_crashes_its_own_layer_and_restarts_the_stack(
+    autojump_clock: Any,
+) -> None:
+    """A batch sent from the top runs TEST_DOWN_CRASHER's handler inline in PASS's task,
+    and one looped back by SIM runs TEST_UP_CRASHER's inline in the transport's task: each
+    crash report names the layer that raised, with its own traceback, and the stack comes
+    back as a new incarnation as it does for a crash in the layer's own task."""
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        cfg = StackConfig.of(
+            ("SIM", {"network": net.name}), "TEST_UP_CRASHER", "TEST_DOWN_CRASHER", "PASS"
+        )
+        stack = Stack(cfg, "c", "A")
+        await nursery.start(stack.run)
+        await stack.send([Message(None, b"boom")])
+        with trio.fail_after(10):
+            while stack.incarnation < 2:
+                await trio.sleep(0.01)
+        report = stack.crash_reports[0]
+        assert report.actor.endswith("TEST_DOWN_CRASHER") and "in _inline" in report.traceback
+        assert "down crasher was told to crash" in report.traceback
+        assert isinstance(report.exception, RuntimeError)
+        await stack.send([Message(stack.address, b"boom")])  # passes down, crashes coming up
+        with trio.fail_after(10):
+            while stack.incarnation < 3:
+                await trio.sleep(0.01)
+        report = stack.crash_reports[1]
+        assert report.actor.endswith("TEST_UP_CRASHER") and "in _inline" in report.traceback
+        assert "up crasher was told to crash" in report.traceback
+        await stack.send([Message(stack.address, b"after")])
+        with trio.fail_after(10):
+            item = await stack.receive()
+            while not isinstance(item, list):
+                item = await stack.receive()
+        assert [m.payload for m in item] == [b"after"]
+        assert stack.stats()["restarts"] == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_stack_of_idle_layers_runs_a_batch_to_completion_in_one_task(
+    autojump_clock: Any,
+) -> None:
+    """Below the top (whose channel is the send queue), every layer handles the batch
+    inline, going down and coming back up, and the host says so in its stats."""
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        cfg = StackConfig.of(("SIM", {"network": net.name}), "PASS", "PASS", "PASS")
+        stack = Stack(cfg, "c", "A")
+        await nursery.start(stack.run)
+        await trio.testing.wait_all_tasks_blocked()
+
+        def inline() -> list[int]:
+            return [layer["host"]["inline"] for layer in stack.stats()["layers"][1:]]
+
+        before = inline()
+        await stack.send([Message(stack.address, b"one")])
+        with trio.fail_after(5):
+            item = await stack.receive()
+            while not isinstance(item, list):
+                item = await stack.receive()
+        assert [m.payload for m in item] == [b"one"]
+        # down and back up inline in the two lower layers; the top takes its sends from
+        # its channel, the send queue, and only what comes up inline
+        assert [after - b for after, b in zip(inline(), before, strict=True)] == [2, 2, 1]
+        nursery.cancel_scope.cancel()
