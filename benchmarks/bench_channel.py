@@ -37,7 +37,8 @@ reliable stack of the same transport (``udp-nakack2``, ``tcp-nakack2``,
 The table shows the channel's rate as a ratio of each. Medians over
 ``--repeat`` runs, the runs' values beside them.
 
-``--sample S`` records every member's RSS every S seconds during the run
+``--set MFC.min_threshold=0.75`` (repeatable) changes a preset property for
+an experiment. ``--sample S`` records every member's RSS every S seconds during the run
 and prints the curves (use it with a long ``--seconds`` to check that
 memory stays flat). With ``BENCH_PROFILE=<dir>`` every member runs under
 cProfile and writes ``<dir>/channel-<preset>-<name>.prof``.
@@ -81,14 +82,25 @@ FLOW_CONTROL = ("MFC", "UFC", "MCAST")  # layers whose stats carry time_blocked
 DELIVERY_WAIT = 60.0  # a member reports after this long even if messages are missing
 
 
-def preset_config(preset: str, members: int, port: int) -> StackConfig:
-    """``preset`` on this run's own ports: a multicast port, or a TCP port range."""
+def preset_config(
+    preset: str, members: int, port: int, settings: list[str] | None = None
+) -> StackConfig:
+    """``preset`` on this run's own ports (a multicast port, or a TCP port range), with
+    ``settings`` (``PROTOCOL.property=value``) applied where the protocol is in it."""
     config = StackConfig.preset(preset)
     if preset.startswith("udp"):
-        return config.configure("UDP", mcast_port=port)
-    hosts = [f"127.0.0.1[{port + i}]" for i in range(members)]
-    config = config.configure("TCP", bind_port=port, port_range=members + 10)
-    return config.configure("TCPPING", initial_hosts=hosts, port_range=0)
+        config = config.configure("UDP", mcast_port=port)
+    else:
+        hosts = [f"127.0.0.1[{port + i}]" for i in range(members)]
+        config = config.configure("TCP", bind_port=port, port_range=members + 10)
+        config = config.configure("TCPPING", initial_hosts=hosts, port_range=0)
+    names = {layer.name for layer in config.layers}
+    for setting in settings or []:
+        target, value = setting.split("=", 1)
+        protocol, prop = target.split(".", 1)
+        if protocol in names:
+            config = config.configure(protocol, **{prop: json.loads(value)})
+    return config
 
 
 def cpu_seconds() -> float:
@@ -166,7 +178,7 @@ class _Counter:
 
 
 async def _member(spec: dict[str, Any]) -> None:
-    config = preset_config(spec["preset"], spec["members"], spec["port"])
+    config = preset_config(spec["preset"], spec["members"], spec["port"], spec["set"])
     size = int(spec["size"])
     emit(ready=True)
     await command()
@@ -258,6 +270,7 @@ def run_channel(preset: str, opts: Any) -> list[dict[str, Any]]:
             "seconds": opts.seconds,
             "sample": opts.sample,
             "rate": opts.rate,
+            "set": opts.set,
         }
         for i in range(opts.members)
     ]
@@ -305,6 +318,13 @@ def main() -> None:
     parser.add_argument("--sample", type=float, default=0.0, help="RSS sampling period, s")
     parser.add_argument(
         "--rate", type=float, default=0.0, help="messages/s each member sends (0: all it can)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PROTOCOL.property=value",
+        help="change a property of the preset (value as JSON), e.g. MFC.max_credits=10000000",
     )
     parser.add_argument("--verbose", action="store_true", help="every member's result")
     opts = parser.parse_args()
