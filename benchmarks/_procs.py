@@ -5,15 +5,18 @@ member prints one JSON object per line on stdout and reads one command per
 line on stdin, and ends when its stdin closes. `Group` starts the members,
 gathers their lines on one thread each (so a silent member cannot hang the
 driver: every wait has a deadline and a failure shows the members' last
-words), and always reaps them: stdin closed, then a kill after a grace.
+words), and always reaps them: stdin closed, then a kill after a grace; on
+Linux a member is also killed when the driver dies (PR_SET_PDEATHSIG).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
@@ -26,15 +29,27 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 120.0  # longest the driver waits for any one report before giving up on a run
 
 
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): SIGKILL when the driver dies, however it dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def emit(**fields: Any) -> None:
     """Member side: one report line to the driver."""
     print(json.dumps(fields), flush=True)
 
 
-async def command() -> dict[str, Any]:
-    """Member side: the driver's next command; ``{}`` once stdin closed."""
+async def command(*, last: bool = False) -> dict[str, Any]:
+    """Member side: the driver's next command. Its stdin closing ends the run: expected
+    when ``last`` (``{}`` then); otherwise the driver is gone and the member exits."""
     line = await trio.to_thread.run_sync(sys.stdin.readline, abandon_on_cancel=True)
-    return json.loads(line) if line.strip() else {}
+    if not line.strip():
+        if last:
+            return {}
+        sys.exit("the driver is gone: stdin closed")
+    result: dict[str, Any] = json.loads(line)
+    return result
 
 
 class _Proc:
@@ -48,6 +63,7 @@ class _Proc:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
+            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
         )
         self.name = str(spec.get("name", "?"))
         self.reports: queue.Queue[dict[str, Any]] = queue.Queue()

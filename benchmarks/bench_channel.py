@@ -237,7 +237,7 @@ async def _member(spec: dict[str, Any]) -> None:
                 peak_rss_kb=peak_rss_kb(),
                 rss_kb=samples,
             )
-            await command()  # stdin closes: the run is over
+            await command(last=True)  # stdin closes: the run is over
             nursery.cancel_scope.cancel()
 
 

@@ -99,7 +99,7 @@ async def _rpc_member(spec: dict[str, Any]) -> None:
             emit(result=True, **await _call_phases(ch, spec))
         else:
             emit(result=True)
-        await command()  # stdin closes: the run is over
+        await command(last=True)  # stdin closes: the run is over
 
 
 async def _call_phases(ch: Channel, spec: dict[str, Any]) -> dict[str, Any]:
@@ -129,7 +129,7 @@ async def _pong(spec: dict[str, Any]) -> None:
                 await sock.sendto(data, peer)
 
         nursery.start_soon(serve)
-        await command()  # stdin closes: the run is over
+        await command(last=True)  # stdin closes: the run is over
         nursery.cancel_scope.cancel()
 
 
@@ -146,7 +146,7 @@ async def _ping(spec: dict[str, Any]) -> None:
         await sock.recv(65536)
 
     emit(result=True, one=await timed(call, 1, float(spec["seconds"])))
-    await command()
+    await command(last=True)
 
 
 ROLES: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
