@@ -28,7 +28,10 @@ a member reports once it delivered all of them (or after 60 s). Per member:
   steadier than msgs/s on a shared machine;
 - peak RSS (``ru_maxrss``), the largest member's;
 - time blocked in flow control: MFC's and UFC's ``time_blocked`` (MCAST's
-  for ``udp-mcast``) over the sending time, the most blocked member's.
+  for ``udp-mcast``) over the sending time, the most blocked member's;
+- behind: the share of all messages sent that a member had still to deliver
+  when the sending ended, the largest (a few percent: the receivers kept up;
+  flow control should block the senders only when they did not).
 
 In the same run, interleaved, `bench_multicast` runs its stripped stacks
 through `Stack.send` (batches of 64): the internal Stack-API rate of the
@@ -216,6 +219,7 @@ async def _member(spec: dict[str, Any]) -> None:
                 await ch.send(sent.to_bytes(8, "big") + filler)
                 sent += 1
             send_seconds = time.perf_counter() - start
+            delivered_then = counter.count
             emit(sent=sent, address=str(ch.address))
             totals: dict[str, int] = (await command())["totals"]
             counter.expect(totals)
@@ -230,6 +234,7 @@ async def _member(spec: dict[str, Any]) -> None:
                 seconds=counter.last - start,
                 cpu_seconds=counter.last_cpu - start_cpu,
                 send_seconds=send_seconds,
+                delivered_then=delivered_then,
                 missing=counter.shortfall(totals),
                 doubled=counter.doubled,
                 blocked=flow_blocked(stats),
@@ -288,9 +293,12 @@ def run_channel(preset: str, opts: Any) -> list[dict[str, Any]]:
 
 
 def summary(results: list[dict[str, Any]]) -> dict[str, float]:
-    """The lowest member's rate, mean CPU per message, largest peak RSS, most blocked share."""
+    """The lowest member's rate, mean CPU per message, largest peak RSS, most blocked share,
+    the largest share of all sent messages a member had still to deliver when sending ended."""
     rates = [r["count"] / max(r["seconds"], 1e-9) for r in results]
+    total = max(sum(r["sent"] for r in results), 1)
     return {
+        "behind": max(1 - r["delivered_then"] / total for r in results),
         "rate": min(rates),
         "cpu_us": statistics.mean(r["cpu_seconds"] / max(r["count"], 1) * 1e6 for r in results),
         "peak_mib": max(r["peak_rss_kb"] for r in results) / 1024,
@@ -362,7 +370,8 @@ def main() -> None:
     )
     print(
         f"{'preset':<10} {'msgs/s/member':>13} {'vs Stack':>8} {'vs transport':>12} "
-        f"{'CPU us/msg':>10} {'peak MiB':>8} {'FC blocked':>10} {'lost':>4}   runs (msgs/s)"
+        f"{'CPU us/msg':>10} {'peak MiB':>8} {'FC blocked':>10} {'behind':>6} {'lost':>4}"
+        "   runs (msgs/s)"
     )
     for preset in presets:
         rows = channel[preset]
@@ -375,7 +384,7 @@ def main() -> None:
         print(
             f"{preset:<10} {rate:>13,.0f} {_ratio(rate, _median(internal.get(reliable, []))):>8} "
             f"{_ratio(rate, _median(internal.get(transport, []))):>12} {med('cpu_us'):>10.2f} "
-            f"{med('peak_mib'):>8.1f} {med('blocked'):>10.1%} "
+            f"{med('peak_mib'):>8.1f} {med('blocked'):>10.1%} {med('behind'):>6.0%} "
             f"{sum(r['lost'] for r in rows):>4.0f}   {[round(r['rate']) for r in rows]}"
         )
     if stacks:
