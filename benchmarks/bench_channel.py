@@ -1,7 +1,8 @@
 """Multicast through the public API, as a user runs it, beside the Stack API and the transport.
 
     python benchmarks/bench_channel.py [--presets udp,tcp,udp-mcast] [--members 3]
-        [--seconds 3] [--repeat 3] [--size 1000] [--no-baselines] [--sample 0]
+        [--seconds 3] [--repeat 3] [--size 1000] [--no-baselines] [--rate 0]
+        [--set PROTOCOL.property=value ...] [--sample 0] [--verbose]
 
 Every member is its own OS process with ``open_channel`` and a shipped
 preset, all of it (discovery, failure detection, GMS, flow control,
@@ -40,11 +41,13 @@ reliable stack of the same transport (``udp-nakack2``, ``tcp-nakack2``,
 The table shows the channel's rate as a ratio of each. Medians over
 ``--repeat`` runs, the runs' values beside them.
 
-``--set MFC.min_threshold=0.75`` (repeatable) changes a preset property for
-an experiment. ``--sample S`` records every member's RSS every S seconds during the run
-and prints the curves (use it with a long ``--seconds`` to check that
-memory stays flat). With ``BENCH_PROFILE=<dir>`` every member runs under
-cProfile and writes ``<dir>/channel-<preset>-<name>.prof``.
+``--set MFC.min_threshold=0.75`` (repeatable; the value is JSON) changes a
+preset's property for an experiment. ``--sample S`` records every member's
+RSS, deliveries and CPU time every S seconds and prints them for the last
+run (with a long ``--seconds``: does memory stay flat?). ``--verbose``
+prints every member's result, with its flow-control and retransmission
+counters. With ``BENCH_PROFILE=<dir>`` every member runs under cProfile and
+writes ``<dir>/channel-<preset>-<name>.prof``.
 
 This is a measurement, not a test: nothing here asserts a duration.
 """
