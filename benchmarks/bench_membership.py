@@ -1,6 +1,6 @@
 """Membership and group RPC over real processes: forming views, detecting a crash, RPC rate.
 
-    python benchmarks/bench_membership.py [--parts formation,fd,rpc] [--kinds udp,tcp]
+    python benchmarks/bench_membership.py [--parts formation,join,fd,rpc] [--kinds udp,tcp]
         [--sizes 2,4,8] [--repeat 3] [--fd-members 4] [--fd-victim participant|coord]
         [--fd-repeat 3] [--fd-default-repeat 1]
         [--rpc-seconds 3] [--rpc-callers 1,8] [--tcp-hosts listed|range]
@@ -20,6 +20,12 @@ often form several views that only MERGE3 joins later.)
   last one ready (Python and imports), *formation* is go to the moment the
   last member installed the same view of N members (the time each member
   reports from `Channel.views`). Both are shown, and their sum.
+- **join**: N member processes are launched; once all are ready, N-1 are
+  told go and form a view, then the last one: the time from its go to the
+  view of all N. Discovery ends as soon as the coordinator answers
+  (``break_on_coord_rsp``), so this is a round trip and a view change, where
+  *formation* waits out the first find (``join_timeout``) because nobody
+  coordinates yet.
 - **fd**: a group of ``--fd-members`` is formed, one participant (the last
   member of the view; with ``--fd-victim coord`` the coordinator, so the next
   member takes over) is killed with SIGKILL, and the time until every survivor
@@ -270,6 +276,17 @@ class _Group:
         formed = self.wait_for_view(self.members)
         return ready - self.launched, formed - go
 
+    def join_last(self) -> float:
+        """All but the last form a view; then the last is told go: seconds to one view of all."""
+        self.wait_for(lambda: all(m.ready for m in self.members), "ready members")
+        *first, last = self.members
+        for member in first:
+            member.tell("go")
+        self.wait_for_view(first)
+        go = time.time()
+        last.tell("go")
+        return self.wait_for_view(self.members) - go
+
     def wait_for_view(self, members: list[_Member], timeout: float = WAIT) -> float:
         """When the last of ``members`` installed the same view of exactly them."""
         names = sorted(m.name for m in members)
@@ -310,6 +327,14 @@ def measure_formation(kind: str, n: int) -> tuple[float, float]:
     group = _Group(kind, n, None)
     try:
         return group.start()
+    finally:
+        group.close()
+
+
+def measure_join(kind: str, n: int) -> float:
+    group = _Group(kind, n, None)
+    try:
+        return group.join_last()
     finally:
         group.close()
 
@@ -389,6 +414,25 @@ def run_formation(kinds: list[str], sizes: list[int], repeat: int) -> None:
         )
 
 
+def run_join(kinds: list[str], sizes: list[int], repeat: int) -> None:
+    results: dict[tuple[str, int], list[float]] = {}
+    for _ in range(repeat):
+        for n in sizes:
+            for kind in kinds:
+                runs = results.setdefault((kind, n), [])
+                try:
+                    took = measure_join(kind, n)
+                except RuntimeError as exc:  # recorded as a run without a result
+                    print(f"  join {kind} N={n}: FAILED: {exc}")
+                    continue
+                runs.append(took)
+                print(f"  join {kind} N={n}: view {took:.3f}s")
+    print(f"\nOne member joining a formed group of N-1: median (min-max) of {repeat}")
+    print(f"{'':<5}{'N':>3}{'runs':>5}  {'go -> view of N':<24}")
+    for (kind, n), runs in sorted(results.items()):
+        print(f"{kind.upper():<5}{n:>3}{len(runs):>5}  {_spread(runs, 's', 3):<24}")
+
+
 def _fd_attempt(kind: str, n: int, fd: dict[str, float], fast: bool, victim: str) -> float | None:
     try:
         return measure_fd(kind, n, fd, fast, victim)
@@ -461,7 +505,7 @@ def run_rpc(kinds: list[str], seconds: float, callers: list[int], repeat: int) -
 
 def main() -> None:
     parser = argparse.ArgumentParser(description="membership and group RPC over processes")
-    parser.add_argument("--parts", default="formation,fd,rpc")
+    parser.add_argument("--parts", default="formation,join,fd,rpc")
     parser.add_argument("--kinds", default="udp,tcp")
     parser.add_argument("--sizes", default="2,4,8", help="group sizes for view formation")
     parser.add_argument("--repeat", type=int, default=3, help="runs of formation and rpc")
@@ -479,6 +523,8 @@ def main() -> None:
     print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} on {os.cpu_count()} cores")
     if "formation" in parts:
         run_formation(kinds, [int(s) for s in opts.sizes.split(",")], opts.repeat)
+    if "join" in parts:
+        run_join(kinds, [int(s) for s in opts.sizes.split(",")], opts.repeat)
     if "fd" in parts:
         run_fd(kinds, opts.fd_members, opts.fd_victim, opts.fd_repeat, opts.fd_default_repeat)
     if "rpc" in parts:

@@ -1,0 +1,418 @@
+"""Multicast through the public API, as a user runs it, beside the Stack API and the transport.
+
+    python benchmarks/bench_channel.py [--presets udp,tcp,udp-mcast] [--members 3]
+        [--seconds 3] [--repeat 3] [--size 1000] [--no-baselines] [--rate 0]
+        [--set PROTOCOL.property=value ...] [--sample 0] [--verbose]
+
+Every member is its own OS process with ``open_channel`` and a shipped
+preset, all of it (discovery, failure detection, GMS, flow control,
+fragmentation), on loopback: UDP presets on a random ``mcast_port``, TCP on
+a random ``bind_port`` base with TCPPING listing the members' ports, each
+run in a cluster of its own name, so runs do not meet each other or tests.
+Once all members share one view, the driver says start and each member
+
+- sends ``--size`` byte multicasts with ``await ch.send(payload)`` from one
+  task, one message per call, as fast as the API lets it, for ``--seconds``
+  (with ``--rate R``: R messages per second, to see flow control where the
+  receivers keep up);
+- counts with ``async for msg in ch`` every message delivered to it, its own
+  included, and checks each sender's sequence number (the payload's first 8
+  bytes): a gap is a *missing* message, a repeat a *doubled* one.
+
+When the sending is over, the driver tells every member how many each sent;
+a member reports once it delivered all of them (or after 60 s). Per member:
+
+- msgs/s: messages delivered over the time from start to its last delivery;
+  the table shows the lowest member's (what every member got at least);
+- CPU per delivered message: the member's user + system time (getrusage)
+  from start to its last delivery over its count, its sending included;
+  steadier than msgs/s on a shared machine;
+- peak RSS (``ru_maxrss``), the largest member's;
+- time blocked in flow control: MFC's and UFC's ``time_blocked`` (MCAST's
+  for ``udp-mcast``) over the sending time, the most blocked member's;
+- behind: the share of all messages sent that a member had still to deliver
+  when the sending ended, the largest (a few percent: the receivers kept up;
+  flow control should block the senders only when they did not).
+
+In the same run, interleaved, `bench_multicast` runs its stripped stacks
+through `Stack.send` (batches of 64): the internal Stack-API rate of the
+reliable stack of the same transport (``udp-nakack2``, ``tcp-nakack2``,
+``udp-mcast``) and the transport alone (``udp``/``tcp`` with a PASS layer).
+The table shows the channel's rate as a ratio of each. Medians over
+``--repeat`` runs, the runs' values beside them.
+
+``--set MFC.min_threshold=0.75`` (repeatable; the value is JSON) changes a
+preset's property for an experiment. ``--sample S`` records every member's
+RSS, deliveries and CPU time every S seconds and prints them for the last
+run (with a long ``--seconds``: does memory stay flat?). ``--verbose``
+prints every member's result, with its flow-control and retransmission
+counters. With ``BENCH_PROFILE=<dir>`` every member runs under cProfile and
+writes ``<dir>/channel-<preset>-<name>.prof``.
+
+This is a measurement, not a test: nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import json
+import math
+import os
+import random
+import resource
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import bench_multicast
+import trio
+from _members import peak_rss_kb, rss_kb
+from _procs import Group, command, emit
+
+from triogroups import StackConfig, open_channel
+from triogroups.runtime import tune_gc
+
+PRESETS = ("udp", "tcp", "udp-mcast")
+#: Per preset: bench_multicast's reliable stack of the same transport, and the transport alone.
+BASELINES = {
+    "udp": ("udp-nakack2", "udp"),
+    "tcp": ("tcp-nakack2", "tcp"),
+    "udp-mcast": ("udp-mcast", "udp"),
+}
+FLOW_CONTROL = ("MFC", "UFC", "MCAST")  # layers whose stats carry time_blocked
+DELIVERY_WAIT = 60.0  # a member reports after this long even if messages are missing
+
+
+def preset_config(
+    preset: str, members: int, port: int, settings: list[str] | None = None
+) -> StackConfig:
+    """``preset`` on this run's own ports (a multicast port, or a TCP port range), with
+    ``settings`` (``PROTOCOL.property=value``) applied where the protocol is in it."""
+    config = StackConfig.preset(preset)
+    if preset.startswith("udp"):
+        config = config.configure("UDP", mcast_port=port)
+    else:
+        hosts = [f"127.0.0.1[{port + i}]" for i in range(members)]
+        config = config.configure("TCP", bind_port=port, port_range=members + 10)
+        config = config.configure("TCPPING", initial_hosts=hosts, port_range=0)
+    names = {layer.name for layer in config.layers}
+    for setting in settings or []:
+        target, value = setting.split("=", 1)
+        protocol, prop = target.split(".", 1)
+        if protocol in names:
+            config = config.configure(protocol, **{prop: json.loads(value)})
+    return config
+
+
+def cpu_seconds() -> float:
+    """User plus system CPU time of this process."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+FC_COUNTERS = ("blockings", "credit_requests_sent", "replenishments_received")
+XMIT_COUNTERS = ("xmit_reqs_sent", "xmit_seqnos_requested", "xmit_rsps_received")
+
+
+def flow_blocked(stats: dict[str, Any]) -> dict[str, float]:
+    """``time_blocked`` of each flow-control layer in a `Stack.stats` snapshot."""
+    return {
+        layer["protocol"]: float(layer["stats"]["time_blocked"])
+        for layer in stats["layers"]
+        if layer["protocol"] in FLOW_CONTROL and "time_blocked" in layer["stats"]
+    }
+
+
+def flow_counters(stats: dict[str, Any]) -> dict[str, dict[str, int]]:
+    """How often flow control blocked, asked for and got credits; how much was retransmitted."""
+    wanted = (*FC_COUNTERS, *XMIT_COUNTERS)
+    found = {
+        layer["protocol"]: {k: layer["stats"][k] for k in wanted if k in layer["stats"]}
+        for layer in stats["layers"]
+    }
+    return {name: counters for name, counters in found.items() if counters}
+
+
+# --- the member process --------------------------------------------------------------------
+
+
+class _Counter:
+    """Counts deliveries per sender and checks each sender's sequence numbers."""
+
+    def __init__(self) -> None:
+        self.next: dict[str, int] = {}
+        self.count = 0
+        self.missing = 0
+        self.doubled = 0
+        self.last = 0.0
+        self.last_cpu = 0.0
+        self.target = math.inf
+        self.done = trio.Event()
+
+    def deliver(self, src: str, seq: int) -> None:
+        expected = self.next.get(src, 0)
+        if seq == expected:
+            self.next[src] = seq + 1
+        elif seq < expected:
+            self.doubled += 1
+        else:
+            self.missing += seq - expected
+            self.next[src] = seq + 1
+        self.count += 1
+        if self.count >= self.target:
+            self.finish()
+
+    def finish(self) -> None:
+        self.last = time.perf_counter()
+        self.last_cpu = cpu_seconds()
+        self.done.set()
+
+    def expect(self, sent: dict[str, int]) -> None:
+        """The driver's totals: how many each sender sent."""
+        self.target = sum(sent.values())
+        if self.count >= self.target:
+            self.finish()
+
+    def shortfall(self, sent: dict[str, int]) -> int:
+        """Messages never delivered: those behind each sender's last delivered one too."""
+        return self.missing + sum(max(0, n - self.next.get(src, 0)) for src, n in sent.items())
+
+
+async def _member(spec: dict[str, Any]) -> None:
+    config = preset_config(spec["preset"], spec["members"], spec["port"], spec["set"])
+    size = int(spec["size"])
+    emit(ready=True)
+    await command()
+    async with open_channel(spec["cluster"], config, spec["name"], handle_signals=False) as ch:
+        async for view in ch.views():
+            if len(view) == spec["members"]:
+                break
+        emit(joined=str(ch.address))
+        await command()  # start
+        counter = _Counter()
+        samples: list[tuple[int, int, float]] = []
+        start, start_cpu = time.perf_counter(), cpu_seconds()
+
+        async def count() -> None:
+            async for msg in ch:
+                counter.deliver(str(msg.src), int.from_bytes(msg.raw[:8], "big"))
+
+        async def sample(interval: float) -> None:
+            while True:
+                samples.append((rss_kb(), counter.count, cpu_seconds() - start_cpu))
+                await trio.sleep(interval)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(count)
+            if spec["sample"]:
+                nursery.start_soon(sample, float(spec["sample"]))
+            filler = bytes(size - 8)
+            sent = 0
+            rate = float(spec["rate"])
+            deadline = start + float(spec["seconds"])
+            while (now := time.perf_counter()) < deadline:
+                if rate and sent >= (now - start) * rate:  # paced: wait for the next tick
+                    await trio.sleep(0.005)
+                    continue
+                await ch.send(sent.to_bytes(8, "big") + filler)
+                sent += 1
+            send_seconds = time.perf_counter() - start
+            delivered_then = counter.count
+            emit(sent=sent, address=str(ch.address))
+            totals: dict[str, int] = (await command())["totals"]
+            counter.expect(totals)
+            with trio.move_on_after(DELIVERY_WAIT):
+                await counter.done.wait()
+            if not counter.done.is_set():
+                counter.finish()
+            stats = ch.stack.stats()  # every send went: nothing is still blocked
+            emit(
+                result=True,
+                count=counter.count,
+                seconds=counter.last - start,
+                cpu_seconds=counter.last_cpu - start_cpu,
+                send_seconds=send_seconds,
+                delivered_then=delivered_then,
+                missing=counter.shortfall(totals),
+                doubled=counter.doubled,
+                blocked=flow_blocked(stats),
+                flow=flow_counters(stats),
+                peak_rss_kb=peak_rss_kb(),
+                rss_kb=samples,
+            )
+            await command(last=True)  # stdin closes: the run is over
+            nursery.cancel_scope.cancel()
+
+
+def member_main(spec: dict[str, Any]) -> None:
+    tune_gc()
+    folder = os.environ.get("BENCH_PROFILE")
+    if not folder:
+        trio.run(_member, spec)
+        return
+    profile = cProfile.Profile()
+    profile.runcall(trio.run, _member, spec)
+    profile.dump_stats(os.path.join(folder, f"channel-{spec['preset']}-{spec['name']}.prof"))
+
+
+# --- the driver ----------------------------------------------------------------------------
+
+
+def run_channel(preset: str, opts: Any) -> list[dict[str, Any]]:
+    """One run of ``preset``: every member's result."""
+    port = random.randint(20_000, 59_000 - opts.members - 20)
+    cluster = f"bc-{uuid.uuid4().hex[:12]}"
+    specs = [
+        {
+            "preset": preset,
+            "members": opts.members,
+            "port": port,
+            "cluster": cluster,
+            "name": f"M{i}",
+            "size": opts.size,
+            "seconds": opts.seconds,
+            "sample": opts.sample,
+            "rate": opts.rate,
+            "set": opts.set,
+        }
+        for i in range(opts.members)
+    ]
+    with Group(__file__, specs) as group:
+        group.expect("ready")
+        group.tell(go=True)
+        group.expect("joined")
+        group.tell(start=True)
+        sent = group.expect("sent", timeout=opts.seconds + 120)
+        group.tell(totals={r["address"]: r["sent"] for r in sent})
+        results = group.expect("result", timeout=DELIVERY_WAIT + 60)
+    for result, report in zip(results, sent, strict=True):
+        result["sent"] = report["sent"]
+    return results
+
+
+def summary(results: list[dict[str, Any]]) -> dict[str, float]:
+    """The lowest member's rate, mean CPU per message, largest peak RSS, most blocked share,
+    the largest share of all sent messages a member had still to deliver when sending ended."""
+    rates = [r["count"] / max(r["seconds"], 1e-9) for r in results]
+    total = max(sum(r["sent"] for r in results), 1)
+    return {
+        "behind": max(1 - r["delivered_then"] / total for r in results),
+        "rate": min(rates),
+        "cpu_us": statistics.mean(r["cpu_seconds"] / max(r["count"], 1) * 1e6 for r in results),
+        "peak_mib": max(r["peak_rss_kb"] for r in results) / 1024,
+        "blocked": max(sum(r["blocked"].values()) / r["send_seconds"] for r in results),
+        "lost": sum(r["missing"] + r["doubled"] for r in results),
+    }
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else math.nan
+
+
+def _ratio(a: float, b: float) -> str:
+    return f"{a / b:>6.2f}x" if b and not math.isnan(b) else f"{'-':>7}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="multicast through open_channel and presets")
+    parser.add_argument("--presets", default=",".join(PRESETS))
+    parser.add_argument("--members", type=int, default=3)
+    parser.add_argument("--seconds", type=float, default=3.0, help="sending time per run")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved runs; medians shown")
+    parser.add_argument("--size", type=int, default=1000, help="payload bytes (at least 8)")
+    parser.add_argument("--no-baselines", action="store_true", help="skip the Stack-API runs")
+    parser.add_argument("--sample", type=float, default=0.0, help="RSS sampling period, s")
+    parser.add_argument(
+        "--rate", type=float, default=0.0, help="messages/s each member sends (0: all it can)"
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="PROTOCOL.property=value",
+        help="change a property of the preset (value as JSON), e.g. MFC.max_credits=10000000",
+    )
+    parser.add_argument("--verbose", action="store_true", help="every member's result")
+    opts = parser.parse_args()
+    if opts.size < 8:
+        parser.error(f"--size must be >= 8, got {opts.size}")
+    presets = opts.presets.split(",")
+    for preset in presets:
+        if preset not in BASELINES:
+            parser.error(f"--presets: unknown preset {preset!r} (known: {', '.join(PRESETS)})")
+    stacks: list[str] = []
+    if not opts.no_baselines:
+        stacks = list(dict.fromkeys(s for p in presets for s in BASELINES[p]))
+    load = os.getloadavg()
+    channel: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
+    internal: dict[str, list[float]] = {s: [] for s in stacks}
+    internal_cpu: dict[str, list[float]] = {s: [] for s in stacks}
+    curves: dict[str, list[list[list[float]]]] = {}
+    stack_opts = SimpleNamespace(size=opts.size, members=opts.members, seconds=opts.seconds)
+    for _ in range(opts.repeat):  # interleaved, so a noisy moment hits every column
+        for preset in presets:
+            results = run_channel(preset, opts)
+            if opts.verbose:
+                for result in results:
+                    print(preset, {k: v for k, v in result.items() if k != "rss_kb"})
+            channel[preset].append(summary(results))
+            curves[preset] = [r["rss_kb"] for r in results]
+        for stack in stacks:
+            results = bench_multicast.run(stack, stack_opts)
+            internal[stack].append(bench_multicast._summary(results)[0])
+            internal_cpu[stack].append(bench_multicast._cpu_per_message(results))
+    print(
+        f"\n{opts.members} members, each sending {opts.size} B multicasts with await ch.send() "
+        f"for {opts.seconds:g} s; medians of {opts.repeat} interleaved runs; "
+        f"load before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"{'preset':<10} {'msgs/s/member':>13} {'vs Stack':>8} {'vs transport':>12} "
+        f"{'CPU us/msg':>10} {'peak MiB':>8} {'FC blocked':>10} {'behind':>6} {'lost':>4}"
+        "   runs (msgs/s)"
+    )
+    for preset in presets:
+        rows = channel[preset]
+
+        def med(key: str, rows: list[dict[str, float]] = rows) -> float:
+            return _median([r[key] for r in rows])
+
+        rate = med("rate")
+        reliable, transport = BASELINES[preset]
+        print(
+            f"{preset:<10} {rate:>13,.0f} {_ratio(rate, _median(internal.get(reliable, []))):>8} "
+            f"{_ratio(rate, _median(internal.get(transport, []))):>12} {med('cpu_us'):>10.2f} "
+            f"{med('peak_mib'):>8.1f} {med('blocked'):>10.1%} {med('behind'):>6.0%} "
+            f"{sum(r['lost'] for r in rows):>4.0f}   {[round(r['rate']) for r in rows]}"
+        )
+    if stacks:
+        print("\nStack API (bench_multicast, batches of 64), same runs:")
+        for stack in stacks:
+            print(
+                f"  {stack:<12} {_median(internal[stack]):>10,.0f} msgs/s/member, "
+                f"{_median(internal_cpu[stack]):6.2f} CPU us/msg   "
+                f"{[round(r) for r in internal[stack]]}"
+            )
+    if opts.sample:
+        print(f"\nEvery {opts.sample:g} s of the last run, per member: RSS MiB, delivered, CPU s")
+        for preset, members in curves.items():
+            for i, curve in enumerate(members):
+                print(f"  {preset:<10} M{i}: RSS " + " ".join(f"{s[0] / 1024:6.1f}" for s in curve))
+                print(f"  {'':<10}     n   " + " ".join(f"{s[1]:6d}" for s in curve))
+                print(f"  {'':<10}     CPU " + " ".join(f"{s[2]:6.2f}" for s in curve))
+
+
+def _entry() -> Callable[[], None]:
+    if len(sys.argv) > 2 and sys.argv[1] == "_member":
+        spec = json.loads(sys.argv[2])
+        return lambda: member_main(spec)
+    return main
+
+
+if __name__ == "__main__":
+    _entry()()

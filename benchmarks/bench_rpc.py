@@ -1,0 +1,254 @@
+"""Request/response through the public API beside a plain Trio UDP ping-pong, in one run.
+
+    python benchmarks/bench_rpc.py [--presets udp] [--seconds 3] [--repeat 3]
+        [--size 1000] [--callers 100]
+
+Two member processes open a channel with a shipped preset on loopback (own
+ports and cluster name per run, as in `bench_channel`). One member calls
+``echo`` on the other with ``ch.rpc.call_one("echo", payload, to=peer)``, a
+``--size`` byte payload that comes back as the result:
+
+- one caller, each call waiting for its answer before the next: round-trip
+  p50, p99 and mean;
+- ``--callers`` tasks calling concurrently: calls per second and p50 / p99.
+
+Each phase is timed after a short warm-up. In the same run, interleaved,
+two processes with plain Trio UDP sockets send the same payload back and
+forth one at a time (the floor a request/response over loopback pays for
+Python, Trio and the kernel); the table gives the RPC's p50 as a multiple
+of that ping-pong's p50. Medians over ``--repeat`` runs.
+
+This is a measurement, not a test: nothing here asserts a duration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import random
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+import trio.socket
+from _procs import Group, command, emit
+from bench_channel import preset_config
+
+from triogroups import Address, Channel, open_channel
+from triogroups.runtime import tune_gc
+
+WARMUP = 0.3  # seconds of calls before each timed phase
+
+
+def _percentile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return math.nan
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+async def timed(call: Callable[[], Awaitable[None]], tasks: int, seconds: float) -> dict[str, Any]:
+    """``tasks`` tasks each awaiting ``call()`` in a loop for ``seconds`` after a warm-up:
+    calls per second and the round trip's p50 / p99 / mean in microseconds."""
+    rtts: list[float] = []
+
+    async def loop(until: float, record: bool) -> None:
+        while time.perf_counter() < until:
+            start = time.perf_counter()
+            await call()
+            if record:
+                rtts.append((time.perf_counter() - start) * 1e6)
+
+    for record, length in ((False, WARMUP), (True, seconds)):
+        began = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            for _ in range(tasks):
+                nursery.start_soon(loop, began + length, record)
+        elapsed = time.perf_counter() - began
+    rtts.sort()
+    return {
+        "calls_per_s": len(rtts) / elapsed,
+        "p50": _percentile(rtts, 0.50),
+        "p99": _percentile(rtts, 0.99),
+        "mean": statistics.mean(rtts) if rtts else math.nan,
+    }
+
+
+# --- member processes ----------------------------------------------------------------------
+
+
+async def _rpc_member(spec: dict[str, Any]) -> None:
+    config = preset_config(spec["preset"], 2, spec["port"])
+    emit(ready=True)
+    await command()
+    handlers = {"echo": lambda payload: payload}
+    async with open_channel(
+        spec["cluster"], config, spec["name"], handlers=handlers, handle_signals=False
+    ) as ch:
+        async for view in ch.views():
+            if len(view) == 2:
+                break
+        emit(joined=True)
+        await command()  # start
+        if spec["role"] == "caller":
+            emit(result=True, **await _call_phases(ch, spec))
+        else:
+            emit(result=True)
+        await command(last=True)  # stdin closes: the run is over
+
+
+async def _call_phases(ch: Channel, spec: dict[str, Any]) -> dict[str, Any]:
+    peer: Address = next(m for m in ch.view.members if m != ch.address)
+    payload = bytes(int(spec["size"]))
+
+    async def call() -> None:
+        result = await ch.rpc.call_one("echo", payload, to=peer)
+        assert len(result) == len(payload)
+
+    seconds = float(spec["seconds"])
+    return {
+        "one": await timed(call, 1, seconds),
+        "many": await timed(call, int(spec["callers"]), seconds),
+    }
+
+
+async def _pong(spec: dict[str, Any]) -> None:
+    sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)
+    await sock.bind(("127.0.0.1", 0))
+    emit(port=sock.getsockname()[1])
+    async with trio.open_nursery() as nursery:
+
+        async def serve() -> None:
+            while True:
+                data, peer = await sock.recvfrom(65536)
+                await sock.sendto(data, peer)
+
+        nursery.start_soon(serve)
+        await command(last=True)  # stdin closes: the run is over
+        nursery.cancel_scope.cancel()
+
+
+async def _ping(spec: dict[str, Any]) -> None:
+    sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)
+    await sock.bind(("127.0.0.1", 0))
+    emit(ready=True)
+    port = int((await command())["port"])
+    await sock.connect(("127.0.0.1", port))
+    payload = bytes(int(spec["size"]))
+
+    async def call() -> None:
+        await sock.send(payload)
+        await sock.recv(65536)
+
+    emit(result=True, one=await timed(call, 1, float(spec["seconds"])))
+    await command(last=True)
+
+
+ROLES: dict[str, Callable[[dict[str, Any]], Awaitable[None]]] = {
+    "caller": _rpc_member,
+    "callee": _rpc_member,
+    "ping": _ping,
+    "pong": _pong,
+}
+
+
+def member_main(spec: dict[str, Any]) -> None:
+    tune_gc()
+    trio.run(ROLES[spec["role"]], spec)
+
+
+# --- the driver ----------------------------------------------------------------------------
+
+
+def run_rpc(preset: str, opts: Any) -> dict[str, Any]:
+    """One run of ``preset``: the caller's phases."""
+    common = {
+        "preset": preset,
+        "port": random.randint(20_000, 59_000 - 20),
+        "cluster": f"br-{uuid.uuid4().hex[:12]}",
+        "size": opts.size,
+        "seconds": opts.seconds,
+        "callers": opts.callers,
+    }
+    specs = [{**common, "name": "caller", "role": "caller"}, {**common, "name": "callee"}]
+    specs[1]["role"] = "callee"
+    with Group(__file__, specs) as group:
+        group.expect("ready")
+        group.tell(go=True)
+        group.expect("joined")
+        group.tell(start=True)
+        return group.expect("result", timeout=2 * opts.seconds + 120)[0]
+
+
+def run_pingpong(opts: Any) -> dict[str, Any]:
+    """One plain Trio UDP ping-pong run: the pinging side's round trips."""
+    spec = {"size": opts.size, "seconds": opts.seconds}
+    with Group(__file__, [{**spec, "role": "pong", "name": "pong"}]) as pong:
+        (port,) = pong.expect("port")
+        with Group(__file__, [{**spec, "role": "ping", "name": "ping"}]) as ping:
+            ping.expect("ready")
+            ping.tell(port=port["port"])
+            result: dict[str, Any] = ping.expect("result", timeout=opts.seconds + 60)[0]["one"]
+            return result
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description="rpc.call_one round trips beside a ping-pong")
+    parser.add_argument("--presets", default="udp")
+    parser.add_argument("--seconds", type=float, default=3.0, help="time per phase")
+    parser.add_argument("--repeat", type=int, default=3, help="interleaved runs; medians shown")
+    parser.add_argument("--size", type=int, default=1000, help="payload bytes")
+    parser.add_argument("--callers", type=int, default=100, help="concurrent callers")
+    opts = parser.parse_args()
+    presets = opts.presets.split(",")
+    load = os.getloadavg()
+    pings: list[dict[str, float]] = []
+    ones: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
+    manys: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
+    for _ in range(opts.repeat):
+        pings.append(run_pingpong(opts))
+        for preset in presets:
+            result = run_rpc(preset, opts)
+            ones[preset].append(result["one"])
+            manys[preset].append(result["many"])
+
+    def med(rows: list[dict[str, float]], key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
+    base = med(pings, "p50")
+    print(
+        f"\n{opts.size} B request, same back; {opts.seconds:g} s per phase; medians of "
+        f"{opts.repeat} interleaved runs; load before {load[0]:.2f} {load[1]:.2f} "
+        f"{load[2]:.2f} on {os.cpu_count()} cores"
+    )
+    print(
+        f"{'':<22} {'p50 us':>8} {'p99 us':>8} {'mean us':>8} {'vs ping-pong':>12} "
+        f"{'calls/s':>9}   runs (p50 us)"
+    )
+    print(
+        f"{'Trio UDP ping-pong':<22} {base:>8.0f} {med(pings, 'p99'):>8.0f} "
+        f"{med(pings, 'mean'):>8.0f} {1:>11.2f}x {med(pings, 'calls_per_s'):>9,.0f}   "
+        f"{[round(r['p50']) for r in pings]}"
+    )
+    for preset in presets:
+        for label, rows in (
+            (f"{preset}: 1 caller", ones[preset]),
+            (f"{preset}: {opts.callers} callers", manys[preset]),
+        ):
+            print(
+                f"{label:<22} {med(rows, 'p50'):>8.0f} {med(rows, 'p99'):>8.0f} "
+                f"{med(rows, 'mean'):>8.0f} {med(rows, 'p50') / base:>11.2f}x "
+                f"{med(rows, 'calls_per_s'):>9,.0f}   {[round(r['p50']) for r in rows]}"
+            )
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 2 and sys.argv[1] == "_member":
+        member_main(json.loads(sys.argv[2]))
+    else:
+        main()
