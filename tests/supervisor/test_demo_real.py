@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -66,3 +67,18 @@ async def test_demo_exits_non_zero_when_its_checker_is_fed_a_broken_log(
     args = argparse.Namespace(members=3, messages=300, loss=0.1, stack="udp")
     assert await _demo.run_real_demo(console, args) == 1
     assert "delivery contract broken (1 problems)" in console.export_text()
+
+
+async def test_demo_that_does_not_finish_says_who_waits_for_what_and_exits_1(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 12 item 5 for the real demo: a run that does not finish in time ends with the
+    members still waiting and for whom (no raw TooSlowError), status 1, no process left."""
+    monkeypatch.setattr(_demo, "FINISH_TIMEOUT", 4.0)
+    console = Console(record=True, width=200)
+    args = argparse.Namespace(members=2, messages=30_000, loss=0.0, stack="udp")
+    assert await _demo.run_real_demo(console, args) == 1
+    text = console.export_text()
+    assert "the demo did not finish within 4 s" in text
+    assert re.search(r"- [AB]#\d+ (in view .* has no 'done' from|.*no progress line)", text), text
+    assert "Traceback" not in text and "TooSlowError" not in text

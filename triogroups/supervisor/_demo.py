@@ -38,6 +38,7 @@ __all__ = ["demo_config", "run_real_demo"]
 
 _RATE = 300.0  # multicasts per second per member
 _VICTIM = "B"
+FINISH_TIMEOUT = 120.0  # seconds for the whole run; past it the demo says who is still waiting
 
 
 def demo_config(kind: str, loss: float, members: int) -> StackConfig:
@@ -189,6 +190,31 @@ def _summary(
         )
 
 
+def _not_finished(console: Console, group: ProcessGroup, board: _Board) -> None:
+    """Say which member incarnations did not finish, and what each still waits for."""
+    console.print(
+        f"[red]the demo did not finish within {FINISH_TIMEOUT:.0f} s:[/red] a member finishes "
+        "once every member of its view said it is done sending"
+    )
+    for member in group.members:
+        uuid = None if member.address is None else f"{member.address.uuid:032x}"
+        label = f"{member.name}#{member.incarnation}"
+        row = board.latest.get(uuid or "")
+        if member.state != "running" or row is None:
+            console.print(f"  - {label}: {member.state}, no progress line", highlight=False)
+            continue
+        if uuid in board.finished and board.finished[uuid]["view"] == row["view"]:
+            continue
+        view = row.get("view", [])
+        waiting = [name for name in view if name not in row.get("done_from", [])]
+        delivered = ", ".join(f"{k} {v}" for k, v in sorted(row.get("delivered", {}).items()))
+        console.print(
+            f"  - {label} in view {','.join(view)} has no 'done' from {', '.join(waiting)}; "
+            f"sent {row.get('sent', 0)}, delivered {delivered or 'nothing'}",
+            highlight=False,
+        )
+
+
 async def run_real_demo(console: Console, args: argparse.Namespace) -> int:
     """Run the demo over real processes; returns the exit status."""
     if args.members < 2 or args.messages < 3 or not 0 <= args.loss < 1:
@@ -212,8 +238,13 @@ async def run_real_demo(console: Console, args: argparse.Namespace) -> int:
             output=board.output,
         ) as group:
             with Live(board.table(group), console=console, auto_refresh=False) as live:
-                with trio.fail_after(120):
+                with trio.move_on_after(FINISH_TIMEOUT) as deadline:
                     await _drive(group, board, args, live)
+            if not console.is_terminal:
+                console.print()  # rich leaves the last frame of a non-terminal Live unterminated
+            if deadline.cancelled_caught:
+                _not_finished(console, group, board)
+                return 1
         logs = _logs(group, board, logdir)
         problems = check_logs(logs)
         _summary(console, group, board, logs, problems)

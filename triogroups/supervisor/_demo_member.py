@@ -100,6 +100,7 @@ class _Run:
             "sent": self.sent,
             "delivered": {self.names.get(s, s[:6]): len(v) for s, v in self.delivered.items()},
             "xmit_reqs": nak.get("xmit_reqs_sent", 0),
+            "done_from": sorted(self.names.get(s, s[:6]) for s in self.done),
             "dropped": layers.get("DISCARD", {}).get("dropped_up", 0),
         }
 
