@@ -7,6 +7,9 @@ line-buffered file, so a member killed with SIGKILL loses nothing it recorded.
 `check_histories` reads the files of a run afterwards and returns every
 violation of the rules below, each with the smallest excerpt of the histories
 that shows it (`HistoryViolation`); `assert_histories` raises on the first.
+It belongs to the test kit, beside the contract checker it extends across views:
+it judges a finished run offline from files, where the inspector is for live
+diagnostics of running members.
 
 Record format (one JSON object per line, ``t`` = seconds on a clock every file of
 the run shares: wall time for processes on one host, virtual time in a simulation):
