@@ -4,6 +4,7 @@ simulated run with partitions and heals, recorded by open_cluster, must pass."""
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 from typing import Any
 
@@ -224,15 +225,36 @@ async def test_history_of_a_simulated_run_with_partitions_and_heals_passes(
                     await member.send(f"{tag}-{member.name}u{i}".encode(), to=peer.address)
                 await trio.sleep(0.5)
 
-        await traffic("first", 10)
-        cluster.partition([a, b], [c, d])
-        await traffic("split", 30)
-        cluster.heal()
-        await cluster.wait_for_view(timeout=120)
-        await traffic("healed", 20)
-        await trio.sleep(20)
+        async def sample() -> None:  # what each member's NAKACK2 holds, once a second
+            while True:
+                for member in cluster.members:
+                    assert member.history is not None
+                    held = member.protocol("NAKACK2").retained()
+                    member.history.sample(
+                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, {"NAKACK2": held}
+                    )
+                await trio.sleep(1)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sample)
+            await traffic("first", 10)
+            cluster.partition([a, b], [c, d])
+            await traffic("split", 30)
+            cluster.heal()
+            await cluster.wait_for_view(timeout=120)
+            await traffic("healed", 20)
+            await trio.sleep(20)
+            nursery.cancel_scope.cancel()
     histories = read_histories(tmp_path)
     assert len(histories) == 5  # four members and the fault log
     views = [line for h in histories for line in h.of("view")]
     assert any(len(v.record["members"]) == 2 for v in views)  # the partition showed
-    assert_histories(histories, settle=10.0, resume_within=30.0)
+    assert any(line.record["windows"]["NAKACK2"] for h in histories for line in h.of("sample"))
+    assert_histories(histories, settle=10.0, resume_within=30.0, max_window=2000)
+    # the same run with one delivery taken out of B's history must fail, naming it
+    (path,) = tmp_path.glob("B-*.jsonl")
+    lines = path.read_text().splitlines()
+    lost = next(i for i, text in enumerate(lines) if '"id":"healed-A3"' in text)
+    path.write_text("\n".join(lines[:lost] + lines[lost + 1 :]) + "\n")
+    found = check_histories(read_histories(tmp_path), settle=10.0, resume_within=30.0)
+    assert [(v.rule, v.excerpt[1].record["id"]) for v in found] == [("missing", "healed-A3")]
