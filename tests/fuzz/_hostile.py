@@ -20,6 +20,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from triogroups import Address, Digest, Flag, MergeView, Message, View, ViewId
+from triogroups.events import Event, MembersFound, Merge, PingData, Suspect, Unsuspect
 from triogroups.wire import header_type
 
 #: Integers a protocol must take from a peer: small ones near real seqnos and ids,
@@ -161,3 +162,26 @@ def mutated(msg: Message, pool: Sequence[Address]) -> st.SearchStrategy[Message]
         return out
 
     return build()
+
+
+def peer_events(pool: Sequence[Address]) -> st.SearchStrategy[Event]:
+    """Events a lower layer derives from peers' messages, with hostile contents: discovery
+    answers (MembersFound), suspicions (Suspect, Unsuspect) and merges (Merge) naming
+    strangers, the receiver itself, and views of any id and shape."""
+    some = st.lists(addresses(pool), max_size=len(pool)).map(tuple)
+    ping = st.builds(
+        PingData,
+        addresses(pool),
+        st.tuples(st.sampled_from(["", "127.0.0.1", "::1"]), st.integers(-1, 70000)),
+        st.booleans(),
+    )
+    return st.one_of(
+        st.lists(ping, max_size=4).map(lambda r: MembersFound(tuple(r))),
+        some.map(Suspect),
+        addresses(pool).map(Unsuspect),
+        st.builds(
+            Merge,
+            st.lists(views(pool), max_size=3).map(tuple),
+            some,
+        ),
+    )

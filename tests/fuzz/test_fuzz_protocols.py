@@ -10,6 +10,8 @@ under test (its `up`, the entry for network input) a mix of:
   billion-long XMIT ranges, strangers' views and digests;
 - honest traffic replayed as duplicates, late, in any order (it must be harmless);
 - honest traffic mutated in one header field and re-sent as X or N;
+- events a layer below derives from peers (discovery answers, suspicions, merges)
+  naming strangers, X, T itself and views of any shape, into the layer's `up_event`;
 - time passing, so timers run on whatever state the input left.
 
 Nothing speaks for H: a forged message in H's name could legitimately cost H's
@@ -24,6 +26,7 @@ negative, a timer lost) fails there; one that raised fails at once.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import msgpack
 import pytest
@@ -34,6 +37,7 @@ from tests.fuzz import _hostile
 from tests.fuzz._net import Net, Node
 from tests.fuzz._settings import fuzz_settings
 from triogroups import Address, Message, View
+from triogroups.events import Event
 from triogroups.protocol import Protocol, protocol_class
 
 T = Address(1, "T")
@@ -129,6 +133,9 @@ class Scenario:
             if kind == "time":
                 assert isinstance(arg, float)
                 self.net.run(arg)
+            elif kind == "event":  # what a layer below derives from peers, hostile
+                assert isinstance(arg, Event)
+                self.t.up_event_at(self.index, arg)
             elif kind == "replay":  # honest traffic again, as the network may duplicate it
                 assert isinstance(arg, Message)
                 self.t.up_at(0, [arg.copy()])
@@ -181,10 +188,17 @@ def _got(node: Node, start: dict[Address, int], sender: Address) -> list[bytes]:
     ]
 
 
+def _scrub(header: Any) -> Any:
+    """``header`` with H named nowhere (X instead): re-sent by X, an honest header that
+    names H (a retransmission of H's message, say) would forge H's traffic."""
+    return header._replace(**{f: X for f, v in header._asdict().items() if v == H})
+
+
 def _actions(scenario: Scenario) -> st.SearchStrategy[list[tuple[str, object]]]:
     forged = _hostile.messages(scenario.ids, HOSTILE, POOL, T).map(lambda m: ("forged", m))
     time = st.sampled_from([0.05, 0.5, 1.5, 6.0]).map(lambda d: ("time", d))
-    options = [forged, forged, time]
+    events = _hostile.peer_events(POOL).map(lambda e: ("event", e))
+    options = [forged, forged, time, events]
     if scenario.corpus:
         honest = st.sampled_from(scenario.corpus)
         options.append(honest.map(lambda m: ("replay", m)))
@@ -193,6 +207,7 @@ def _actions(scenario: Scenario) -> st.SearchStrategy[list[tuple[str, object]]]:
         def mutate(draw: st.DrawFn) -> tuple[str, object]:
             msg = draw(_hostile.mutated(draw(honest), POOL))
             msg.src = draw(st.sampled_from(HOSTILE))
+            msg.headers = {pid: _scrub(h) for pid, h in msg.headers.items()}
             return ("mutated", msg)
 
         options.append(mutate())
