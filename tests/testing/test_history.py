@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import json
 import resource
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -258,3 +261,24 @@ async def test_history_of_a_simulated_run_with_partitions_and_heals_passes(
     path.write_text("\n".join(lines[:lost] + lines[lost + 1 :]) + "\n")
     found = check_histories(read_histories(tmp_path), settle=10.0, resume_within=30.0)
     assert [(v.rule, v.excerpt[1].record["id"]) for v in found] == [("missing", "healed-A3")]
+
+
+def test_history_writer_loses_nothing_when_its_process_is_killed(tmp_path: Path) -> None:
+    """Every record is on disk as soon as it is written: SIGKILL right after loses none."""
+    program = (
+        "import os, signal, time\n"
+        "from triogroups import Address, View\n"
+        "from triogroups.testing import HistoryWriter\n"
+        "me = Address(0xA, 'A')\n"
+        f"w = HistoryWriter({str(tmp_path / 'A.jsonl')!r}, me, time.time)\n"
+        "w.view(View.create(me, 1, [me]))\n"
+        "for i in range(500):\n"
+        "    w.send(f'a{i}')\n"
+        "    w.deliver(me, f'a{i}')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], timeout=60, check=False)
+    assert result.returncode == -signal.SIGKILL
+    (history,) = read_histories(tmp_path)
+    assert len(list(history.of("deliver"))) == 500
+    assert check_histories([history]) == []
