@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import Iterable
 
 from triogroups import Address, Message
 from triogroups.events import Event, InjectView, ViewChange
@@ -46,12 +45,6 @@ class Node:
         self._pending: deque[list[Message]] = deque()
         for layer in layers:
             layer.start(address, CLUSTER, net.now)
-
-    def layer(self, name: str) -> Protocol:
-        for layer in self.layers:
-            if layer.name == name:
-                return layer
-        raise KeyError(name)
 
     @property
     def view(self) -> View | None:
@@ -219,7 +212,3 @@ class Net:
             return self.codec.decode(data).messages[0]
         except WireError:
             return None
-
-
-def each_layer(node: Node, fn: Callable[[Protocol], Any]) -> list[Any]:
-    return [fn(layer) for layer in node.layers]
