@@ -389,7 +389,7 @@ def _check_missing(members: dict[str, _Member], settle: float) -> list[HistoryVi
         for m in members.values()
     }
     for s in members.values():
-        cache: dict[tuple[str, int], float | None] = {}
+        cache: dict[tuple[str, int], tuple[int, float | None]] = {}  # R's view index, until
         for msg_id, send in s.sends.items():
             i = s.view_at_send[msg_id]
             if send.record["oob"] or i < 0:
@@ -401,13 +401,11 @@ def _check_missing(members: dict[str, _Member], settle: float) -> list[HistoryVi
                 r = members.get(uuid)
                 if r is None or (s.uuid, msg_id) in delivered[uuid]:
                     continue
-                js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(view)]
-                if not js:
-                    continue
                 key = (uuid, i)
                 if key not in cache:
-                    cache[key] = _together_until(s, r, i, js[0])
-                until = cache[key]
+                    js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(view)]
+                    cache[key] = (js[0], _together_until(s, r, i, js[0])) if js else (-1, None)
+                j, until = cache[key]
                 if until is None or until - float(send.record["t"]) < settle:
                     continue
                 text = (
@@ -415,9 +413,9 @@ def _check_missing(members: dict[str, _Member], settle: float) -> list[HistoryVi
                     f"view {list(_vid(view))}, though they stayed together for "
                     f"{until - float(send.record['t']):.1f} s after it"
                 )
-                excerpt = [view, send, r.views[js[0]]]
-                if js[0] + 1 < len(r.views):
-                    excerpt.append(r.views[js[0] + 1])
+                excerpt = [view, send, r.views[j]]
+                if j + 1 < len(r.views):
+                    excerpt.append(r.views[j + 1])
                 excerpt.append(r.history.lines[-1])
                 out.append(HistoryViolation("missing", text, tuple(excerpt)))
     return out
