@@ -113,10 +113,11 @@ class Scenario:
         self.net.record = False
         self.corpus = [m for _, msgs in self.net.sent for m in msgs]
 
-    def _exchange(self, tag: str, count: int) -> dict[tuple[Address, Address], list[bytes]]:
+    def _exchange(self, tag: str, count: int) -> dict[tuple[Address, Address, str], list[bytes]]:
         """T and H each multicast and unicast ``count`` messages (one large enough for
-        FRAG to split); returns what each receiver must deliver from each sender."""
-        expected: dict[tuple[Address, Address], list[bytes]] = {}
+        FRAG to split); returns what each receiver must deliver from each sender, per
+        stream ("m" multicasts, "u" unicasts: each is ordered, the two not with each other)."""
+        expected: dict[tuple[Address, Address, str], list[bytes]] = {}
         for me, peer in ((self.t, self.h), (self.h, self.t)):
             name = me.address.name
             mcasts = [f"{tag}-{name}-m{i}".encode() for i in range(count)]
@@ -124,8 +125,9 @@ class Scenario:
             ucasts = [f"{tag}-{name}-u{i}".encode() for i in range(count)]
             me.send([Message(None, p) for p in mcasts])
             me.send([Message(peer.address, p) for p in ucasts])
-            expected[(me.address, me.address)] = mcasts
-            expected[(me.address, peer.address)] = mcasts + ucasts
+            expected[(me.address, me.address, "m")] = mcasts
+            expected[(me.address, peer.address, "m")] = mcasts
+            expected[(me.address, peer.address, "u")] = ucasts
         return expected
 
     def feed(self, actions: list[tuple[str, object]]) -> None:
@@ -165,14 +167,12 @@ class Scenario:
         for _ in range(60):
             self.net.run(1.0)
             if all(
-                _got(n, start, s) == want
-                for (s, r), want in expected.items()
-                for n in [self.net.nodes[r]]
+                _got(self.net.nodes[r], start, s, kind) == want
+                for (s, r, kind), want in expected.items()
             ):
                 break
-        for (sender, receiver), want in expected.items():
-            node = self.net.nodes[receiver]
-            got = _got(node, start, sender)
+        for (sender, receiver, kind), want in expected.items():
+            got = _got(self.net.nodes[receiver], start, sender, kind)
             assert got == want, f"{receiver} delivered from {sender}: {got} != {want}"
         for node in (self.t, self.h):
             assert not node.blocked(), f"{node.address} still holds back sends"
@@ -180,11 +180,13 @@ class Scenario:
                 msgpack.packb(layer.stats(), default=repr)
 
 
-def _got(node: Node, start: dict[Address, int], sender: Address) -> list[bytes]:
+def _got(node: Node, start: dict[Address, int], sender: Address, kind: str) -> list[bytes]:
+    """What ``node`` delivered from ``sender`` in the clean exchange, in one stream."""
+    prefix = f"clean-{sender.name}-{kind}".encode()
     return [
         m.payload
         for m in node.delivered[start[node.address] :]
-        if m.src == sender and m.payload.startswith(b"clean-")
+        if m.src == sender and m.payload.startswith(prefix)
     ]
 
 
