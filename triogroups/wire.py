@@ -64,6 +64,10 @@ _EXT_MERGE_VIEW = 4
 _EXT_DIGEST = 5
 
 _BAD_ENTRY = "message entry is not [flags, headers, payload]"
+#: View ids off the wire stay below 2**63: a member counts on by one from the highest
+#: id it installed, and msgpack encodes nothing above 2**64 - 1, so a peer's (or a forged)
+#: view id of 2**64 - 1 would make the next view unsendable.
+_VIEW_ID_LIMIT = 1 << 63
 #: Any bit outside the defined flags; a negative int has all high bits set, so it is caught too.
 _BAD_FLAGS = ~ALL_FLAGS
 _new = object.__new__
@@ -195,7 +199,7 @@ def register_header(protocol_id: int, cls: type) -> None:
     """Register the header NamedTuple of the protocol with this id.
 
     Field annotations drive validation on decode: int, bool, float, str, bytes,
-    Address, View, MergeView, Digest, ViewId (as any NamedTuple), ``X | None``, ``tuple[X, ...]``,
+    Address, View, MergeView, Digest, ViewId (ids below 2**63), ``X | None``, ``tuple[X, ...]``,
     ``dict[K, V]`` and nested registered-style NamedTuples.
     """
     if not 0 < protocol_id < 1 << 16:
@@ -253,6 +257,8 @@ def _converter(tp: Any) -> _Converter:
         return lambda v: v
     if tp in (Address, View, MergeView, Digest):
         return _instance(tp)
+    if tp is ViewId:
+        return _check_view_id
     origin = typing.get_origin(tp)
     args = typing.get_args(tp)
     if origin in (typing.Union, types.UnionType):
@@ -563,11 +569,13 @@ def _messages(entries: tuple[Any, ...], dest: Address | None, src: Address) -> l
 
 
 def _check_view_id(vid: Any) -> ViewId:
-    if type(vid) is not list or len(vid) != 2:
+    if (type(vid) is not list and type(vid) is not tuple) or len(vid) != 2:
         raise ValueError("bad view id")
     counter, coord = vid
     if type(counter) is not int or type(coord) is not Address:
         raise ValueError("bad view id")
+    if not 0 <= counter < _VIEW_ID_LIMIT:
+        raise ValueError(f"view id {counter} outside 0..2**63-1")
     return ViewId(counter, coord)
 
 

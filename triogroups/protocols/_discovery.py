@@ -131,7 +131,7 @@ class Discovery(Protocol):
         self._find: _Find | None = None
         self._asked_before_view: dict[Address, None] = {}
         self.counters = {"finds": 0, "requests_sent": 0, "requests_received": 0}
-        self.counters.update({"responses_sent": 0, "responses_received": 0})
+        self.counters.update({"responses_sent": 0, "responses_received": 0, "malformed": 0})
 
     # --- what subclasses decide -----------------------------------------------------
 
@@ -205,6 +205,7 @@ class Discovery(Protocol):
         elif hdr.type == RESPONSE:
             self.counters["responses_received"] += 1
         else:
+            self.counters["malformed"] += 1
             return
         physical = (hdr.ip, hdr.port)
         data = PingData(sender, physical, hdr.is_coord)

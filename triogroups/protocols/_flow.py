@@ -110,6 +110,7 @@ class FlowControl(Protocol):
                 "replenishments_received",
                 "bytes_sent",
                 "bytes_received",
+                "malformed",
             ),
             0,
         )
@@ -318,7 +319,8 @@ class FlowControl(Protocol):
 
     def _on_control(self, src: Address | None, hdr: FcHeader) -> bool:
         """Handle REPLENISH / CREDIT_REQUEST; True if our credits grew."""
-        if src is None or hdr.credits < 0:
+        if src is None or hdr.credits < 0 or hdr.type not in (REPLENISH, CREDIT_REQUEST):
+            self.counters["malformed"] += 1
             return False
         credits = min(hdr.credits, self.max_credits)
         if hdr.type == REPLENISH:

@@ -206,6 +206,7 @@ class Mcast(Protocol):
                 "xmits_capped",
                 "purged_sent",
                 "windows_moved_by_purged",
+                "purged_ignored",
                 "last_seqno_resends",
                 "dropped_outside_window",
                 "dropped_no_window",
@@ -461,6 +462,7 @@ class Mcast(Protocol):
         """``sender`` purged up to ``low`` in a view without us: our window starts there."""
         win = self._windows.get(sender) if sender is not None else None
         if win is None or low <= win.low:
+            self.counters["purged_ignored"] += 1  # a stranger's, or late: nothing to move
             return
         assert sender is not None
         self.counters["windows_moved_by_purged"] += 1

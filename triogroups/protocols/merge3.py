@@ -106,6 +106,7 @@ class Merge3(Protocol):
         self.infos_received = 0
         self.merges_started = 0
         self.checks_with_many_views = 0
+        self.malformed = 0
 
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
         self._multicasting = getattr(below[0], "supports_multicasting", True) if below else True
@@ -131,6 +132,8 @@ class Merge3(Protocol):
             elif hdr.type == INFO and hdr.view is not None and msg.src is not None:
                 self.infos_received += 1
                 self._heard[msg.src] = hdr.view
+            else:  # an unknown type, or an INFO without a view: hostile input, counted
+                self.malformed += 1
         if passed:
             self.send_up(passed)
 
@@ -210,4 +213,5 @@ class Merge3(Protocol):
             "views_heard": len({v.view_id for v in self._heard.values()}),
             "checks_with_many_views": self.checks_with_many_views,
             "merges_started": self.merges_started,
+            "malformed": self.malformed,
         }

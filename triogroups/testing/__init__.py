@@ -18,13 +18,29 @@ Run it on a virtual clock (pytest-trio's ``autojump_clock`` fixture, or
 from triogroups._public import set_public_module
 from triogroups.testing._cluster import SimCluster, SimMember, open_cluster, sim_config
 from triogroups.testing._contract import ContractViolation, DeliveryLog
+from triogroups.testing._history import (
+    History,
+    HistoryError,
+    HistoryViolation,
+    HistoryWriter,
+    assert_histories,
+    check_histories,
+    read_histories,
+)
 
 __all__ = [
     "ContractViolation",
     "DeliveryLog",
+    "History",
+    "HistoryError",
+    "HistoryViolation",
+    "HistoryWriter",
     "SimCluster",
     "SimMember",
+    "assert_histories",
+    "check_histories",
     "open_cluster",
+    "read_histories",
     "sim_config",
 ]
 

@@ -5,7 +5,8 @@ its transport swapped for the simulated one (UDP becomes a lossy endpoint,
 TCP a lossless one), runs the stacks, records every delivery, and checks the
 delivery contract on request. Until membership (GMS) is in the stack, the
 kit installs views itself. When the body fails, the seed that reproduces the
-run is attached to the exception.
+run is attached to the exception. With ``history=`` a directory, every member
+incarnation records its history there for `check_histories`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from triogroups.events import Connect, Disconnect, Disconnected, Event, InjectVi
 from triogroups.message import Flag, Message
 from triogroups.stack import Stack
 from triogroups.testing._contract import DeliveryLog
+from triogroups.testing._history import HistoryWriter
 from triogroups.transports.sim import SimNetwork, open_sim_network
 from triogroups.view import Digest, MergeView, View, ViewId
 
@@ -65,11 +67,28 @@ class SimMember:
         self.delivered: list[Message] = []
         self.events: list[Event] = []
         self._cancel = trio.CancelScope()
+        self._history: HistoryWriter | None = None
+        self._history_of: Address | None = None
 
     @property
     def address(self) -> Address:
         """The address of the member's current incarnation."""
         return self.stack.address
+
+    @property
+    def history(self) -> HistoryWriter | None:
+        """The history writer of the current incarnation (``open_cluster(history=...)``)."""
+        directory = self.cluster.history
+        if directory is None:
+            return None
+        me = self.stack.address
+        if self._history is None or self._history_of != me:
+            if self._history is not None:
+                self._history.close()
+            path = directory / f"{self.name}-{me.uuid:032x}.jsonl"
+            self._history = HistoryWriter(path, me, trio.current_time, name=self.name)
+            self._history_of = me
+        return self._history
 
     @property
     def name(self) -> str:
@@ -114,7 +133,7 @@ class SimMember:
         ``wait_accepted=True`` it returns only once every layer accepted
         everything this member sent so far (see `accepted`).
         """
-        self.cluster.log.record_send(self.address, to, payload, bool(flags & Flag.OOB))
+        self._record_send(payload, to, flags)
         await self.stack.send([Message(to, payload, flags=flags)])
         if wait_accepted:
             await self.accepted()
@@ -129,10 +148,17 @@ class SimMember:
     ) -> None:
         """Send several messages as one batch (``wait_accepted`` as in `send`)."""
         for p in payloads:
-            self.cluster.log.record_send(self.address, to, p, bool(flags & Flag.OOB))
+            self._record_send(p, to, flags)
         await self.stack.send([Message(to, p, flags=flags) for p in payloads])
         if wait_accepted:
             await self.accepted()
+
+    def _record_send(self, payload: bytes, to: Address | None, flags: int) -> None:
+        oob = bool(flags & Flag.OOB)
+        self.cluster.log.record_send(self.address, to, payload, oob)
+        history = self.history
+        if history is not None:
+            history.send(_message_id(payload), to, oob=oob)
 
     async def accepted(self, *, poll: float = 0.01) -> None:
         """Return once every layer accepted everything this member sent so far.
@@ -157,14 +183,19 @@ class SimMember:
     async def _read(self) -> None:
         log = self.cluster.log
         async for item in self.stack.deliveries:
+            history = self.history
             if type(item) is list:
                 me = self.stack.address
                 for msg in item:
                     self.delivered.append(msg)
                     if msg.src is not None:
                         log.record_delivery(me, msg.src, msg.payload)
+                        if history is not None:
+                            history.deliver(msg.src, _message_id(msg.payload))
             else:
                 self.events.append(item)  # type: ignore[arg-type]
+                if history is not None and isinstance(item, ViewChange):
+                    history.view(item.view)
 
     async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         with self._cancel:
@@ -190,8 +221,16 @@ class SimCluster:
         config: StackConfig,
         nursery: trio.Nursery,
         cluster: str,
+        history: Path | None = None,
     ) -> None:
         self.network = network
+        #: where member histories go (``open_cluster(history=...)``), or None
+        self.history = history
+        self._faults = (
+            None
+            if history is None
+            else HistoryWriter(history / "faults.jsonl", None, trio.current_time)
+        )
         self.config = config
         self.cluster = cluster
         self.members: list[SimMember] = []
@@ -208,6 +247,21 @@ class SimCluster:
     def seed(self) -> int:
         """The seed of the network's randomness: the same seed replays the same run."""
         return self.network.seed
+
+    def partition(self, *groups: Sequence[SimMember]) -> None:
+        """Split the network into ``groups`` (as `SimNetwork.partition`), recorded as a fault."""
+        self.network.partition(*([m.address for m in g] for g in groups))
+        self.record_fault("partition", " | ".join(",".join(m.name for m in g) for g in groups))
+
+    def heal(self) -> None:
+        """Heal every partition (`SimNetwork.heal`), recorded as a fault."""
+        self.network.heal()
+        self.record_fault("heal")
+
+    def record_fault(self, kind: str, detail: str = "") -> None:
+        """Note a fault in the run's fault log (with ``history``; else nothing)."""
+        if self._faults is not None:
+            self._faults.fault(kind, detail)
 
     def __getitem__(self, index: int) -> SimMember:
         return self.members[index]
@@ -333,9 +387,15 @@ async def open_cluster(
     seed: int = 0,
     cluster: str = "test",
     view: bool = True,
+    history: str | Path | None = None,
     **faults: Any,
 ) -> AsyncIterator[SimCluster]:
     """``n`` members on a fresh simulated network; ``faults`` go to `SimNetwork`.
+
+    With ``history`` (a directory) every member incarnation records what it sent,
+    delivered and installed there, one JSON-lines file each, plus ``faults.jsonl``
+    for `SimCluster.partition` and `SimCluster.heal`: `check_histories` reads them.
+    A message's id in the history is its payload (as text).
 
     With ``view=True`` every member is in one view before the body runs: joined
     one by one through GMS when the stack has GMS, else installed by the kit.
@@ -346,7 +406,10 @@ async def open_cluster(
     _deterministic_scheduling(seed)
     try:
         async with open_sim_network(seed=seed, **faults) as net, trio.open_nursery() as nursery:
-            sim = SimCluster(net, sim_config(stack, net), nursery, cluster)
+            directory = None if history is None else Path(history)
+            if directory is not None:
+                directory.mkdir(parents=True, exist_ok=True)
+            sim = SimCluster(net, sim_config(stack, net), nursery, cluster, directory)
             for _ in range(n):
                 await sim.add_member()
             if view and n:
@@ -361,6 +424,14 @@ async def open_cluster(
     except BaseException as exc:
         exc.add_note(_seed_note(seed))
         raise
+
+
+def _message_id(payload: bytes) -> str:
+    """A payload as the message's id in a history: its text, or hex if it is not utf-8."""
+    try:
+        return payload.decode()
+    except UnicodeDecodeError:
+        return "0x" + payload.hex()
 
 
 def _seed_note(seed: int) -> str:

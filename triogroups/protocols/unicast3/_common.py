@@ -158,6 +158,6 @@ def header_ok(hdr: Unicast3Header, max_missing: int) -> bool:
         return hdr.seqno >= 0 and 0 < hdr.timestamp < _TS_MOD
     if t == SEND_FIRST_SEQNO:
         return 0 < hdr.timestamp < _TS_MOD
-    if t == XMIT_REQ:
-        return len(hdr.missing) <= max_missing and all(s >= 1 for s in hdr.missing)
+    if t == XMIT_REQ:  # never sent empty: an empty one asks for nothing and is malformed
+        return 0 < len(hdr.missing) <= max_missing and all(s >= 1 for s in hdr.missing)
     return t == CLOSE

@@ -1,0 +1,284 @@
+"""The history checker: hand-made histories that break each rule must fail, and a
+simulated run with partitions and heals, recorded by open_cluster, must pass."""
+
+from __future__ import annotations
+
+import json
+import resource
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import trio
+
+from triogroups import Address, View
+from triogroups.testing import (
+    HistoryError,
+    HistoryWriter,
+    assert_histories,
+    check_histories,
+    open_cluster,
+    read_histories,
+)
+
+A, B, C = Address(0xA, "A"), Address(0xB, "B"), Address(0xC, "C")
+V1 = View.create(A, 1, [A, B])
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+class Run:
+    """Hand-made histories: one writer per member plus a fault log, on one clock."""
+
+    def __init__(self, root: Path, *members: Address) -> None:
+        self.root = root
+        self.clock = Clock()
+        self.w = {m: HistoryWriter(root / f"{m.name}.jsonl", m, self.clock) for m in members}
+        self.faults = HistoryWriter(root / "faults.jsonl", None, self.clock)
+
+    def at(self, t: float) -> Run:
+        self.clock.t = t
+        return self
+
+    def view(self, view: View, *members: Address) -> None:
+        for m in members or view.members:
+            self.w[m].view(view)
+
+    def mcast(self, src: Address, msg_id: str, *receivers: Address) -> None:
+        self.w[src].send(msg_id)
+        for r in receivers:
+            self.w[r].deliver(src, msg_id)
+
+    def end(self, t: float) -> list[str]:
+        """Close every file with a last sample at ``t``; the rules each violation broke."""
+        self.at(t)
+        for w in self.w.values():
+            w.sample(1000, {"NAKACK2": 3})
+            w.close()
+        self.faults.close()
+        return [v.rule for v in check_histories(read_histories(self.root), settle=5.0)]
+
+
+def _good(root: Path) -> Run:
+    run = Run(root, A, B)
+    run.at(1).view(V1)
+    run.at(2).mcast(A, "a1", A, B)
+    run.at(3).mcast(A, "a2", A, B)
+    run.w[B].send("b1", A)
+    run.w[A].deliver(B, "b1")
+    return run
+
+
+def test_history_of_a_run_that_keeps_the_contract_has_no_violations(tmp_path: Path) -> None:
+    assert _good(tmp_path).end(20) == []
+
+
+def test_history_fifo_two_multicasts_delivered_in_the_wrong_order(tmp_path: Path) -> None:
+    run = Run(tmp_path, A, B)
+    run.at(1).view(V1)
+    run.at(2).mcast(A, "a1", A)
+    run.mcast(A, "a2", A, B)
+    run.w[B].deliver(A, "a1")
+    assert run.end(20) == ["fifo"]
+    (v,) = check_histories(read_histories(tmp_path))
+    assert [line.record["k"] for line in v.excerpt] == ["send", "send", "deliver", "deliver"]
+    assert "a1" in str(v) and "a2" in str(v)
+
+
+def test_history_duplicate_delivery_is_a_violation_oob_included(tmp_path: Path) -> None:
+    run = _good(tmp_path)
+    run.w[B].deliver(A, "a2")
+    run.w[A].send("oob", oob=True)
+    run.w[B].deliver(A, "oob")
+    run.w[B].deliver(A, "oob")
+    assert run.end(20) == ["duplicate", "duplicate"]
+
+
+def test_history_delivery_of_a_message_never_sent_is_a_violation(tmp_path: Path) -> None:
+    run = _good(tmp_path)
+    run.w[B].deliver(A, "never")
+    run.w[A].send("for-a-only", A)
+    run.w[A].deliver(A, "for-a-only")
+    run.w[B].deliver(A, "for-a-only")  # a unicast to A, delivered by B too
+    assert run.end(20) == ["unknown", "unknown"]
+
+
+def test_history_missing_message_between_members_that_stayed_together(tmp_path: Path) -> None:
+    run = Run(tmp_path, A, B)
+    run.at(1).view(V1)
+    run.at(2).mcast(A, "a1", A)  # B never delivers it, and both stay 18 s more
+    assert run.end(20) == ["missing"]
+    (v,) = check_histories(read_histories(tmp_path), settle=5.0)
+    kinds = [line.record["k"] for line in v.excerpt]
+    assert kinds == ["view", "send", "view", "sample"]
+
+
+def test_history_no_missing_message_when_they_parted_or_ended_before_settle(tmp_path: Path) -> None:
+    """No FLUSH: nothing is promised to a member that leaves the sender's view next,
+    nor within ``settle`` seconds of the send."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).mcast(A, "a1", A)  # neither B nor C delivers it
+    run.at(3).view(View.create(A, 2, [A, C]), A, C)  # B is gone from A's next view
+    run.view(View.create(B, 2, [B]), B)
+    run.at(4).view(View.create(A, 3, [A]), A)  # C is gone as well, 2 s after the send
+    run.view(View.create(C, 3, [C]), C)
+    assert run.end(20) == []
+
+
+def test_history_members_that_stayed_together_but_installed_different_next_views(
+    tmp_path: Path,
+) -> None:
+    run = Run(tmp_path, A, B)
+    run.at(1).view(V1)
+    run.at(2).view(View.create(A, 2, [A, B]), A)
+    run.view(View.create(B, 2, [B, A]), B)
+    assert run.end(20) == ["view_order"]
+
+
+def test_history_view_ids_must_grow_at_each_member(tmp_path: Path) -> None:
+    run = Run(tmp_path, A, B)
+    run.at(1).view(View.create(A, 3, [A, B]))
+    run.at(2).view(V1)
+    assert run.end(20) == ["view_id", "view_id"]
+
+
+def test_history_one_view_id_with_two_memberships_is_a_violation(tmp_path: Path) -> None:
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]), A, C)
+    run.view(V1, B)
+    assert run.end(20) == ["view_members"]
+
+
+def test_history_memory_above_its_bounds_is_a_violation(tmp_path: Path) -> None:
+    run = _good(tmp_path)
+    run.at(5).w[A].sample(10_000, {"NAKACK2": 3})
+    run.w[B].sample(10, {"NAKACK2": 900})
+    run.end(20)
+    found = check_histories(read_histories(tmp_path), max_rss=5000, max_window=100)
+    assert [(v.rule, v.excerpt[0].record["t"]) for v in found] == [("memory", 5), ("memory", 5)]
+
+
+def test_history_traffic_must_resume_after_a_heal(tmp_path: Path) -> None:
+    run = _good(tmp_path)
+    run.at(10).faults.fault("heal")
+    run.at(12).mcast(A, "a3", A)  # B gets nothing sent after the heal, up to t = 50
+    run.mcast(B, "b3", B, A)
+    rules = [
+        v.rule
+        for v in check_histories(read_histories(tmp_path), settle=100.0, resume_within=30)
+        if v.rule != "missing"
+    ]
+    assert rules == []  # files not closed yet: both still at t = 12
+    run.end(50)
+    found = check_histories(read_histories(tmp_path), settle=100.0, resume_within=30)
+    assert [v.rule for v in found] == ["no_traffic_after_heal"]
+    assert found[0].excerpt[0].record == {"k": "fault", "t": 10, "kind": "heal", "detail": ""}
+
+
+def test_history_traffic_resumed_after_a_heal_passes(tmp_path: Path) -> None:
+    run = _good(tmp_path)
+    run.at(10).faults.fault("heal")
+    run.at(12).mcast(A, "a3", A, B)
+    run.at(13).mcast(B, "b3", A, B)
+    assert run.end(50) == []
+
+
+def test_history_torn_last_line_of_a_killed_member_is_ignored(tmp_path: Path) -> None:
+    _good(tmp_path).end(20)
+    with (tmp_path / "B.jsonl").open("a") as f:
+        f.write('{"k":"deliver","t":21,"fr')
+    assert check_histories(read_histories(tmp_path)) == []
+    first = json.loads((tmp_path / "A.jsonl").read_text().splitlines()[0])
+    assert first == {"k": "start", "t": 0, "member": f"{0xA:032x}", "name": "A"}
+
+
+def test_history_assert_histories_raises_with_the_excerpt(tmp_path: Path) -> None:
+    run = _good(tmp_path)
+    run.w[B].deliver(A, "a2")
+    run.end(20)
+    with pytest.raises(
+        HistoryError, match=r"1 violation.*\n.*duplicate.*\n  A\(A.jsonl\):5: .*send"
+    ):
+        assert_histories(read_histories(tmp_path))
+
+
+async def test_history_of_a_simulated_run_with_partitions_and_heals_passes(
+    autojump_clock: Any, tmp_path: Path
+) -> None:
+    """open_cluster(history=...) records every member; the protocols' own output, through
+    a partition, a heal and the merge that follows, keeps every rule the checker proves."""
+    async with open_cluster(4, "udp", seed=11, loss=0.05, history=tmp_path) as cluster:
+        a, b, c, d = cluster.members
+
+        async def traffic(tag: str, rounds: int) -> None:
+            for i in range(rounds):
+                for member in cluster.members:
+                    await member.send(f"{tag}-{member.name}{i}".encode())
+                    peer = cluster.members[(cluster.members.index(member) + 1) % 4]
+                    await member.send(f"{tag}-{member.name}u{i}".encode(), to=peer.address)
+                await trio.sleep(0.5)
+
+        async def sample() -> None:  # what each member's NAKACK2 holds, once a second
+            while True:
+                for member in cluster.members:
+                    assert member.history is not None
+                    held = member.protocol("NAKACK2").retained()
+                    member.history.sample(
+                        resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024, {"NAKACK2": held}
+                    )
+                await trio.sleep(1)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(sample)
+            await traffic("first", 10)
+            cluster.partition([a, b], [c, d])
+            await traffic("split", 30)
+            cluster.heal()
+            await cluster.wait_for_view(timeout=120)
+            await traffic("healed", 20)
+            await trio.sleep(20)
+            nursery.cancel_scope.cancel()
+    histories = read_histories(tmp_path)
+    assert len(histories) == 5  # four members and the fault log
+    views = [line for h in histories for line in h.of("view")]
+    assert any(len(v.record["members"]) == 2 for v in views)  # the partition showed
+    assert any(line.record["windows"]["NAKACK2"] for h in histories for line in h.of("sample"))
+    assert_histories(histories, settle=10.0, resume_within=30.0, max_window=2000)
+    # the same run with one delivery taken out of B's history must fail, naming it
+    (path,) = tmp_path.glob("B-*.jsonl")
+    lines = path.read_text().splitlines()
+    lost = next(i for i, text in enumerate(lines) if '"id":"healed-A3"' in text)
+    path.write_text("\n".join(lines[:lost] + lines[lost + 1 :]) + "\n")
+    found = check_histories(read_histories(tmp_path), settle=10.0, resume_within=30.0)
+    assert [(v.rule, v.excerpt[1].record["id"]) for v in found] == [("missing", "healed-A3")]
+
+
+def test_history_writer_loses_nothing_when_its_process_is_killed(tmp_path: Path) -> None:
+    """Every record is on disk as soon as it is written: SIGKILL right after loses none."""
+    program = (
+        "import os, signal, time\n"
+        "from triogroups import Address, View\n"
+        "from triogroups.testing import HistoryWriter\n"
+        "me = Address(0xA, 'A')\n"
+        f"w = HistoryWriter({str(tmp_path / 'A.jsonl')!r}, me, time.time)\n"
+        "w.view(View.create(me, 1, [me]))\n"
+        "for i in range(500):\n"
+        "    w.send(f'a{i}')\n"
+        "    w.deliver(me, f'a{i}')\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", program], timeout=60, check=False)
+    assert result.returncode == -signal.SIGKILL
+    (history,) = read_histories(tmp_path)
+    assert len(list(history.of("deliver"))) == 500
+    assert check_histories([history]) == []

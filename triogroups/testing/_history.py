@@ -1,0 +1,472 @@
+"""Member histories: what each member incarnation sent, delivered and installed, and a checker.
+
+A member records its history with a `HistoryWriter`, one JSON-lines file per
+incarnation (a restarted member is a new incarnation with a new address, so a
+new file). Every record is one line, written with one ``write`` of a
+line-buffered file, so a member killed with SIGKILL loses nothing it recorded.
+`check_histories` reads the files of a run afterwards and returns every
+violation of the rules below, each with the smallest excerpt of the histories
+that shows it (`HistoryViolation`); `assert_histories` raises on the first.
+It belongs to the test kit, beside the contract checker it extends across views:
+it judges a finished run offline from files, where the inspector is for live
+diagnostics of running members.
+
+Record format (one JSON object per line, ``t`` = seconds on a clock every file of
+the run shares: wall time for processes on one host, virtual time in a simulation):
+
+=========  ====================================================================
+``k``      fields
+=========  ====================================================================
+start      ``member`` (UUID, 32 hex digits), ``name``; the file's first line.
+           A file whose start has ``"member": null`` is the run's fault log
+send       ``id`` (the message's identity: unique among this incarnation's
+           sends), ``to`` (UUID or null for a multicast), ``oob`` (bool)
+deliver    ``from`` (sender's UUID), ``id`` (the sender's id for the message)
+view       ``id`` ([counter, coordinator UUID]), ``members`` (UUIDs, in order)
+sample     ``rss`` (bytes), ``windows`` ({protocol: messages held})
+fault      ``kind`` (``partition``, ``heal``, ``kill``, ...), ``detail``
+=========  ====================================================================
+
+What the checker proves (the delivery contract without FLUSH):
+
+- **fifo / duplicate / unknown**: per sender incarnation and receiver, regular
+  multicasts are delivered in send order, and so are regular unicasts; no
+  message (OOB included) is delivered twice; nothing is delivered that its
+  sender did not record sending (to that receiver or the group).
+- **missing**: a regular message sent while its sender had view V reaches every
+  member R of V that installed V and moved on with the sender: the next view
+  each of them installed after V is the same view and contains both (or
+  neither installed another view). It must be delivered provided the sender
+  and R stayed together (installed the same views, each view containing both,
+  both histories going on) for at least ``settle`` seconds after the send.
+  That is what JGroups guarantees without FLUSH: there is no promise for a
+  member that leaves, is suspected, or is split from the sender before
+  retransmission completes, nor that delivery happens before the next view is
+  installed; a multicast counts for the sender itself too (loopback).
+- **view_order**: two members that installed the same view V and each kept the
+  other in the next view it installed, installed the same next view.
+- **view_id**: each incarnation's view ids strictly increase; **view_members**:
+  one view id names one membership, whoever installed it.
+- **memory**: no sample above ``max_rss`` bytes or ``max_window`` messages held.
+- **no_traffic_after_heal**: after each ``heal`` fault, every member whose
+  history goes on for ``resume_within`` seconds delivers, within that time, a
+  message another member sent after the heal.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+from triogroups.address import Address
+from triogroups.view import View
+
+__all__ = [
+    "History",
+    "HistoryError",
+    "HistoryViolation",
+    "HistoryWriter",
+    "assert_histories",
+    "check_histories",
+    "read_histories",
+]
+
+
+def _uuid(address: Address) -> str:
+    return f"{address.uuid:032x}"
+
+
+class HistoryWriter:
+    """Records one member incarnation's history as JSON lines in ``path``.
+
+    ``clock`` gives ``t`` for each record (`time.time` across processes,
+    `trio.current_time` on virtual time). ``member`` None opens a fault log.
+    Each record is flushed as it is written (line-buffered file), so what a
+    killed process recorded is on disk.
+    """
+
+    def __init__(
+        self, path: str | Path, member: Address | None, clock: Any, *, name: str = ""
+    ) -> None:
+        self.path = Path(path)
+        self._clock = clock
+        self._file: IO[str] = open(self.path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
+        who = None if member is None else _uuid(member)
+        self._write("start", member=who, name=name or (member.name if member else "faults"))
+
+    def _write(self, k: str, **fields: Any) -> None:
+        record = {"k": k, "t": round(float(self._clock()), 6), **fields}
+        self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
+
+    def send(self, msg_id: str, to: Address | None = None, *, oob: bool = False) -> None:
+        """Record a send, before the message goes down the stack."""
+        self._write("send", id=msg_id, to=None if to is None else _uuid(to), oob=oob)
+
+    def deliver(self, src: Address, msg_id: str) -> None:
+        """Record a delivery (in delivery order)."""
+        self._write("deliver", **{"from": _uuid(src), "id": msg_id})
+
+    def view(self, view: View) -> None:
+        """Record a view installed (as the application saw it)."""
+        vid = [view.view_id.id, _uuid(view.view_id.coord)]
+        self._write("view", id=vid, members=[_uuid(m) for m in view.members])
+
+    def sample(self, rss: int, windows: dict[str, int]) -> None:
+        """Record the process's resident memory and the messages each protocol holds."""
+        self._write("sample", rss=rss, windows=windows)
+
+    def fault(self, kind: str, detail: str = "") -> None:
+        """Record a fault the run injected (in a fault log): partition, heal, kill, ..."""
+        self._write("fault", kind=kind, detail=detail)
+
+    def close(self) -> None:
+        """Close the file (everything written is already on disk)."""
+        self._file.close()
+
+    def __enter__(self) -> HistoryWriter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Line:
+    """One record and where it came from, for excerpts."""
+
+    source: str
+    number: int
+    record: dict[str, Any]
+
+    def __str__(self) -> str:
+        return f"{self.source}:{self.number}: {json.dumps(self.record, separators=(',', ':'))}"
+
+
+@dataclass
+class History:
+    """The records of one file: an incarnation (``member`` set) or the fault log."""
+
+    source: str
+    member: str | None
+    name: str
+    lines: list[Line] = field(default_factory=list)
+
+    @property
+    def end(self) -> float:
+        """The time of the last record: how long this history goes on."""
+        return float(self.lines[-1].record["t"]) if self.lines else 0.0
+
+    def of(self, kind: str) -> Iterator[Line]:
+        """The records of one kind (``"view"``, ``"deliver"``, ...), in order."""
+        return (line for line in self.lines if line.record["k"] == kind)
+
+
+def read_histories(paths: Iterable[str | Path] | str | Path) -> list[History]:
+    """Read history files (a directory means every ``*.jsonl`` file in it).
+
+    A torn last line (a process killed mid-write) is ignored.
+    """
+    if isinstance(paths, str | Path):
+        root = Path(paths)
+        files = sorted(root.glob("*.jsonl")) if root.is_dir() else [root]
+    else:
+        files = [Path(p) for p in paths]
+    out = []
+    for path in files:
+        history: History | None = None
+        for number, text in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError:
+                continue
+            if history is None:
+                if record.get("k") != "start":
+                    raise ValueError(f"{path}: first record must be 'start', got {text[:60]!r}")
+                history = History(path.name, record["member"], record.get("name", ""))
+            history.lines.append(Line(f"{history.name}({path.name})", number, record))
+        if history is not None:
+            out.append(history)
+    return out
+
+
+# --- checking --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class HistoryViolation:
+    """A broken rule, why, and the smallest excerpt of the histories that shows it."""
+
+    rule: str
+    text: str
+    excerpt: tuple[Line, ...]
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.rule}: {self.text}", *(f"  {line}" for line in self.excerpt)])
+
+
+class HistoryError(AssertionError):
+    """Raised by `assert_histories`: the run broke the contract."""
+
+
+@dataclass
+class _Member:
+    """One incarnation, indexed for the checks."""
+
+    history: History
+    views: list[Line]  # view records, in order
+    sends: dict[str, Line]  # id -> send record
+    send_order: dict[str, int]
+    view_at_send: dict[str, int]  # id -> index into views (-1: before any view)
+
+    @property
+    def uuid(self) -> str:
+        assert self.history.member is not None
+        return self.history.member
+
+
+def _index(history: History) -> _Member:
+    views: list[Line] = []
+    sends: dict[str, Line] = {}
+    order: dict[str, int] = {}
+    at: dict[str, int] = {}
+    for line in history.lines:
+        kind = line.record["k"]
+        if kind == "view":
+            views.append(line)
+        elif kind == "send":
+            msg_id = line.record["id"]
+            sends[msg_id] = line
+            order[msg_id] = len(order)
+            at[msg_id] = len(views) - 1
+    return _Member(history, views, sends, order, at)
+
+
+def _vid(line: Line) -> tuple[int, str]:
+    counter, coord = line.record["id"]
+    return int(counter), str(coord)
+
+
+def check_histories(
+    histories: Iterable[History],
+    *,
+    settle: float = 10.0,
+    resume_within: float = 30.0,
+    max_rss: int | None = None,
+    max_window: int | None = None,
+) -> list[HistoryViolation]:
+    """Every violation of the rules in the module docstring, each with its excerpt."""
+    histories = list(histories)
+    members = {h.member: _index(h) for h in histories if h.member is not None}
+    faults = [line for h in histories if h.member is None for line in h.of("fault")]
+    out: list[HistoryViolation] = []
+    out += _check_views(members)
+    out += _check_deliveries(members)
+    out += _check_missing(members, settle)
+    out += _check_memory(members, max_rss, max_window)
+    out += _check_heals(members, faults, resume_within)
+    return out
+
+
+def assert_histories(histories: Iterable[History], **limits: Any) -> None:
+    """Raise `HistoryError` with the first violations (and how many there were)."""
+    found = check_histories(histories, **limits)
+    if found:
+        shown = "\n".join(str(v) for v in found[:3])
+        raise HistoryError(f"{len(found)} violation(s) of the delivery contract:\n{shown}")
+
+
+def _check_views(members: dict[str, _Member]) -> list[HistoryViolation]:
+    out = []
+    names: dict[tuple[int, str], Line] = {}
+    for m in members.values():
+        for before, after in zip(m.views, m.views[1:], strict=False):
+            if _vid(after)[0] <= _vid(before)[0]:
+                out.append(HistoryViolation("view_id", "view ids must grow", (before, after)))
+        for line in m.views:
+            first = names.setdefault(_vid(line), line)
+            if first.record["members"] != line.record["members"]:
+                text = f"view {list(_vid(line))} has two memberships"
+                out.append(HistoryViolation("view_members", text, (first, line)))
+    # successor agreement, pairwise over views both installed
+    where: dict[tuple[int, str], list[tuple[_Member, int]]] = defaultdict(list)
+    for m in members.values():
+        for i, line in enumerate(m.views):
+            where[_vid(line)].append((m, i))
+    for installs in where.values():
+        for x, (a, i) in enumerate(installs):
+            for b, j in installs[x + 1 :]:
+                if i + 1 >= len(a.views) or j + 1 >= len(b.views):
+                    continue
+                na, nb = a.views[i + 1], b.views[j + 1]
+                stayed = b.uuid in na.record["members"] and a.uuid in nb.record["members"]
+                if stayed and _vid(na) != _vid(nb):
+                    text = (
+                        f"{a.history.name} and {b.history.name} stayed together after "
+                        f"view {list(_vid(a.views[i]))} but installed different next views"
+                    )
+                    excerpt = (a.views[i], na, b.views[j], nb)
+                    out.append(HistoryViolation("view_order", text, excerpt))
+    return out
+
+
+def _check_deliveries(members: dict[str, _Member]) -> list[HistoryViolation]:
+    out = []
+    for r in members.values():
+        seen: dict[tuple[str, str], Line] = {}
+        last: dict[tuple[str, bool], tuple[int, Line]] = {}
+        for line in r.history.of("deliver"):
+            src, msg_id = line.record["from"], line.record["id"]
+            s = members.get(src)
+            send = s.sends.get(msg_id) if s is not None else None
+            if send is None or send.record["to"] not in (None, r.uuid):
+                text = f"{r.history.name} delivered {msg_id!r} that {src[:8]} never sent to it"
+                out.append(HistoryViolation("unknown", text, (line,)))
+                continue
+            assert s is not None
+            first = seen.get((src, msg_id))
+            if first is not None:
+                text = f"{r.history.name} delivered {msg_id!r} from {s.history.name} twice"
+                out.append(HistoryViolation("duplicate", text, (send, first, line)))
+                continue
+            seen[(src, msg_id)] = line
+            if send.record["oob"]:
+                continue
+            stream = (src, send.record["to"] is None)
+            position = s.send_order[msg_id]
+            previous = last.get(stream)
+            if previous is not None and previous[0] > position:
+                prev_line = previous[1]
+                prev_send = s.sends[prev_line.record["id"]]
+                text = (
+                    f"{r.history.name} delivered {msg_id!r} from {s.history.name} after "
+                    f"{prev_line.record['id']!r}, which was sent later"
+                )
+                excerpt = (send, prev_send, prev_line, line)
+                out.append(HistoryViolation("fifo", text, excerpt))
+            last[stream] = (position, line)
+    return out
+
+
+def _together_until(s: _Member, r: _Member, i: int, j: int) -> float | None:
+    """From views s.views[i] == r.views[j]: when S and R stopped being together, or None
+    if their next views differ (no guarantee for messages sent in that view)."""
+    if s is r:
+        return s.history.end
+    end = min(s.history.end, r.history.end)
+    first = True
+    while True:
+        i, j = i + 1, j + 1
+        ns = s.views[i] if i < len(s.views) else None
+        nr = r.views[j] if j < len(r.views) else None
+        if ns is None and nr is None:
+            return end
+        together = (
+            ns is not None
+            and nr is not None
+            and _vid(ns) == _vid(nr)
+            and r.uuid in ns.record["members"]
+            and s.uuid in ns.record["members"]
+        )
+        if not together:
+            if first:
+                return None
+            stops = [float(x.record["t"]) for x in (ns, nr) if x is not None]
+            return min([end, *stops])
+        first = False
+
+
+def _check_missing(members: dict[str, _Member], settle: float) -> list[HistoryViolation]:
+    out = []
+    delivered: dict[str, set[tuple[str, str]]] = {
+        m.uuid: {(d.record["from"], d.record["id"]) for d in m.history.of("deliver")}
+        for m in members.values()
+    }
+    for s in members.values():
+        cache: dict[tuple[str, int], tuple[int, float | None]] = {}  # R's view index, until
+        for msg_id, send in s.sends.items():
+            i = s.view_at_send[msg_id]
+            if send.record["oob"] or i < 0:
+                continue
+            view = s.views[i]
+            to = send.record["to"]
+            receivers = view.record["members"] if to is None else [to]
+            for uuid in receivers:
+                r = members.get(uuid)
+                if r is None or (s.uuid, msg_id) in delivered[uuid]:
+                    continue
+                key = (uuid, i)
+                if key not in cache:
+                    js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(view)]
+                    cache[key] = (js[0], _together_until(s, r, i, js[0])) if js else (-1, None)
+                j, until = cache[key]
+                if until is None or until - float(send.record["t"]) < settle:
+                    continue
+                text = (
+                    f"{r.history.name} never delivered {msg_id!r} from {s.history.name}, sent in "
+                    f"view {list(_vid(view))}, though they stayed together for "
+                    f"{until - float(send.record['t']):.1f} s after it"
+                )
+                excerpt = [view, send, r.views[j]]
+                if j + 1 < len(r.views):
+                    excerpt.append(r.views[j + 1])
+                excerpt.append(r.history.lines[-1])
+                out.append(HistoryViolation("missing", text, tuple(excerpt)))
+    return out
+
+
+def _check_memory(
+    members: dict[str, _Member], max_rss: int | None, max_window: int | None
+) -> list[HistoryViolation]:
+    out = []
+    for m in members.values():
+        for line in m.history.of("sample"):
+            rss, windows = line.record.get("rss", 0), line.record.get("windows", {})
+            if max_rss is not None and rss > max_rss:
+                text = f"{m.history.name} used {rss} bytes, above max_rss {max_rss}"
+                out.append(HistoryViolation("memory", text, (line,)))
+                break
+            big = {k: v for k, v in windows.items() if max_window is not None and v > max_window}
+            if big:
+                text = f"{m.history.name} held {big}, above max_window {max_window}"
+                out.append(HistoryViolation("memory", text, (line,)))
+                break
+    return out
+
+
+def _check_heals(
+    members: dict[str, _Member], faults: list[Line], resume_within: float
+) -> list[HistoryViolation]:
+    out = []
+    send_time = {
+        (m.uuid, msg_id): float(line.record["t"])
+        for m in members.values()
+        for msg_id, line in m.sends.items()
+    }
+    for heal in (f for f in faults if f.record["kind"] == "heal"):
+        t = float(heal.record["t"])
+        for r in members.values():
+            start = float(r.history.lines[0].record["t"])
+            if start > t or r.history.end < t + resume_within:
+                continue
+            resumed = any(
+                t <= float(d.record["t"]) <= t + resume_within
+                and d.record["from"] != r.uuid
+                and send_time.get((d.record["from"], d.record["id"]), -1.0) >= t
+                for d in r.history.of("deliver")
+            )
+            if not resumed:
+                text = (
+                    f"{r.history.name} delivered nothing another member sent after the heal "
+                    f"within {resume_within} s"
+                )
+                views = [v for v in r.views if float(v.record["t"]) <= t + resume_within]
+                excerpt = (heal, *views[-1:], r.history.lines[-1])
+                out.append(HistoryViolation("no_traffic_after_heal", text, excerpt))
+    return out
