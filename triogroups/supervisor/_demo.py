@@ -130,7 +130,7 @@ def _logs(group: ProcessGroup, board: _Board, logdir: Path) -> list[MemberLog]:
     logs = []
     for path in sorted(logdir.glob("*.json")):
         raw = json.loads(path.read_text())
-        views = [(int(start), list(members)) for start, members in raw["views"]]
+        views = [(int(start), str(key), list(members)) for start, key, members in raw["views"]]
         survived = raw["uuid"] in current
         logs.append(
             MemberLog(raw["uuid"], raw["name"], raw["sent"], views, raw["delivered"], survived)
