@@ -12,8 +12,8 @@ incarnation records its history there for `check_histories`.
 from __future__ import annotations
 
 import random
-from collections.abc import AsyncIterator, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,16 +36,28 @@ __all__ = ["SimCluster", "SimMember", "open_cluster", "sim_config"]
 _LOSSLESS_TRANSPORTS = {"TCP"}
 
 
-def _deterministic_scheduling(seed: int) -> None:
-    """Make Trio run ready tasks in an order that depends only on ``seed``.
+@contextmanager
+def _deterministic_scheduling(seed: int) -> Iterator[None]:
+    """Make Trio run ready tasks in an order that depends only on ``seed``, until exit.
 
     Trio shuffles each batch of ready tasks; it exposes a deterministic mode
     (a seeded module-level Random) only through its Hypothesis plugin. The
     kit turns that mode on and seeds it, so a simulated run with a given
-    seed schedules, bundles and drops exactly the same way every time.
+    seed schedules, bundles and drops exactly the same way every time; on
+    exit it puts back the flag and the Random's state, so code that runs
+    after a cluster (another test, an application) is scheduled as Trio
+    would schedule it. The flag is private to Trio: the dependency's upper
+    bound in pyproject.toml exists because of it.
     """
+    flag = _trio_run._ALLOW_DETERMINISTIC_SCHEDULING
+    state = _trio_run._r.getstate()
     _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = True  # type: ignore[misc]
     _trio_run._r.seed(seed)
+    try:
+        yield
+    finally:
+        _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = flag  # type: ignore[misc]
+        _trio_run._r.setstate(state)
 
 
 def sim_config(config: StackConfig | str | Path, network: SimNetwork) -> StackConfig:
@@ -403,24 +415,24 @@ async def open_cluster(
     only on virtual time (a `trio.testing.MockClock`, e.g. pytest-trio's
     ``autojump_clock``).
     """
-    _deterministic_scheduling(seed)
     try:
-        async with open_sim_network(seed=seed, **faults) as net, trio.open_nursery() as nursery:
-            directory = None if history is None else Path(history)
-            if directory is not None:
-                directory.mkdir(parents=True, exist_ok=True)
-            sim = SimCluster(net, sim_config(stack, net), nursery, cluster, directory)
-            for _ in range(n):
-                await sim.add_member()
-            if view and n:
-                if "GMS" in sim.config.names():
-                    for member in sim.members:
-                        await sim.join(member)
-                    await sim.wait_for_view()
-                else:
-                    await sim.install_view()
-            yield sim
-            nursery.cancel_scope.cancel()
+        with _deterministic_scheduling(seed):
+            async with open_sim_network(seed=seed, **faults) as net, trio.open_nursery() as nursery:
+                directory = None if history is None else Path(history)
+                if directory is not None:
+                    directory.mkdir(parents=True, exist_ok=True)
+                sim = SimCluster(net, sim_config(stack, net), nursery, cluster, directory)
+                for _ in range(n):
+                    await sim.add_member()
+                if view and n:
+                    if "GMS" in sim.config.names():
+                        for member in sim.members:
+                            await sim.join(member)
+                        await sim.wait_for_view()
+                    else:
+                        await sim.install_view()
+                yield sim
+                nursery.cancel_scope.cancel()
     except BaseException as exc:
         exc.add_note(_seed_note(seed))
         raise
