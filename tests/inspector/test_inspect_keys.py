@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import os
+import termios
+
+import pytest
 import trio
 from inspect_kit import answers
 
-from triogroups.inspector._keys import parse_keys
+from triogroups.inspector._keys import parse_keys, raw_keys
 from triogroups.inspector._model import step
 from triogroups.inspector._select import QUIT, Selection, apply_key
 from triogroups.testing import open_cluster
@@ -49,3 +53,29 @@ async def test_inspect_keys_move_member_and_protocol_and_quit(
     assert apply_key(moved, None, "ctrl-c") == QUIT
     gone = Selection("0" * 32, "NOPE")
     assert gone.resolve(display) == (display.members[a], "SIM")
+
+
+async def test_inspect_keys_raw_mode_reads_single_keys_and_restores_the_terminal() -> None:
+    """On a pseudo-terminal: inside `raw_keys` keys arrive one by one without Enter, echo and
+    signal keys are off (Ctrl-C is a key); after the block the saved settings are back, also
+    when the body fails."""
+    leader, follower = os.openpty()
+    try:
+        saved = termios.tcgetattr(follower)
+        with pytest.raises(RuntimeError, match="body failed"):
+            async with raw_keys(follower) as keys:
+                lflag = termios.tcgetattr(follower)[3]
+                assert not lflag & (termios.ICANON | termios.ECHO | termios.ISIG)
+                os.write(leader, b"j\x1b[B\x03")
+                got = []
+                with trio.fail_after(10):
+                    async for key in keys:
+                        got.append(key)
+                        if len(got) == 3:
+                            break
+                assert got == ["j", "down", "ctrl-c"]
+                raise RuntimeError("body failed")
+        assert termios.tcgetattr(follower) == saved
+    finally:
+        os.close(leader)
+        os.close(follower)

@@ -95,6 +95,8 @@ class ProtocolState:
     credits: tuple[Bar, ...]
     warnings: tuple[str, ...]
     properties: Mapping[str, Any]
+    queue: int
+    """Items waiting in the host's channels into this layer."""
 
 
 @dataclass(frozen=True)
@@ -190,6 +192,8 @@ def step(
     before = {} if previous is None else previous.members
     members: dict[str, MemberState] = {}
     for answer in answers:
+        if "address" not in answer:
+            continue  # not a member's report: nothing to show it under
         address = str(answer["address"])
         members[address] = _member(answer, before.get(address), now)
     for address, old in before.items():
@@ -222,13 +226,15 @@ def _replace_silence(member: MemberState, silent: bool) -> MemberState:
 
 
 def _member(answer: Mapping[str, Any], old: MemberState | None, now: float) -> MemberState:
-    stats: Mapping[str, Mapping[str, Any]] = answer.get("stats", {})
-    properties = {layer["protocol"]: layer.get("properties", {}) for layer in answer["stack"]}
+    stats: Mapping[str, Mapping[str, Any]] = answer.get("stats") or {}
+    layers = answer.get("stack") or [{"protocol": name} for name in stats]
+    properties = {layer["protocol"]: layer.get("properties") or {} for layer in layers}
+    queues: Mapping[str, int] = (answer.get("host") or {}).get("queues") or {}
     before: Mapping[str, Mapping[str, Any]] = {} if old is None else old.answer.get("stats", {})
     dt = 0.0 if old is None else float(answer.get("time", now)) - _time(old)
     protocols = tuple(
-        _protocol(name, stats.get(name, {}), before.get(name), dt, properties[name])
-        for name in properties
+        _protocol(name, stats.get(name, {}), before.get(name), dt, props, queues.get(name, 0))
+        for name, props in properties.items()
     )
     history = () if old is None else old.throughput
     throughput = _throughput(protocols)
@@ -273,6 +279,7 @@ def _protocol(
     before: Mapping[str, Any] | None,
     dt: float,
     properties: Mapping[str, Any],
+    queue: int,
 ) -> ProtocolState:
     counters = []
     for key, value in stats.items():
@@ -290,6 +297,7 @@ def _protocol(
         _credits(stats, properties),
         _warnings(stats, counters),
         properties,
+        queue,
     )
 
 

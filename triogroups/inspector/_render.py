@@ -128,7 +128,7 @@ def _detail(member: MemberState, chosen: str | None) -> Panel:
     tabs = Text()
     for p in member.protocols:
         style = "bold reverse" if p.name == chosen else ("yellow" if p.warnings else "")
-        tabs.append(f" {p.name} ", style=style)
+        tabs.append(f" {p.name}{f' ({p.queue})' if p.queue else ''} ", style=style)
     parts: list[RenderableType] = [tabs]
     proto = member.protocol(chosen) if chosen else None
     if proto is not None:
@@ -140,7 +140,7 @@ def _detail(member: MemberState, chosen: str | None) -> Panel:
 
 
 def _protocol(proto: ProtocolState) -> list[RenderableType]:
-    parts: list[RenderableType] = []
+    parts: list[RenderableType] = [Text(f"queued in the host: {proto.queue}", style="dim")]
     for warning in proto.warnings:
         parts.append(Text(f"! {warning}", style="bold yellow"))
     table = Table(box=None, pad_edge=False)
