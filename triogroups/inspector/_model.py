@@ -47,7 +47,7 @@ RETRANSMIT_COUNTERS = (
     "xmit_rsps_sent",
     "retransmissions",
 )
-"""Counters whose growth means a member is repairing loss."""
+"""Counters whose growth means a member is repairing loss; the warning is their summed rate."""
 
 SUSPECT_LISTS = ("suspected", "suspected_members", "verifying")
 """Stats entries listing the members a protocol suspects (GMS, FD_ALL3, VERIFY_SUSPECT)."""
@@ -339,11 +339,10 @@ def _credits(stats: Mapping[str, Any], properties: Mapping[str, Any]) -> tuple[B
 
 
 def _warnings(stats: Mapping[str, Any], counters: Sequence[Counter]) -> tuple[str, ...]:
-    found = [
-        f"{c.name} {c.rate:.1f}/s"
-        for c in counters
-        if c.name in RETRANSMIT_COUNTERS and c.rate is not None and c.rate > 0
-    ]
+    found = []
+    xmits = [c.rate for c in counters if c.name in RETRANSMIT_COUNTERS and c.rate]
+    if xmits:
+        found.append(f"xmit {sum(xmits):.1f}/s")
     for key in SUSPECT_LISTS:
         suspects = stats.get(key)
         if isinstance(suspects, list | tuple) and suspects:

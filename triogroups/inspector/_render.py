@@ -143,32 +143,32 @@ def _protocol(proto: ProtocolState) -> list[RenderableType]:
     parts: list[RenderableType] = [Text(f"queued in the host: {proto.queue}", style="dim")]
     for warning in proto.warnings:
         parts.append(Text(f"! {warning}", style="bold yellow"))
-    table = Table(box=None, pad_edge=False)
-    for column in ("counter", "value", "/s") * 2:
-        table.add_column(column, justify="left" if column == "counter" else "right")
-    cells = [_counter_cells(c.name, c.value, c.rate) for c in proto.counters]
-    half = (len(cells) + 1) // 2
-    for left, right in zip(cells[:half], [*cells[half:], ("", "", "")], strict=False):
-        table.add_row(*left, *right)
-    parts.append(table)
+    width = max((len(c.name) for c in proto.counters), default=0)
+    parts.append(
+        Columns(
+            [_counter(c.name, c.value, c.rate, width) for c in proto.counters],
+            column_first=True,
+            padding=(0, 3),
+        )
+    )
     bars = [*proto.windows, *proto.credits]
     if bars:
-        parts.append(_bars(bars))
+        label = max(len(b.label) for b in bars)
+        parts.append(Columns([_bar(b, label) for b in bars], column_first=True, padding=(0, 3)))
     return parts
 
 
-def _counter_cells(name: str, value: float, rate: float | None) -> tuple[str, str, str]:
+def _counter(name: str, value: float, rate: float | None, width: int) -> Text:
     shown = f"{value:,}" if isinstance(value, int) else f"{value:,.3f}"
-    return name, shown, "" if rate is None else f"{rate:,.1f}"
+    text = Text(f"{name:<{width}} {shown:>13}")
+    text.append("" if rate is None else f" {rate:>10,.1f}/s", style="cyan" if rate else "dim")
+    return text
 
 
-def _bars(bars: Sequence[Bar]) -> Table:
-    table = Table(box=None, pad_edge=False, show_header=False)
-    for _ in range(3):
-        table.add_column()
-    for b in bars:
-        low_credit = b.label.startswith("credits") and b.fill < 0.25
-        full_window = not b.label.startswith("credits") and b.fill > 0.75
-        style = "red" if low_credit or full_window else "green"
-        table.add_row(b.label, Text(bar(b.fill), style=style), b.text)
-    return table
+def _bar(b: Bar, width: int) -> Text:
+    low_credit = b.label.startswith("credits") and b.fill < 0.25
+    full_window = not b.label.startswith("credits") and b.fill > 0.75
+    text = Text(f"{b.label:<{width}} ")
+    text.append(bar(b.fill), style="red" if low_credit or full_window else "green")
+    text.append(f" {b.text}")
+    return text
