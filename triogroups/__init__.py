@@ -180,7 +180,7 @@ from triogroups._rpc import (
 )
 
 # Diagnostics: one member's answer to a probe, and the probe client.
-from triogroups.inspector import build_report
+from triogroups.inspector import build_report, probe
 
 # Member processes: launch, watch and restart an application's members.
 from triogroups.supervisor import (
@@ -236,7 +236,7 @@ __all__ += [
     "open_process_group",
 ]
 
-__all__ += ["build_report"]
+__all__ += ["build_report", "probe"]
 
 # Public names say they live here, so help() and reprs point at `triogroups`, not at the
 # private module that defines them (as trio does). Pickling and RPC error types still

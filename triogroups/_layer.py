@@ -483,6 +483,12 @@ class LayerActor(Actor):
         """
         return bool(self._blocked or self._down_in.buffered() or self._down_out.backlog())
 
+    def reset_stats(self) -> None:
+        """Zero the host's counters for this layer (not its queues)."""
+        self._down_counts[:] = [0, 0]
+        self._up_counts[:] = [0, 0]
+        self.events = self.ticks = self.inline = 0
+
     def stats(self) -> dict[str, Any]:
         """The host's counters for this layer: batches and messages each way, events, ticks,
         how many of those handlers ran inline in a neighbour's task, and the queue lengths:
@@ -562,6 +568,9 @@ class TransportActor(Actor):
     def down_pending(self) -> bool:
         """Whether batches wait for the transport to take them (see `LayerActor.down_pending`)."""
         return bool(self._down_in.buffered())
+
+    def reset_stats(self) -> None:
+        """The host keeps no counters for the transport."""
 
     def stats(self) -> dict[str, Any]:
         """The transport keeps its own counters (`Transport.stats`); the host adds how many

@@ -88,7 +88,8 @@ def _protocol(console: Console, name: str | None) -> None:
         return
     cls = protocol_class(name)
     table = Table(title=f"{name} properties (durations and sizes as a TOML stack writes them)")
-    for column in ("property", "default", "rule", "doc"):
+    table.add_column("property", no_wrap=True)  # the name to type: never cut short
+    for column in ("default", "rule", "doc"):
         table.add_column(column)
     for key, prop in sorted(cls.declared_properties().items()):
         rule = prop.rule or "-"

@@ -43,6 +43,8 @@ from triogroups.actors import (
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.events import Item
+from triogroups.inspector._diag import Responder
+from triogroups.inspector._service import serve_diagnostics
 from triogroups.protocol import Protocol
 from triogroups.transports.base import Transport
 
@@ -151,6 +153,7 @@ class Stack:
         self._open.set()
         self._gate = trio.StrictFIFOLock()
         self.crash_reports: list[CrashReport] = []
+        self.diagnostics: Responder | None = None  # set while it answers probes
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -212,6 +215,7 @@ class Stack:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._supervisor.run)
+                nursery.start_soon(serve_diagnostics, self)
                 task_status.started()
         except BaseExceptionGroup as group:
             error = original_error(group)
@@ -368,6 +372,19 @@ class Stack:
         assert isinstance(transport, Transport)
         transport.install_secret(secret)
         self._secret = bytes(secret)
+
+    def reset_stats(self) -> None:
+        """Zero every layer's counters and the host's (a probe's ``reset``); windows,
+        queues and other gauges stay as they are."""
+        self._blocked_count = 0
+        self._blocked_total = 0.0
+        if self._current is not None:
+            for proto, actor in zip(self._current.protocols, self._current.actors, strict=True):
+                proto.reset_stats()
+                if isinstance(actor, LayerActor | TransportActor):
+                    actor.reset_stats()
+        if self.diagnostics is not None:
+            self.diagnostics.reset_stats()
 
     def stats(self) -> dict[str, Any]:
         """Per layer: the protocol's own stats plus the host's batch counters and queue

@@ -19,10 +19,10 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from triogroups.address import Address
-from triogroups.stack import Stack
 
 if TYPE_CHECKING:
     from triogroups._channel import Channel
+    from triogroups.stack import Stack
 
 __all__ = ["REPORT_VERSION", "build_report", "plain"]
 
@@ -39,10 +39,13 @@ def build_report(stack: Stack | Channel) -> dict[str, Any]:
     ``members`` and ``member_ids``; None before the first view), ``stack``
     (bottom first: ``protocol`` and ``properties``), ``stats`` (each
     protocol's `Protocol.stats` by protocol name) and ``host`` (``queues``:
-    items waiting per layer, and the stack's own counters). Raises
+    items waiting per layer, and the stack's own counters), ``diag`` (the
+    diagnostics' own counters and where they listen; None when off). Raises
     RuntimeError when the stack is not running yet.
     """
-    the_stack = stack if isinstance(stack, Stack) else stack.stack
+    from triogroups._channel import Channel  # the channel is built on the stack: import late
+
+    the_stack = stack.stack if isinstance(stack, Channel) else stack
     address = the_stack.address
     protocols = the_stack.protocols
     names = _unique_names([p.name or type(p).__name__ for p in protocols])
@@ -67,6 +70,7 @@ def build_report(stack: Stack | Channel) -> dict[str, Any]:
             for name, p in zip(names, protocols, strict=True)
         ],
         "stats": {name: plain(layer["stats"]) for name, layer in zip(names, layers, strict=True)},
+        "diag": None if the_stack.diagnostics is None else the_stack.diagnostics.stats(),
         "host": {
             "queues": queues,
             "layers": {name: plain(host) for name, host in zip(names, hosts, strict=True)},

@@ -114,6 +114,8 @@ class TcpTransport(Transport):
     lossless = True
     supports_multicasting = False
 
+    diag_enable_udp = Bool(False, doc="answer probes by multicast")
+    diag_enable_tcp = Bool(True, doc="answer probes over TCP")
     bind_addr = Str(
         "127.0.0.1",
         doc="address to listen on and connect from",
