@@ -1,0 +1,24 @@
+"""``triogroups inspect``'s arguments (issue 16)."""
+
+from __future__ import annotations
+
+import io
+
+import pytest
+from rich.console import Console
+
+from triogroups.cli import _parser
+from triogroups.inspector._inspect import run_inspect
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("--interval", "0"), ("--timeout", "-1"), ("--silent-after", "0"), ("--forget-after", "0")],
+)
+def test_inspect_cli_refuses_durations_that_are_not_positive(option: str, value: str) -> None:
+    """A duration <= 0 is one line naming the option and the value, exit status 2, before
+    anything is probed or drawn."""
+    args = _parser().parse_args(["inspect", option, value])
+    out = io.StringIO()
+    assert run_inspect(args, Console(file=out, width=200)) == 2
+    assert out.getvalue() == f"error: {option} must be > 0, got {float(value)}\n"

@@ -1,0 +1,94 @@
+"""``triogroups inspect``: the live inspector on the members that answer probes.
+
+Each round is one `probe` (the answers that arrive within ``--timeout``),
+folded into the display by `run_tui`. On a terminal, keys move the selection
+and q or Ctrl-C quit, the terminal restored; without one (output piped) it
+draws until interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import sys
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import trio
+from rich.console import Console
+
+from triogroups.inspector._keys import raw_keys
+from triogroups.inspector._probe import probe
+from triogroups.inspector._tui import run_tui
+
+__all__ = ["add_inspect_parser", "run_inspect"]
+
+
+def add_inspect_parser(sub: Any) -> None:
+    """Add the ``inspect`` subcommand to the ``triogroups`` subparsers ``sub``."""
+    inspect = sub.add_parser(
+        "inspect",
+        help="watch live clusters: views, counters, windows, warnings",
+        description="A live view of every member that answers probes: the clusters and their "
+        "views side by side (a split in red), per member and protocol the counters with rates "
+        "per second, window fill and flow-control credits as bars, a throughput sparkline, "
+        "retransmission and suspicion warnings. Keys: up/down (j/k) member, left/right (h/l, "
+        "Tab) protocol, q or Ctrl-C quit.",
+    )
+    inspect.add_argument("--cluster", help="only this cluster's members (default: all)")
+    inspect.add_argument(
+        "--interval", type=float, default=1.0, help="seconds between refreshes (default 1)"
+    )
+    inspect.add_argument(
+        "--timeout",
+        type=float,
+        default=0.5,
+        help="seconds each probe waits for answers (default 0.5)",
+    )
+    inspect.add_argument(
+        "--silent-after",
+        type=float,
+        default=2.5,
+        help="seconds without an answer before a member is shown silent (default 2.5)",
+    )
+    inspect.add_argument(
+        "--forget-after",
+        type=float,
+        default=10.0,
+        help="seconds without an answer before a member is removed (default 10)",
+    )
+
+
+def _check(args: argparse.Namespace) -> str | None:
+    for name in ("interval", "timeout", "silent_after", "forget_after"):
+        value = getattr(args, name)
+        if value <= 0:
+            return f"--{name.replace('_', '-')} must be > 0, got {value}"
+    return None
+
+
+def run_inspect(args: argparse.Namespace, console: Console) -> int:
+    """Run the inspector until q, Ctrl-C or SIGINT; returns the exit status."""
+    problem = _check(args)
+    if problem is not None:
+        console.print(f"[red]error:[/red] {problem}")
+        return 2
+
+    async def source() -> Sequence[Mapping[str, Any]]:
+        return await probe(cluster=args.cluster, timeout=args.timeout)
+
+    async def main() -> None:
+        options: dict[str, Any] = {
+            "interval": args.interval,
+            "silent_after": args.silent_after,
+            "forget_after": args.forget_after,
+        }
+        if not sys.stdin.isatty():
+            await run_tui(source, console, screen=console.is_terminal, **options)
+            return
+        async with raw_keys(sys.stdin.fileno()) as keys:
+            await run_tui(source, console, keys=keys, **options)
+
+    with contextlib.suppress(KeyboardInterrupt):  # SIGINT without a terminal: a normal end
+        trio.run(main)
+    return 0
