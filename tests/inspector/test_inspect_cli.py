@@ -22,3 +22,15 @@ def test_inspect_cli_refuses_durations_that_are_not_positive(option: str, value:
     out = io.StringIO()
     assert run_inspect(args, Console(file=out, width=200)) == 2
     assert out.getvalue() == f"error: {option} must be > 0, got {float(value)}\n"
+
+
+@pytest.mark.parametrize(
+    ("option", "value", "rule"),
+    [("--diagnostics-port", "0", "a port (1-65535)"), ("--port-range", "-1", ">= 0")],
+)
+def test_inspect_cli_refuses_bad_diagnostics_ports(option: str, value: str, rule: str) -> None:
+    """Where to probe must be a port and a range that is not negative: exit status 2."""
+    args = _parser().parse_args(["inspect", option, value])
+    out = io.StringIO()
+    assert run_inspect(args, Console(file=out, width=200)) == 2
+    assert out.getvalue() == f"error: {option} must be {rule}, got {value}\n"

@@ -46,9 +46,11 @@ def quiet(name: str, line: str) -> None:
     """Member output is kept by the group; nothing is printed."""
 
 
-def fast_udp() -> StackConfig:
-    """The udp preset on a port of its own, with short join timers."""
-    config = StackConfig.preset("udp").configure("UDP", mcast_port=random.randint(20_000, 60_000))
+def fast_udp(diagnostics_port: int) -> StackConfig:
+    """The udp preset on ports of its own (cluster and diagnostics), with short join timers."""
+    config = StackConfig.preset("udp").configure(
+        "UDP", mcast_port=random.randint(20_000, 40_000), diagnostics_port=diagnostics_port
+    )
     return config.configure("GMS", join_timeout=1.0, view_ack_collection_timeout=1.0)
 
 
@@ -69,19 +71,21 @@ async def wait_for_screen(server: str, wanted: list[str]) -> str:
 
 
 async def test_inspect_in_tmux_shows_the_live_cluster_and_quits_on_q() -> None:
-    """`triogroups inspect --cluster C` in a 150x50 tmux pane: the screen names A, B and C and
-    their common view, held by all three, no split; Down and Right select B and its PING
-    layer; `send-keys q` ends the command with status
-    0, its process is gone and the terminal is back in canonical mode with echo and signals
+    """`triogroups inspect --cluster C` on the members' own diagnostics port in a 150x50 tmux
+    pane: the screen names A, B and C and their common view, held by all three, no split;
+    Down and Right select B and its PING layer; `send-keys q` ends the command with status 0,
+    its process is gone and the terminal is back in canonical mode with echo and signals
     (`stty -a` run after it in the same pane)."""
     cluster = f"tui-{uuid.uuid4().hex[:8]}"
     server = f"tg-inspect-{uuid.uuid4().hex[:8]}"
+    port = random.randint(41_000, 60_000)
     # without the COLUMNS and LINES pytest's environment may carry: rich would size by them
     command = (
-        f"env -u COLUMNS -u LINES {sys.executable} -m triogroups.cli inspect --cluster {cluster}"
+        f"env -u COLUMNS -u LINES {sys.executable} -m triogroups.cli inspect "
+        f"--cluster {cluster} --diagnostics-port {port} --port-range 0"
     )
     async with open_process_group(
-        chatter, 3, stack=fast_udp(), cluster=cluster, output=quiet
+        chatter, 3, stack=fast_udp(port), cluster=cluster, output=quiet
     ) as group:
         with trio.fail_after(STEP):
             await group.wait_for_view(3)

@@ -1,9 +1,10 @@
 """``triogroups inspect``: the live inspector on the members that answer probes.
 
 Each round is one `probe` (the answers that arrive within ``--timeout``),
-folded into the display by `run_tui`. On a terminal, keys move the selection
-and q or Ctrl-C quit, the terminal restored; without one (output piped) it
-draws until interrupted.
+folded into the display by `run_tui`. With a terminal on stdin, keys move the
+selection and q or Ctrl-C quit, the terminal restored; without one there are
+no keys and it runs until interrupted (SIGINT), which ends it with status 0
+(output that is not a terminal gets the last frame then).
 """
 
 from __future__ import annotations
@@ -46,6 +47,18 @@ def add_inspect_parser(sub: Any) -> None:
         help="seconds each probe waits for answers (default 0.5)",
     )
     inspect.add_argument(
+        "--diagnostics-port",
+        type=int,
+        default=7500,
+        help="the members' diagnostics_port (default 7500)",
+    )
+    inspect.add_argument(
+        "--port-range",
+        type=int,
+        default=50,
+        help="TCP stacks: ports above --diagnostics-port to probe too (default 50)",
+    )
+    inspect.add_argument(
         "--silent-after",
         type=float,
         default=2.5,
@@ -64,6 +77,10 @@ def _check(args: argparse.Namespace) -> str | None:
         value = getattr(args, name)
         if value <= 0:
             return f"--{name.replace('_', '-')} must be > 0, got {value}"
+    if not 0 < args.diagnostics_port < 65536:
+        return f"--diagnostics-port must be a port (1-65535), got {args.diagnostics_port}"
+    if args.port_range < 0:
+        return f"--port-range must be >= 0, got {args.port_range}"
     return None
 
 
@@ -75,7 +92,12 @@ def run_inspect(args: argparse.Namespace, console: Console) -> int:
         return 2
 
     async def source() -> Sequence[Mapping[str, Any]]:
-        return await probe(cluster=args.cluster, timeout=args.timeout)
+        return await probe(
+            cluster=args.cluster,
+            timeout=args.timeout,
+            diagnostics_port=args.diagnostics_port,
+            port_range=args.port_range,
+        )
 
     async def main() -> None:
         options: dict[str, Any] = {
