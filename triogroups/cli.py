@@ -20,6 +20,7 @@ from rich.table import Table
 
 from triogroups import __version__
 from triogroups.config import StackConfig, preset_names
+from triogroups.inspector._demo_inspect import run_demo_inspect
 from triogroups.inspector._inspect import add_inspect_parser, run_inspect
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
@@ -68,6 +69,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--sim", action="store_true", help="one process, simulated network")
     demo.add_argument("--stack", choices=["udp", "tcp"], default="udp", help="real demo's stack")
+    demo.add_argument("--inspect", action="store_true", help="watch it live in the inspector")
     sub.add_parser("stacks", help="list stack presets")
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
@@ -110,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_launch(args, console)
     if args.command == "inspect":
         return run_inspect(args, console)
+    if args.command == "demo" and args.inspect:
+        return run_demo_inspect(args, console)
     try:
         if args.command == "demo" and not args.sim:
             from triogroups.supervisor._demo import run_real_demo

@@ -8,6 +8,7 @@ import pytest
 from rich.console import Console
 
 from triogroups.cli import _parser
+from triogroups.inspector._demo_inspect import run_demo_inspect
 from triogroups.inspector._inspect import run_inspect
 
 
@@ -34,3 +35,13 @@ def test_inspect_cli_refuses_bad_diagnostics_ports(option: str, value: str, rule
     out = io.StringIO()
     assert run_inspect(args, Console(file=out, width=200)) == 2
     assert out.getvalue() == f"error: {option} must be {rule}, got {value}\n"
+
+
+def test_demo_inspect_refuses_the_simulated_demo() -> None:
+    """--inspect probes member processes; with --sim there are none: exit status 2 at once."""
+    args = _parser().parse_args(["demo", "--sim", "--inspect"])
+    out = io.StringIO()
+    assert run_demo_inspect(args, Console(file=out, width=200)) == 2
+    assert out.getvalue() == (
+        "error: --inspect watches member processes: it needs the real demo, not --sim\n"
+    )

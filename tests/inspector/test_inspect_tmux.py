@@ -117,3 +117,28 @@ async def test_inspect_in_tmux_shows_the_live_cluster_and_quits_on_q() -> None:
             assert not Path(f"/proc/{inspector[0]}").exists()
         finally:
             tmux(server, "kill-server")
+
+
+async def test_demo_inspect_in_tmux_shows_the_demo_live_then_its_summary() -> None:
+    """`triogroups demo --inspect`: while the demo runs the inspector shows its own cluster
+    (demo-...) with the members; the header says when it finished; q closes the inspector and
+    the demo's summary and verdict follow, exit status 0."""
+    server = f"tg-demo-{uuid.uuid4().hex[:8]}"
+    command = (
+        f"env -u COLUMNS -u LINES {sys.executable} -m triogroups.cli demo --inspect --messages 300"
+    )
+    try:
+        started = tmux(
+            server,
+            "new-session", "-d", "-s", "inspect", "-x", "150", "-y", "50", "-c", str(ROOT),
+            f"{command}; echo exit=$?; sleep 60",
+        )  # fmt: skip
+        assert started.returncode == 0, started.stderr
+        screen = await wait_for_screen(server, ["demo running on cluster demo-", "> A "])
+        assert re.search(r"cluster demo-[0-9a-f]{8}", screen)
+        await wait_for_screen(server, ["demo finished (status 0): q for its summary"])
+        tmux(server, "send-keys", "-t", "inspect", "q")
+        screen = await wait_for_screen(server, ["exit="])
+        assert "every member delivered exactly once" in screen and "exit=0" in screen
+    finally:
+        tmux(server, "kill-server")

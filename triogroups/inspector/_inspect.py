@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import trio
@@ -20,9 +20,16 @@ from rich.console import Console
 
 from triogroups.inspector._keys import raw_keys
 from triogroups.inspector._probe import probe
-from triogroups.inspector._tui import run_tui
+from triogroups.inspector._tui import Source, run_tui
 
-__all__ = ["add_inspect_parser", "run_inspect"]
+__all__ = [
+    "add_inspect_arguments",
+    "add_inspect_parser",
+    "check_args",
+    "probe_source",
+    "run_inspect",
+    "watch",
+]
 
 
 def add_inspect_parser(sub: Any) -> None:
@@ -37,6 +44,11 @@ def add_inspect_parser(sub: Any) -> None:
         "Tab) protocol, q or Ctrl-C quit.",
     )
     inspect.add_argument("--cluster", help="only this cluster's members (default: all)")
+    add_inspect_arguments(inspect)
+
+
+def add_inspect_arguments(inspect: argparse.ArgumentParser) -> None:
+    """The options of every inspector view: how often, how long, where to probe."""
     inspect.add_argument(
         "--interval", type=float, default=1.0, help="seconds between refreshes (default 1)"
     )
@@ -72,7 +84,8 @@ def add_inspect_parser(sub: Any) -> None:
     )
 
 
-def _check(args: argparse.Namespace) -> str | None:
+def check_args(args: argparse.Namespace) -> str | None:
+    """What is wrong with the inspector's options, or None."""
     for name in ("interval", "timeout", "silent_after", "forget_after"):
         value = getattr(args, name)
         if value <= 0:
@@ -84,33 +97,46 @@ def _check(args: argparse.Namespace) -> str | None:
     return None
 
 
-def run_inspect(args: argparse.Namespace, console: Console) -> int:
-    """Run the inspector until q, Ctrl-C or SIGINT; returns the exit status."""
-    problem = _check(args)
-    if problem is not None:
-        console.print(f"[red]error:[/red] {problem}")
-        return 2
+def probe_source(args: argparse.Namespace, cluster: str | None) -> Source:
+    """One `probe` per round, for ``cluster`` (None: every cluster), where ``args`` say."""
 
     async def source() -> Sequence[Mapping[str, Any]]:
         return await probe(
-            cluster=args.cluster,
+            cluster=cluster,
             timeout=args.timeout,
             diagnostics_port=args.diagnostics_port,
             port_range=args.port_range,
         )
 
-    async def main() -> None:
-        options: dict[str, Any] = {
-            "interval": args.interval,
-            "silent_after": args.silent_after,
-            "forget_after": args.forget_after,
-        }
-        if not sys.stdin.isatty():
-            await run_tui(source, console, screen=console.is_terminal, **options)
-            return
-        async with raw_keys(sys.stdin.fileno()) as keys:
-            await run_tui(source, console, keys=keys, **options)
+    return source
 
+
+async def watch(
+    source: Source,
+    console: Console,
+    args: argparse.Namespace,
+    note: Callable[[], str] | None = None,
+) -> None:
+    """`run_tui` with keys from stdin when it is a terminal (restored after), else without."""
+    options: dict[str, Any] = {
+        "interval": args.interval,
+        "silent_after": args.silent_after,
+        "forget_after": args.forget_after,
+        "note": note,
+    }
+    if not sys.stdin.isatty():
+        await run_tui(source, console, screen=console.is_terminal, **options)
+        return
+    async with raw_keys(sys.stdin.fileno()) as keys:
+        await run_tui(source, console, keys=keys, **options)
+
+
+def run_inspect(args: argparse.Namespace, console: Console) -> int:
+    """Run the inspector until q, Ctrl-C or SIGINT; returns the exit status."""
+    problem = check_args(args)
+    if problem is not None:
+        console.print(f"[red]error:[/red] {problem}")
+        return 2
     with contextlib.suppress(KeyboardInterrupt):  # SIGINT without a terminal: a normal end
-        trio.run(main)
+        trio.run(watch, probe_source(args, args.cluster), console, args)
     return 0

@@ -30,15 +30,17 @@ Source = Callable[[], Awaitable[Sequence[Mapping[str, Any]]]]
 class _Screen:
     """What is on the screen: the display, the selection, a status line."""
 
-    def __init__(self, live: Live) -> None:
+    def __init__(self, live: Live, note: Callable[[], str] | None) -> None:
         self.live = live
+        self.note = note
         self.display: Display | None = None
         self.selection = Selection()
         self.status = ""
         self.rounds = 0
 
     def draw(self) -> None:
-        self.live.update(render(self.display, self.selection, status=self.status), refresh=True)
+        status = self.status if self.note is None else f"{self.status}  {self.note()}"
+        self.live.update(render(self.display, self.selection, status=status), refresh=True)
 
 
 async def run_tui(
@@ -50,11 +52,13 @@ async def run_tui(
     screen: bool = True,
     silent_after: float = 2.5,
     forget_after: float = 10.0,
+    note: Callable[[], str] | None = None,
 ) -> None:
     """Show the answers of ``source`` live until a quit key (q, Ctrl-C) or the end of ``keys``.
 
     Without ``keys`` it runs until cancelled. ``screen`` uses the terminal's
     alternate screen, so quitting leaves the shell's screen as it was.
+    ``note()``, if given, is shown in the header at every draw.
     """
     if interval <= 0:
         raise ValueError(f"interval must be > 0, got {interval}")
@@ -66,7 +70,7 @@ async def run_tui(
         redirect_stdout=False,
         redirect_stderr=False,
     ) as live:
-        view = _Screen(live)
+        view = _Screen(live, note)
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_poll, view, source, interval, silent_after, forget_after)
             if keys is None:
