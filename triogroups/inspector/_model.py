@@ -23,7 +23,7 @@ The rules:
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 __all__ = [
@@ -199,30 +199,12 @@ def step(
     for address, old in before.items():
         if address in members or now - old.last_seen >= forget_after:
             continue
-        silent = now - old.last_seen >= silent_after
-        members[address] = _replace_silence(old, silent)
+        members[address] = replace(old, silent=now - old.last_seen >= silent_after)
     ordered = sorted(members.values(), key=lambda m: (m.cluster, m.name, m.address))
     by_address = {m.address: m for m in ordered}
     names = sorted({m.cluster for m in ordered})
     clusters = tuple(_cluster(name, [m for m in ordered if m.cluster == name]) for name in names)
     return Display(now, by_address, clusters)
-
-
-def _replace_silence(member: MemberState, silent: bool) -> MemberState:
-    if member.silent == silent:
-        return member
-    return MemberState(
-        member.address,
-        member.name,
-        member.cluster,
-        member.pid,
-        member.view,
-        member.protocols,
-        member.throughput,
-        member.last_seen,
-        silent,
-        member.answer,
-    )
 
 
 def _member(answer: Mapping[str, Any], old: MemberState | None, now: float) -> MemberState:
