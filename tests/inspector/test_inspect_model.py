@@ -157,3 +157,35 @@ async def test_inspect_model_credit_bars_show_what_a_sender_has_left(
     assert all(now_left[p] == left[p] - 29_960 for p in left)  # 10 payloads of 2,996 bytes
     assert {b.label for b in nakack.windows} == {"windows B", "windows C"}
     assert all(b.text.endswith("/100000") for b in nakack.windows)
+
+
+async def test_inspect_model_a_reset_counter_has_no_rate_for_that_round(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """After a probe's reset (`Stack.reset_stats`) NAKACK2's msgs_sent went down: that round
+    shows the new value without a rate (never a negative one); the round after has a rate."""
+    async with open_cluster(3, "udp") as cluster:
+        a = cluster[0]
+        for i in range(5):
+            await a.send(b"before %d" % i)
+        await cluster.wait_until_delivered()
+        display = step(None, answers(cluster.members), trio.current_time())
+        a.stack.reset_stats()
+        await trio.sleep(1.0)
+        after_reset = step(display, answers(cluster.members), trio.current_time())
+        await a.send(b"after")
+        await cluster.wait_until_delivered()
+        await trio.sleep(1.0)
+        later = step(after_reset, answers(cluster.members), trio.current_time())
+    address = f"{a.address.uuid:032x}"
+
+    def sent(d: Display) -> tuple[float, float | None]:
+        nakack = d.members[address].protocol("NAKACK2")
+        assert nakack is not None
+        (counter,) = [c for c in nakack.counters if c.name == "msgs_sent"]
+        return counter.value, counter.rate
+
+    assert sent(display)[0] >= 5
+    assert sent(after_reset) == (0, None)
+    value, rate = sent(later)
+    assert value == 1 and rate is not None and rate > 0
