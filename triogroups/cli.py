@@ -19,6 +19,7 @@ from rich.table import Table
 
 from triogroups import __version__
 from triogroups.config import StackConfig, preset_names
+from triogroups.inspector._cli import add_probe_parser, run_probe
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
 from triogroups.supervisor._launch import add_launch_parser, run_launch
@@ -70,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
     add_launch_parser(sub)
+    add_probe_parser(sub)
     return parser
 
 
@@ -105,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     if args.command == "launch":
         return run_launch(args, console)
+    if args.command == "probe":
+        return run_probe(args, console)
     try:
         if args.command == "demo" and not args.sim:
             from triogroups.supervisor._demo import run_real_demo
