@@ -62,7 +62,7 @@ async def test_probe_json_reset_and_xmit_interval_on_a_supervised_cluster() -> N
     often the retransmit task runs; another cluster's name gets no answer (exit 1)."""
     port = random.randint(41_000, 60_000)
     cluster = f"probe-{uuid.uuid4().hex[:8]}"
-    where = {"diagnostics_port": port, "port_range": 0, "tcp": False}
+    where: dict[str, Any] = {"diagnostics_port": port, "port_range": 0, "tcp": False}
     async with open_process_group(
         send_then_idle, 3, stack=_stack(port), cluster=cluster, output=quiet
     ) as group:
@@ -78,7 +78,7 @@ async def test_probe_json_reset_and_xmit_interval_on_a_supervised_cluster() -> N
         assert code == 0, out
         answers = json.loads(out)
         assert [a["name"] for a in answers] == ["A", "B", "C"]
-        assert sorted(a["pid"] for a in answers) == sorted(m.pid for m in group.members)
+        assert sorted(a["pid"] for a in answers) == sorted(m.pid or 0 for m in group.members)
         (view,) = {json.dumps(a["view"]) for a in answers}
         assert json.loads(view)["members"] == ["A", "B", "C"]
         for a in answers:
