@@ -20,6 +20,7 @@ from rich.table import Table
 
 from triogroups import __version__
 from triogroups.config import StackConfig, preset_names
+from triogroups.inspector._cli import add_probe_parser, run_probe
 from triogroups.inspector._demo_inspect import run_demo_inspect
 from triogroups.inspector._inspect import add_inspect_parser, run_inspect
 from triogroups.properties import PropertyError
@@ -74,6 +75,7 @@ def _parser() -> argparse.ArgumentParser:
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
     add_launch_parser(sub)
+    add_probe_parser(sub)
     add_inspect_parser(sub)
     return parser
 
@@ -110,6 +112,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     if args.command == "launch":
         return run_launch(args, console)
+    if args.command == "probe":
+        return run_probe(args, console)
     if args.command == "inspect":
         return run_inspect(args, console)
     if args.command == "demo" and args.inspect:

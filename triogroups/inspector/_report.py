@@ -18,6 +18,8 @@ import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import trio
+
 from triogroups.address import Address
 
 if TYPE_CHECKING:
@@ -41,7 +43,7 @@ def build_report(stack: Stack | Channel) -> dict[str, Any]:
     protocol's `Protocol.stats` by protocol name) and ``host`` (``queues``:
     items waiting per layer, and the stack's own counters), ``diag`` (the
     diagnostics' own counters and where they listen; None when off). Raises
-    RuntimeError when the stack is not running yet.
+    RuntimeError when the stack is not running yet; call it in the stack's trio run.
     """
     from triogroups._channel import Channel  # the channel is built on the stack: import late
 
@@ -49,6 +51,7 @@ def build_report(stack: Stack | Channel) -> dict[str, Any]:
     address = the_stack.address
     protocols = the_stack.protocols
     names = _unique_names([p.name or type(p).__name__ for p in protocols])
+    now = trio.current_time()
     snapshot = the_stack.stats()
     layers = snapshot.pop("layers")
     hosts = [layer["host"] for layer in layers]
@@ -69,7 +72,10 @@ def build_report(stack: Stack | Channel) -> dict[str, Any]:
             {"protocol": name, "properties": plain(p.properties())}
             for name, p in zip(names, protocols, strict=True)
         ],
-        "stats": {name: plain(layer["stats"]) for name, layer in zip(names, layers, strict=True)},
+        "stats": {
+            name: _with_blocked_for(plain(layer["stats"]), now)
+            for name, layer in zip(names, layers, strict=True)
+        },
         "diag": None if the_stack.diagnostics is None else the_stack.diagnostics.stats(),
         "host": {
             "queues": queues,
@@ -81,6 +87,17 @@ def build_report(stack: Stack | Channel) -> dict[str, Any]:
 
 _QUEUE_KEYS = ("queued_down", "queued_up", "backlog_down", "backlog_up")
 _NOT_HOST = frozenset({"cluster", "address"})  # said at the top of the report
+
+
+def _with_blocked_for(stats: dict[str, Any], now: float) -> dict[str, Any]:
+    """A protocol that holds back senders says since when (``blocked_since``, on the
+    stack's clock, which a protocol never reads); the report adds for how long."""
+    since = stats.get("blocked_since")
+    if isinstance(since, int | float):
+        stats["blocked_for"] = max(0.0, now - since)
+    elif "blocked_since" in stats:
+        stats["blocked_for"] = 0.0
+    return stats
 
 
 def _unique_names(names: list[str]) -> list[str]:

@@ -29,6 +29,7 @@ from triogroups.address import Address
 from triogroups.events import Item
 from triogroups.properties import Bool, Duration, Int, Str, between, positive
 from triogroups.protocol import Protocol
+from triogroups.transports._drops import DropLog
 from triogroups.view import View
 from triogroups.wire import WireCodec
 
@@ -123,6 +124,13 @@ class Transport(Protocol):
         super().__init__(**properties)
         self.keyring: Keyring | None = None
         self._given_secret: bytes | None = None
+
+    def reset_stats(self) -> None:
+        """Zero the counters and the dropped-input counts (`DropLog`) by reason."""
+        super().reset_stats()
+        for log in (getattr(self, "drops", None), getattr(self, "send_drops", None)):
+            if isinstance(log, DropLog):
+                log.counts.clear()
 
     def bind_interface(self) -> str | None:
         """The address this transport binds to (``bind_addr``), where diagnostics bind
