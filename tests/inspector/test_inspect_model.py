@@ -139,7 +139,7 @@ async def test_inspect_model_credit_bars_show_what_a_sender_has_left(
 ) -> None:
     """MFC with max_credits 100 KB: after A multicasts 29,960 bytes, its credits bar towards each
     member is filled to what it has left over max_credits; NAKACK2 has a window bar per peer
-    over max_receive_window."""
+    (its shared peer_windows only) over max_receive_window."""
     config = StackConfig.preset("udp").configure("MFC", max_credits=100_000, min_threshold=0.1)
     async with open_cluster(3, config) as cluster:
         a = cluster[0]
@@ -148,6 +148,7 @@ async def test_inspect_model_credit_bars_show_what_a_sender_has_left(
         await cluster.wait_until_delivered()
         display = step(None, answers(cluster.members), trio.current_time())
         now_left = a.protocol("MFC").stats()["sender_credits"]
+        windows = a.protocol("NAKACK2").stats()["peer_windows"]
     member = display.members[f"{a.address.uuid:032x}"]
     mfc, nakack = member.protocol("MFC"), member.protocol("NAKACK2")
     assert mfc is not None and nakack is not None
@@ -155,8 +156,11 @@ async def test_inspect_model_credit_bars_show_what_a_sender_has_left(
         f"credits {peer}": credits / 100_000 for peer, credits in now_left.items()
     }
     assert all(now_left[p] == left[p] - 29_960 for p in left)  # 10 payloads of 2,996 bytes
-    assert {b.label for b in nakack.windows} == {"windows B", "windows C"}
-    assert all(b.text.endswith("/100000") for b in nakack.windows)
+    assert {b.label: b.text for b in nakack.windows} == {
+        f"peer_windows {peer}": f"{w['highest_received'] - w['low']}/100000"
+        for peer, w in windows.items()
+    }
+    assert set(windows) == {"B", "C"}
 
 
 async def test_inspect_model_a_reset_counter_has_no_rate_for_that_round(

@@ -16,8 +16,10 @@ The rules:
 - A cluster is split when its answering members hold more than one view; the
   view held by most (on a tie, the highest id) is the main one, and every
   member holding another is disagreeing.
-- Window fill is a window's span over the protocol's capacity property;
-  flow-control credits are what a sender has left over ``max_credits``.
+- Window fill is a window's span (low end to highest received) over the
+  protocol's capacity property, from the shared ``peer_windows`` where a
+  protocol reports them; flow-control credits are what a sender has left
+  over ``max_credits``.
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ RETRANSMIT_COUNTERS = (
     "xmit_reqs_received",
     "xmit_rsps_sent",
     "retransmissions",
+    "retransmitted",
 )
 """Counters whose growth means a member is repairing loss; the warning is their summed rate."""
 
@@ -56,12 +59,17 @@ THROUGHPUT_COUNTERS = ("msgs_sent", "msgs_received")
 """The transport's counters whose summed rate is a member's throughput."""
 
 _SPANS = (
-    ("hd", "hr"),
     ("low", "high"),
+    ("low", "highest_received"),
+    ("hd", "hr"),
     ("highest_delivered", "highest_received"),
     ("highest_acked", "highest_sent"),
 )
-"""(low, high) key pairs of the window snapshots protocols report."""
+"""(low, high) key pairs of the window snapshots protocols report, the first that fits wins:
+what a window holds runs from its low end (or highest delivered) to the highest received."""
+
+PEER_WINDOWS = "peer_windows"
+"""The reliable protocols' shared per-peer windows; when present, the only window bars."""
 
 _CAPACITIES = ("capacity", "max_receive_window")
 """Properties that bound a protocol's windows (MCAST; NAKACK2 and UNICAST3)."""
@@ -295,7 +303,8 @@ def _windows(stats: Mapping[str, Any], properties: Mapping[str, Any]) -> tuple[B
     if not capacity:
         return ()
     bars = []
-    for key, value in stats.items():
+    shared = stats.get(PEER_WINDOWS)
+    for key, value in {PEER_WINDOWS: shared}.items() if shared else stats.items():
         if not isinstance(value, Mapping):
             continue
         entries = [(key, value)] if _span(value) else [(f"{key} {k}", v) for k, v in value.items()]
