@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -27,7 +28,7 @@ def test_inspect_cli_refuses_durations_that_are_not_positive(option: str, value:
 
 @pytest.mark.parametrize(
     ("option", "value", "rule"),
-    [("--diagnostics-port", "0", "a port (1-65535)"), ("--port-range", "-1", ">= 0")],
+    [("--port", "0", "a port (1-65535)"), ("--port-range", "-1", ">= 0")],
 )
 def test_inspect_cli_refuses_bad_diagnostics_ports(option: str, value: str, rule: str) -> None:
     """Where to probe must be a port and a range that is not negative: exit status 2."""
@@ -45,3 +46,12 @@ def test_demo_inspect_refuses_the_simulated_demo() -> None:
     assert out.getvalue() == (
         "error: --inspect watches member processes: it needs the real demo, not --sim\n"
     )
+
+
+def test_inspect_cli_names_a_secret_file_it_cannot_read(tmp_path: Path) -> None:
+    """--secret-file that does not exist: one line naming it, exit status 2."""
+    missing = tmp_path / "nope"
+    args = _parser().parse_args(["inspect", "--cluster", "c", "--secret-file", str(missing)])
+    out = io.StringIO()
+    assert run_inspect(args, Console(file=out, width=200)) == 2
+    assert out.getvalue() == f"error: --secret-file {str(missing)!r}: No such file or directory\n"

@@ -82,7 +82,7 @@ async def test_inspect_in_tmux_shows_the_live_cluster_and_quits_on_q() -> None:
     # without the COLUMNS and LINES pytest's environment may carry: rich would size by them
     command = (
         f"env -u COLUMNS -u LINES {sys.executable} -m triogroups.cli inspect "
-        f"--cluster {cluster} --diagnostics-port {port} --port-range 0"
+        f"--cluster {cluster} --port {port} --port-range 0"
     )
     async with open_process_group(
         chatter, 3, stack=fast_udp(port), cluster=cluster, output=quiet

@@ -18,9 +18,11 @@ from typing import Any
 import trio
 from rich.console import Console
 
+from triogroups.inspector._cli import _secret as read_secret
 from triogroups.inspector._keys import raw_keys
 from triogroups.inspector._probe import probe
 from triogroups.inspector._tui import Source, run_tui
+from triogroups.transports.base import SECRET_ENV
 
 __all__ = [
     "add_inspect_arguments",
@@ -43,7 +45,10 @@ def add_inspect_parser(sub: Any) -> None:
         "retransmission and suspicion warnings. Keys: up/down (j/k) member, left/right (h/l, "
         "Tab) protocol, q or Ctrl-C quit.",
     )
-    inspect.add_argument("--cluster", help="only this cluster's members (default: all)")
+    inspect.add_argument("--cluster", help="only this cluster (needed with a shared secret)")
+    inspect.add_argument(
+        "--secret-file", help=f"the cluster's shared secret (default: ${SECRET_ENV} if set)"
+    )
     add_inspect_arguments(inspect)
 
 
@@ -58,17 +63,13 @@ def add_inspect_arguments(inspect: argparse.ArgumentParser) -> None:
         default=0.5,
         help="seconds each probe waits for answers (default 0.5)",
     )
+    inspect.add_argument("--bind", default="127.0.0.1", help="interface (default 127.0.0.1)")
+    inspect.add_argument("--addr", default="224.0.75.75", help="diagnostics multicast group")
     inspect.add_argument(
-        "--diagnostics-port",
-        type=int,
-        default=7500,
-        help="the members' diagnostics_port (default 7500)",
+        "--port", type=int, default=7500, help="the members' diagnostics_port (default 7500)"
     )
     inspect.add_argument(
-        "--port-range",
-        type=int,
-        default=50,
-        help="TCP stacks: ports above --diagnostics-port to probe too (default 50)",
+        "--port-range", type=int, default=50, help="TCP ports tried above --port (default 50)"
     )
     inspect.add_argument(
         "--silent-after",
@@ -90,21 +91,26 @@ def check_args(args: argparse.Namespace) -> str | None:
         value = getattr(args, name)
         if value <= 0:
             return f"--{name.replace('_', '-')} must be > 0, got {value}"
-    if not 0 < args.diagnostics_port < 65536:
-        return f"--diagnostics-port must be a port (1-65535), got {args.diagnostics_port}"
+    if not 0 < args.port < 65536:
+        return f"--port must be a port (1-65535), got {args.port}"
     if args.port_range < 0:
         return f"--port-range must be >= 0, got {args.port_range}"
     return None
 
 
-def probe_source(args: argparse.Namespace, cluster: str | None) -> Source:
+def probe_source(
+    args: argparse.Namespace, cluster: str | None, secret: bytes | None = None
+) -> Source:
     """One `probe` per round, for ``cluster`` (None: every cluster), where ``args`` say."""
 
     async def source() -> Sequence[Mapping[str, Any]]:
         return await probe(
             cluster=cluster,
             timeout=args.timeout,
-            diagnostics_port=args.diagnostics_port,
+            secret=secret,
+            bind_addr=args.bind,
+            diagnostics_addr=args.addr,
+            diagnostics_port=args.port,
             port_range=args.port_range,
         )
 
@@ -134,9 +140,13 @@ async def watch(
 def run_inspect(args: argparse.Namespace, console: Console) -> int:
     """Run the inspector until q, Ctrl-C or SIGINT; returns the exit status."""
     problem = check_args(args)
+    try:
+        secret = read_secret(args)
+    except ValueError as exc:
+        problem = problem or str(exc)
     if problem is not None:
-        console.print(f"[red]error:[/red] {problem}")
+        console.print(f"[red]error:[/red] {problem}", highlight=False)
         return 2
     with contextlib.suppress(KeyboardInterrupt):  # SIGINT without a terminal: a normal end
-        trio.run(watch, probe_source(args, args.cluster), console, args)
+        trio.run(watch, probe_source(args, args.cluster, secret), console, args)
     return 0
