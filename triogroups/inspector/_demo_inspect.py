@@ -6,7 +6,8 @@ views shrink and grow, the retransmission warnings and the throughput show
 while it runs. Its own output (the progress table, the summary and the
 verdict) is kept and printed once the inspector is closed (q or Ctrl-C); the
 header says when the demo has finished. Closing before that stops the member
-processes gracefully and exits 1: nothing was checked.
+processes gracefully and exits 1: nothing was checked. Without a terminal on
+stdin (no keys) the inspector closes by itself when the demo ends.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import io
+import sys
 import uuid
 
 import trio
@@ -46,12 +48,14 @@ def run_demo_inspect(args: argparse.Namespace, console: Console) -> int:
             return f"demo finished (status {status[0]}): q for its summary"
         return f"demo running on cluster {cluster}"
 
-    async def demo() -> None:
+    async def demo(done: trio.CancelScope) -> None:
         status.append(await run_real_demo(kept, args, cluster=cluster))
+        if not sys.stdin.isatty():
+            done.cancel()  # no keys to wait for: the summary at once
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            nursery.start_soon(demo)
+            nursery.start_soon(demo, nursery.cancel_scope)
             await watch(probe_source(options, cluster), console, options, note)
             nursery.cancel_scope.cancel()
 
