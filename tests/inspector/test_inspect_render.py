@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import re
 from collections.abc import AsyncIterator
 
 import trio
@@ -132,3 +133,21 @@ async def test_inspect_tui_draws_rounds_follows_keys_and_quits_on_q(
     assert "cluster live" in last and "view A|3" in last
     assert f"B {b}" in last and "> B" in last
     assert "responses_received" in last  # the second layer, PING, is selected: its counters
+
+
+async def test_inspect_render_marks_a_member_that_stopped_answering_as_silent(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """C is killed: three rounds later its row says silent (dimmed) and the header counts two
+    members answering; the view panel lists only A and B as holders."""
+    async with open_cluster(3, "udp") as cluster:
+        display = step(None, answers(cluster.members), trio.current_time())
+        cluster[2].kill()
+        for _ in range(3):
+            await trio.sleep(1.0)
+            display = step(display, answers(cluster.members[:2]), trio.current_time())
+    text, segments = screen(render(display, Selection()))
+    (row,) = [line for line in text.splitlines() if line.startswith("│   C ")]
+    assert "silent" in row
+    assert "2 member(s) answering" in text and re.search(r"held by A B +│", text)
+    assert any(s.style.dim for s in styled(segments, "silent") if s.style is not None)
