@@ -62,5 +62,7 @@ def test_bad_arguments_exit_2_without_probing(capsys: pytest.CaptureFixture[str]
     assert main(["probe", "--set", "nonsense"]) == 2
     assert "--set must be" in capsys.readouterr().out
     assert main(["probe", "--timeout", "0"]) == 2
+    assert main(["probe", "--target", "localhost"]) == 2
+    assert "--target must be HOST:PORT" in capsys.readouterr().out
     with pytest.raises(SystemExit):
         _parser().parse_args(["probe", "--reset", "--set", "A.b=1"])
