@@ -66,3 +66,22 @@ async def test_report_of_a_channel_is_the_report_of_its_stack(
     assert report["name"] == "a"
     assert report["view"]["members"] == ["a"]
     assert report["address"] == f"{channel.address.uuid:032x}"
+
+
+def test_plain_turns_rich_stats_values_into_plain_data() -> None:
+    """A protocol's stats may hold addresses, tuples, sets, enums, bytes and infinities:
+    the report carries their plain form, so no stats value can break a probe's answer."""
+    import enum
+
+    from triogroups import Address
+    from triogroups.inspector._report import plain
+
+    class Kind(enum.IntEnum):
+        ONE = 1
+
+    a = Address(5, "A")
+    value = {a: (1, 2), "s": {3, 1}, "k": Kind.ONE, "b": b"\x01", "f": float("inf"), 2: None}
+    got = plain(value)
+    assert got == {"A": [1, 2], "s": [1, 3], "k": 1, "b": "01", "f": None, "2": None}
+    assert type(got["k"]) is int
+    assert json.loads(json.dumps(got)) == got

@@ -70,6 +70,13 @@ def add_probe_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         "--port-range", type=int, default=50, help="TCP ports tried above --port (default 50)"
     )
     parser.add_argument("--ttl", type=int, default=0, help="multicast TTL (default 0: this host)")
+    parser.add_argument(
+        "--target",
+        action="append",
+        default=[],
+        metavar="HOST:PORT",
+        help="probe this TCP diagnostics port (repeatable; default: --bind, --port..+range)",
+    )
 
 
 def _set_request(text: str) -> tuple[str, str, Any]:
@@ -83,6 +90,13 @@ def _set_request(text: str) -> tuple[str, str, Any]:
     except ValueError:
         value = raw
     return protocol, key, value
+
+
+def _target(text: str) -> tuple[str, int]:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"--target must be HOST:PORT, got {text!r}")
+    return host, int(port)
 
 
 def _secret(args: argparse.Namespace) -> bytes | None:
@@ -126,12 +140,33 @@ def run_probe(args: argparse.Namespace, console: Console) -> int:
         elif args.reset:
             options = {"request": "reset"}
         secret = _secret(args)
+        targets = [_target(text) for text in args.target] or None
         if args.timeout <= 0:
             raise ValueError(f"--timeout must be > 0, got {args.timeout}")
     except ValueError as exc:
         console.print(f"[red]error:[/red] {exc}", highlight=False)
         return 2
-    answers = trio.run(
+    try:
+        answers = _run_probe(args, secret, {**options, "targets": targets})
+    except OSError as exc:
+        console.print(f"[red]error:[/red] cannot probe from {args.bind}: {exc}", highlight=False)
+        return 2
+    answers = filter_answers(answers, args.member, args.protocol)
+    if args.json:
+        print(json.dumps(answers, indent=1, sort_keys=True))
+    elif answers:
+        _print_tables(console, answers)
+    if not answers:
+        where = f"cluster {args.cluster!r}" if args.cluster else "any cluster"
+        console.print(f"no member of {where} answered within {args.timeout:g}s", highlight=False)
+        return 1
+    return 0
+
+
+def _run_probe(
+    args: argparse.Namespace, secret: bytes | None, options: dict[str, Any]
+) -> list[dict[str, Any]]:
+    return trio.run(
         lambda: probe(
             cluster=args.cluster,
             timeout=args.timeout,
@@ -146,16 +181,6 @@ def run_probe(args: argparse.Namespace, console: Console) -> int:
             **options,
         )
     )
-    answers = filter_answers(answers, args.member, args.protocol)
-    if args.json:
-        print(json.dumps(answers, indent=1, sort_keys=True))
-    elif answers:
-        _print_tables(console, answers)
-    if not answers:
-        where = f"cluster {args.cluster!r}" if args.cluster else "any cluster"
-        console.print(f"no member of {where} answered within {args.timeout:g}s", highlight=False)
-        return 1
-    return 0
 
 
 def _print_tables(console: Console, answers: list[dict[str, Any]]) -> None:

@@ -89,15 +89,20 @@ async def probe(
     if targets is None:
         last = min(diagnostics_port + port_range, 65535)
         targets = [(bind_addr, port) for port in range(diagnostics_port, last + 1)]
-    with trio.move_on_after(timeout):
-        async with trio.open_nursery() as nursery:
-            session.scope = nursery.cancel_scope
-            if udp:
-                group = (diagnostics_addr, diagnostics_port)
-                nursery.start_soon(session.over_udp, data, bind_addr, group, ttl)
-            if tcp:
-                for host, port in targets:
-                    nursery.start_soon(session.over_tcp, data, host, port)
+    sock = await _udp_socket(bind_addr, ttl) if udp else None  # a bad bind_addr: OSError here
+    try:
+        with trio.move_on_after(timeout):
+            async with trio.open_nursery() as nursery:
+                session.scope = nursery.cancel_scope
+                if sock is not None:
+                    group = (diagnostics_addr, diagnostics_port)
+                    nursery.start_soon(session.over_udp, sock, data, group)
+                if tcp:
+                    for host, port in targets:
+                        nursery.start_soon(session.over_tcp, data, host, port)
+    finally:
+        if sock is not None:
+            sock.close()
     return sorted(session.answers.values(), key=lambda a: (a.get("cluster"), a.get("name")))
 
 
@@ -139,20 +144,19 @@ class _Session:
         if len(self.answers) >= self.expect and self.scope is not None:
             self.scope.cancel()
 
-    async def over_udp(self, data: bytes, bind: str, group: tuple[str, int], ttl: int) -> None:
-        sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        with sock:
-            await sock.bind((bind, 0))
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(bind))
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, ttl)
-            sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+    async def over_udp(
+        self, sock: trio.socket.SocketType, data: bytes, group: tuple[str, int]
+    ) -> None:
+        try:
             await sock.sendto(data, group)
-            while True:
-                try:
-                    answer = await sock.recv(MAX_DATAGRAM + 1)
-                except OSError:  # an ICMP error from a closed port: keep listening
-                    continue
-                self.take(answer)
+        except OSError:  # no multicast route here: the TCP probes may still find members
+            return
+        while True:
+            try:
+                answer = await sock.recv(MAX_DATAGRAM + 1)
+            except OSError:  # an ICMP error from a closed port: keep listening
+                continue
+            self.take(answer)
 
     async def over_tcp(self, data: bytes, host: str, port: int) -> None:
         try:
@@ -167,6 +171,20 @@ class _Session:
                 return
         if answer is not None:
             self.take(answer)
+
+
+async def _udp_socket(bind: str, ttl: int) -> trio.socket.SocketType:
+    """The probe's UDP socket on ``bind``, multicasting there with TTL ``ttl``."""
+    sock = trio.socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        await sock.bind((bind, 0))
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_IF, socket.inet_aton(bind))
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_TTL, ttl)
+        sock.setsockopt(socket.IPPROTO_IP, socket.IP_MULTICAST_LOOP, 1)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 
 async def _read_frame(stream: trio.SocketStream) -> bytes | None:

@@ -135,10 +135,17 @@ def plain(value: Any) -> Any:
     (sets sorted), an `Address` its name (or short id), floats that are not
     finite None, and anything else unknown its ``str``.
     """
-    if value is None or isinstance(value, bool | int | str):
+    kind = type(value)
+    if value is None or kind is bool or kind is int or kind is str:
         return value
+    if isinstance(value, bool):
+        return bool(value)
+    if isinstance(value, int):
+        return int(value)  # an IntEnum or IntFlag as its number
+    if isinstance(value, str):
+        return str(value)
     if isinstance(value, float):
-        return value if math.isfinite(value) else None
+        return float(value) if math.isfinite(value) else None
     if isinstance(value, Mapping):
         return {_key(k): plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
