@@ -179,6 +179,9 @@ from triogroups._rpc import (
     UnknownMethod,
 )
 
+# Diagnostics: one member's answer to a probe, and the probe client.
+from triogroups.inspector import build_report, probe
+
 # Member processes: launch, watch and restart an application's members.
 from triogroups.supervisor import (
     AppError,
@@ -232,6 +235,8 @@ __all__ += [
     "ProcessGroupFailed",
     "open_process_group",
 ]
+
+__all__ += ["build_report", "probe"]
 
 # Public names say they live here, so help() and reprs point at `triogroups`, not at the
 # private module that defines them (as trio does). Pickling and RPC error types still

@@ -483,9 +483,17 @@ class LayerActor(Actor):
         """
         return bool(self._blocked or self._down_in.buffered() or self._down_out.backlog())
 
+    def reset_stats(self) -> None:
+        """Zero the host's counters for this layer (not its queues)."""
+        self._down_counts[:] = [0, 0]
+        self._up_counts[:] = [0, 0]
+        self.events = self.ticks = self.inline = 0
+
     def stats(self) -> dict[str, Any]:
         """The host's counters for this layer: batches and messages each way, events, ticks,
-        and how many of those handlers ran inline in a neighbour's task."""
+        how many of those handlers ran inline in a neighbour's task, and the queue lengths:
+        items waiting in its inbox from above and from below, and in its outboxes for room
+        in the neighbour below and above."""
         return {
             "batches_down": self._down_counts[0],
             "msgs_down": self._down_counts[1],
@@ -494,6 +502,11 @@ class LayerActor(Actor):
             "events": self.events,
             "ticks": self.ticks,
             "inline": self.inline,
+            "queued_down": self._down_in.buffered(),
+            "queued_up": self._up_in.buffered(),
+            "backlog_down": self._down_out.backlog(),
+            "backlog_up": self._up_out.backlog(),
+            "blocks_down": self._blocked,
         }
 
 
@@ -556,6 +569,10 @@ class TransportActor(Actor):
         """Whether batches wait for the transport to take them (see `LayerActor.down_pending`)."""
         return bool(self._down_in.buffered())
 
+    def reset_stats(self) -> None:
+        """The host keeps no counters for the transport."""
+
     def stats(self) -> dict[str, Any]:
-        """The transport keeps its own counters (`Transport.stats`); the host adds none."""
-        return {}
+        """The transport keeps its own counters (`Transport.stats`); the host adds how many
+        items wait in its inbox from above."""
+        return {"queued_down": self._down_in.buffered()}

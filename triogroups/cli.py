@@ -5,6 +5,7 @@ Subcommands:
   stacks    list the stack presets and their layers
   protocol  show a protocol's properties with defaults and docs
   launch    run an application as N supervised member processes
+  inspect   watch live clusters: views, counters, warnings (the TUI)
 """
 
 from __future__ import annotations
@@ -19,6 +20,9 @@ from rich.table import Table
 
 from triogroups import __version__
 from triogroups.config import StackConfig, preset_names
+from triogroups.inspector._cli import add_probe_parser, run_probe
+from triogroups.inspector._demo_inspect import run_demo_inspect
+from triogroups.inspector._inspect import add_inspect_parser, run_inspect
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
 from triogroups.supervisor._launch import add_launch_parser, run_launch
@@ -66,10 +70,13 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--sim", action="store_true", help="one process, simulated network")
     demo.add_argument("--stack", choices=["udp", "tcp"], default="udp", help="real demo's stack")
+    demo.add_argument("--inspect", action="store_true", help="watch it live in the inspector")
     sub.add_parser("stacks", help="list stack presets")
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
     add_launch_parser(sub)
+    add_probe_parser(sub)
+    add_inspect_parser(sub)
     return parser
 
 
@@ -88,7 +95,8 @@ def _protocol(console: Console, name: str | None) -> None:
         return
     cls = protocol_class(name)
     table = Table(title=f"{name} properties (durations and sizes as a TOML stack writes them)")
-    for column in ("property", "default", "rule", "doc"):
+    table.add_column("property", no_wrap=True)  # the name to type: never cut short
+    for column in ("default", "rule", "doc"):
         table.add_column(column)
     for key, prop in sorted(cls.declared_properties().items()):
         rule = prop.rule or "-"
@@ -104,6 +112,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     if args.command == "launch":
         return run_launch(args, console)
+    if args.command == "probe":
+        return run_probe(args, console)
+    if args.command == "inspect":
+        return run_inspect(args, console)
+    if args.command == "demo" and args.inspect:
+        return run_demo_inspect(args, console)
     try:
         if args.command == "demo" and not args.sim:
             from triogroups.supervisor._demo import run_real_demo

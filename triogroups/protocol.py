@@ -214,6 +214,20 @@ class Protocol:
         """A plain snapshot of counters and gauges (msgpack-able values; for the inspector)."""
         return {}
 
+    def reset_stats(self) -> None:
+        """Zero the counters (a probe's ``reset``); gauges such as windows stay as they are.
+
+        The default zeroes every int in the protocol's ``counters`` or
+        ``_counters`` mapping, where the protocols here keep them; a protocol
+        that counts elsewhere overrides this and calls ``super()``.
+        """
+        for attr in ("counters", "_counters"):
+            counters = getattr(self, attr, None)
+            if isinstance(counters, dict):
+                for key, value in counters.items():
+                    if type(value) is int:
+                        counters[key] = 0
+
     # --- outputs ----------------------------------------------------------------
 
     def send_down(self, batch: list[Message]) -> None:

@@ -43,6 +43,8 @@ from triogroups.actors import (
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.events import Item
+from triogroups.inspector._diag import Responder
+from triogroups.inspector._service import serve_diagnostics
 from triogroups.protocol import Protocol
 from triogroups.transports.base import Transport
 
@@ -144,10 +146,14 @@ class Stack:
         self._supervisor: Supervisor | None = None
         self._listeners: list[Callable[[Stack], None]] = []
         self._blocked: set[int] = set()  # layers holding back senders (id of the actor)
+        self._blocked_since = 0.0  # when the top closed (valid while _blocked)
+        self._blocked_total = 0.0  # seconds the top was closed, over closed spells
+        self._blocked_count = 0  # how often the top closed
         self._open = trio.Event()
         self._open.set()
         self._gate = trio.StrictFIFOLock()
         self.crash_reports: list[CrashReport] = []
+        self.diagnostics: Responder | None = None  # set while it answers probes
 
     # --- lifecycle ---------------------------------------------------------------
 
@@ -209,6 +215,7 @@ class Stack:
         try:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self._supervisor.run)
+                nursery.start_soon(serve_diagnostics, self)
                 task_status.started()
         except BaseExceptionGroup as group:
             error = original_error(group)
@@ -239,11 +246,17 @@ class Stack:
     def _layer_blocked(self, layer: LayerActor, blocked: bool) -> None:
         """A layer started or stopped holding back senders: close or open the top."""
         if blocked:
+            if not self._blocked:
+                self._blocked_since = trio.current_time()
+                self._blocked_count += 1
             self._blocked.add(id(layer))
             if self._open.is_set():
                 self._open = trio.Event()
         else:
-            self._blocked.discard(id(layer))
+            if id(layer) in self._blocked:
+                self._blocked.discard(id(layer))
+                if not self._blocked:
+                    self._blocked_total += trio.current_time() - self._blocked_since
             if not self._blocked:
                 self._open.set()
 
@@ -360,8 +373,23 @@ class Stack:
         transport.install_secret(secret)
         self._secret = bytes(secret)
 
+    def reset_stats(self) -> None:
+        """Zero every layer's counters and the host's (a probe's ``reset``); windows,
+        queues and other gauges stay as they are."""
+        self._blocked_count = 0
+        self._blocked_total = 0.0
+        if self._current is not None:
+            for proto, actor in zip(self._current.protocols, self._current.actors, strict=True):
+                proto.reset_stats()
+                if isinstance(actor, LayerActor | TransportActor):
+                    actor.reset_stats()
+        if self.diagnostics is not None:
+            self.diagnostics.reset_stats()
+
     def stats(self) -> dict[str, Any]:
-        """Per layer: the protocol's own stats plus the host's batch counters."""
+        """Per layer: the protocol's own stats plus the host's batch counters and queue
+        lengths; for the stack: the send queue's length and how often and how long senders
+        were held back at the top (``blocked_for``: the current spell, 0 when open)."""
         layers = []
         if self._current is not None:
             for proto, actor in zip(self._current.protocols, self._current.actors, strict=True):
@@ -377,5 +405,10 @@ class Stack:
             "address": str(self._current.address) if self._current else None,
             "incarnation": self.incarnation,
             "restarts": len(self.crash_reports),
+            "send_queue": self._down.buffered(),
+            "senders_blocked": bool(self._blocked),
+            "blocked_count": self._blocked_count,
+            "blocked_for": trio.current_time() - self._blocked_since if self._blocked else 0.0,
+            "blocked_total": self._blocked_total,
             "layers": layers,
         }

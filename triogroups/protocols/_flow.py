@@ -358,4 +358,9 @@ class FlowControl(Protocol):
             "queued_messages": len(waiting),
             "queued_bytes": sum(len(m.payload) for m in waiting),
             "time_blocked": self.time_blocked,
+            "blocked_since": self._blocked_since,
         }
+
+    def reset_stats(self) -> None:
+        super().reset_stats()
+        self.time_blocked = 0.0

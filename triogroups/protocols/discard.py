@@ -110,6 +110,15 @@ class Discard(Protocol):
         self.drop_down_unicasts = 0
         self.drop_down_multicasts = 0
 
+    def property_changed(self, key: str, now: float) -> None:
+        """Every property is read where it is used, so a run-time change (a probe's
+        ``set``) acts on the next message; a new ``seed`` restarts the drop decisions."""
+        if key == "seed":
+            self._rng = random.Random(self.seed)
+
+    def reset_stats(self) -> None:
+        self.dropped_up = self.dropped_down = 0
+
     # --- handlers -------------------------------------------------------------------
 
     def _to_self(self, msg: Message) -> bool:

@@ -104,6 +104,7 @@ from triogroups.protocol import Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols._ring import RingBuffer
+from triogroups.protocols._stats import reliable_stats
 from triogroups.view import Digest, View
 from triogroups.wire import register_header
 
@@ -194,6 +195,7 @@ class Mcast(Protocol):
         self.counters = dict.fromkeys(
             (
                 "msgs_sent",
+                "msgs_received",
                 "msgs_delivered",
                 "acks_sent",
                 "acks_received",
@@ -317,6 +319,7 @@ class Mcast(Protocol):
     def up(self, batch: list[Message], now: float) -> None:
         deliver: list[Message] = []
         windows = self._windows
+        in_order = 0
         for msg in batch:
             hdr = msg.headers.get(ids.MCAST)
             if hdr is None:
@@ -328,6 +331,7 @@ class Mcast(Protocol):
                 win = windows.get(msg.src)  # type: ignore[arg-type]
                 if win is not None and not msg.flags & _OOB and win.deliver_next(hdr.seqno):
                     deliver.append(msg)
+                    in_order += 1
                     self.counters["msgs_delivered"] += 1
                     self._count_for_ack(msg.src, 1)  # type: ignore[arg-type]
                 else:
@@ -342,6 +346,8 @@ class Mcast(Protocol):
                 self._on_purged(msg.src, hdr.seqno, deliver)
             else:
                 self.counters["bad_headers"] += 1
+        if in_order:
+            self.counters["msgs_received"] += in_order
         self.send_up(deliver)
         if self._ack_due:
             for sender in self._ack_due:
@@ -377,6 +383,7 @@ class Mcast(Protocol):
         if not win.add(seqno, _DELIVERED if oob else msg):
             self.counters["duplicates"] += 1
             return
+        self.counters["msgs_received"] += 1
         if oob:
             deliver.append(msg)
             self.counters["msgs_delivered"] += 1
@@ -591,10 +598,28 @@ class Mcast(Protocol):
 
     # --- observability --------------------------------------------------------------------
 
+    def reset_stats(self) -> None:
+        super().reset_stats()
+        self.time_blocked = 0.0
+
     def stats(self) -> dict[str, Any]:
+        """Counters, windows, acks and the blocked sender; with the keys every reliable
+        protocol shares (`reliable_stats`; ``pending_acks``: senders owed an ack)."""
         lowest = min(self._acks.values(), default=self._send.high)
+        counters = self.counters
         return {
-            **self.counters,
+            **counters,
+            **reliable_stats(
+                sent=counters["msgs_sent"],
+                received=counters["msgs_received"],
+                delivered=counters["msgs_delivered"],
+                xmit_reqs_sent=counters["xmit_reqs_sent"],
+                xmit_reqs_received=counters["xmit_reqs_received"],
+                retransmitted=counters["retransmissions"],
+                peer_windows={str(m): (w.low, w.low, w.high) for m, w in self._windows.items()},
+                pending_acks=sum(1 for n in self._unacked.values() if n),
+            ),
+            "blocked_since": self._blocked_since,
             "seqno": self._send.high,
             "send_window": _window_stats(self._send),
             "receive_windows": {str(m): _window_stats(w) for m, w in self._windows.items()},

@@ -42,6 +42,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._stats import zero
 from triogroups.view import View
 from triogroups.wire import register_header
 
@@ -205,6 +206,10 @@ class Merge3(Protocol):
         if len(reps) > 1 and leaders and min(leaders) == me:
             self.merges_started += 1
             self.pass_up(Merge(tuple(kept), tuple(reps)))
+
+    def reset_stats(self) -> None:
+        zero(self, ("infos_sent", "infos_received", "merges_started"))
+        zero(self, ("checks_with_many_views", "malformed"))
 
     def stats(self) -> dict[str, Any]:
         return {

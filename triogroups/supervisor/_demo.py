@@ -215,8 +215,11 @@ def _not_finished(console: Console, group: ProcessGroup, board: _Board) -> None:
         )
 
 
-async def run_real_demo(console: Console, args: argparse.Namespace) -> int:
-    """Run the demo over real processes; returns the exit status."""
+async def run_real_demo(
+    console: Console, args: argparse.Namespace, *, cluster: str | None = None
+) -> int:
+    """Run the demo over real processes (on ``cluster``, default a fresh name); returns the
+    exit status."""
     if args.members < 2 or args.messages < 3 or not 0 <= args.loss < 1:
         console.print("[red]error:[/red] need members >= 2, messages >= 3, 0 <= loss < 1")
         return 2
@@ -236,6 +239,7 @@ async def run_real_demo(console: Console, args: argparse.Namespace) -> int:
             args=(args.members, args.messages, _RATE, str(logdir)),
             restart=Restart.PERMANENT,
             output=board.output,
+            cluster=cluster,
         ) as group:
             with Live(board.table(group), console=console, auto_refresh=False) as live:
                 with trio.move_on_after(FINISH_TIMEOUT) as deadline:

@@ -21,7 +21,7 @@ import logging
 import time
 from typing import Any
 
-__all__ = ["DropLog", "drop_stats"]
+__all__ = ["DropLog", "bundle_stats", "drop_stats"]
 
 _QUIET = frozenset({"foreign_cluster"})
 
@@ -81,4 +81,15 @@ def drop_stats(sent: DropLog, received: DropLog) -> dict[str, Any]:
         "dropped_no_physical": 0,
         **{f"dropped_{reason}": count for reason, count in sent.counts.items()},
         "decode_errors": received.snapshot(),
+    }
+
+
+def bundle_stats(counters: dict[str, int]) -> dict[str, float]:
+    """Bundle sizes of a socket transport, from its counters: the average bytes and
+    messages per bundle sent and received (0 before the first)."""
+    sent, received = counters["bundles_sent"], counters["bundles_received"]
+    return {
+        "avg_bundle_bytes_sent": counters["bytes_sent"] / sent if sent else 0.0,
+        "avg_bundle_msgs_sent": counters["msgs_sent"] / sent if sent else 0.0,
+        "avg_bundle_msgs_received": counters["msgs_received"] / received if received else 0.0,
     }

@@ -16,6 +16,7 @@ keyring, never in a property, stats or a log line.
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -26,8 +27,9 @@ import trio
 from triogroups._keyring import Keyring
 from triogroups.address import Address
 from triogroups.events import Item
-from triogroups.properties import Duration, Str, positive
+from triogroups.properties import Bool, Duration, Int, Str, between, positive
 from triogroups.protocol import Protocol
+from triogroups.transports._drops import DropLog
 from triogroups.view import View
 from triogroups.wire import WireCodec
 
@@ -45,6 +47,14 @@ class UpChannel(TypingProtocol):
     back-pressure: it blocks once the layers above are busy and their inbox is full."""
 
     async def send(self, item: Item, /) -> None: ...
+
+
+def is_multicast(value: str) -> bool:
+    """An IPv4 multicast group address ("224.0.75.75")."""
+    try:
+        return ipaddress.IPv4Address(value).is_multicast
+    except ValueError:
+        return False
 
 
 def fan_out_targets(
@@ -86,10 +96,47 @@ class Transport(Protocol):
         check=positive,
     )
 
+    # Diagnostics (JGroups' DiagnosticsHandler in the transport): the stack host answers
+    # probes on its own sockets, bound where the transport binds (triogroups.inspector).
+    enable_diagnostics = Bool(True, doc="answer probes (triogroups probe)")
+    diagnostics_addr = Str(
+        "224.0.75.75",
+        doc="probe multicast group",
+        check=is_multicast,
+        rule="an IPv4 multicast address",
+    )
+    diagnostics_port = Int(
+        7500,
+        doc="probe port (UDP; first TCP port)",
+        check=between(1, 65535),
+        rule="in 1..65535",
+    )
+    diagnostics_port_range = Int(
+        50,
+        doc="TCP ports tried above it",
+        check=between(0, 65535),
+        rule="in 0..65535",
+    )
+    diag_enable_udp = Bool(True, doc="answer probes by multicast")
+    diag_enable_tcp = Bool(False, doc="answer probes over TCP")
+
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         self.keyring: Keyring | None = None
         self._given_secret: bytes | None = None
+
+    def reset_stats(self) -> None:
+        """Zero the counters and the dropped-input counts (`DropLog`) by reason."""
+        super().reset_stats()
+        for log in (getattr(self, "drops", None), getattr(self, "send_drops", None)):
+            if isinstance(log, DropLog):
+                log.counts.clear()
+
+    def bind_interface(self) -> str | None:
+        """The address this transport binds to (``bind_addr``), where diagnostics bind
+        too; None for a transport without sockets (the simulated network)."""
+        bind = getattr(self, "bind_addr", None)
+        return bind if isinstance(bind, str) else None
 
     def give_secret(self, secret: bytes) -> None:
         """Use ``secret`` rather than ``secret_file`` or the environment; before `start`."""

@@ -60,7 +60,7 @@ from triogroups.transports._addresses import (
     label,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._drops import DropLog, drop_stats
+from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
 from triogroups.transports._sockets import bind_in_range, is_interface, resolve, set_buffers
 from triogroups.transports._tcp_conn import (
     Connection,
@@ -114,6 +114,8 @@ class TcpTransport(Transport):
     lossless = True
     supports_multicasting = False
 
+    diag_enable_udp = Bool(False, doc="answer probes by multicast")
+    diag_enable_tcp = Bool(True, doc="answer probes over TCP")
     bind_addr = Str(
         "127.0.0.1",
         doc="address to listen on and connect from",
@@ -187,6 +189,8 @@ class TcpTransport(Transport):
                 "connect_failures",
                 "connections_reaped",
                 "duplicate_connections_retired",
+                "bytes_sent",
+                "bytes_received",
             ),
             0,
         )
@@ -296,6 +300,7 @@ class TcpTransport(Transport):
             conn.enqueue(data)
             counters["bundles_sent"] += 1
             counters["msgs_sent"] += count
+            counters["bytes_sent"] += len(data)
             return conn
         pending = self._pending.get(dest)
         if pending is None:
@@ -480,6 +485,7 @@ class TcpTransport(Transport):
                     winner.enqueue(data)
                 self.counters["bundles_sent"] += len(pending.frames)
                 self.counters["msgs_sent"] += pending.msgs
+                self.counters["bytes_sent"] += sum(map(len, pending.frames))
                 pending.done.set()
         if expected is not None and expected != peer:
             self._fail_pending(None, expected, f"{expected} no longer listens there", gone=True)
@@ -552,6 +558,7 @@ class TcpTransport(Transport):
             conn.last_used = trio.current_time()
             batch: list[Message] = []
             for data in frames:
+                counters["bytes_received"] += len(data)  # every frame, dropped or not
                 try:
                     bundle = codec.decode(data)
                 except WireError as exc:
@@ -594,6 +601,7 @@ class TcpTransport(Transport):
     def stats(self) -> dict[str, Any]:
         return {
             **self.counters,
+            **bundle_stats(self.counters),
             **drop_stats(self.send_drops, self.drops),
             "physical": None if self.physical is None else format_physical(self.physical),
             "connections": {

@@ -42,7 +42,7 @@ from triogroups.transports._addresses import (
     format_physical,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._drops import DropLog, drop_stats
+from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
 from triogroups.transports._sockets import (
     bind_in_range,
     close_socket,
@@ -126,6 +126,7 @@ class UdpTransport(Transport):
         self.buffers: dict[str, int] = {}
         self.counters = {"bundles_sent": 0, "msgs_sent": 0, "bundles_received": 0}
         self.counters.update({"msgs_received": 0, "batches_up": 0, "own_multicasts_skipped": 0})
+        self.counters.update({"bytes_sent": 0, "bytes_received": 0})
         self.drops = DropLog(_log, "UDP")
         self.send_drops = DropLog(_log, "UDP")
         self._codec: WireCodec | None = None
@@ -230,6 +231,7 @@ class UdpTransport(Transport):
                 if await self._sendto(sock, data, where):
                     counters["bundles_sent"] += 1
                     counters["msgs_sent"] += count
+                    counters["bytes_sent"] += len(data)
 
     async def _sendto(self, sock: socket.socket, data: bytes, where: Physical) -> bool:
         while True:
@@ -266,7 +268,7 @@ class UdpTransport(Transport):
         while True:
             await trio.lowlevel.wait_readable(sock)
             batch: list[Message] = []
-            bundles = 0
+            bundles = size = 0
             for _ in range(limit):
                 try:
                     data, source = sock.recvfrom(_RECV_SIZE)
@@ -275,6 +277,7 @@ class UdpTransport(Transport):
                 except OSError as exc:
                     drops.drop("recv_error", str(exc))
                     break
+                size += len(data)  # every datagram that came in, dropped or not
                 if source == own:
                     counters["own_multicasts_skipped"] += 1  # looped back locally already
                     continue
@@ -292,6 +295,7 @@ class UdpTransport(Transport):
                 table.add(bundle.src, source)
                 bundles += 1
                 batch.extend(bundle.messages)
+            counters["bytes_received"] += size
             if batch:
                 counters["bundles_received"] += bundles
                 counters["msgs_received"] += len(batch)
@@ -301,6 +305,7 @@ class UdpTransport(Transport):
     def stats(self) -> dict[str, Any]:
         return {
             **self.counters,
+            **bundle_stats(self.counters),
             **drop_stats(self.send_drops, self.drops),
             "physical": None if self.physical is None else format_physical(self.physical),
             "buffers": dict(self.buffers),

@@ -460,10 +460,13 @@ class Gms(Protocol):
             self.finish_leave()
 
     def stats(self) -> dict[str, Any]:
+        view = self.view
         return {
             "state": self.state,
-            "view": str(self.view.view_id) if self.view else None,
-            "members": len(self.view) if self.view else 0,
+            "view": str(view.view_id) if view else None,
+            "view_id": view.view_id.id if view else None,
+            "coord": str(view.coord) if view else None,
+            "members": len(view) if view else 0,
             **self.coordinator.stats(),
             "suspected": sorted(map(str, self._suspected)),
             **self.counters,

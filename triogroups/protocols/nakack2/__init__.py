@@ -75,6 +75,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Bool, Duration, Int, PropertyError, at_least
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._stats import reliable_stats
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
@@ -110,6 +111,7 @@ _DEFAULT_BUNDLE = 65_507  # the largest UDP datagram, until check_stack learns t
 _COUNTERS = (
     "msgs_sent",
     "msgs_received",
+    "msgs_delivered",
     "duplicates",
     "non_member_dropped",
     "malformed",
@@ -275,6 +277,7 @@ class Nakack2(Protocol):
             self._sent_since_xmit = True
         self.send_down(batch)
         if local:
+            self._counters["msgs_delivered"] += len(local)
             self.send_up(local)
 
     def _me(self) -> Address:
@@ -294,7 +297,7 @@ class Nakack2(Protocol):
     def up(self, batch: list[Message], now: float) -> None:
         out: list[Message] = []
         windows = self._windows
-        received = 0
+        received = passed = 0
         # A batch holds runs from one sender: one window lookup per run, not per message.
         run_src: Address | None = None
         win: _Window | None = None
@@ -302,6 +305,7 @@ class Nakack2(Protocol):
             hdr = msg.headers.get(_ID)
             if hdr is None or msg.flags & _NO_RELIABILITY:
                 out.append(msg)
+                passed += 1
                 continue
             kind = hdr.type
             if kind == MSG and self._server:
@@ -335,6 +339,7 @@ class Nakack2(Protocol):
         if received:
             self._counters["msgs_received"] += received
         if out:
+            self._counters["msgs_delivered"] += len(out) - passed
             self.send_up(out)
 
     def _receive(self, msg: Message, seqno: int, out: list[Message]) -> None:
@@ -419,13 +424,26 @@ class Nakack2(Protocol):
         return len(self._sent) + undelivered + len(self._membership.queue)
 
     def stats(self) -> dict[str, Any]:
+        """Counters, windows and queues; the keys every reliable protocol shares (``sent``,
+        ``received``, ``delivered``, ``xmit_reqs_sent``, ``xmit_reqs_received``,
+        ``retransmitted``, ``peer_windows``) repeat NAKACK2's own under those names."""
         windows = {
             str(m): {"hd": w.hd, "hr": w.hr, "size": len(w), "missing": w.hr - w.hd - len(w)}
             for m, w in self._windows.items()
         }
         queue, last_stable = self._membership.queue, self._xmit.last_stable
+        counters = self._counters
         return {
-            **self._counters,
+            **counters,
+            **reliable_stats(
+                sent=counters["msgs_sent"],
+                received=counters["msgs_received"],
+                delivered=counters["msgs_delivered"],
+                xmit_reqs_sent=counters["xmit_reqs_sent"],
+                xmit_reqs_received=counters["xmit_reqs_received"],
+                retransmitted=counters["xmit_rsps_sent"],
+                peer_windows={str(m): (w.hd, w.hd, w.hr) for m, w in self._windows.items()},
+            ),
             "seqno": self._seqno,
             "is_server": self._server,
             "xmit_task_running": self._next_xmit != math.inf,

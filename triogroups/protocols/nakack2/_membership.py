@@ -167,7 +167,9 @@ class Membership:
         nak = self.nak
         win.purge(seqno)
         if nak._server and win.has_ready():
-            nak.send_up([m for m in win.remove_ready() if m is not None])
+            ready = [m for m in win.remove_ready() if m is not None]
+            nak._counters["msgs_delivered"] += len(ready)
+            nak.send_up(ready)
 
     def adjust_windows(self, view: View) -> None:
         """Drop the windows of members that left; members new in the view start at 0."""

@@ -12,6 +12,7 @@ from triogroups.message import Message
 from triogroups.properties import Duration, Int, PropertyError, Size, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._stats import reliable_stats
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.unicast2._state import (
     _CONTROL,
@@ -428,8 +429,14 @@ class Unicast2(Protocol):
 
     # --- observability -----------------------------------------------------------------
 
+    def reset_stats(self) -> None:
+        super().reset_stats()
+        for key in self._c:
+            self._c[key] = 0
+
     def stats(self) -> dict[str, Any]:
-        """Counters, plus every connection's conn-id and window (low = hd, high = hr)."""
+        """Counters, plus every connection's conn-id and window (low = hd, high = hr), and
+        the keys every reliable protocol shares (`reliable_stats`)."""
         send = {
             str(p): {
                 "conn_id": e.conn_id,
@@ -450,8 +457,20 @@ class Unicast2(Protocol):
             }
             for p, e in self._recv.items()
         }
+        c = self._c
         return {
-            **self._c,
+            **c,
+            **reliable_stats(
+                sent=c["msgs_sent"],
+                received=c["msgs_received"],
+                delivered=c["msgs_delivered"],
+                xmit_reqs_sent=c["xmit_reqs_sent"],
+                xmit_reqs_received=c["xmit_reqs_received"],
+                retransmitted=c["retransmissions"],
+                peer_windows={
+                    str(p): (e.win.hd, e.win.hd, e.win.hr) for p, e in self._recv.items()
+                },
+            ),
             "send_connections": len(send),
             "recv_connections": len(recv),
             "send_window_size": sum(len(e.win) for e in self._send.values()),

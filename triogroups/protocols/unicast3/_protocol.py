@@ -49,6 +49,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._stats import reliable_stats, zero
 from triogroups.protocols.unicast3._common import (
     ACK,
     CLOSE,
@@ -59,8 +60,8 @@ from triogroups.protocols.unicast3._common import (
     State,
     header_ok,
 )
-from triogroups.protocols.unicast3._receiver import DataItem, Receiver
-from triogroups.protocols.unicast3._sender import Sender
+from triogroups.protocols.unicast3._receiver import RECEIVER_COUNTERS, DataItem, Receiver
+from triogroups.protocols.unicast3._sender import SENDER_COUNTERS, Sender
 from triogroups.view import View
 
 __all__ = ["Unicast3"]
@@ -301,13 +302,34 @@ class Unicast3(Protocol):
 
     # --- observability -----------------------------------------------------------------
 
+    def reset_stats(self) -> None:
+        self.loopbacks = self.malformed = 0
+        zero(self.sender, SENDER_COUNTERS)
+        zero(self.receiver, RECEIVER_COUNTERS)
+
     def stats(self) -> dict[str, Any]:
+        """The sender's and the receiver's counters, every connection's window and state,
+        and the keys every reliable protocol shares (`reliable_stats`; ``pending_acks``:
+        receive connections whose ack is delayed; xmit requests count seqnos asked for)."""
+        send, recv = self.sender, self.receiver
         states = {s.value: 0 for s in State}
         for entry in self.sender.entries.values():
             states[entry.state.value] += 1
         for other in self.receiver.entries.values():
             states[other.state.value] += 1
         return {
+            **reliable_stats(
+                sent=send.msgs_sent,
+                received=recv.msgs_received,
+                delivered=recv.msgs_delivered + self.loopbacks,
+                xmit_reqs_sent=recv.xmit_reqs_sent,
+                xmit_reqs_received=send.xmit_reqs_received,
+                retransmitted=send.xmit_rsps_sent + send.retransmissions,
+                peer_windows={
+                    str(p): (e.table.hd, e.table.hd, e.table.hr) for p, e in recv.entries.items()
+                },
+                pending_acks=sum(1 for e in recv.entries.values() if e.ack_pending),
+            ),
             **self.sender.stats(),
             **self.receiver.stats(),
             "loopbacks": self.loopbacks,

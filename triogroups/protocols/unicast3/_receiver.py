@@ -126,6 +126,27 @@ class ReceiverEntry:
         }
 
 
+#: The receiver's counters, zeroed by a probe's reset (`Unicast3.reset_stats`).
+RECEIVER_COUNTERS = (
+    "msgs_received",
+    "msgs_delivered",
+    "duplicates",
+    "dropped_beyond_window",
+    "stale",
+    "cached",
+    "cache_dropped",
+    "acks_sent",
+    "xmit_reqs_sent",
+    "xmit_req_msgs_sent",
+    "first_seqno_sent",
+    "first_seqno_suppressed",
+    "opened",
+    "revived",
+    "removed",
+    "closes_received",
+)
+
+
 class Receiver(ConnectionTable[ReceiverEntry]):
     """All receive windows of one UNICAST3 instance, plus the receiver's counters."""
 

@@ -84,6 +84,27 @@ class SenderEntry:
         }
 
 
+#: The sender's counters, zeroed by a probe's reset (`Unicast3.reset_stats`).
+SENDER_COUNTERS = (
+    "msgs_sent",
+    "acks_received",
+    "acks_dropped_stale",
+    "acks_dropped_conn",
+    "first_seqno_received",
+    "first_seqno_dropped",
+    "first_seqno_unknown",
+    "first_resent",
+    "xmits_capped",
+    "xmit_reqs_received",
+    "xmit_rsps_sent",
+    "retransmissions",
+    "msgs_given_up",
+    "reopened",
+    "removed",
+    "closes_sent",
+)
+
+
 class Sender(ConnectionTable[SenderEntry]):
     """All send windows of one UNICAST3 instance, plus the sender's counters."""
 

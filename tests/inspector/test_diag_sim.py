@@ -1,0 +1,130 @@
+"""DIAG's request handling (`Responder`) on the simulated network, on virtual time: what is
+answered, what is dropped and counted, reset and run-time set (issue 16)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from triogroups import Address, Message, StackConfig
+from triogroups.inspector import ANY_CLUSTER, build_report
+from triogroups.inspector._diag import Responder
+from triogroups.inspector._messages import decode_map, encode_map
+from triogroups.testing import SimMember, open_cluster
+from triogroups.wire import WireCodec
+
+PROBE = Address.random("probe")
+
+
+def _request(cluster: str, **body: Any) -> bytes:
+    return encode_map(WireCodec(cluster), None, PROBE, {"op": "report", "id": 7, **body})
+
+
+async def _ask(responder: Responder, data: bytes) -> dict[str, Any] | None:
+    answer = await responder.answer(data, 65_507)
+    if answer is None:
+        return None
+    src, body = decode_map(WireCodec(responder.stack.cluster, max_size=1 << 24), answer)
+    assert src == responder.stack.address
+    return body
+
+
+async def test_responder_answers_its_cluster_and_any_cluster_and_drops_the_rest(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A request for this cluster or for any cluster is answered with the report; one for
+    another cluster, garbage, a bundle that is not a request, and an unknown op are not,
+    and each is counted by its reason; a request naming another member is not for it."""
+    async with open_cluster(2, "udp", cluster="diag") as cluster:
+        responder = Responder(cluster[0].stack)
+        answer = await _ask(responder, _request("diag"))
+        assert answer is not None and answer["probe_id"] == 7 and answer["name"] == "A"
+        assert answer["view"]["members"] == ["A", "B"]
+        assert await _ask(responder, _request(ANY_CLUSTER)) is not None
+        codec = WireCodec("diag")
+        not_a_map = codec.encode(None, PROBE, [Message(None, b"\x01", src=PROBE)])
+        for data in (
+            _request("other"),
+            b"\x00garbage",
+            b"TG\x01",
+            not_a_map,
+            _request("diag", op="shutdown"),
+        ):
+            assert await responder.answer(data, 65_507) is None
+        assert await _ask(responder, _request("diag", members=["B"])) is None
+        assert (await _ask(responder, _request("diag", members=["A"]))) is not None
+    assert responder.stats()["dropped"] == {
+        "foreign_cluster": 1,
+        "bad_magic": 1,
+        "truncated": 1,
+        "malformed": 1,
+        "bad_request": 1,
+    }
+    assert responder.counters["requests"] == 4 and responder.counters["answers"] == 3
+    assert responder.counters["not_for_me"] == 1
+
+
+async def test_reliable_protocols_report_the_shared_counters_and_reset_zeroes_them(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """After multicasts and unicasts, NAKACK2 and UNICAST3 report sent, received, delivered
+    and per-peer windows under the shared keys; the transport bytes and bundle sizes; a
+    reset request zeroes every counter and the answer already shows it."""
+    async with open_cluster(3, "udp", cluster="counts") as cluster:
+        a, b, _ = cluster.members
+        for i in range(20):
+            await a.send(f"m{i}".encode())
+            await a.send(f"u{i}".encode(), to=b.address)
+        await cluster.wait_until_delivered()
+        report = build_report(b.stack)
+        nak, uni, sim = (report["stats"][p] for p in ("NAKACK2", "UNICAST3", "SIM"))
+        assert nak["received"] >= 20 and nak["delivered"] >= 20
+        assert nak["peer_windows"]["A"]["highest_delivered"] >= 20
+        assert uni["received"] >= 20 and uni["delivered"] >= 20  # and GMS's unicasts
+        assert uni["peer_windows"]["A"]["highest_received"] >= 20
+        assert build_report(a.stack)["stats"]["UNICAST3"]["sent"] >= 20
+        assert build_report(a.stack)["stats"]["NAKACK2"]["sent"] >= 20
+        assert sim["bundles_received"] > 0
+        assert report["host"]["layers"]["NAKACK2"]["msgs_up"] > 0
+        reset = await _ask(Responder(b.stack), _request("counts", op="reset"))
+        assert reset is not None
+    for name in ("NAKACK2", "UNICAST3"):
+        stats = reset["stats"][name]
+        assert stats["sent"] == stats["received"] == stats["delivered"] == 0
+        assert stats["peer_windows"]["A"]["highest_delivered"] >= 20  # gauges stay
+    assert reset["stats"]["SIM"]["bundles_received"] == 0
+    assert reset["host"]["layers"]["NAKACK2"]["msgs_up"] == 0
+
+
+async def test_set_changes_a_property_at_run_time_or_answers_why_not(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """NAKACK2's xmit_interval and DISCARD's up_loss change at run time and act at once;
+    an unknown protocol or a bad value is answered with the error, nothing changes."""
+    config = StackConfig.preset("udp").insert_above("FD_ALL3", "DISCARD")
+    async with open_cluster(2, config, cluster="set") as cluster:
+        a, b = cluster.members
+        responder = Responder(b.stack)
+
+        async def set_(protocol: str, key: str, value: Any) -> dict[str, Any]:
+            body = {"protocol": protocol, "property": key, "value": value}
+            answer = await _ask(responder, _request("set", op="set", **body))
+            assert answer is not None
+            return answer
+
+        assert "error" not in await set_("NAKACK2", "xmit_interval", "2s")
+        assert b.stack.protocol("NAKACK2").next_deadline() > trio.current_time() + 1.5
+        assert "no protocol 'NOPE'" in (await set_("NOPE", "x", 1))["error"]
+        bad = await set_("NAKACK2", "xmit_interval", "soon")
+        assert "xmit_interval" in bad["error"]
+        assert b.stack.protocol("NAKACK2").properties()["xmit_interval"] == 2.0
+        assert "error" not in await set_("DISCARD", "up_loss", 1.0)
+        await _sends(a, 10)
+        await trio.sleep(1)
+        assert b.stack.protocol("DISCARD").stats()["dropped_up"] >= 10
+
+
+async def _sends(member: SimMember, n: int) -> None:
+    for i in range(n):
+        await member.send(f"x{i}".encode())

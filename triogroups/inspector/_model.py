@@ -1,0 +1,365 @@
+"""What the inspector shows, computed from successive rounds of probe answers.
+
+`step` is a pure function: the previous `Display`, this round's answers (one
+dict per member, as ``build_report`` makes them) and the time of the round
+in, the next `Display` out. It never touches the network, the terminal or a
+clock, so every rule below is tested on answers built in-process.
+
+The rules:
+- A member is known by its address (an incarnation): a restarted member is a
+  new row, its old incarnation goes silent and is then removed.
+- A member missing from the answers for ``silent_after`` seconds is shown
+  silent (with its last answer); after ``forget_after`` seconds it is removed.
+- Rates per second are the change of a counter between a member's last two
+  answers divided by the change of the answer's own ``time``; a counter that
+  went down (reset) has no rate for that round.
+- A cluster is split when its answering members hold more than one view; the
+  view held by most (on a tie, the highest id) is the main one, and every
+  member holding another is disagreeing.
+- Window fill is a window's span (low end to highest received) over the
+  protocol's capacity property, from the shared ``peer_windows`` where a
+  protocol reports them; flow-control credits are what a sender has left
+  over ``max_credits``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+__all__ = [
+    "Bar",
+    "ClusterState",
+    "Counter",
+    "Display",
+    "MemberState",
+    "ProtocolState",
+    "ViewGroup",
+    "ViewInfo",
+    "step",
+]
+
+SPARK_LENGTH = 30
+"""Throughput samples kept per member for its sparkline."""
+
+RETRANSMIT_COUNTERS = (
+    "xmit_reqs_sent",
+    "xmit_reqs_received",
+    "xmit_rsps_sent",
+    "retransmissions",
+    "retransmitted",
+)
+"""Counters whose growth means a member is repairing loss; the warning is their summed rate."""
+
+SUSPECT_LISTS = ("suspected", "suspected_members", "verifying")
+"""Stats entries listing the members a protocol suspects (GMS, FD_ALL3, VERIFY_SUSPECT)."""
+
+THROUGHPUT_COUNTERS = ("msgs_sent", "msgs_received")
+"""The transport's counters whose summed rate is a member's throughput."""
+
+_SPANS = (
+    ("low", "high"),
+    ("low", "highest_received"),
+    ("hd", "hr"),
+    ("highest_delivered", "highest_received"),
+    ("highest_acked", "highest_sent"),
+)
+"""(low, high) key pairs of the window snapshots protocols report, the first that fits wins:
+what a window holds runs from its low end (or highest delivered) to the highest received."""
+
+PEER_WINDOWS = "peer_windows"
+"""The reliable protocols' shared per-peer windows; when present, the only window bars."""
+
+_CAPACITIES = ("capacity", "max_receive_window")
+"""Properties that bound a protocol's windows (MCAST; NAKACK2 and UNICAST3)."""
+
+
+@dataclass(frozen=True)
+class Counter:
+    """A numeric stats entry: its value and its rate per second (None: no earlier value)."""
+
+    name: str
+    value: float
+    rate: float | None
+
+
+@dataclass(frozen=True)
+class Bar:
+    """One bar: ``fill`` in [0, 1] and what it measures (``label``, ``text``)."""
+
+    label: str
+    fill: float
+    text: str
+
+
+@dataclass(frozen=True)
+class ProtocolState:
+    """One layer of one member: counters with rates, window and credit bars, warnings."""
+
+    name: str
+    counters: tuple[Counter, ...]
+    windows: tuple[Bar, ...]
+    credits: tuple[Bar, ...]
+    warnings: tuple[str, ...]
+    properties: Mapping[str, Any]
+    queue: int
+    """Items waiting in the host's channels into this layer."""
+
+
+@dataclass(frozen=True)
+class ViewInfo:
+    """A view as a member reports it."""
+
+    id: int
+    coord: str
+    members: tuple[str, ...]
+    member_ids: tuple[str, ...]
+
+    @property
+    def label(self) -> str:
+        """JGroups' notation, ``coord|id``."""
+        return f"{self.coord}|{self.id}"
+
+
+@dataclass(frozen=True)
+class MemberState:
+    """One member incarnation as last heard."""
+
+    address: str
+    name: str
+    cluster: str
+    pid: int
+    view: ViewInfo | None
+    protocols: tuple[ProtocolState, ...]
+    throughput: tuple[float, ...]
+    """Transport messages in and out per second, oldest first."""
+    last_seen: float
+    """The round time of its last answer."""
+    silent: bool
+    answer: Mapping[str, Any] = field(repr=False)
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Every layer's warnings, ``"LAYER: what"``, bottom first."""
+        return tuple(f"{p.name}: {w}" for p in self.protocols for w in p.warnings)
+
+    def protocol(self, name: str) -> ProtocolState | None:
+        """The layer named ``name``, if the member has it."""
+        return next((p for p in self.protocols if p.name == name), None)
+
+
+@dataclass(frozen=True)
+class ViewGroup:
+    """A distinct view and the members (addresses) that hold it."""
+
+    view: ViewInfo
+    holders: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class ClusterState:
+    """The members of one cluster name, and the views its answering members hold."""
+
+    name: str
+    members: tuple[str, ...]
+    """Addresses, silent ones included, ordered by name."""
+    views: tuple[ViewGroup, ...]
+    """Main view first."""
+    disagreeing: frozenset[str]
+
+    @property
+    def split(self) -> bool:
+        """More than one view among the answering members."""
+        return len(self.views) > 1
+
+
+@dataclass(frozen=True)
+class Display:
+    """Everything the screen shows at one round."""
+
+    time: float
+    members: Mapping[str, MemberState]
+    """Address -> member, ordered by cluster then name."""
+    clusters: tuple[ClusterState, ...]
+
+    def ordered(self) -> list[MemberState]:
+        """Members in display order."""
+        return list(self.members.values())
+
+
+def step(
+    previous: Display | None,
+    answers: Sequence[Mapping[str, Any]],
+    now: float,
+    *,
+    silent_after: float = 2.5,
+    forget_after: float = 10.0,
+) -> Display:
+    """The display after a round of ``answers`` received at ``now``."""
+    before = {} if previous is None else previous.members
+    members: dict[str, MemberState] = {}
+    for answer in answers:
+        if "address" not in answer:
+            continue  # not a member's report: nothing to show it under
+        address = str(answer["address"])
+        members[address] = _member(answer, before.get(address), now)
+    for address, old in before.items():
+        if address in members or now - old.last_seen >= forget_after:
+            continue
+        members[address] = replace(old, silent=now - old.last_seen >= silent_after)
+    ordered = sorted(members.values(), key=lambda m: (m.cluster, m.name, m.address))
+    by_address = {m.address: m for m in ordered}
+    names = sorted({m.cluster for m in ordered})
+    clusters = tuple(_cluster(name, [m for m in ordered if m.cluster == name]) for name in names)
+    return Display(now, by_address, clusters)
+
+
+def _member(answer: Mapping[str, Any], old: MemberState | None, now: float) -> MemberState:
+    stats: Mapping[str, Mapping[str, Any]] = answer.get("stats") or {}
+    layers = answer.get("stack") or [{"protocol": name} for name in stats]
+    properties = {layer["protocol"]: layer.get("properties") or {} for layer in layers}
+    queues: Mapping[str, int] = (answer.get("host") or {}).get("queues") or {}
+    before: Mapping[str, Mapping[str, Any]] = {} if old is None else old.answer.get("stats", {})
+    dt = 0.0 if old is None else float(answer.get("time", now)) - _time(old)
+    protocols = tuple(
+        _protocol(name, stats.get(name, {}), before.get(name), dt, props, queues.get(name, 0))
+        for name, props in properties.items()
+    )
+    history = () if old is None else old.throughput
+    throughput = _throughput(protocols)
+    if throughput is not None:
+        history = (*history, throughput)[-SPARK_LENGTH:]
+    return MemberState(
+        address=str(answer["address"]),
+        name=str(answer.get("name", "")),
+        cluster=str(answer.get("cluster", "")),
+        pid=int(answer.get("pid", 0)),
+        view=_view(answer.get("view")),
+        protocols=protocols,
+        throughput=history,
+        last_seen=now,
+        silent=False,
+        answer=answer,
+    )
+
+
+def _time(member: MemberState) -> float:
+    return float(member.answer.get("time", member.last_seen))
+
+
+def _view(raw: Mapping[str, Any] | None) -> ViewInfo | None:
+    if not raw:
+        return None
+    return ViewInfo(
+        int(raw["id"]),
+        str(raw["coord"]),
+        tuple(map(str, raw.get("members", ()))),
+        tuple(map(str, raw.get("member_ids", ()))),
+    )
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _protocol(
+    name: str,
+    stats: Mapping[str, Any],
+    before: Mapping[str, Any] | None,
+    dt: float,
+    properties: Mapping[str, Any],
+    queue: int,
+) -> ProtocolState:
+    counters = []
+    for key, value in stats.items():
+        if not _is_number(value):
+            continue
+        rate = None
+        old = None if before is None else before.get(key)
+        if dt > 0 and _is_number(old) and value >= old:
+            rate = (value - old) / dt
+        counters.append(Counter(key, value, rate))
+    return ProtocolState(
+        name,
+        tuple(counters),
+        _windows(stats, properties),
+        _credits(stats, properties),
+        _warnings(stats, counters),
+        properties,
+        queue,
+    )
+
+
+def _span(snapshot: Mapping[str, Any]) -> tuple[int, int] | None:
+    for low, high in _SPANS:
+        if _is_number(snapshot.get(low)) and _is_number(snapshot.get(high)):
+            return int(snapshot[low]), int(snapshot[high])
+    return None
+
+
+def _windows(stats: Mapping[str, Any], properties: Mapping[str, Any]) -> tuple[Bar, ...]:
+    capacity = next((properties[p] for p in _CAPACITIES if _is_number(properties.get(p))), None)
+    if not capacity:
+        return ()
+    bars = []
+    shared = stats.get(PEER_WINDOWS)
+    for key, value in {PEER_WINDOWS: shared}.items() if shared else stats.items():
+        if not isinstance(value, Mapping):
+            continue
+        entries = [(key, value)] if _span(value) else [(f"{key} {k}", v) for k, v in value.items()]
+        for label, snapshot in entries:
+            span = _span(snapshot) if isinstance(snapshot, Mapping) else None
+            if span is None:
+                continue
+            low, high = span
+            used = high - low
+            bars.append(Bar(label, min(1.0, used / capacity), f"{used}/{capacity}"))
+    return tuple(bars)
+
+
+def _credits(stats: Mapping[str, Any], properties: Mapping[str, Any]) -> tuple[Bar, ...]:
+    credits, most = stats.get("sender_credits"), properties.get("max_credits")
+    if not isinstance(credits, Mapping) or not _is_number(most) or not most:
+        return ()
+    return tuple(
+        Bar(f"credits {peer}", max(0.0, min(1.0, left / most)), f"{left}/{most}")
+        for peer, left in credits.items()
+        if _is_number(left)
+    )
+
+
+def _warnings(stats: Mapping[str, Any], counters: Sequence[Counter]) -> tuple[str, ...]:
+    found = []
+    xmits = [c.rate for c in counters if c.name in RETRANSMIT_COUNTERS and c.rate]
+    if xmits:
+        found.append(f"xmit {sum(xmits):.1f}/s")
+    for key in SUSPECT_LISTS:
+        suspects = stats.get(key)
+        if isinstance(suspects, list | tuple) and suspects:
+            found.append(f"{key} {', '.join(map(str, suspects))}")
+    if stats.get("blocked") is True:
+        found.append("senders blocked")
+    return tuple(found)
+
+
+def _throughput(protocols: Sequence[ProtocolState]) -> float | None:
+    if not protocols:
+        return None
+    rates = [
+        c.rate
+        for c in protocols[0].counters
+        if c.name in THROUGHPUT_COUNTERS and c.rate is not None
+    ]
+    return sum(rates) if rates else None
+
+
+def _cluster(name: str, members: Sequence[MemberState]) -> ClusterState:
+    groups: dict[ViewInfo, list[str]] = {}
+    for member in members:
+        if not member.silent and member.view is not None:
+            groups.setdefault(member.view, []).append(member.address)
+    ranked = sorted(groups.items(), key=lambda item: (-len(item[1]), -item[0].id, item[0].coord))
+    views = tuple(ViewGroup(view, tuple(holders)) for view, holders in ranked)
+    disagreeing = frozenset(a for group in views[1:] for a in group.holders)
+    return ClusterState(name, tuple(m.address for m in members), views, disagreeing)
