@@ -211,11 +211,13 @@ class SetPhysicalAddresses(Event):
 
 @dataclass(frozen=True, slots=True)
 class PingData:
-    """One member's answer to discovery: who it is, where, and whether it coordinates."""
+    """One member's answer to discovery: who it is, where, whether it coordinates, and
+    whether it is in a view (a server) at all."""
 
     address: Address
     physical: tuple[str, int]
     is_coord: bool
+    is_server: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -81,12 +81,17 @@ _FLAGS = int(Flag.OOB | Flag.INTERNAL)
 
 
 class DiscoveryHeader(NamedTuple):
-    """A discovery request or response: the sender's physical address and role."""
+    """A discovery request or response: the sender's physical address and role.
+
+    ``is_server``: the sender is in a view (JGroups' PingData.isServer), so a group exists
+    even when no coordinator answered.
+    """
 
     type: int
     ip: str
     port: int
     is_coord: bool
+    is_server: bool = False
 
 
 class _Find:
@@ -208,7 +213,7 @@ class Discovery(Protocol):
             self.counters["malformed"] += 1
             return
         physical = (hdr.ip, hdr.port)
-        data = PingData(sender, physical, hdr.is_coord)
+        data = PingData(sender, physical, hdr.is_coord, hdr.is_server)
         self._learn(data, now)
         if self._find is not None:
             self._find.responses[sender] = data
@@ -231,7 +236,7 @@ class Discovery(Protocol):
 
     def _message(self, dest: Address | None, kind: int) -> Message:
         ip, port = self.local_physical or ("", 0)
-        hdr = DiscoveryHeader(kind, ip, port, self._is_coord())
+        hdr = DiscoveryHeader(kind, ip, port, self._is_coord(), self.view is not None)
         return Message(dest, flags=_FLAGS, headers={self.id: hdr})
 
     def _is_coord(self) -> bool:

@@ -4,8 +4,12 @@ A joiner asks discovery who is there (`FindMembers`), sends JOIN_REQ to the
 coordinator it found, and installs the view and digest from JOIN_RSP: first
 `ViewChange`, then `SetDigest` (receive windows start where the group is),
 then `BecomeServer` (queued multicasts are replayed). If nobody answers, or
-nobody coordinates and this member sorts first, it becomes the coordinator
-of a singleton view. JOIN_REQ is retried every ``join_timeout`` up to
+only joiners answer (nobody is in a view yet) and this member sorts first, it
+becomes the coordinator of a singleton view. When members of a view answer
+but no coordinator does (its answer was lost, or it crashed and the next one
+has not taken over yet), a group exists: discovery runs again, as JGroups
+does, instead of starting a second group that only a merge would bring back;
+each such run counts as a join attempt. JOIN_REQ is retried every ``join_timeout`` up to
 ``max_join_attempts`` times; after that the member starts alone (as JGroups
 does) and merging brings the groups together.
 
@@ -236,6 +240,10 @@ class Gms(Protocol):
             self.counters["join_requests_sent"] += 1
             self.send_down_one(_control(target, GmsHeader(JOIN_REQ)))
             self._join_deadline = now + self.join_timeout
+        elif any(r.is_server and r.address != me for r in event.responses):
+            self.counters["discovery_without_coord"] += 1
+            self._join_attempts += 1
+            self._discover(now)
         else:
             others = [r.address for r in event.responses if r.address != me]
             assert me is not None
