@@ -11,6 +11,7 @@ from triogroups import Address, Message, StackConfig
 from triogroups.inspector import ANY_CLUSTER, build_report
 from triogroups.inspector._diag import Responder
 from triogroups.inspector._messages import decode_map, encode_map
+from triogroups.protocols import PassThrough
 from triogroups.testing import SimMember, open_cluster
 from triogroups.wire import WireCodec
 
@@ -128,3 +129,31 @@ async def test_set_changes_a_property_at_run_time_or_answers_why_not(
 async def _sends(member: SimMember, n: int) -> None:
     for i in range(n):
         await member.send(f"x{i}".encode())
+
+
+class _BrokenStats(PassThrough):
+    """A layer whose stats() fails until told otherwise."""
+
+    name = "DIAG_TEST_BROKEN_STATS"
+    broken = True
+
+    def stats(self) -> dict[str, Any]:
+        if self.broken:
+            raise RuntimeError("stats failed")
+        return {}
+
+
+async def test_a_failing_stats_costs_that_answer_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A protocol whose stats() raises makes DIAG skip that answer (logged, counted as an
+    error); the member and its diagnostics carry on and answer once stats() works."""
+    config = StackConfig.of("SIM", "DIAG_TEST_BROKEN_STATS")
+    async with open_cluster(1, config, cluster="broken") as cluster:
+        responder = Responder(cluster[0].stack)
+        assert await _ask(responder, _request("broken")) is None
+        assert responder.counters["errors"] == 1
+        layer = cluster[0].stack.protocol("DIAG_TEST_BROKEN_STATS")
+        assert isinstance(layer, _BrokenStats)
+        layer.broken = False
+        assert await _ask(responder, _request("broken")) is not None

@@ -44,7 +44,7 @@ class Responder:
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
         self.counters = {"requests": 0, "answers": 0, "not_for_me": 0, "too_large": 0}
-        self.counters["send_errors"] = 0
+        self.counters["send_errors"] = self.counters["errors"] = 0
         self.dropped: dict[str, int] = {}
         self.udp: str | None = None  # "group:port" while answering multicast probes
         self.tcp: str | None = None  # "host:port" while answering probes over TCP
@@ -110,12 +110,18 @@ class Responder:
         if decoded is None:
             return None
         src, request = decoded
+        op = request["op"]
         self.counters["requests"] += 1
         if not self._for_me(request.get("members") or []):
             self.counters["not_for_me"] += 1
             return None
-        error = await self._apply(request)
-        report = build_report(self.stack)
+        try:
+            error = await self._apply(request)
+            report = build_report(self.stack)
+        except Exception:  # a protocol's stats() or property hook failed: say so, go on
+            _log.exception("diag of %s: cannot answer a %s request", self.stack.name or "-", op)
+            self.counters["errors"] += 1
+            return None
         report["probe_id"] = request.get("id")
         if error:
             report["error"] = error
