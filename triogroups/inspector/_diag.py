@@ -48,7 +48,8 @@ class Responder:
         self.dropped: dict[str, int] = {}
         self.udp: str | None = None  # "group:port" while answering multicast probes
         self.tcp: str | None = None  # "host:port" while answering probes over TCP
-        self._codecs: dict[tuple[int, int], WireCodec] = {}  # (id(transport), size) -> codec
+        self._codecs: dict[int, WireCodec] = {}  # size (negative: any cluster) -> codec
+        self._transport: Transport | None = None  # whose keyring the codecs use
 
     def stats(self) -> dict[str, Any]:
         """Requests seen and answered, requests dropped per reason, and where it listens."""
@@ -61,13 +62,16 @@ class Responder:
         self.dropped.clear()
 
     def _codec(self, size: int, *, any_cluster: bool = False) -> WireCodec:
+        """This incarnation's codec (its transport's keyring) for answers of ``size`` bytes
+        at most, or the plain codec of `ANY_CLUSTER` requests."""
         transport = self.stack.protocols[0]
         assert isinstance(transport, Transport)
-        key = (id(transport), -size if any_cluster else size)
+        if transport is not self._transport:  # a new incarnation: a new keyring
+            self._transport = transport
+            self._codecs.clear()
+        key = -size if any_cluster else size
         codec = self._codecs.get(key)
         if codec is None:
-            if len(self._codecs) > 8:  # codecs of old incarnations
-                self._codecs.clear()
             if any_cluster:
                 codec = WireCodec(ANY_CLUSTER, max_size=size)
             else:
