@@ -7,11 +7,14 @@ from typing import Any
 
 import trio
 
-from triogroups import Address, Message, StackConfig
+from triogroups import Address, Message, Stack, StackConfig
+from triogroups._keyring import Keyring
 from triogroups.inspector import ANY_CLUSTER, build_report
 from triogroups.inspector._diag import Responder
 from triogroups.inspector._messages import decode_map, encode_map
+from triogroups.protocols import PassThrough
 from triogroups.testing import SimMember, open_cluster
+from triogroups.transports.sim import open_sim_network
 from triogroups.wire import WireCodec
 
 PROBE = Address.random("probe")
@@ -128,3 +131,75 @@ async def test_set_changes_a_property_at_run_time_or_answers_why_not(
 async def _sends(member: SimMember, n: int) -> None:
     for i in range(n):
         await member.send(f"x{i}".encode())
+
+
+class _BrokenStats(PassThrough):
+    """A layer whose stats() fails until told otherwise."""
+
+    name = "DIAG_TEST_BROKEN_STATS"
+    broken = True
+
+    def stats(self) -> dict[str, Any]:
+        if self.broken:
+            raise RuntimeError("stats failed")
+        return {}
+
+
+async def test_a_failing_stats_costs_that_answer_only(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """A protocol whose stats() raises makes DIAG skip that answer (logged, counted as an
+    error); the member and its diagnostics carry on and answer once stats() works."""
+    config = StackConfig.of("SIM", "DIAG_TEST_BROKEN_STATS")
+    async with open_cluster(1, config, cluster="broken") as cluster:
+        responder = Responder(cluster[0].stack)
+        assert await _ask(responder, _request("broken")) is None
+        assert responder.counters["errors"] == 1
+        layer = cluster[0].stack.protocol("DIAG_TEST_BROKEN_STATS")
+        assert isinstance(layer, _BrokenStats)
+        layer.broken = False
+        assert await _ask(responder, _request("broken")) is not None
+
+
+class _Crasher(PassThrough):
+    """Raises when a message with payload b"boom" goes down."""
+
+    name = "DIAG_TEST_CRASHER"
+
+    def down(self, batch: list[Message], now: float) -> None:
+        if any(m.payload == b"boom" for m in batch):
+            raise RuntimeError("told to crash")
+        self.send_down(batch)
+
+
+async def test_answers_follow_the_incarnation_and_its_rotated_secret(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """After a rotation to a new secret and a crash, the new incarnation answers as itself
+    and seals with the new key only: a probe that holds just the new secret opens it."""
+    old, new = b"the old secret of this cluster", b"the new secret of this cluster"
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        config = StackConfig.of(("SIM", {"network": net.name}), "PASS", "DIAG_TEST_CRASHER")
+        stack = Stack(config, "sealed", "A", secret=old)
+        await nursery.start(stack.run)
+        responder = Responder(stack)
+        assert await _sealed_ask(responder, old) == f"{stack.address.uuid:032x}"
+        stack.install_secret(new)
+        await stack.send([Message(None, b"boom")])
+        with trio.fail_after(10):
+            while stack.incarnation < 2:
+                await trio.sleep(0.01)
+        assert await _sealed_ask(responder, new) == f"{stack.address.uuid:032x}"
+        nursery.cancel_scope.cancel()
+
+
+async def _sealed_ask(responder: Responder, secret: bytes) -> str | None:
+    """The address in the answer to a request sealed with ``secret`` (None: no answer)."""
+    keyring = Keyring("sealed", secret, clock=trio.current_time)
+    codec = WireCodec("sealed", keyring=keyring)
+    answer = await responder.answer(encode_map(codec, None, PROBE, {"op": "report"}), 65_507)
+    if answer is None:
+        return None
+    _src, body = decode_map(codec, answer)
+    address: str = body["address"]
+    return address

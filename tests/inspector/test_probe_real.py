@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import socket
+import struct
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
@@ -161,3 +162,27 @@ async def test_probe_set_changes_xmit_interval_of_the_named_member_only() -> Non
     }
     assert xmit["A"] == 0.25 and xmit["B"] != 0.25
     assert "xmit_interval" in bad["error"]
+
+
+async def test_tcp_probe_frames_that_are_cut_short_or_too_long_are_dropped_and_counted() -> None:
+    """Over TCP a request frame that ends early or announces more than a datagram is
+    dropped and counted; the member answers a probe sent to its port (``targets``)."""
+    config, _ = _config("tcp")
+    async with _members(config, 1) as (cluster, (channel,)):
+        diag = channel.stack.diagnostics
+        assert diag is not None and diag.tcp is not None
+        host, port = diag.tcp.rsplit(":", 1)
+        for frame in (b"\x00\x00", struct.pack("!I", 1 << 20) + b"x" * 64):
+            stream = await trio.open_tcp_stream(host, int(port))
+            async with stream:
+                try:
+                    await stream.send_all(frame)
+                    await stream.send_eof()
+                    got = await stream.receive_some()
+                except trio.BrokenResourceError:  # closed before we were done
+                    got = b""
+                assert got == b""  # no answer
+        (answer,) = await probe(
+            cluster=cluster, udp=False, targets=[(host, int(port))], timeout=10, expect=1
+        )
+    assert answer["diag"]["dropped"] == {"truncated": 2}

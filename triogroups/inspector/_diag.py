@@ -44,11 +44,12 @@ class Responder:
     def __init__(self, stack: Stack) -> None:
         self.stack = stack
         self.counters = {"requests": 0, "answers": 0, "not_for_me": 0, "too_large": 0}
-        self.counters["send_errors"] = 0
+        self.counters["send_errors"] = self.counters["errors"] = 0
         self.dropped: dict[str, int] = {}
         self.udp: str | None = None  # "group:port" while answering multicast probes
         self.tcp: str | None = None  # "host:port" while answering probes over TCP
-        self._codecs: dict[tuple[int, int], WireCodec] = {}  # (id(transport), size) -> codec
+        self._codecs: dict[int, WireCodec] = {}  # size (negative: any cluster) -> codec
+        self._transport: Transport | None = None  # whose keyring the codecs use
 
     def stats(self) -> dict[str, Any]:
         """Requests seen and answered, requests dropped per reason, and where it listens."""
@@ -61,13 +62,16 @@ class Responder:
         self.dropped.clear()
 
     def _codec(self, size: int, *, any_cluster: bool = False) -> WireCodec:
+        """This incarnation's codec (its transport's keyring) for answers of ``size`` bytes
+        at most, or the plain codec of `ANY_CLUSTER` requests."""
         transport = self.stack.protocols[0]
         assert isinstance(transport, Transport)
-        key = (id(transport), -size if any_cluster else size)
+        if transport is not self._transport:  # a new incarnation: a new keyring
+            self._transport = transport
+            self._codecs.clear()
+        key = -size if any_cluster else size
         codec = self._codecs.get(key)
         if codec is None:
-            if len(self._codecs) > 8:  # codecs of old incarnations
-                self._codecs.clear()
             if any_cluster:
                 codec = WireCodec(ANY_CLUSTER, max_size=size)
             else:
@@ -110,12 +114,18 @@ class Responder:
         if decoded is None:
             return None
         src, request = decoded
+        op = request["op"]
         self.counters["requests"] += 1
         if not self._for_me(request.get("members") or []):
             self.counters["not_for_me"] += 1
             return None
-        error = await self._apply(request)
-        report = build_report(self.stack)
+        try:
+            error = await self._apply(request)
+            report = build_report(self.stack)
+        except Exception:  # a protocol's stats() or property hook failed: say so, go on
+            _log.exception("diag of %s: cannot answer a %s request", self.stack.name or "-", op)
+            self.counters["errors"] += 1
+            return None
         report["probe_id"] = request.get("id")
         if error:
             report["error"] = error
