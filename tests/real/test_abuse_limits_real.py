@@ -1,5 +1,7 @@
 """Limits against abuse over real UDP (issue 18): a hostile peer is capped, the others served.
 
+The same limits over TCP: test_abuse_limits_tcp_real.py.
+
 The hostile peer is a raw UDP socket in the test that sends crafted bundles,
 encoded with the wire codec, to a member's unicast port: the plain (not
 shared-secret) mode, where anyone who speaks the wire format can do this.
