@@ -63,7 +63,7 @@ async def _hostile(target: Channel, me: Address) -> AsyncIterator[TcpHostile]:
             pass
 
     async with stream, trio.open_nursery() as nursery:
-        await stream.send_all(encode_hello(codec, me, ("127.0.0.1", 1)))
+        await stream.send_all(encode_hello(codec, me, ("127.0.0.1", 1), (host, int(port))))
         nursery.start_soon(drain)
         yield TcpHostile(target, me, stream)
         nursery.cancel_scope.cancel()

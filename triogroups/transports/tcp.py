@@ -351,12 +351,13 @@ class TcpTransport(Transport):
             with trio.fail_after(self.sock_conn_timeout):
                 stream = await trio.open_tcp_stream(*where, local_address=self.bind_addr)
                 self._configure(stream)
-                await stream.send_all(self._new_hello())
-                reader = FrameReader(stream.socket, self.max_frame_size)
+                sock = stream.socket
+                await stream.send_all(self._new_hello(sock.getpeername()))
+                reader = FrameReader(sock, self.max_frame_size)
                 hello = await reader.first()
                 if hello is None:
                     raise FrameError("bad_hello", "closed before its hello")
-                peer, listening = decode_hello(codec, hello)
+                peer, listening = decode_hello(codec, hello, sock.getsockname())
         except (trio.TooSlowError, FrameError, WireError, *_STREAM_ERRORS) as exc:
             if stream is not None:
                 await trio.aclose_forcefully(stream)
@@ -391,20 +392,23 @@ class TcpTransport(Transport):
     async def _accepted(self, stream: trio.SocketStream) -> None:
         codec = self._codec
         assert codec is not None
+        sock = stream.socket
         try:
-            source = stream.socket.getpeername()
+            source, here = sock.getpeername(), sock.getsockname()
             peer_label = f"{source[0]}:{source[1]}"
-        except OSError:
-            peer_label = "unknown"
+        except OSError:  # gone before its hello
+            self.drops.drop("bad_hello", "closed before its hello", "unknown")
+            await trio.aclose_forcefully(stream)
+            return
         try:
             with trio.fail_after(self.sock_conn_timeout):
                 self._configure(stream)
-                reader = FrameReader(stream.socket, self.max_frame_size)
+                reader = FrameReader(sock, self.max_frame_size)
                 hello = await reader.first()
                 if hello is None:
                     raise FrameError("bad_hello", "closed before its hello")
-                peer, listening = decode_hello(codec, hello)
-                await stream.send_all(self._new_hello())
+                peer, listening = decode_hello(codec, hello, here)
+                await stream.send_all(self._new_hello(source))
         except (FrameError, WireError) as exc:
             self.drops.drop(exc.reason, f"{exc.detail}; connection closed", peer_label)
             await trio.aclose_forcefully(stream)
@@ -582,12 +586,13 @@ class TcpTransport(Transport):
                     conn.retire(self.close_timeout)
                     self.counters["connections_reaped"] += 1
 
-    def _new_hello(self) -> bytes:
-        """A hello encoded for one connection: sealed, each has its own nonce, so a
-        peer's replay window never takes a second connection for a replayed first."""
+    def _new_hello(self, to: Physical) -> bytes:
+        """A hello encoded for one connection, bound to its other end ``to`` (see
+        `_tcp_conn`): sealed, each has its own nonce, so a peer's replay window
+        never takes a second connection for a replayed first."""
         assert self._codec is not None and self.local_address is not None
         assert self.physical is not None
-        return encode_hello(self._codec, self.local_address, self.physical)
+        return encode_hello(self._codec, self.local_address, self.physical, (to[0], to[1]))
 
     # --- stats -------------------------------------------------------------------------
 
