@@ -80,7 +80,11 @@ class ProcessGroup:
             raise ValueError(f"member names must be unique, got {names}")
         self.name = cluster or f"group-{uuid.uuid4().hex[:8]}"
         self.cluster = self.name
+        self.strategy = strategy
         self.restart_policy = restart
+        self.stop_timeout = stop_timeout
+        self.tail_lines = tail_lines
+        self.log_format = log_format
         self._app = app
         self._args = tuple(args)
         self._stack: StackConfig | str = stack if isinstance(stack, str) else config
@@ -104,24 +108,6 @@ class ProcessGroup:
         for index, name in enumerate(names):
             self._supervisor.members.append(MemberSlot(name, index, restart, payload))
         self._done = trio.Event()
-
-    # -- settings, as given ----------------------------------------------------------------
-
-    @property
-    def strategy(self) -> Strategy:
-        return self._supervisor.strategy
-
-    @property
-    def stop_timeout(self) -> float:
-        return self._supervisor.stop_timeout
-
-    @property
-    def tail_lines(self) -> int:
-        return self._supervisor.tail_lines
-
-    @property
-    def log_format(self) -> str:
-        return self._supervisor.log_format
 
     # -- what the application sees ------------------------------------------------------
 
