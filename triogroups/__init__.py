@@ -183,6 +183,7 @@ from triogroups._rpc import (
 from triogroups.supervisor import (
     AppError,
     GroupEvent,
+    MemberCommands,
     MemberCrashed,
     MemberExited,
     MemberInfo,
@@ -191,6 +192,7 @@ from triogroups.supervisor import (
     MemberView,
     ProcessGroup,
     ProcessGroupFailed,
+    member_commands,
     open_process_group,
 )
 
@@ -222,6 +224,7 @@ __all__ += [
 __all__ += [
     "AppError",
     "GroupEvent",
+    "MemberCommands",
     "MemberCrashed",
     "MemberExited",
     "MemberInfo",
@@ -230,6 +233,7 @@ __all__ += [
     "MemberView",
     "ProcessGroup",
     "ProcessGroupFailed",
+    "member_commands",
     "open_process_group",
 ]
 

@@ -21,6 +21,7 @@ from triogroups.actors import CrashReport, Restart, Strategy
 from triogroups.actors._policy import RestartIntensity
 from triogroups.config import StackConfig
 from triogroups.supervisor._app import App, Payload, load_app, resolve_stack
+from triogroups.supervisor._commands import encode_command
 from triogroups.supervisor._events import GroupEvent, MemberView
 from triogroups.supervisor._logs import LOG_FORMATS
 from triogroups.supervisor._members import MemberInfo, MemberSlot, default_name
@@ -139,6 +140,22 @@ class ProcessGroup:
         inc = self._supervisor.member(name).current
         if inc is not None:
             inc.send_signal(signal)
+
+    async def send(self, name: str, command: Any) -> None:
+        """Send ``command`` (plain JSON data) to member ``name``'s current incarnation, which
+        reads it from `member_commands`.
+
+        Commands to one member arrive in the order sent. Returns once the command is in the
+        member's pipe, not once the member read it; waits while the pipe is full (a member
+        that reads no commands pushes back). RuntimeError if the member is not running (not
+        started yet, or ended); a command is never carried over to a later incarnation.
+        TypeError if JSON cannot carry ``command``.
+        """
+        line = encode_command(command)
+        inc = self._supervisor.member(name).current
+        if inc is None:
+            raise RuntimeError(f"member {name!r} has not started")
+        await inc.send_command(line)
 
     async def restart(self, name: str) -> MemberInfo:
         """Stop member ``name`` gracefully and start it again as a new incarnation.

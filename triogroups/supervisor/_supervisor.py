@@ -243,8 +243,8 @@ class Supervisor:
         if number > 1:
             member.restarts += 1
 
-        def argv(status_fd: int) -> list[str]:
-            return member_argv(member.name, self.name, status_fd, self.log_format)
+        def argv(status_fd: int, command_fd: int) -> list[str]:
+            return member_argv(member.name, self.name, status_fd, command_fd, self.log_format)
 
         def on_output(line: str) -> None:
             self.output(member.name, line)
@@ -261,7 +261,7 @@ class Supervisor:
         self,
         member: MemberSlot,
         inc: Incarnation,
-        argv: Callable[[int], list[str]],
+        argv: Callable[[int, int], list[str]],
         on_output: Callable[[str], None],
         on_status: Callable[[dict[str, Any]], None],
         *,
