@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 
 import trio
@@ -31,3 +32,34 @@ async def logs(ch: Channel) -> None:
 async def returns(ch: Channel) -> None:
     """End at once, normally: the member leaves and exits with status 0."""
     print(f"{ch.name} is done", flush=True)
+
+
+class Notes:
+    """A replicated list of notes: the state a joining member receives."""
+
+    def __init__(self) -> None:
+        self.notes: list[str] = []
+
+    def get_state(self) -> list[str]:
+        return list(self.notes)
+
+    def set_state(self, state: list[str]) -> None:
+        self.notes = list(state)
+
+
+async def take_notes(ch: Channel, notes: Notes) -> None:
+    """Print the notes this member started with; a command adds a note to every member's
+    (as a multicast); prints ``notes [...]`` after each."""
+    from triogroups import member_commands
+
+    print("started with", json.dumps(notes.notes), flush=True)
+
+    async def apply() -> None:
+        async for msg in ch:
+            notes.notes.append(msg.payload.decode())
+            print("notes", json.dumps(notes.notes), flush=True)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(apply)
+        async for command in member_commands():
+            await ch.send(str(command).encode())

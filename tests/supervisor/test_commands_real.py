@@ -1,6 +1,6 @@
-"""The command channel of a process group with real member processes: `ProcessGroup.send` in
-the test, `member_commands` in the member (issue 13: the test kit's members take commands
-through the supervisor, not a launcher of their own)."""
+"""The command channel and the state object of a process group with real member processes:
+`ProcessGroup.send` in the test, `member_commands` in the member (issue 13: the test kit's
+members take commands through the supervisor, not a launcher of their own)."""
 
 from __future__ import annotations
 
@@ -48,10 +48,13 @@ class Lines:
     def got(self, name: str) -> list[Any]:
         return [json.loads(x[4:]) for x in self.by_name[name] if x.startswith("got ")]
 
+    async def changed(self) -> None:
+        await self._changed.wait()
+
     async def wait(self, name: str, count: int) -> list[Any]:
         with trio.fail_after(STEP):
             while len(self.got(name)) < count:
-                await self._changed.wait()
+                await self.changed()
         return self.got(name)
 
 
@@ -99,3 +102,26 @@ def test_member_commands_outside_a_member_process_is_an_error() -> None:
     """Only a member that a process group started has a command channel."""
     with pytest.raises(RuntimeError, match="only in a member of a process group"):
         member_commands()
+
+
+async def test_state_object_reaches_the_app_and_a_joiner_gets_the_groups_state() -> None:
+    """``state=`` is given to each member's `open_channel` and, being the same object as in
+    ``args``, is what the app updates: a member added later starts with the notes the
+    group took before it joined."""
+    from member_apps import Notes, take_notes
+
+    lines = Lines()
+    notes = Notes()
+    async with open_process_group(
+        take_notes, 1, stack=fast_udp(), args=(notes,), state=notes, output=lines
+    ) as group:
+        for note in ("one", "two"):
+            await group.send("A", note)
+        with trio.fail_after(STEP):
+            while 'notes ["one", "two"]' not in lines.by_name["A"]:
+                await lines.changed()
+        await group.add_member("B")
+        with trio.fail_after(STEP):
+            while not any(x.startswith("started with") for x in lines.by_name["B"]):
+                await lines.changed()
+        assert 'started with ["one", "two"]' in lines.by_name["B"]

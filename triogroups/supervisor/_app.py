@@ -80,11 +80,14 @@ def resolve_stack(stack: StackConfig | str | Path) -> StackConfig:
 
 @dataclass(frozen=True)
 class Payload:
-    """What one member process runs: ``app(channel, *args)`` on ``stack``."""
+    """What one member process runs: ``app(channel, *args)`` on ``stack``, with ``state``
+    (an object with ``get_state``/``set_state``, or None) given to `open_channel`. One pickle
+    for all of it, so an object in ``args`` that is also ``state`` stays one object."""
 
     app: App | str
     args: tuple[Any, ...]
     stack: StackConfig | str
+    state: Any = None
 
     def dumps(self) -> bytes:
         return cloudpickle.dumps(self)  # type: ignore[no-any-return]

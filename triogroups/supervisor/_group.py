@@ -57,6 +57,7 @@ class ProcessGroup:
         tail_lines: int,
         output: Output | None,
         log_format: str,
+        state: Any = None,
     ) -> None:
         if names is not None:
             n = len(names)
@@ -89,6 +90,7 @@ class ProcessGroup:
         self._app = app
         self._args = tuple(args)
         self._stack: StackConfig | str = stack if isinstance(stack, str) else config
+        self._state = state
         intensity = RestartIntensity(
             max_restarts=max_restarts,
             within=within,
@@ -216,7 +218,7 @@ class ProcessGroup:
         }
 
     def _payload(self, args: tuple[Any, ...]) -> bytes:
-        return Payload(self._app, args, self._stack).dumps()
+        return Payload(self._app, args, self._stack, self._state).dumps()
 
     async def _run(self, *, task_status: trio.TaskStatus[None]) -> None:
         try:
@@ -252,6 +254,7 @@ async def open_process_group(
     tail_lines: int = 20,
     output: Output | None = None,
     log_format: str = "text",
+    state: Any = None,
 ) -> AsyncIterator[ProcessGroup]:
     """Start ``n`` member processes, each running ``await app(channel, *args)`` in the group.
 
@@ -265,7 +268,10 @@ async def open_process_group(
     member is stopped and `ProcessGroupFailed` (a `RestartIntensityExceeded`) is raised here,
     naming the member, why it ended and its last ``tail_lines`` of output. Output lines go to
     ``output(name, line)`` (default: stderr, prefixed with the member's name); members write
-    their log records as text or, with ``log_format="json"``, as JSON lines.
+    their log records as text or, with ``log_format="json"``, as JSON lines. ``state`` (an
+    object with ``get_state``/``set_state``) is shipped to each member, which gets its own
+    copy, and given to `open_channel`, so a member that joins gets the group's state; put the
+    same object in ``args`` to reach it from ``app`` (one pickle keeps them one object).
 
     Leaving the block (also by cancellation or Ctrl-C) stops the members in reverse start
     order: SIGTERM, on which each leaves the group and exits, then SIGKILL after
@@ -289,6 +295,7 @@ async def open_process_group(
         tail_lines=tail_lines,
         output=output,
         log_format=log_format,
+        state=state,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -101,7 +101,9 @@ async def _run(args: argparse.Namespace, payload: Payload, emit: Emit) -> None:
             stopper = _Stopper(outer.cancel_scope)
             outer.start_soon(stopper.on_signal, signals)
             outer.start_soon(stopper.on_parent_gone)
-            async with open_channel(args.cluster, payload.stack, args.name) as channel:
+            async with open_channel(
+                args.cluster, payload.stack, args.name, state=payload.state
+            ) as channel:
                 with trio.CancelScope() as body:
                     stopper.body = body
                     emit("joined", address=_hex(channel.address))
