@@ -1,12 +1,13 @@
-"""The member side of the JSON lines that `_processes.MemberProcess` speaks.
+"""The member side of the JSON lines that the test kit's member processes speak.
 
-`_member_process` (a stack driven by hand) and `_group_member` (a channel
-that joins by itself) are two programs behind one parent: both take the
-options `MemberProcess.start` passes, read commands as JSON lines on stdin,
-print events as JSON lines on stdout with UUIDs as 32 hex digits, and stop
-cleanly when stdin closes or on SIGTERM. That contract lives here once, so
-the two programs cannot drift apart from each other or from the parent.
-What the commands mean stays with each program.
+Events are JSON lines on stdout with UUIDs as 32 hex digits (`emit`, `uuid_hex`), for both
+member programs: `_member_process` (a stack driven by hand, started by
+`_processes.MemberProcess`) and `_group_member` (a channel that joins by itself, run by the
+process supervisor). `_member_process` also reads its commands as JSON lines on stdin and
+takes the options `MemberProcess.start` passes (`member_arguments`, `serve_commands`), and
+stops cleanly when stdin closes or on SIGTERM; `_group_member` reads its commands from
+`member_commands` and leaves stopping to the supervisor. What the commands mean stays with
+each program.
 """
 
 from __future__ import annotations

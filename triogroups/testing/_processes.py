@@ -19,89 +19,36 @@ from typing import Any, ClassVar, Self
 
 import trio
 
-__all__ = ["MemberProcess", "check_tally", "exchange_and_check", "layer_stats"]
+__all__ = ["MemberEvents", "MemberProcess", "check_tally", "exchange_and_check", "layer_stats"]
 
 _ROOT = Path(__file__).resolve().parents[2]
 
 
-class MemberProcess:
-    """One member process and the events it has printed so far."""
+class MemberEvents:
+    """The events a member has printed so far, and the commands to it: what a test sees of a
+    member, whichever way it runs (`MemberProcess` here, `GroupMember` on the supervisor)."""
 
-    program: ClassVar[str] = "triogroups.testing._member_process"
-
-    def __init__(self, name: str, process: trio.Process) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.process = process
         self.events: list[dict[str, Any]] = []
         self.uuid = ""
         self.physical: tuple[str, int] = ("", 0)
         self._changed = trio.Event()
 
-    @classmethod
-    async def start(
-        cls,
-        nursery: trio.Nursery,
-        name: str,
-        *,
-        stack: str,
-        cluster: str,
-        props: dict[str, dict[str, Any]] | None = None,
-        prefix: Sequence[str] = (),
-        tally: bool = False,
-    ) -> Self:
-        """Launch a member and return once it printed ``ready``.
-
-        With ``tally`` the member counts deliveries instead of printing them
-        (see `tally`); `delivered` then stays empty. Subclasses run another
-        member program (``program``) that speaks the same lines.
-        """
-        argv = [
-            *prefix,
-            sys.executable,
-            "-m",
-            cls.program,
-            "--stack",
-            stack,
-            "--cluster",
-            cluster,
-            "--name",
-            name,
-            "--props",
-            json.dumps(props or {}),
-            *(["--tally"] if tally else []),
-        ]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
-        process = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
-        )
-        member = cls(name, process)
-        nursery.start_soon(member._read)
-        ready = await member.wait_for(lambda e: e["event"] in ("ready", "eof"))
-        if ready["event"] == "eof":
-            raise RuntimeError(f"member {name} exited before it was ready")
-        member.uuid = ready["uuid"]
-        member.physical = (ready["physical"][0], int(ready["physical"][1]))
-        return member
-
-    async def _read(self) -> None:
-        assert self.process.stdout is not None
-        buffer = b""
-        async for chunk in self.process.stdout:
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    self.events.append(json.loads(line))
-            self._changed.set()
-            self._changed = trio.Event()
-        self.events.append({"event": "eof"})
+    def _event(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
         self._changed.set()
+        self._changed = trio.Event()
+
+    def _ready(self, ready: dict[str, Any]) -> None:
+        if ready["event"] == "eof":
+            raise RuntimeError(f"member {self.name} exited before it was ready")
+        self.uuid = ready["uuid"]
+        self.physical = (ready["physical"][0], int(ready["physical"][1]))
 
     async def command(self, cmd: str, **fields: Any) -> None:
-        assert self.process.stdin is not None
-        line = json.dumps({"cmd": cmd, **fields}) + "\n"
-        await self.process.stdin.send_all(line.encode())
+        """Send the member one command (``{"cmd": cmd, **fields}``)."""
+        raise NotImplementedError
 
     async def wait_for(self, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """The first event (seen so far or to come) that passes ``check``."""
@@ -115,7 +62,7 @@ class MemberProcess:
             seen = len(self.events)
             await self._changed.wait()
 
-    async def wait_until(self, check: Callable[[MemberProcess], bool]) -> None:
+    async def wait_until(self, check: Callable[[Self], bool]) -> None:
         """Return once ``check(self)`` holds (re-checked after every output)."""
         while not check(self):
             if self.events and self.events[-1]["event"] == "eof":
@@ -161,6 +108,75 @@ class MemberProcess:
         Only one tally may be outstanding per member: answers are matched by order.
         """
         return await self._ask("tally", "tally", at_least=at_least)
+
+
+class MemberProcess(MemberEvents):
+    """One member process and the events it has printed so far."""
+
+    program: ClassVar[str] = "triogroups.testing._member_process"
+
+    def __init__(self, name: str, process: trio.Process) -> None:
+        super().__init__(name)
+        self.process = process
+
+    @classmethod
+    async def start(
+        cls,
+        nursery: trio.Nursery,
+        name: str,
+        *,
+        stack: str,
+        cluster: str,
+        props: dict[str, dict[str, Any]] | None = None,
+        prefix: Sequence[str] = (),
+        tally: bool = False,
+    ) -> Self:
+        """Launch a member and return once it printed ``ready``.
+
+        With ``tally`` the member counts deliveries instead of printing them
+        (see `tally`); `delivered` then stays empty. Subclasses run another
+        member program (``program``) that speaks the same lines.
+        """
+        argv = [
+            *prefix,
+            sys.executable,
+            "-m",
+            cls.program,
+            "--stack",
+            stack,
+            "--cluster",
+            cluster,
+            "--name",
+            name,
+            "--props",
+            json.dumps(props or {}),
+            *(["--tally"] if tally else []),
+        ]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
+        process = await trio.lowlevel.open_process(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
+        )
+        member = cls(name, process)
+        nursery.start_soon(member._read)
+        member._ready(await member.wait_for(lambda e: e["event"] in ("ready", "eof")))
+        return member
+
+    async def _read(self) -> None:
+        assert self.process.stdout is not None
+        buffer = b""
+        async for chunk in self.process.stdout:
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                if line.strip():
+                    self._event(json.loads(line))
+        self._event({"event": "eof"})
+
+    async def command(self, cmd: str, **fields: Any) -> None:
+        assert self.process.stdin is not None
+        line = json.dumps({"cmd": cmd, **fields}) + "\n"
+        await self.process.stdin.send_all(line.encode())
 
     async def stop(self) -> int:
         """Close stdin (the member's signal to leave) and return its exit status."""
@@ -221,7 +237,7 @@ async def exchange_and_check(
                 raise AssertionError(f"{m.name} delivered multicasts from {src} out of order")
 
 
-def _has_delivered(total: int) -> Callable[[MemberProcess], bool]:
+def _has_delivered(total: int) -> Callable[[MemberEvents], bool]:
     return lambda member: len(member.delivered()) >= total
 
 
