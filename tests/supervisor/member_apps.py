@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import trio
 
@@ -63,3 +64,13 @@ async def take_notes(ch: Channel, notes: Notes) -> None:
         nursery.start_soon(apply)
         async for command in member_commands():
             await ch.send(str(command).encode())
+
+
+async def bare(stack: Any) -> None:
+    """A member on a bare stack: print its layers, its address and an environment mark."""
+    import os
+
+    layers = ",".join(p.name for p in stack.protocols)
+    print("layers", layers, "address", stack.address, flush=True)
+    print("mark", os.environ.get("TRIOGROUPS_TEST_MARK", "-"), flush=True)
+    await trio.sleep_forever()

@@ -58,6 +58,8 @@ class ProcessGroup:
         output: Output | None,
         log_format: str,
         state: Any = None,
+        bare: bool = False,
+        launcher: Sequence[str] = (),
     ) -> None:
         if names is not None:
             n = len(names)
@@ -76,7 +78,9 @@ class ProcessGroup:
             load_app(app)
         elif not callable(app):
             raise TypeError(f"app must be a function or 'module:function', got {app!r}")
-        config = resolve_stack(stack)
+        if bare and state is not None:
+            raise ValueError("state needs a channel, got bare=True")
+        config = resolve_stack(stack, bare=bare)
         names = list(names) if names is not None else [default_name(i) for i in range(n)]
         if len(set(names)) != len(names):
             raise ValueError(f"member names must be unique, got {names}")
@@ -91,6 +95,7 @@ class ProcessGroup:
         self._args = tuple(args)
         self._stack: StackConfig | str = stack if isinstance(stack, str) else config
         self._state = state
+        self._bare = bare
         intensity = RestartIntensity(
             max_restarts=max_restarts,
             within=within,
@@ -106,6 +111,7 @@ class ProcessGroup:
             tail_lines=tail_lines,
             log_format=log_format,
             output=output or _print_output,
+            launcher=launcher,
         )
         payload = self._payload(self._args)
         for index, name in enumerate(names):
@@ -218,7 +224,7 @@ class ProcessGroup:
         }
 
     def _payload(self, args: tuple[Any, ...]) -> bytes:
-        return Payload(self._app, args, self._stack, self._state).dumps()
+        return Payload(self._app, args, self._stack, self._state, self._bare).dumps()
 
     async def _run(self, *, task_status: trio.TaskStatus[None]) -> None:
         try:
@@ -255,6 +261,8 @@ async def open_process_group(
     output: Output | None = None,
     log_format: str = "text",
     state: Any = None,
+    bare: bool = False,
+    launcher: Sequence[str] = (),
 ) -> AsyncIterator[ProcessGroup]:
     """Start ``n`` member processes, each running ``await app(channel, *args)`` in the group.
 
@@ -272,6 +280,13 @@ async def open_process_group(
     object with ``get_state``/``set_state``) is shipped to each member, which gets its own
     copy, and given to `open_channel`, so a member that joins gets the group's state; put the
     same object in ``args`` to reach it from ``app`` (one pickle keeps them one object).
+    With ``bare=True`` each member runs ``await app(stack, *args)`` on a started `Stack`
+    instead, without a channel: nobody joins a group (the stack needs no GMS), a member
+    counts as joined once its stack runs, and no views are reported; for protocol-level
+    members that tests and tools drive by hand. ``launcher`` goes before each member's
+    command line: a command that runs the rest in another place, such as
+    ``("ip", "netns", "exec", "ns1")`` (it must exec the member, not fork it: the supervisor
+    watches that pid).
 
     Leaving the block (also by cancellation or Ctrl-C) stops the members in reverse start
     order: SIGTERM, on which each leaves the group and exits, then SIGKILL after
@@ -296,6 +311,8 @@ async def open_process_group(
         output=output,
         log_format=log_format,
         state=state,
+        bare=bare,
+        launcher=launcher,
     )
     try:
         async with trio.open_nursery() as nursery:

@@ -34,6 +34,7 @@ import trio
 from triogroups._channel import Channel, open_channel
 from triogroups.address import Address
 from triogroups.runtime import tune_gc
+from triogroups.stack import Stack
 from triogroups.supervisor._app import Payload
 from triogroups.supervisor._commands import attach
 from triogroups.supervisor._logs import LOG_FORMATS, configure_member_logging
@@ -94,8 +95,29 @@ class _Stopper:
         self.stop()
 
 
+async def _run_bare(app: Any, args: argparse.Namespace, payload: Payload, emit: Emit) -> None:
+    """``app(stack, *args)`` on a started `Stack` of its own: no channel, no group to join
+    (``joined`` says the stack runs), no views reported. Stopping cancels the application,
+    then the stack."""
+    stack = Stack(payload.stack, args.cluster, args.name)
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as outer:
+            stopper = _Stopper(outer.cancel_scope)
+            outer.start_soon(stopper.on_signal, signals)
+            outer.start_soon(stopper.on_parent_gone)
+            await outer.start(stack.run)
+            with trio.CancelScope() as body:
+                stopper.body = body
+                emit("joined", address=_hex(stack.address))
+                await app(stack, *payload.args)
+            outer.cancel_scope.cancel()
+
+
 async def _run(args: argparse.Namespace, payload: Payload, emit: Emit) -> None:
     app = payload.function()
+    if payload.bare:
+        await _run_bare(app, args, payload, emit)
+        return
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as outer:
             stopper = _Stopper(outer.cancel_scope)

@@ -34,9 +34,17 @@ _AFTER_EXIT = 2.0  # how long output still in the pipes is read after the proces
 
 
 def member_argv(
-    name: str, cluster: str, status_fd: int, command_fd: int, log_format: str
+    name: str,
+    cluster: str,
+    status_fd: int,
+    command_fd: int,
+    log_format: str,
+    launcher: Sequence[str] = (),
 ) -> list[str]:
+    """The member program's command line, behind ``launcher`` (a command that execs the rest,
+    such as ``ip netns exec NS``)."""
     return [
+        *launcher,
         sys.executable,
         "-m",
         "triogroups.supervisor._member",

@@ -67,8 +67,10 @@ class Supervisor:
         tail_lines: int,
         log_format: str,
         output: Output,
+        launcher: Sequence[str] = (),
     ) -> None:
         self.name = name
+        self.launcher = tuple(launcher)
         self.strategy = strategy
         self.intensity = intensity
         self.stop_timeout = stop_timeout
@@ -244,7 +246,9 @@ class Supervisor:
             member.restarts += 1
 
         def argv(status_fd: int, command_fd: int) -> list[str]:
-            return member_argv(member.name, self.name, status_fd, command_fd, self.log_format)
+            return member_argv(
+                member.name, self.name, status_fd, command_fd, self.log_format, self.launcher
+            )
 
         def on_output(line: str) -> None:
             self.output(member.name, line)

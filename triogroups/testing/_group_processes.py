@@ -1,42 +1,29 @@
 """The parent side of `_group_member`: GMS-driven member processes on the supervisor.
 
-`GroupMember` runs `_group_member.group_member` as the one member of a process group of its
-own (`open_process_group`, never restarted), so these tests start, stop, kill and command
-members through the product's supervisor: its pipes, its graceful stop, its parent-death
-watch. The member's JSON lines come back as its output lines; commands go through
-`ProcessGroup.send`. `start_group` starts several, the first alone so it becomes the
-coordinator; `wait_same_view` waits until a set of members agree on one view. Waits are
-bounded by the caller's deadlines (``trio.fail_after``), never by sleeps.
+`GroupMember` is a `SupervisedMember` (its own process group of one, see `_processes`) that
+runs `_group_member.group_member`, a channel that joins by itself with a `Ledger` as its
+state, and knows the views it printed. `start_group` starts several, the first alone so it
+becomes the coordinator; `wait_same_view` waits until a set of members agree on one view.
+Waits are bounded by the caller's deadlines (``trio.fail_after``), never by sleeps.
 """
 
 from __future__ import annotations
 
-import json
-import signal
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import trio
 
-from triogroups.actors import Restart
-from triogroups.supervisor import MemberExited, ProcessGroup, open_process_group
 from triogroups.testing._group_member import Ledger, group_member, stack_with_discard
-from triogroups.testing._processes import MemberEvents
+from triogroups.testing._processes import SupervisedMember
 
 __all__ = ["GroupMember", "describe", "start_group", "wait_same_view"]
 
 _POLL = 0.05
 
 
-class GroupMember(MemberEvents):
-    """One `_group_member` process, supervised, and the events it has printed so far."""
-
-    def __init__(self, name: str) -> None:
-        super().__init__(name)
-        self.returncode: int | None = None
-        self._group: ProcessGroup | None = None
-        self._leave = trio.Event()
-        self._ended = trio.Event()
+class GroupMember(SupervisedMember):
+    """One `_group_member` member (a channel) and the events it has printed so far."""
 
     @classmethod
     async def start(
@@ -49,62 +36,17 @@ class GroupMember(MemberEvents):
         props: dict[str, dict[str, Any]],
     ) -> GroupMember:
         """Launch a member and return once it joined and printed ``ready``."""
-        member = cls(name)
-        await nursery.start(member._run, stack_with_discard(stack, props), cluster)
-        member._ready(await member.wait_for(lambda e: e["event"] in ("ready", "eof")))
-        return member
-
-    async def _run(self, config: Any, cluster: str, *, task_status: trio.TaskStatus[None]) -> None:
         ledger = Ledger()
-        try:
-            async with open_process_group(
-                group_member,
-                names=[self.name],
-                stack=config,
-                cluster=cluster,
-                args=(ledger,),
-                state=ledger,
-                restart=Restart.TEMPORARY,
-                output=self._output,
-            ) as group:
-                self._group = group
-                task_status.started()
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._watch, group)
-                    await self._leave.wait()
-                    nursery.cancel_scope.cancel()
-        finally:
-            self._exited(None)
-
-    async def _watch(self, group: ProcessGroup) -> None:
-        """The member's exit ends this member (``eof``), also when it was killed."""
-        async for event in group.events():
-            if isinstance(event, MemberExited):
-                self._exited(event.returncode)
-        self._leave.set()
-
-    def _exited(self, returncode: int | None) -> None:
-        if self._ended.is_set():
-            return
-        if returncode is None and self._group is not None:
-            returncode = self._group.member(self.name).returncode
-        self.returncode = returncode
-        self._ended.set()
-        self._event({"event": "eof"})
-        self._leave.set()
-
-    def _output(self, name: str, line: str) -> None:
-        if line.startswith("{"):
-            try:
-                event = json.loads(line)
-            except ValueError:
-                return
-            if isinstance(event, dict) and "event" in event:
-                self._event(event)
-
-    async def command(self, cmd: str, **fields: Any) -> None:
-        assert self._group is not None
-        await self._group.send(self.name, {"cmd": cmd, **fields})
+        member = cls(name)
+        await member._launch(
+            nursery,
+            group_member,
+            stack=stack_with_discard(stack, props),
+            cluster=cluster,
+            args=(ledger,),
+            state=ledger,
+        )
+        return member
 
     @property
     def view(self) -> dict[str, Any] | None:
@@ -139,31 +81,6 @@ class GroupMember(MemberEvents):
         """The state this member received on join, or None if it got none."""
         event = next((e for e in self.events if e["event"] == "state"), None)
         return None if event is None else [(src, payload) for src, payload in event["applied"]]
-
-    @property
-    def alive(self) -> bool:
-        return not self._ended.is_set()
-
-    def signal(self, signum: int) -> None:
-        """Send ``signum`` to the member's process (SIGKILL: it dies; SIGTERM: it leaves)."""
-        if self._group is not None and not self._ended.is_set():
-            self._group.kill(self.name, signum)
-
-    async def wait(self) -> int:
-        """The member's exit status, once its process ended."""
-        await self._ended.wait()
-        assert self.returncode is not None
-        return self.returncode
-
-    async def stop(self) -> int:
-        """Stop the member as the supervisor does (SIGTERM: it leaves the group and exits);
-        its exit status."""
-        self._leave.set()
-        return await self.wait()
-
-    def kill(self) -> None:
-        self.signal(signal.SIGKILL)
-        self._leave.set()
 
 
 async def start_group(
