@@ -25,6 +25,8 @@ from triogroups.protocols import ids
 from triogroups.protocols.frag import FragHeader
 from triogroups.protocols.gms import GmsHeader
 from triogroups.protocols.gms._header import JOIN_REQ
+from triogroups.protocols.mcast import MSG as MCAST_MSG
+from triogroups.protocols.mcast import McastHeader
 from triogroups.protocols.nakack2._header import MSG, XMIT_REQ, NakAckHeader2
 from triogroups.protocols.unicast3._common import XMIT_REQ as UNICAST3_XMIT_REQ
 from triogroups.protocols.unicast3._common import Unicast3Header
@@ -231,3 +233,25 @@ async def test_tcp_fragments_that_never_complete_are_capped(
                     stats = _layer(a, "FRAG")
             assert stats["pending_bytes"] <= 20_000
             await _still_served(a, b)
+
+
+async def test_tcp_mcast_member_beyond_the_window_is_capped(
+    preset_on_own_ports: PresetOnOwnPorts,
+) -> None:
+    """The tcp preset with MCAST in place of NAKACK2 (and no MFC, as in udp-mcast): an
+    intruder that joined multicasts seqnos far beyond the coordinator's fixed window of
+    it (``capacity``): dropped and counted as dropped_outside_window, never buffered."""
+    config = preset_on_own_ports("tcp").replace("NAKACK2", "MCAST", capacity=64).remove("MFC")
+    with trio.fail_after(120):
+        async with _group(config) as (a, b):
+            coord, other = _coord(a, b)
+            async with _hostile(coord, Address.random("intruder")) as hostile:
+                await _intrude(hostile, coord)
+                for seqno in range(10_000, 10_500):
+                    hdr = McastHeader(MCAST_MSG, seqno)
+                    await hostile.send([Message(None, b"x" * 100, headers={ids.MCAST: hdr})])
+                stats = _layer(coord, "MCAST")
+                while stats["dropped_outside_window"] < 500:
+                    await trio.sleep(0.05)
+                    stats = _layer(coord, "MCAST")
+            await _still_served(coord, other)
