@@ -22,6 +22,7 @@ from tests.real.conftest import PresetOnOwnPorts
 from tests.real.test_abuse_limits_real import _group, _layer, _still_served
 from triogroups import Address, Channel, Message
 from triogroups.protocols import ids
+from triogroups.protocols._discovery import REQUEST, DiscoveryHeader
 from triogroups.protocols.frag import FragHeader
 from triogroups.protocols.gms import GmsHeader
 from triogroups.protocols.gms._header import JOIN_REQ
@@ -30,6 +31,7 @@ from triogroups.protocols.mcast import McastHeader
 from triogroups.protocols.nakack2._header import MSG, XMIT_REQ, NakAckHeader2
 from triogroups.protocols.unicast3._common import XMIT_REQ as UNICAST3_XMIT_REQ
 from triogroups.protocols.unicast3._common import Unicast3Header
+from triogroups.transports._addresses import label
 from triogroups.transports._tcp_conn import encode_hello, frame
 from triogroups.wire import WireCodec
 
@@ -51,13 +53,16 @@ class TcpHostile:
 
 
 @asynccontextmanager
-async def _hostile(target: Channel, me: Address) -> AsyncIterator[TcpHostile]:
-    """Connect, say hello as ``me`` (listening nowhere), and drain the member's frames."""
+async def _hostile(
+    target: Channel, me: Address, *, drain: bool = True
+) -> AsyncIterator[TcpHostile]:
+    """Connect, say hello as ``me`` (listening nowhere), and drain the member's frames
+    (unless not ``drain``: a peer that never reads)."""
     host, port = _layer(target, "TCP")["physical"].rsplit(":", 1)
     codec = WireCodec(target.cluster)
     stream = await trio.open_tcp_stream(host, int(port))
 
-    async def drain() -> None:
+    async def drain_all() -> None:
         try:
             while await stream.receive_some(1 << 16):
                 pass
@@ -66,7 +71,8 @@ async def _hostile(target: Channel, me: Address) -> AsyncIterator[TcpHostile]:
 
     async with stream, trio.open_nursery() as nursery:
         await stream.send_all(encode_hello(codec, me, ("127.0.0.1", 1), (host, int(port))))
-        nursery.start_soon(drain)
+        if drain:
+            nursery.start_soon(drain_all)
         yield TcpHostile(target, me, stream)
         nursery.cancel_scope.cancel()
 
@@ -255,3 +261,27 @@ async def test_tcp_mcast_member_beyond_the_window_is_capped(
                     await trio.sleep(0.05)
                     stats = _layer(coord, "MCAST")
             await _still_served(coord, other)
+
+
+async def test_tcp_peer_that_never_reads_cannot_stall_the_member(
+    preset_on_own_ports: PresetOnOwnPorts,
+) -> None:
+    """A made-up peer that never reads its connection asks A for discovery answers, 100
+    per frame, without end: what A queues for it stops at send_queue_size and the rest is
+    dropped and counted (``dropped_queue_full``), instead of A's sends waiting for a reader that
+    never comes (back-pressure is for members). A and B go on exchanging multicasts."""
+    config = preset_on_own_ports("tcp").configure("TCP", send_queue_size=1 << 16)
+    with trio.fail_after(90):
+        async with _group(config) as (a, b):
+            mute = Address.random("mute")
+            async with _hostile(a, mute, drain=False) as hostile:
+                hdr = DiscoveryHeader(REQUEST, "127.0.0.1", 1, False)
+                asks = [Message(None, headers={ids.TCPPING: hdr}) for _ in range(100)]
+                stats = _layer(a, "TCP")
+                while stats.get("dropped_queue_full", 0) < 1000:
+                    for _ in range(20):
+                        await hostile.send(asks)
+                    await trio.sleep(0.01)
+                    stats = _layer(a, "TCP")
+                assert stats["connections"][label(mute)]["queued_bytes"] <= (1 << 16) + (1 << 14)
+                await _still_served(a, b)

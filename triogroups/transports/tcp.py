@@ -13,8 +13,10 @@ on the winner (the reliability layers order by seqno).
 A multicast is encoded once and the same bytes are queued on the connection
 to each member of the current view (without a view: each member in the
 address table). Sending blocks, and so pushes back on the layers above, while
-a connection has ``send_queue_size`` bytes queued. The receive path never
-drops a frame it has read: each read is framed, decoded and awaited into the
+a connection to a member of the view has ``send_queue_size`` bytes queued; to
+a peer outside the installed view (one that does not read, say) what does not fit is
+dropped and counted (``dropped_queue_full``) instead of stalling every send.
+The receive path never drops a frame it has read: each read is framed, decoded and awaited into the
 layer above as one batch, so slow layers stop the reading and TCP pushes
 back on the sender. A frame length above ``max_frame_size``, an empty frame,
 an EOF inside a frame or a bad hello (garbage, a newer wire version, another
@@ -277,7 +279,9 @@ class TcpTransport(Transport):
             for data, count in encoded:
                 for target in targets:
                     queue = self._send_to(target, data, count)
-                    if queue is not None and queue.out_bytes >= self.send_queue_size:
+                    limit = self.send_queue_size
+                    # only members make us wait: others' frames are dropped from now on
+                    if queue is not None and queue.out_bytes >= limit and self._member(target):
                         full.append(queue)
         if local:
             await up.send([m.copy() for m in local])
@@ -292,12 +296,18 @@ class TcpTransport(Transport):
         """Queue one bundle for ``dest``; returns the queue it went to (None: dropped)."""
         counters = self.counters
         conn = self._conns.get(dest)
+        pending = self._pending.get(dest) if conn is None else None
+        queued = conn if conn is not None else pending
+        full = queued is not None and queued.out_bytes >= self.send_queue_size
+        if full and not self._member(dest):
+            detail = "a peer outside the view does not read"
+            self.send_drops.drop("queue_full", detail, dest, count)
+            return None
         if conn is not None:
             conn.enqueue(data)
             counters["bundles_sent"] += 1
             counters["msgs_sent"] += count
             return conn
-        pending = self._pending.get(dest)
         if pending is None:
             physical = self.table.get(dest)
             if physical is None:
@@ -508,6 +518,15 @@ class TcpTransport(Transport):
             if pending is not None:
                 self.send_drops.drop("connect_failed", why, who, pending.msgs, quiet=quiet)
                 pending.done.set()
+
+    def _member(self, peer: Address) -> bool:
+        """Whether a full send queue to ``peer`` may make us wait: it is in the installed
+        view or the one being installed, or no view is installed yet (a transport on its
+        own). A peer outside the view that does not read (a misbehaving or hostile one,
+        issue 18) gets its frames dropped instead, so that it cannot stall what this member
+        sends to everyone else."""
+        view, next_view = self.view, self._next_view
+        return view is None or peer in view or (next_view is not None and peer in next_view)
 
     def _departure(self, peer: Address | None) -> bool:
         """Whether losing what was queued for ``peer`` is part of a departure, not a failure.
