@@ -186,6 +186,7 @@ from triogroups.inspector import build_report, probe
 from triogroups.supervisor import (
     AppError,
     GroupEvent,
+    MemberCommands,
     MemberCrashed,
     MemberExited,
     MemberInfo,
@@ -194,6 +195,7 @@ from triogroups.supervisor import (
     MemberView,
     ProcessGroup,
     ProcessGroupFailed,
+    member_commands,
     open_process_group,
 )
 
@@ -225,6 +227,7 @@ __all__ += [
 __all__ += [
     "AppError",
     "GroupEvent",
+    "MemberCommands",
     "MemberCrashed",
     "MemberExited",
     "MemberInfo",
@@ -233,6 +236,7 @@ __all__ += [
     "MemberView",
     "ProcessGroup",
     "ProcessGroupFailed",
+    "member_commands",
     "open_process_group",
 ]
 

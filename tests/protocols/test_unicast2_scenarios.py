@@ -375,3 +375,33 @@ async def test_unicast2_goal_4_works_without_views_or_gms(autojump_clock: Any) -
                 await trio.sleep(0.5)
         assert _u2(a).view is None and _u2(b).view is None
         assert _stats(a)["retransmissions"] > 0 and _stats(b)["retransmissions"] > 0
+
+
+async def test_unicast2_sender_that_never_fills_a_gap_is_capped_then_recovers(
+    autojump_clock: Any,
+) -> None:
+    """Issue 18, a sender that never fills its gaps: every copy of A's #2 is lost while
+    A sends 60 more, so B's window of A would grow without end. With
+    ``max_receive_window=10`` B keeps at most 10 seqnos of it and counts the rest as
+    ``dropped_beyond_window``; once #2 gets through, A's retransmissions bring what B
+    dropped and every message is delivered exactly once, in order."""
+    stack = STACK.configure("UNICAST2", max_receive_window=10, xmit_interval=0.2)
+    async with open_cluster(2, stack, seed=18) as cluster:
+        a, b = cluster.members
+
+        def second(msg: Message) -> bool:
+            hdr = msg.headers.get(ID)
+            return hdr is not None and hdr.type == DATA and hdr.seqno == 2
+
+        a.protocol("DISCARD").drop_if(second, direction="down", count=None)
+        peak = 0
+        for i in range(1, 62):
+            await _send(a, b, b"m%d" % i)
+            await trio.sleep(0.05)
+            peak = max(peak, _stats(b)["recv_window_size"])
+        assert peak <= 10 and _stats(b)["dropped_beyond_window"] > 0
+        assert _got(b, a) == [b"m1"]
+        a.protocol("DISCARD").reset()
+        await cluster.wait_until_delivered(timeout=60)
+        assert _got(b, a) == [b"m%d" % i for i in range(1, 62)]
+        cluster.check_contract()

@@ -656,13 +656,47 @@ def test_unicast2_malformed_headers_are_counted_and_dropped() -> None:
 
 
 def test_unicast2_huge_seqno_does_not_stall_stats_or_timers() -> None:
-    _, b = _pair(xmit_interval=0.5)
+    _, b = _pair(xmit_interval=0.5, max_receive_window=10**13)
     b.up([Message(B, b"1", src=A, headers={ID: Unicast2Header(DATA, 1, 1, True)})], 0.0)
     b.up([Message(B, b"x", src=A, headers={ID: Unicast2Header(DATA, 10**12, 1)})], 0.0)
     assert b.stats()["recv"]["A"]["missing"] == 10**12 - 2
     b.tick(0.5)
     b.tick(1.0)
     assert len(_of(_down(b), XMIT_REQ)[0].missing) == 512
+
+
+def test_unicast2_drops_messages_beyond_max_receive_window() -> None:
+    """A sender that never fills its gaps (issue 18): B keeps at most
+    ``max_receive_window`` seqnos of the connection ahead of the next one to deliver;
+    what lies beyond is dropped and counted, and the window still fills and delivers."""
+    a, b = _pair(max_receive_window=10)
+    _send(a, B, *(b"m%d" % i for i in range(1, 21)))
+    w = _down(a)
+    b.up([w[0]], 0.0)
+    b.up(w[2:], 0.0)  # m2 lost: m3..m11 are kept, m12..m20 are beyond the window
+    s = b.stats()
+    assert s["dropped_beyond_window"] == 9 and s["recv_window_size"] == 9
+    b.up([w[1]], 0.1)
+    assert _up(b) == [b"m%d" % i for i in range(1, 12)]
+    b.up(w[11:], 0.2)
+    assert _up(b) == [b"m%d" % i for i in range(12, 21)]
+
+
+def test_unicast2_serves_at_most_max_xmits_per_interval_to_one_peer() -> None:
+    """XMIT_REQs from one peer are served for at most ``max_xmits_per_interval`` seqnos
+    per ``xmit_interval``; the rest is counted as ``xmits_capped``, and a new interval
+    brings a new budget (issue 18: a peer asking for everything again and again)."""
+    a, _ = _pair(max_xmits_per_interval=5, xmit_interval=1.0)
+    _send(a, B, *(b"m%d" % i for i in range(1, 9)))
+    conn_id = _down(a)[0].headers[ID].conn_id
+    req = _ctrl(B, Unicast2Header(XMIT_REQ, conn_id=conn_id, missing=tuple(range(1, 9))))
+    a.up(req, 0.0)
+    assert [m.payload for m in _down(a)] == [b"m%d" % i for i in range(1, 6)]
+    a.up(req, 0.5)
+    assert _down(a) == []
+    assert a.stats()["xmits_capped"] == 3 + 8 and a.stats()["retransmissions"] == 5
+    a.up(req, 1.0)
+    assert len(_down(a)) == 5
 
 
 def test_unicast2_stats_report_connections_windows_and_counters() -> None:
@@ -689,5 +723,7 @@ def test_unicast2_stats_report_connections_windows_and_counters() -> None:
         "send_first_seqno_sent",
         "send_first_seqno_received",
         "connections_opened",
+        "dropped_beyond_window",
+        "xmits_capped",
     ):
         assert key in s

@@ -1,5 +1,7 @@
 """Limits against abuse over real UDP (issue 18): a hostile peer is capped, the others served.
 
+The same limits over TCP: test_abuse_limits_tcp_real.py.
+
 The hostile peer is a raw UDP socket in the test that sends crafted bundles,
 encoded with the wire codec, to a member's unicast port: the plain (not
 shared-secret) mode, where anyone who speaks the wire format can do this.
@@ -24,6 +26,7 @@ from triogroups.protocols import ids
 from triogroups.protocols.frag import FragHeader
 from triogroups.protocols.gms import GmsHeader
 from triogroups.protocols.gms._header import JOIN_REQ
+from triogroups.protocols.mcast import MSG as MCAST_MSG
 from triogroups.protocols.mcast import XMIT_REQ as MCAST_XMIT_REQ
 from triogroups.protocols.mcast import McastHeader
 from triogroups.protocols.nakack2._header import MSG, XMIT_REQ, NakAckHeader2
@@ -269,4 +272,28 @@ async def test_fragments_that_never_complete_are_capped(
             finally:
                 hostile.close()
             assert stats["pending_bytes"] <= 20_000
+            await _still_served(a, b)
+
+
+async def test_mcast_sender_beyond_the_window_is_capped(
+    preset_on_own_ports: PresetOnOwnPorts,
+) -> None:
+    """MCAST's receive window is fixed (``capacity``): multicasts claiming to come from B
+    far beyond A's window of B are dropped and counted as dropped_outside_window."""
+    config = preset_on_own_ports("udp-mcast").configure("MCAST", capacity=64)
+    with trio.fail_after(90):
+        async with _group(config) as (a, b):
+            hostile = Hostile(a)
+            try:
+                for seqno in range(10_000, 10_500):
+                    hdr = McastHeader(MCAST_MSG, seqno)
+                    hostile.send(b.address, [Message(None, b"x" * 100, headers={ids.MCAST: hdr})])
+                    if seqno % 50 == 0:
+                        await trio.sleep(0.01)
+                stats = _layer(a, "MCAST")
+                while stats["dropped_outside_window"] < 400:
+                    await trio.sleep(0.05)
+                    stats = _layer(a, "MCAST")
+            finally:
+                hostile.close()
             await _still_served(a, b)

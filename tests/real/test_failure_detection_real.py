@@ -8,6 +8,7 @@ view about 45 s. The presets now suspect after 5 s and verify for 1 s, so it goe
 from __future__ import annotations
 
 import random
+import signal
 import uuid
 from typing import Any
 
@@ -47,7 +48,7 @@ async def test_sigkilled_member_leaves_the_view_with_the_presets_failure_detecti
                 )
                 await wait_same_view(members)
             victim, survivors = members[-1], members[:-1]
-            victim.process.kill()
+            victim.signal(signal.SIGKILL)
             try:
                 with trio.fail_after(KILLED_GONE_WITHIN):
                     await wait_same_view(survivors)

@@ -24,7 +24,7 @@ import pytest
 import trio
 
 from tests.real.conftest import PresetOnOwnPorts
-from triogroups import Channel, StackConfig, open_channel
+from triogroups import Channel, Message, StackConfig, open_channel
 from triogroups._keyring import Keyring, key_id
 from triogroups.wire import WireCodec, WireError
 
@@ -237,3 +237,151 @@ async def test_rollover_under_traffic_delivers_everything_once_in_order(
             for ch in (a, b):
                 sealed = _transport(ch)["shared_secret"]
                 assert sealed["key_ids"] == [key_id(NEW, cluster).hex()]
+
+
+def _sniffer(config: StackConfig) -> socket.socket:
+    """A raw socket on the cluster's multicast group: sees every multicast datagram."""
+    (udp,) = [layer for layer in config.layers if layer.name == "UDP"]
+    group, port = "228.8.8.8", int(udp.properties["mcast_port"])
+    sniffer = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    sniffer.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sniffer.bind((group, port))
+    mreq = struct.pack("4s4s", socket.inet_aton(group), socket.inet_aton("127.0.0.1"))
+    sniffer.setsockopt(socket.IPPROTO_IP, socket.IP_ADD_MEMBERSHIP, mreq)
+    sniffer.setblocking(False)
+    return sniffer
+
+
+def _same_nonce(cluster: str, captured: bytes, src: Any, payload: bytes) -> bytes:
+    """A different bundle from ``src``, sealed with the right key under ``captured``'s
+    nonce: what a sender that repeats a nonce (or an insider) would put on the wire."""
+    kid = key_id(SECRET, cluster)
+    at = captured.index(kid) + len(kid)
+    nonce = captured[at : at + 12]
+    keyring = Keyring(cluster, SECRET, clock=trio.current_time)
+    keyring._prefix, keyring._counter = nonce[:8], int.from_bytes(nonce[8:], "big")
+    forged = WireCodec(cluster, keyring=keyring).encode(None, src, [Message(None, payload)])
+    assert nonce in forged and forged != captured
+    return forged
+
+
+def _carries(cluster: str, data: bytes, payload: bytes) -> bool:
+    return any(payload in m.payload for m in _codecs(cluster)[2].decode(data).messages)
+
+
+async def test_tampered_replayed_and_reused_nonce_datagrams_are_dropped_and_counted(
+    preset_on_own_ports: PresetOnOwnPorts,
+) -> None:
+    """A multicast of A, captured off the wire, sent again at B's unicast port (a
+    replay), with one bit flipped (tampered), and a different bundle sealed under its
+    nonce (a reused nonce): B drops each, counts it as ``replay``, ``auth`` and
+    ``replay``, delivers none of them, and goes on serving A."""
+    config = preset_on_own_ports("udp")
+    cluster = f"sealed-{uuid.uuid4().hex[:8]}"
+    sniffer = _sniffer(config)
+    raw = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+    try:
+        with trio.fail_after(60):
+            async with _members(config, cluster) as (a, b):
+                await a.send(b"the original")
+                assert (await b.receive()).payload == b"the original"
+                await trio.sleep(0.2)
+                captured: list[bytes] = []
+                while True:
+                    try:
+                        captured.append(sniffer.recv(1 << 16))
+                    except BlockingIOError:
+                        break
+                (original,) = [d for d in captured if _carries(cluster, d, b"the original")]
+                host, port = _transport(b)["physical"].rsplit(":", 1)
+                tampered = bytearray(original)
+                tampered[-1] ^= 1
+                forged = _same_nonce(cluster, original, a.address, b"never delivered")
+                before = dict(_transport(b)["decode_errors"])
+                for data in (original, bytes(tampered), forged):
+                    raw.sendto(data, (host, int(port)))
+                expected = {"replay": 2, "auth": 1}
+                while True:
+                    errors = _transport(b)["decode_errors"]
+                    moved = {k: errors.get(k, 0) - before.get(k, 0) for k in expected}
+                    if moved == expected:
+                        break
+                    await trio.sleep(0.05)
+                await a.send(b"after")
+                assert (await b.receive()).payload == b"after"
+    finally:
+        sniffer.close()
+        raw.close()
+
+
+async def test_replayed_or_tampered_tcp_hello_is_refused(
+    preset_on_own_ports: PresetOnOwnPorts,
+) -> None:
+    """A raw listener that discovery probes collects the members' sealed hellos. Sent
+    to B on a connection of its own, A's hello (a replay to another receiver: a hello
+    is bound to the endpoint it was sent to) and a tampered one are refused, counted,
+    and their connection closed; B's connection count does not move, and A and B
+    still exchange messages."""
+    config = preset_on_own_ports("tcp")
+    (tcp,) = [layer for layer in config.layers if layer.name == "TCP"]
+    base = int(tcp.properties["bind_port"])
+    listener = trio.socket.socket()
+    await listener.bind(("127.0.0.1", base + 2))  # within TCPPING's port_range of 3
+    listener.listen()
+    cluster = f"sealed-{uuid.uuid4().hex[:8]}"
+    _, _, right = _codecs(cluster)
+    hellos: dict[Any, bytes] = {}
+
+    capturing = trio.CancelScope()
+
+    async def capture() -> None:
+        with capturing:
+            while True:
+                conn, _ = await listener.accept()
+                with conn, trio.move_on_after(2):
+                    head = await conn.recv(4)
+                    size = int.from_bytes(head, "big")
+                    data = b""
+                    while len(data) < size:
+                        data += await conn.recv(size - len(data))
+                    hellos.setdefault(right.decode(data).src, head + data)
+
+    async def refused(member: Channel, data: bytes) -> bool:
+        host, port = _transport(member)["physical"].rsplit(":", 1)
+        stream = await trio.open_tcp_stream(host, int(port))
+        async with stream:
+            await stream.send_all(data)
+            with trio.move_on_after(10):
+                try:
+                    return await stream.receive_some(1 << 16) == b""
+                except trio.BrokenResourceError:
+                    return True
+        return False
+
+    try:
+        with trio.fail_after(90):
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(capture)
+                async with _members(config, cluster) as (a, b):
+                    while a.address not in hellos:
+                        await trio.sleep(0.05)
+                    capturing.cancel()
+                    accepted = _transport(b)["connections_accepted"]
+                    tampered = bytearray(hellos[a.address])
+                    tampered[-1] ^= 1
+                    r = await refused(b, hellos[a.address])
+                    print(
+                        "REPLAY",
+                        r,
+                        _transport(b)["decode_errors"],
+                        _transport(b)["connections_accepted"],
+                        accepted,
+                    )
+                    assert await refused(b, bytes(tampered))
+                    errors = _transport(b)["decode_errors"]
+                    assert errors.get("auth", 0) >= 1 and errors.get("wrong_dest", 0) >= 1
+                    assert _transport(b)["connections_accepted"] == accepted
+                    await a.send(b"still sealed", to=b.address)
+                    assert (await b.receive()).payload == b"still sealed"
+    finally:
+        listener.close()

@@ -8,6 +8,7 @@ multicast for UDP, TCPPING over the members' listed ports for TCP.
 from __future__ import annotations
 
 import random
+import signal
 import uuid
 from pathlib import Path
 from typing import Any
@@ -76,8 +77,8 @@ async def test_member_process_exits_cleanly_on_sigterm() -> None:
         )
         try:
             with trio.fail_after(20):
-                member.process.terminate()
-                assert await member.process.wait() == 0
+                member.signal(signal.SIGTERM)
+                assert await member.wait() == 0
                 await member.wait_for(lambda e: e["event"] == "bye")
         finally:
             member.kill()

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from triogroups import Address, Message, WireCodec, WireError
+from triogroups import Address, Flag, Message, WireCodec, WireError
 from triogroups.transports._tcp_conn import (
     Connection,
     FrameError,
@@ -96,13 +96,32 @@ async def test_bad_lengths_and_cut_frames_raise_frame_error(chunk: bytes, reason
 def test_hello_carries_address_and_listening_endpoint() -> None:
     codec = WireCodec("c")
     me = Address.random("me")
-    data = encode_hello(codec, me, ("10.0.0.1", 7800))
-    assert decode_hello(codec, data[4:]) == (me, ("10.0.0.1", 7800))
-    not_hello = codec.encode(None, me, [Message(None, b"10.0.0.1:7800")])
+    there = ("10.0.0.2", 7801)
+    data = encode_hello(codec, me, ("10.0.0.1", 7800), there)
+    assert decode_hello(codec, data[4:], there) == (me, ("10.0.0.1", 7800))
+    not_hello = codec.encode(None, me, [Message(None, b"10.0.0.1:7800>10.0.0.2:7801")])
     with pytest.raises(WireError, match="bad_hello"):
-        decode_hello(codec, not_hello)
+        decode_hello(codec, not_hello, there)
     with pytest.raises(WireError, match="foreign_cluster"):
-        decode_hello(WireCodec("other"), data[4:])
+        decode_hello(WireCodec("other"), data[4:], there)
+
+
+@pytest.mark.parametrize("payload", [b"10.0.0.1:7800", b"10.0.0.1:7800>", b">10.0.0.2:7801"])
+def test_hello_without_both_endpoints_is_bad_hello(payload: bytes) -> None:
+    codec = WireCodec("c")
+    hello = codec.encode(None, Address.random("me"), [Message(None, payload, flags=Flag.INTERNAL)])
+    with pytest.raises(WireError, match="bad_hello"):
+        decode_hello(codec, hello, ("10.0.0.2", 7801))
+
+
+def test_hello_for_another_endpoint_is_wrong_dest() -> None:
+    """A hello is bound to the endpoint it was sent to (issue 18): one captured by a
+    listener discovery probed cannot pass for its sender at another member."""
+    codec = WireCodec("c")
+    data = encode_hello(codec, Address.random("me"), ("10.0.0.1", 7800), ("10.0.0.9", 7802))
+    for elsewhere in (("10.0.0.2", 7801), ("10.0.0.9", 7801), ("10.0.0.2", 7802)):
+        with pytest.raises(WireError, match="wrong_dest"):
+            decode_hello(codec, data[4:], elsewhere)
 
 
 async def test_writer_coalesces_queued_frames_into_chunks_in_order() -> None:

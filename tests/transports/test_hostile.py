@@ -122,7 +122,7 @@ async def good_message_still_delivered(member: Any, cluster: str) -> None:
     friend = Address.random("friend")
     stream = await raw_connection(member.physical)
     async with stream:
-        await stream.send_all(encode_hello(codec, friend, ("127.0.0.1", 1)))
+        await stream.send_all(encode_hello(codec, friend, ("127.0.0.1", 1), member.physical))
         await stream.send_all(
             framed(codec.encode(member.address, friend, [Message(member.address, b"still ok")]))
         )
@@ -132,22 +132,33 @@ async def good_message_still_delivered(member: Any, cluster: str) -> None:
 
 def hello_cases(cluster: str) -> dict[str, bytes]:
     stranger = Address.random("stranger")
-    hello = encode_hello(WireCodec(cluster), stranger, ("127.0.0.1", 1))
+    nowhere = ("127.0.0.1", 1)
+    hello = encode_hello(WireCodec(cluster), stranger, nowhere, nowhere)
     not_a_hello = WireCodec(cluster).encode(None, stranger, [Message(None, b"hi")])
     return {
         "oversized": (2**31).to_bytes(4, "big") + b"\x00" * 100,  # a 2 GB frame length
         "bad_magic": framed(b"garbage that is not a bundle"),
         "truncated": (100).to_bytes(4, "big") + b"short",
         "version": hello[:4] + newer_version(hello[4:]),
-        "foreign_cluster": encode_hello(WireCodec("other"), stranger, ("127.0.0.1", 1)),
+        "foreign_cluster": encode_hello(WireCodec("other"), stranger, nowhere, nowhere),
         "bad_hello": framed(not_a_hello),
+        "wrong_dest": hello,  # a hello for another endpoint (issue 18: no replay elsewhere)
         "malformed": (0).to_bytes(4, "big") + b"\x00",  # an empty frame
     }
 
 
 @pytest.mark.parametrize(
     "reason",
-    ["oversized", "bad_magic", "truncated", "version", "foreign_cluster", "bad_hello", "malformed"],
+    [
+        "oversized",
+        "bad_magic",
+        "truncated",
+        "version",
+        "foreign_cluster",
+        "bad_hello",
+        "wrong_dest",
+        "malformed",
+    ],
 )
 async def test_tcp_member_closes_a_connection_with_a_hostile_start_and_counts_it(
     tcp_member: Any, cluster_name: str, reason: str
@@ -182,7 +193,7 @@ async def test_tcp_member_drops_bad_frames_after_a_good_hello_and_keeps_the_conn
     good = codec.encode(me, friend, [Message(me, b"good")])
     stream = await raw_connection(tcp_member.physical)
     async with stream:
-        await stream.send_all(encode_hello(codec, friend, ("127.0.0.1", 1)))
+        await stream.send_all(encode_hello(codec, friend, ("127.0.0.1", 1), tcp_member.physical))
         await stream.send_all(
             framed(b"garbage")
             + framed(newer_version(good))
@@ -211,7 +222,7 @@ async def test_tcp_member_drops_a_flood_of_bad_frames_without_starving_other_tas
     dropped between two turns of another task.
     """
     codec = WireCodec(cluster_name)
-    hello = encode_hello(codec, Address.random("friend"), ("127.0.0.1", 1))
+    hello = encode_hello(codec, Address.random("friend"), ("127.0.0.1", 1), tcp_member.physical)
     flood = framed(b"garbage") * 20_000
     rounds = 5
 

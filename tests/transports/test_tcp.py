@@ -172,6 +172,32 @@ async def test_slow_layers_above_stop_reading_and_push_back_without_losing_frame
     assert [m.payload for m in got] == payloads
 
 
+async def test_peer_outside_the_view_that_never_reads_gets_drops_not_back_pressure(
+    open_endpoint: Any,
+) -> None:
+    """Issue 18: back-pressure is for the members of the view. M, outside A's view, stops
+    reading; what A sends it past send_queue_size is dropped and counted
+    (dropped_queue_full) instead of blocking A's sends, and B, in the view, still gets
+    what A sends it."""
+    small = {**TCP, "send_queue_size": 32_768, "send_buf_size": 1 << 16}
+    a = await open_endpoint(TcpTransport, "A", down_size=1, **small)
+    b = await open_endpoint(TcpTransport, "B", **small)
+    mute = await open_endpoint(TcpTransport, "M", up_size=1, **{**small, "recv_buf_size": 1 << 16})
+    await a.down.send(ViewChange(View.create(a.address, 1, [a.address, b.address])))
+    await a.down.send(AddPhysicalAddress(b.address, b.physical))
+    await a.down.send(AddPhysicalAddress(mute.address, mute.physical))
+    with trio.fail_after(20):
+        for _ in range(4000):
+            await a.down.send([Message(mute.address, bytes(1000))])
+        stats = a.transport.stats()
+        assert stats["dropped_queue_full"] > 0
+        (queued,) = [c["queued_bytes"] for p, c in stats["connections"].items() if p[0] == "M"]
+        assert queued < 32_768 + 2_000
+        await a.down.send([Message(b.address, b"still served")])
+        (msg,) = await b.receive(1)
+    assert msg.payload == b"still served"
+
+
 async def test_unreachable_member_drops_its_messages_and_counts_the_failure(
     open_endpoint: Any,
 ) -> None:

@@ -3,7 +3,7 @@
 A retransmission request costs the member that serves it (a copy per message
 resent and, with NAKACK2's ``use_mcast_xmit``, a multicast to everyone), so a
 misbehaving or malicious peer that asks for a whole window again and again
-could keep a member busy serving it alone. NAKACK2, UNICAST3 and MCAST each
+could keep a member busy serving it alone. NAKACK2, UNICAST2, UNICAST3 and MCAST each
 serve at most their ``max_xmits_per_interval`` messages to one peer per
 interval; the rest of a request is ignored and counted, and a genuine
 receiver gets it at its next request. An addition beyond JGroups.

@@ -6,6 +6,7 @@ policies, restart intensity with backoff, escalation. Import the public names fr
 """
 
 from triogroups.supervisor._app import AppError
+from triogroups.supervisor._commands import MemberCommands, member_commands
 from triogroups.supervisor._events import (
     GroupEvent,
     MemberCrashed,
@@ -21,6 +22,7 @@ from triogroups.supervisor._members import MemberInfo
 __all__ = [
     "AppError",
     "GroupEvent",
+    "MemberCommands",
     "MemberCrashed",
     "MemberExited",
     "MemberInfo",
@@ -29,5 +31,6 @@ __all__ = [
     "MemberView",
     "ProcessGroup",
     "ProcessGroupFailed",
+    "member_commands",
     "open_process_group",
 ]

@@ -65,26 +65,32 @@ def load_app(spec: str) -> App:
     return app  # type: ignore[no-any-return]
 
 
-def resolve_stack(stack: StackConfig | str | Path) -> StackConfig:
-    """The stack as `open_channel` will build it, refused here when unknown or without GMS."""
+def resolve_stack(stack: StackConfig | str | Path, *, bare: bool = False) -> StackConfig:
+    """The stack as the member will build it, refused here when unknown or (unless ``bare``:
+    the application gets the stack itself, not a channel) without GMS."""
     if isinstance(stack, str | Path) and str(stack).endswith(".toml") and not Path(stack).is_file():
         raise AppError(f"stack file {str(stack)!r} does not exist")
     try:
         config = StackConfig.resolve(stack)
     except PropertyError as exc:
         raise AppError(str(exc)) from None
-    if "GMS" not in config.names():
+    if not bare and "GMS" not in config.names():
         raise AppError(f"stack must contain GMS to form a group, got {', '.join(config.names())}")
     return config
 
 
 @dataclass(frozen=True)
 class Payload:
-    """What one member process runs: ``app(channel, *args)`` on ``stack``."""
+    """What one member process runs: ``app(channel, *args)`` on ``stack``, with ``state``
+    (an object with ``get_state``/``set_state``, or None) given to `open_channel`; with
+    ``bare``, ``app(stack, *args)`` on the started `Stack`, without a channel. One pickle
+    for all of it, so an object in ``args`` that is also ``state`` stays one object."""
 
     app: App | str
     args: tuple[Any, ...]
     stack: StackConfig | str
+    state: Any = None
+    bare: bool = False
 
     def dumps(self) -> bytes:
         return cloudpickle.dumps(self)  # type: ignore[no-any-return]

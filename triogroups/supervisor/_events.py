@@ -1,6 +1,6 @@
 """What a process group reports: member events, exit reasons and the error it fails with.
 
-Plain data only; the supervisor (`_group`) decides, this module describes. An exit is told the
+Plain data only; the supervisor (`_supervisor`) decides, this module describes. An exit is told the
 way a shell would ("exited with status 3", "killed by SIGKILL"), because that is what the user
 reads first when a member dies.
 """

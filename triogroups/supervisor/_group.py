@@ -1,74 +1,37 @@
-"""`open_process_group`: N member processes of one application, supervised like actors.
+"""`open_process_group` and `ProcessGroup`: what the application holds of a process group.
 
-The supervisor is one trio task that owns every decision; the incarnations (`_process`) only
-report. Exits, manual restarts and added members come to it through one inbox, so nothing races
-with a restart in progress. Whether a member that ended comes back, which siblings go with it
-and whether that is still within the intensity or the group escalates is decided by the same
-rules as for actors (`triogroups.actors._policy`). Stopping is always graceful first: SIGTERM
-(the member leaves the group and exits), then after ``stop_timeout`` SIGKILL.
+N member processes of one application, supervised like actors. This module checks the
+arguments and answers the application; every decision is the supervisor task's
+(`_supervisor`), the events go through its hub (`_hub`), and one process is `_process`.
 """
 
 from __future__ import annotations
 
-import math
 import signal
 import sys
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import trio
 
 from triogroups.actors import CrashReport, Restart, Strategy
-from triogroups.actors._policy import RestartIntensity, plan_restart, restarts_after
-from triogroups.address import Address
+from triogroups.actors._policy import RestartIntensity
 from triogroups.config import StackConfig
 from triogroups.supervisor._app import App, Payload, load_app, resolve_stack
-from triogroups.supervisor._events import (
-    GroupEvent,
-    MemberCrashed,
-    MemberExited,
-    MemberJoined,
-    MemberRestarted,
-    MemberView,
-    ProcessGroupFailed,
-)
+from triogroups.supervisor._commands import encode_command
+from triogroups.supervisor._events import GroupEvent, MemberView
 from triogroups.supervisor._logs import LOG_FORMATS
-from triogroups.supervisor._members import (
-    MemberInfo,
-    MemberSlot,
-    address_from_status,
-    default_name,
-    view_from_status,
-)
-from triogroups.supervisor._process import Incarnation, member_argv, member_env
+from triogroups.supervisor._members import MemberInfo, MemberSlot, default_name
+from triogroups.supervisor._supervisor import Output, Supervisor
 
 __all__ = ["ProcessGroup", "open_process_group"]
-
-Output = Callable[[str, str], None]
-
-_VIEW_SETTLE = 2.0  # at a graceful stop, how long the others may take to see one member leave
 
 
 def _print_output(name: str, line: str) -> None:
     print(f"{name} | {line}", file=sys.stderr, flush=True)
-
-
-@dataclass(frozen=True)
-class _Exit:
-    member: MemberSlot
-    incarnation: Incarnation
-
-
-@dataclass
-class _Request:
-    kind: str  # "restart" | "add"
-    member: MemberSlot
-    done: trio.Event
-    error: BaseException | None = None
 
 
 class ProcessGroup:
@@ -94,6 +57,9 @@ class ProcessGroup:
         tail_lines: int,
         output: Output | None,
         log_format: str,
+        state: Any = None,
+        bare: bool = False,
+        launcher: Sequence[str] = (),
     ) -> None:
         if names is not None:
             n = len(names)
@@ -112,7 +78,12 @@ class ProcessGroup:
             load_app(app)
         elif not callable(app):
             raise TypeError(f"app must be a function or 'module:function', got {app!r}")
-        config = resolve_stack(stack)
+        if bare and state is not None:
+            raise ValueError("state needs a channel, got bare=True")
+        config = resolve_stack(stack, bare=bare)
+        names = list(names) if names is not None else [default_name(i) for i in range(n)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"member names must be unique, got {names}")
         self.name = cluster or f"group-{uuid.uuid4().hex[:8]}"
         self.cluster = self.name
         self.strategy = strategy
@@ -120,56 +91,79 @@ class ProcessGroup:
         self.stop_timeout = stop_timeout
         self.tail_lines = tail_lines
         self.log_format = log_format
-        self.history: list[GroupEvent] = []
-        self.crash_reports: list[CrashReport] = []
         self._app = app
         self._args = tuple(args)
         self._stack: StackConfig | str = stack if isinstance(stack, str) else config
-        self._intensity = RestartIntensity(
+        self._state = state
+        self._bare = bare
+        intensity = RestartIntensity(
             max_restarts=max_restarts,
             within=within,
             backoff_initial=backoff_initial,
             backoff_factor=backoff_factor,
             backoff_max=backoff_max,
         )
-        self._output = output or _print_output
-        self._names = list(names) if names is not None else [default_name(i) for i in range(n)]
-        if len(set(self._names)) != len(self._names):
-            raise ValueError(f"member names must be unique, got {self._names}")
-        self._members: list[MemberSlot] = []
-        self._state = "new"
-        self._restarts = 0
-        self._nursery: trio.Nursery | None = None
-        self._inbox_send, self._inbox = trio.open_memory_channel[_Exit | _Request](math.inf)
-        self._subscribers: list[trio.MemorySendChannel[GroupEvent]] = []
-        self._changed = trio.Event()
+        self._supervisor = Supervisor(
+            self.name,
+            strategy=strategy,
+            intensity=intensity,
+            stop_timeout=stop_timeout,
+            tail_lines=tail_lines,
+            log_format=log_format,
+            output=output or _print_output,
+            launcher=launcher,
+        )
+        payload = self._payload(self._args)
+        for index, name in enumerate(names):
+            self._supervisor.members.append(MemberSlot(name, index, restart, payload))
         self._done = trio.Event()
 
     # -- what the application sees ------------------------------------------------------
 
     @property
+    def history(self) -> list[GroupEvent]:
+        """Every event so far, oldest first."""
+        return self._supervisor.hub.history
+
+    @property
+    def crash_reports(self) -> list[CrashReport]:
+        """The last 100 crashes, oldest first."""
+        return self._supervisor.crash_reports
+
+    @property
     def members(self) -> list[MemberInfo]:
         """Every member, in start order, as a snapshot."""
-        return [member.info() for member in self._members]
+        return [member.info() for member in self._supervisor.members]
 
     def member(self, name: str) -> MemberInfo:
         """A snapshot of the member called ``name`` (its current incarnation)."""
-        return self._member(name).info()
+        return self._supervisor.member(name).info()
 
     def events(self) -> trio.MemoryReceiveChannel[GroupEvent]:
         """The members' events from now on (`history` has those before); ends with the group."""
-        send, receive = trio.open_memory_channel[GroupEvent](math.inf)
-        if self._state in ("stopped", "failed"):
-            send.close()
-        else:
-            self._subscribers.append(send)
-        return receive
+        return self._supervisor.hub.subscribe()
 
     def kill(self, name: str, signal: int = signal.SIGKILL) -> None:
         """Send ``signal`` to member ``name``'s process; what follows is the restart policy's."""
-        inc = self._member(name).current
+        inc = self._supervisor.member(name).current
         if inc is not None:
             inc.send_signal(signal)
+
+    async def send(self, name: str, command: Any) -> None:
+        """Send ``command`` (plain JSON data) to member ``name``'s current incarnation, which
+        reads it from `member_commands`.
+
+        Commands to one member arrive in the order sent. Returns once the command is in the
+        member's pipe, not once the member read it; waits while the pipe is full (a member
+        that reads no commands pushes back). RuntimeError if the member is not running (not
+        started yet, or ended); a command is never carried over to a later incarnation.
+        TypeError if JSON cannot carry ``command``.
+        """
+        line = encode_command(command)
+        inc = self._supervisor.member(name).current
+        if inc is None:
+            raise RuntimeError(f"member {name!r} has not started")
+        await inc.send_command(line)
 
     async def restart(self, name: str) -> MemberInfo:
         """Stop member ``name`` gracefully and start it again as a new incarnation.
@@ -177,8 +171,8 @@ class ProcessGroup:
         Returns once the new incarnation joined (or ended). Asked for, so it does not count
         against the restart intensity.
         """
-        member = self._member(name)
-        await self._ask("restart", member)
+        member = self._supervisor.member(name)
+        await self._supervisor.ask("restart", member)
         return member.info()
 
     async def add_member(
@@ -186,8 +180,10 @@ class ProcessGroup:
     ) -> MemberInfo:
         """Start one more member (named like the others unless ``name``), with the group's
         arguments unless ``args``; returns once it joined (or ended)."""
-        self._check_running()
-        taken = {m.name for m in self._members}
+        supervisor = self._supervisor
+        supervisor.check_running()
+        members = supervisor.members
+        taken = {m.name for m in members}
         if name is None:
             name = next(
                 default_name(i) for i in range(len(taken) + 1) if default_name(i) not in taken
@@ -195,20 +191,21 @@ class ProcessGroup:
         elif name in taken:
             raise ValueError(f"member name must be unique, got {name!r} twice")
         payload = self._payload(self._args if args is None else tuple(args))
-        member = MemberSlot(name, len(self._members), self.restart_policy, payload)
-        self._members.append(member)
-        await self._ask("add", member)
+        member = MemberSlot(name, len(members), self.restart_policy, payload)
+        members.append(member)
+        await supervisor.ask("add", member)
         return member.info()
 
     async def wait_for_view(self, n: int) -> MemberView:
         """Wait until every member that has not ended for good runs, and all of them installed
         one view (same id) of exactly n members, which are their current incarnations."""
+        supervisor = self._supervisor
         while True:
-            self._check_running()
-            view = self._common_view()
+            supervisor.check_running()
+            view = supervisor.common_view()
             if view is not None and len(view.members) == n:
                 return view
-            await self._wait_change()
+            await supervisor.hub.changed()
 
     async def wait(self) -> None:
         """Return once the group has ended: every member ended for good, or it escalated."""
@@ -216,272 +213,24 @@ class ProcessGroup:
 
     def stats(self) -> dict[str, Any]:
         """Restart and crash counts and a snapshot of every member."""
+        supervisor = self._supervisor
         return {
             "name": self.name,
-            "state": self._state,
+            "state": supervisor.state,
             "strategy": self.strategy.value,
-            "restarts": self._restarts,
-            "crashes": len(self.crash_reports),
-            "members": {m.name: m.info() for m in self._members},
+            "restarts": supervisor.restarts,
+            "crashes": len(supervisor.crash_reports),
+            "members": {m.name: m.info() for m in supervisor.members},
         }
 
-    # -- helpers -------------------------------------------------------------------------
-
-    def _member(self, name: str) -> MemberSlot:
-        for member in self._members:
-            if member.name == name:
-                return member
-        raise KeyError(f"process group {self.name!r} has no member {name!r}")
-
-    def _check_running(self) -> None:
-        if self._state != "running":
-            raise RuntimeError(f"process group {self.name!r} is {self._state}, not running")
-
-    async def _ask(self, kind: str, member: MemberSlot) -> None:
-        self._check_running()
-        request = _Request(kind, member, trio.Event())
-        self._inbox_send.send_nowait(request)
-        await request.done.wait()
-        if request.error is not None:
-            raise request.error
-
-    async def _wait_change(self) -> None:
-        await self._changed.wait()
-
-    def _pulse(self) -> None:
-        self._changed.set()
-        self._changed = trio.Event()
-
-    def _publish(self, event: GroupEvent) -> None:
-        self.history.append(event)
-        for subscriber in self._subscribers:
-            subscriber.send_nowait(event)
-        self._pulse()
-
-    def _common_view(self) -> MemberView | None:
-        alive = [m for m in self._members if m.state != "stopped"]
-        if not alive or any(m.state != "running" or m.view is None for m in alive):
-            return None
-        views = [m.view for m in alive if m.view is not None]
-        wanted = {m.address for m in alive}
-        first = views[0]
-        if all(v.view_id == first.view_id and set(v.members) == wanted for v in views):
-            return first
-        return None
-
     def _payload(self, args: tuple[Any, ...]) -> bytes:
-        return Payload(self._app, args, self._stack).dumps()
+        return Payload(self._app, args, self._stack, self._state, self._bare).dumps()
 
-    # -- the supervisor ------------------------------------------------------------------
-
-    async def _run(self, *, task_status: trio.TaskStatus[ProcessGroup]) -> None:
-        error: BaseException | None = None
-        self._state = "running"
+    async def _run(self, *, task_status: trio.TaskStatus[None]) -> None:
         try:
-            async with trio.open_nursery() as nursery:
-                self._nursery = nursery
-                try:
-                    await self._start_members(self._members)
-                    task_status.started(self)
-                    error = await self._supervise()
-                finally:
-                    with trio.CancelScope(shield=True):
-                        for member in reversed(self._members):
-                            gone = member.address
-                            await self._stop_member(member)
-                            member.state = "stopped"
-                            await self._wait_views_without(gone)
-                    for member in self._members:
-                        if member.current is not None:
-                            member.current.scope.cancel()
+            await self._supervisor.run(task_status=task_status)
         finally:
-            self._state = "failed" if error is not None else "stopped"
-            for subscriber in self._subscribers:
-                subscriber.close()
             self._done.set()
-            self._pulse()
-        if error is not None:
-            raise error
-
-    async def _supervise(self) -> ProcessGroupFailed | None:
-        while any(member.state != "stopped" for member in self._members):
-            item = await self._inbox.receive()
-            if isinstance(item, _Request):
-                await self._serve(item)
-                continue
-            member, inc = item.member, item.incarnation
-            if inc is not member.current or inc.stopping or member.state == "stopped":
-                continue  # stopped on purpose, or already replaced
-            returncode = inc.returncode
-            assert returncode is not None
-            crash = MemberCrashed(member.name, returncode, inc.output)
-            if returncode != 0:
-                self._report(member, crash)
-            if not restarts_after(member.restart, crashed=returncode != 0):
-                member.state = "stopped"
-                self._pulse()
-                continue
-            error = await self._restart(member, crash)
-            if error is not None:
-                return error
-        return None
-
-    async def _serve(self, request: _Request) -> None:
-        member = request.member
-        try:
-            if request.kind == "restart":
-                await self._stop_member(member)
-            await self._start_members([member])
-        except Exception as exc:
-            request.error = exc
-        finally:
-            request.done.set()
-
-    def _report(self, member: MemberSlot, crash: MemberCrashed) -> None:
-        self.crash_reports.append(
-            CrashReport(
-                actor=f"{self.name}.{member.name}",
-                exception=crash,
-                traceback="\n".join(crash.output),
-                time=trio.current_time(),
-                restart_count=member.restarts,
-            )
-        )
-        del self.crash_reports[:-100]
-
-    async def _restart(self, member: MemberSlot, crash: MemberCrashed) -> ProcessGroupFailed | None:
-        now = trio.current_time()
-        backoff = self._intensity.admit(now)
-        if backoff is None:
-            horizon = self._intensity.horizon(now)
-            reports = [r for r in self.crash_reports if r.time > horizon]
-            return ProcessGroupFailed(
-                self.name,
-                crash,
-                reports,
-                self._intensity.max_restarts,
-                self._intensity.within,
-            )
-        again, retire = plan_restart(
-            self.strategy,
-            self._members,
-            member.index,
-            ended=lambda m: m.state == "stopped",
-            restart_of=lambda m: m.restart,
-        )
-        for other in sorted([*again, *retire], key=lambda m: -m.index):
-            await self._stop_member(other)
-        for other in retire:
-            other.state = "stopped"
-        for other in again:
-            other.state = "restarting"
-        await trio.sleep(backoff)
-        await self._start_members(again)
-        self._restarts += 1
-        return None
-
-    async def _start_members(self, members: Sequence[MemberSlot]) -> None:
-        """Start ``members``; when no other member runs, the first alone until it joined (it
-        becomes the coordinator, so the others find it at once instead of forming views of
-        their own). Returns once each joined or ended."""
-        others_run = any(m.state == "running" and m not in members for m in self._members)
-        first, rest = ([], list(members)) if others_run else (list(members[:1]), list(members[1:]))
-        for batch in (first, rest):
-            incarnations = [await self._start(member) for member in batch]
-            for inc in incarnations:
-                await inc.settled.wait()
-
-    async def _start(self, member: MemberSlot) -> Incarnation:
-        assert self._nursery is not None
-        number = 1 if member.current is None else member.current.number + 1
-        inc = Incarnation(member.name, number, self.tail_lines)
-        member.current = inc
-        member.address = None
-        member.view = None
-        member.state = "starting"
-        if number > 1:
-            member.restarts += 1
-
-        def argv(status_fd: int) -> list[str]:
-            return member_argv(member.name, self.cluster, status_fd, self.log_format)
-
-        def on_output(line: str) -> None:
-            self._output(member.name, line)
-
-        def on_status(event: dict[str, Any]) -> None:
-            self._on_status(member, inc, event)
-
-        await self._nursery.start(self._run_incarnation, member, inc, argv, on_output, on_status)
-        if number > 1:
-            self._publish(MemberRestarted(member.name, number, inc.pid))
-        return inc
-
-    async def _run_incarnation(
-        self,
-        member: MemberSlot,
-        inc: Incarnation,
-        argv: Callable[[int], list[str]],
-        on_output: Callable[[str], None],
-        on_status: Callable[[dict[str, Any]], None],
-        *,
-        task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
-    ) -> None:
-        try:
-            env = member_env(member.name)
-            with inc.scope:  # shielded: only the supervisor stops a member, gracefully first
-                await inc.run(
-                    argv, member.payload, env, on_output, on_status, task_status=task_status
-                )
-        finally:
-            if inc.process is not None and inc.returncode is not None:
-                self._publish(
-                    MemberExited(
-                        member.name,
-                        inc.number,
-                        inc.pid,
-                        inc.returncode,
-                        tuple(inc.output),
-                        expected=inc.stopping,
-                    )
-                )
-                self._inbox_send.send_nowait(_Exit(member, inc))
-
-    def _on_status(self, member: MemberSlot, inc: Incarnation, event: dict[str, Any]) -> None:
-        if inc is not member.current:
-            return
-        if event["event"] == "joined":
-            member.address = address_from_status(event["address"])
-            if member.state == "starting":
-                member.state = "running"
-            inc.settled.set()
-            self._publish(MemberJoined(member.name, inc.number, member.address, inc.pid))
-        elif event["event"] == "view" and member.address is not None:
-            member.view = view_from_status(member.name, member.address, event)
-            self._publish(member.view)
-
-    async def _wait_views_without(self, gone: Address | None) -> None:
-        """Give the members still running up to ``_VIEW_SETTLE`` seconds to install a view
-        without ``gone``, so that a stop shows as views that shrink one leave at a time."""
-        with trio.move_on_after(_VIEW_SETTLE):
-            while gone is not None and any(
-                m.state == "running" and m.view is not None and gone in m.view.members
-                for m in self._members
-            ):
-                await self._wait_change()
-
-    async def _stop_member(self, member: MemberSlot) -> None:
-        """SIGTERM (the member leaves and exits), SIGKILL after ``stop_timeout``."""
-        inc = member.current
-        if inc is None or inc.ended.is_set():
-            return
-        inc.stopping = True
-        member.state = "stopping"
-        inc.send_signal(signal.SIGTERM)
-        with trio.move_on_after(self.stop_timeout):
-            await inc.ended.wait()
-        if not inc.ended.is_set():
-            inc.send_signal(signal.SIGKILL)
-            await inc.ended.wait()
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
@@ -511,6 +260,9 @@ async def open_process_group(
     tail_lines: int = 20,
     output: Output | None = None,
     log_format: str = "text",
+    state: Any = None,
+    bare: bool = False,
+    launcher: Sequence[str] = (),
 ) -> AsyncIterator[ProcessGroup]:
     """Start ``n`` member processes, each running ``await app(channel, *args)`` in the group.
 
@@ -524,7 +276,17 @@ async def open_process_group(
     member is stopped and `ProcessGroupFailed` (a `RestartIntensityExceeded`) is raised here,
     naming the member, why it ended and its last ``tail_lines`` of output. Output lines go to
     ``output(name, line)`` (default: stderr, prefixed with the member's name); members write
-    their log records as text or, with ``log_format="json"``, as JSON lines.
+    their log records as text or, with ``log_format="json"``, as JSON lines. ``state`` (an
+    object with ``get_state``/``set_state``) is shipped to each member, which gets its own
+    copy, and given to `open_channel`, so a member that joins gets the group's state; put the
+    same object in ``args`` to reach it from ``app`` (one pickle keeps them one object).
+    With ``bare=True`` each member runs ``await app(stack, *args)`` on a started `Stack`
+    instead, without a channel: nobody joins a group (the stack needs no GMS), a member
+    counts as joined once its stack runs, and no views are reported; for protocol-level
+    members that tests and tools drive by hand. ``launcher`` goes before each member's
+    command line: a command that runs the rest in another place, such as
+    ``("ip", "netns", "exec", "ns1")`` (it must exec the member, not fork it: the supervisor
+    watches that pid).
 
     Leaving the block (also by cancellation or Ctrl-C) stops the members in reverse start
     order: SIGTERM, on which each leaves the group and exits, then SIGKILL after
@@ -548,10 +310,10 @@ async def open_process_group(
         tail_lines=tail_lines,
         output=output,
         log_format=log_format,
+        state=state,
+        bare=bare,
+        launcher=launcher,
     )
-    payload = group._payload(group._args)
-    for index, name in enumerate(group._names):
-        group._members.append(MemberSlot(name, index, restart, payload))
     try:
         async with trio.open_nursery() as nursery:
             await nursery.start(group._run)

@@ -1,12 +1,13 @@
 """The member program the supervisor starts: one application function inside `open_channel`.
 
 Run as ``python -m triogroups.supervisor._member --name A --cluster C --status-fd N
---parent PID``. The supervisor sends the payload (`_app.Payload`: the application, its
-arguments and the stack) on stdin, its length first, and then keeps stdin open; the member
-joins ``C`` as ``A`` and awaits ``app(channel, *args)``. It tells the supervisor what happens
-on the status pipe (fd N, JSON lines: ``joined`` with its address,
-``view`` per installed view); stdout and stderr are the application's own, and its log
-records go to stderr as text or, with ``--log-format json``, as JSON lines (`_logs`).
+--command-fd M --parent PID``. The supervisor sends the payload (`_app.Payload`: the
+application, its arguments and the stack) on stdin, its length first, and then keeps stdin
+open; the member joins ``C`` as ``A`` and awaits ``app(channel, *args)``. It tells the
+supervisor what happens on the status pipe (fd N, JSON lines: ``joined`` with its address,
+``view`` per installed view) and reads the group's commands from fd M (`_commands`, through
+`member_commands`); stdout and stderr are the application's own, and its log records go to
+stderr as text or, with ``--log-format json``, as JSON lines (`_logs`).
 
 How it ends, and with which status:
 - the application returns: the member leaves the group, exit status 0;
@@ -33,7 +34,9 @@ import trio
 from triogroups._channel import Channel, open_channel
 from triogroups.address import Address
 from triogroups.runtime import tune_gc
+from triogroups.stack import Stack
 from triogroups.supervisor._app import Payload
+from triogroups.supervisor._commands import attach
 from triogroups.supervisor._logs import LOG_FORMATS, configure_member_logging
 from triogroups.supervisor._parent import die_with_parent, wait_parent_gone
 from triogroups.view import View
@@ -92,14 +95,37 @@ class _Stopper:
         self.stop()
 
 
-async def _run(args: argparse.Namespace, payload: Payload, emit: Emit) -> None:
-    app = payload.function()
+async def _run_bare(app: Any, args: argparse.Namespace, payload: Payload, emit: Emit) -> None:
+    """``app(stack, *args)`` on a started `Stack` of its own: no channel, no group to join
+    (``joined`` says the stack runs), no views reported. Stopping cancels the application,
+    then the stack."""
+    stack = Stack(payload.stack, args.cluster, args.name)
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as outer:
             stopper = _Stopper(outer.cancel_scope)
             outer.start_soon(stopper.on_signal, signals)
             outer.start_soon(stopper.on_parent_gone)
-            async with open_channel(args.cluster, payload.stack, args.name) as channel:
+            await outer.start(stack.run)
+            with trio.CancelScope() as body:
+                stopper.body = body
+                emit("joined", address=_hex(stack.address))
+                await app(stack, *payload.args)
+            outer.cancel_scope.cancel()
+
+
+async def _run(args: argparse.Namespace, payload: Payload, emit: Emit) -> None:
+    app = payload.function()
+    if payload.bare:
+        await _run_bare(app, args, payload, emit)
+        return
+    with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+        async with trio.open_nursery() as outer:
+            stopper = _Stopper(outer.cancel_scope)
+            outer.start_soon(stopper.on_signal, signals)
+            outer.start_soon(stopper.on_parent_gone)
+            async with open_channel(
+                args.cluster, payload.stack, args.name, state=payload.state
+            ) as channel:
                 with trio.CancelScope() as body:
                     stopper.body = body
                     emit("joined", address=_hex(channel.address))
@@ -130,10 +156,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--name", required=True)
     parser.add_argument("--cluster", required=True)
     parser.add_argument("--status-fd", required=True, type=int)
+    parser.add_argument("--command-fd", required=True, type=int)
     parser.add_argument("--parent", required=True, type=int)
     parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
     args = parser.parse_args(argv)
     die_with_parent(args.parent)
+    attach(args.command_fd)
     configure_member_logging(args.log_format)
     payload = Payload.loads(_read_payload())
     emit = _status_emitter(args.status_fd)

@@ -1,8 +1,8 @@
 """A member of a process group across its incarnations, and the snapshot users see.
 
-`MemberSlot` is the supervisor's book-keeping (written by `_group` only); `MemberInfo` is the
-plain, frozen copy `ProcessGroup.members` hands out. The status lines a member process prints
-(`_member`) are read into addresses and views here.
+`MemberSlot` is the supervisor's book-keeping (written by `_supervisor` and `_group` only);
+`MemberInfo` is the plain, frozen copy `ProcessGroup.members` hands out. The status lines a
+member process prints (`_member`) are read into addresses and views here.
 """
 
 from __future__ import annotations

@@ -1,11 +1,12 @@
 """One incarnation of one member: a process started, read and waited for by the supervisor.
 
 It spawns ``python -m triogroups.supervisor._member`` in a session of its own (so Ctrl-C in a
-terminal reaches the supervisor only, which then stops the members in order), with three pipes:
+terminal reaches the supervisor only, which then stops the members in order), with four pipes:
 stdin, on which the supervisor sends the payload (what to run) and then nothing more, so its
 EOF tells the member the supervisor is gone,
-stdout and stderr merged into one stream of output lines, and the status pipe on which the
-member reports ``joined`` and ``view``. It keeps the last lines of output for the crash report.
+stdout and stderr merged into one stream of output lines, the status pipe on which the
+member reports ``joined`` and ``view``, and the command pipe (`_commands`) that carries
+`ProcessGroup.send` to it. It keeps the last lines of output for the crash report.
 It never decides about restarts.
 
 The process is forked from the trio thread itself, not through `trio.lowlevel.open_process`,
@@ -32,8 +33,18 @@ __all__ = ["Incarnation", "member_argv", "member_env"]
 _AFTER_EXIT = 2.0  # how long output still in the pipes is read after the process ended
 
 
-def member_argv(name: str, cluster: str, status_fd: int, log_format: str) -> list[str]:
+def member_argv(
+    name: str,
+    cluster: str,
+    status_fd: int,
+    command_fd: int,
+    log_format: str,
+    launcher: Sequence[str] = (),
+) -> list[str]:
+    """The member program's command line, behind ``launcher`` (a command that execs the rest,
+    such as ``ip netns exec NS``)."""
     return [
+        *launcher,
         sys.executable,
         "-m",
         "triogroups.supervisor._member",
@@ -43,6 +54,8 @@ def member_argv(name: str, cluster: str, status_fd: int, log_format: str) -> lis
         cluster,
         "--status-fd",
         str(status_fd),
+        "--command-fd",
+        str(command_fd),
         "--parent",
         str(os.getpid()),
         "--log-format",
@@ -88,6 +101,8 @@ class Incarnation:
         self.ended = trio.Event()
         self.stopping = False  # the supervisor asked it to stop: its exit is expected
         self.scope = trio.CancelScope(shield=True)  # cancelled: the process is killed
+        self._commands: trio.lowlevel.FdStream | None = None  # open while the process runs
+        self._command_lock = trio.StrictFIFOLock()
 
     @property
     def pid(self) -> int:
@@ -102,9 +117,23 @@ class Incarnation:
         if self.process is not None and self.process.returncode is None:
             self.process.send_signal(signum)
 
+    async def send_command(self, line: bytes) -> None:
+        """Write one encoded command to the process's command pipe, in order with the others;
+        RuntimeError once the process has ended (or ends while the pipe is full)."""
+        async with self._command_lock:
+            stream = self._commands
+            if stream is None or self.ended.is_set():
+                raise RuntimeError(f"member {self.name!r} incarnation {self.number} has ended")
+            try:
+                await stream.send_all(line)
+            except (trio.BrokenResourceError, trio.ClosedResourceError):
+                raise RuntimeError(
+                    f"member {self.name!r} incarnation {self.number} ended before the command"
+                ) from None
+
     async def run(
         self,
-        argv: Callable[[int], Sequence[str]],
+        argv: Callable[[int, int], Sequence[str]],
         payload: bytes,
         env: dict[str, str],
         on_output: Callable[[str], None],
@@ -112,25 +141,29 @@ class Incarnation:
         *,
         task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED,
     ) -> None:
-        """Start the process (``argv`` gets the status fd), send it ``payload`` on its stdin
-        (length first), report started, read it until it ends. Cancelled, it kills the
-        process: a graceful stop is the supervisor's to ask."""
+        """Start the process (``argv`` gets the status and command fds), send it ``payload``
+        on its stdin (length first), report started, read it until it ends. Cancelled, it
+        kills the process: a graceful stop is the supervisor's to ask."""
         status_read, status_write = os.pipe()
+        command_read, command_write = os.pipe()
         try:
             self.process = process = subprocess.Popen(
-                list(argv(status_write)),
+                list(argv(status_write, command_read)),
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
-                pass_fds=(status_write,),
+                pass_fds=(status_write, command_read),
                 env=env,
                 start_new_session=True,
             )
         except BaseException:
             os.close(status_read)
+            os.close(command_write)
             raise
         finally:
             os.close(status_write)
+            os.close(command_read)
+        self._commands = commands = trio.lowlevel.FdStream(command_write)
         assert process.stdout is not None and process.stdin is not None
         stdout = trio.lowlevel.FdStream(os.dup(process.stdout.fileno()))
         process.stdout.close()
@@ -159,6 +192,8 @@ class Incarnation:
                 process.wait()
             with trio.CancelScope(shield=True):
                 await stdin.aclose()  # EOF: the member would leave if it still ran
+                self._commands = None
+                await commands.aclose()
             self.settled.set()
             self.ended.set()
 

@@ -1,10 +1,11 @@
-"""A GMS-driven member in a process of its own, driven by JSON lines: membership tests.
+"""A GMS-driven member, run by the process supervisor, driven by JSON: membership tests.
 
-Run as ``python -m triogroups.testing._group_member --stack udp|tcp|file.toml
---cluster C --name A [--props '{"FD_ALL3": {"timeout": 2.0}}']``. It opens a
-channel (`open_channel`: discovery, JOIN, state transfer) on the stack with
-DISCARD inserted just above the transport, and speaks JSON lines: commands
-on stdin, events on stdout. Unlike `_member_process`, membership is the
+`group_member` is the application that `_group_processes.GroupMember` starts through
+`open_process_group` (one member per group, never restarted): its channel is the
+supervisor's (`open_channel` with a `Ledger` as its state: discovery, JOIN, state transfer) on
+the stack with DISCARD inserted just above the transport (`stack_with_discard`). It takes
+commands from `member_commands` and prints events as JSON lines on stdout, which the
+supervisor hands to the parent as output lines. Unlike `_member_process`, membership is the
 group's own business here: nothing installs views by hand.
 
 Commands::
@@ -20,28 +21,26 @@ Events: ``state`` (applied: the replicated state received on join),
 view, see `_view_event`), ``deliver`` (msgs: [[src uuid, payload], ...],
 one line per batch), ``sent``, ``partitioned``, ``healed``, ``stats`` and
 ``bye``. The replicated state is the list of multicasts applied so far, as
-[src uuid, payload] pairs. UUIDs are 32 hex digits. The process leaves the
-group gracefully and exits with status 0 when stdin closes. SIGTERM and
-SIGINT are left to `open_channel`, exactly as in an application: it leaves
-gracefully and the process exits with status 143 or 130, without a traceback.
+[src uuid, payload] pairs. UUIDs are 32 hex digits. Stopping is the
+supervisor's: SIGTERM, on which the member leaves the group gracefully and
+exits with status 0.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
 from typing import Any
 
 import trio
 
-from triogroups._channel import Channel, ChannelClosed, open_channel
+from triogroups._channel import Channel, ChannelClosed
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.protocols.discard import Discard
-from triogroups.testing._json_lines import emit, member_arguments, serve_commands, uuid_hex
+from triogroups.supervisor import member_commands
+from triogroups.testing._json_lines import emit, uuid_hex
 from triogroups.view import MergeView, View
 
-__all__ = ["main"]
+__all__ = ["Ledger", "group_member", "stack_with_discard"]
 
 
 def _members(view: View) -> list[list[str]]:
@@ -67,7 +66,7 @@ def _view_event(view: View) -> dict[str, Any]:
     }
 
 
-class _Ledger:
+class Ledger:
     """The replicated state: every multicast applied, as [src uuid, payload], in order."""
 
     def __init__(self) -> None:
@@ -92,7 +91,7 @@ def stack_with_discard(stack: str, props: dict[str, dict[str, Any]]) -> StackCon
 
 
 class _Member:
-    def __init__(self, channel: Channel, ledger: _Ledger) -> None:
+    def __init__(self, channel: Channel, ledger: Ledger) -> None:
         self.channel = channel
         self.ledger = ledger
 
@@ -151,26 +150,18 @@ class _Member:
             emit("error", detail=f"unknown command {kind!r}")
 
 
-async def _run(args: argparse.Namespace) -> None:
-    config = stack_with_discard(args.stack, json.loads(args.props))
-    ledger = _Ledger()
+async def group_member(channel: Channel, ledger: Ledger) -> None:
+    """Say ``ready``, then print views and deliveries and serve commands until stopped."""
+    me = channel.address
+    physical = getattr(channel.stack.protocols[0], "physical", ("", 0))
+    emit("ready", uuid=uuid_hex(me), name=me.name, physical=list(physical))
+    member = _Member(channel, ledger)
     try:
-        async with open_channel(args.cluster, config, args.name, state=ledger) as channel:
-            me = channel.address
-            physical = getattr(channel.stack.protocols[0], "physical", ("", 0))
-            emit("ready", uuid=uuid_hex(me), name=me.name, physical=list(physical))
-            member = _Member(channel, ledger)
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(member.read_views)
-                nursery.start_soon(member.read_messages)
-                await serve_commands(nursery, None, member.command)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(member.read_views)
+            nursery.start_soon(member.read_messages)
+            async for command in member_commands():
+                await member.command(command)
+            nursery.cancel_scope.cancel()
     finally:
         emit("bye")
-
-
-def main(argv: list[str] | None = None) -> None:
-    trio.run(_run, member_arguments(__doc__).parse_args(argv))
-
-
-if __name__ == "__main__":
-    main()

@@ -1,11 +1,10 @@
-"""The parent side of `_group_member`: GMS-driven member processes and their views.
+"""The parent side of `_group_member`: GMS-driven member processes on the supervisor.
 
-`GroupMember` is a `MemberProcess` that runs ``_group_member`` (a channel
-that joins by itself) instead of the hand-driven ``_member_process``, and
-knows the views it printed. `start_group` starts several, the first alone so
-it becomes the coordinator; `wait_same_view` waits until a set of members
-agree on one view. Waits are bounded by the caller's deadlines
-(``trio.fail_after``), never by sleeps.
+`GroupMember` is a `SupervisedMember` (its own process group of one, see `_processes`) that
+runs `_group_member.group_member`, a channel that joins by itself with a `Ledger` as its
+state, and knows the views it printed. `start_group` starts several, the first alone so it
+becomes the coordinator; `wait_same_view` waits until a set of members agree on one view.
+Waits are bounded by the caller's deadlines (``trio.fail_after``), never by sleeps.
 """
 
 from __future__ import annotations
@@ -15,17 +14,39 @@ from typing import Any
 
 import trio
 
-from triogroups.testing._processes import MemberProcess
+from triogroups.testing._group_member import Ledger, group_member, stack_with_discard
+from triogroups.testing._processes import SupervisedMember
 
 __all__ = ["GroupMember", "describe", "start_group", "wait_same_view"]
 
 _POLL = 0.05
 
 
-class GroupMember(MemberProcess):
-    """One `_group_member` process and the events it has printed so far."""
+class GroupMember(SupervisedMember):
+    """One `_group_member` member (a channel) and the events it has printed so far."""
 
-    program = "triogroups.testing._group_member"  # ready once joined (and got the state)
+    @classmethod
+    async def start(
+        cls,
+        nursery: trio.Nursery,
+        name: str,
+        *,
+        stack: str,
+        cluster: str,
+        props: dict[str, dict[str, Any]],
+    ) -> GroupMember:
+        """Launch a member and return once it joined and printed ``ready``."""
+        ledger = Ledger()
+        member = cls(name)
+        await member._launch(
+            nursery,
+            group_member,
+            stack=stack_with_discard(stack, props),
+            cluster=cluster,
+            args=(ledger,),
+            state=ledger,
+        )
+        return member
 
     @property
     def view(self) -> dict[str, Any] | None:
@@ -60,12 +81,6 @@ class GroupMember(MemberProcess):
         """The state this member received on join, or None if it got none."""
         event = next((e for e in self.events if e["event"] == "state"), None)
         return None if event is None else [(src, payload) for src, payload in event["applied"]]
-
-    @property
-    def alive(self) -> bool:
-        return self.process.returncode is None and not (
-            self.events and self.events[-1]["event"] == "eof"
-        )
 
 
 async def start_group(

@@ -1,30 +1,22 @@
-"""The member side of the JSON lines that `_processes.MemberProcess` speaks.
+"""The member side of the JSON lines that the test kit's member processes print.
 
-`_member_process` (a stack driven by hand) and `_group_member` (a channel
-that joins by itself) are two programs behind one parent: both take the
-options `MemberProcess.start` passes, read commands as JSON lines on stdin,
-print events as JSON lines on stdout with UUIDs as 32 hex digits, and stop
-cleanly when stdin closes or on SIGTERM. That contract lives here once, so
-the two programs cannot drift apart from each other or from the parent.
-What the commands mean stays with each program.
+Both member programs, `_member_process` (a bare stack driven by hand) and `_group_member`
+(a channel that joins by itself), run under the process supervisor: they read their
+commands from `member_commands` and print events as JSON lines on stdout with UUIDs as 32
+hex digits (`emit`, `uuid_hex`), which reach the parent (`_processes`) as output lines. That
+contract lives here once, so the two programs cannot drift apart from each other or from
+the parent. What the commands mean stays with each program.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
-import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
-
-import trio
 
 from triogroups.address import Address
 
-__all__ = ["emit", "member_arguments", "serve_commands", "uuid_hex"]
-
-Command = dict[str, Any]
+__all__ = ["emit", "uuid_hex"]
 
 
 def emit(event: str, **fields: Any) -> None:
@@ -36,51 +28,3 @@ def emit(event: str, **fields: Any) -> None:
 def uuid_hex(address: Address) -> str:
     """How events and commands name a member: its UUID as 32 hex digits."""
     return f"{address.uuid:032x}"
-
-
-def member_arguments(doc: str) -> argparse.ArgumentParser:
-    """A parser with the options `MemberProcess.start` gives every member program."""
-    parser = argparse.ArgumentParser(description=doc.split("\n", 1)[0])
-    parser.add_argument("--stack", default="udp", help="preset name or TOML file")
-    parser.add_argument("--cluster", default="test")
-    parser.add_argument("--name", default="")
-    parser.add_argument("--props", default="{}", help='JSON: {"LAYER": {"property": value}}')
-    return parser
-
-
-async def _read_commands(handle: Callable[[Command], Awaitable[None]]) -> None:
-    stdin = trio.lowlevel.FdStream(os.dup(sys.stdin.fileno()))
-    buffer = b""
-    async with stdin:
-        while True:
-            chunk = await stdin.receive_some(65536)
-            if not chunk:
-                return
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    await handle(json.loads(line))
-
-
-async def serve_commands(
-    nursery: trio.Nursery,
-    signals: AsyncIterator[int] | None,
-    handle: Callable[[Command], Awaitable[None]],
-) -> None:
-    """Await ``handle`` on each command, in order, until stdin closes or a signal comes.
-
-    Either way ``nursery`` (the member's tasks) is cancelled, so the program
-    stops and prints ``bye``. ``signals`` is opened by the caller before the
-    member starts, so a SIGTERM during start-up is not lost; None leaves
-    signals to `open_channel`, as in an application.
-    """
-
-    async def stop_on_signal(signals: AsyncIterator[int]) -> None:
-        async for _ in signals:
-            nursery.cancel_scope.cancel()
-
-    if signals is not None:
-        nursery.start_soon(stop_on_signal, signals)
-    await _read_commands(handle)
-    nursery.cancel_scope.cancel()

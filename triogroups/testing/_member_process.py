@@ -1,8 +1,10 @@
-"""A member in a process of its own, driven by JSON lines: for real-socket tests.
+"""A member that runs a bare stack, run by the process supervisor, driven by JSON: real tests.
 
-Run as ``python -m triogroups.testing._member_process --stack udp --cluster c
---name A [--props '{"UDP": {"mcast_port": 45000}}'] [--tally]``. It runs one
-`Stack` and speaks JSON lines: commands on stdin, events on stdout.
+`stack_member` is the application that `_processes.MemberProcess` starts through
+`open_process_group` with ``bare=True`` (one member per group, never restarted): it gets the
+member's started `Stack` (no channel, no GMS: views are installed by hand), takes commands
+from `member_commands` and prints events as JSON lines on stdout, which the supervisor hands
+to the parent as output lines.
 
 Commands::
 
@@ -18,14 +20,14 @@ Commands::
 Events: ``ready`` (uuid, name, physical), ``found`` (members), ``view_sent``,
 ``sent``, ``deliver`` (msgs: [[src uuid, payload], ...], one line per batch),
 ``burst_done`` (prefix, count), ``tally`` (total, maxrss_kb, senders),
-``stats`` and ``bye``. UUIDs are 32 hex digits. The process exits cleanly,
-with status 0, when stdin closes or on SIGTERM.
+``stats`` and ``bye``. UUIDs are 32 hex digits. Stopping is the supervisor's:
+on SIGTERM the member stops its stack and exits with status 0.
 
 Load tests: ``burst`` makes ``count`` messages inside the member, payload
 ``b"<prefix>:<index>:"`` padded with ``x`` to ``size`` bytes, and hands them to
 the stack ``batch`` at a time as fast as it accepts them; it runs in the
 background, so other commands are served meanwhile, and prints ``burst_done``
-once the last batch was accepted. With ``--tally`` the member prints no
+once the last batch was accepted. With ``tally`` the member prints no
 ``deliver`` lines; it counts instead, per sender and prefix: ``delivered``,
 ``duplicates`` (an index delivered again), ``out_of_order`` (a new index
 that was not the next one, with the ``first_disorder`` as [expected, got])
@@ -33,25 +35,16 @@ and ``next`` (the lowest index not yet delivered). ``tally`` with
 ``at_least`` N answers once N messages in all were delivered, so a test waits
 for 10,000s of deliveries without a line per message. Payloads that do not
 parse are counted under the prefix ``"?"``.
-
-``TRIOGROUPS_MEMBER_PROFILE=path`` runs the member under cProfile and writes
-the profile to ``path.<name>`` at exit.
 """
 
 from __future__ import annotations
 
-import argparse
-import cProfile
-import json
-import os
 import resource
-import signal
 from typing import Any
 
 import trio
 
 from triogroups.address import Address
-from triogroups.config import StackConfig
 from triogroups.events import (
     FindMembers,
     LocalPhysicalAddress,
@@ -61,10 +54,11 @@ from triogroups.events import (
 )
 from triogroups.message import Message
 from triogroups.stack import Stack
-from triogroups.testing._json_lines import emit, member_arguments, serve_commands, uuid_hex
+from triogroups.supervisor import member_commands
+from triogroups.testing._json_lines import emit, uuid_hex
 from triogroups.view import View
 
-__all__ = ["main"]
+__all__ = ["stack_member"]
 
 
 def _address(entry: list[str]) -> Address:
@@ -216,34 +210,14 @@ class _Member:
             emit("error", detail=f"unknown command {kind!r}")
 
 
-async def _run(args: argparse.Namespace) -> None:
-    config = StackConfig.resolve(args.stack)
-    for layer, props in json.loads(args.props).items():
-        config = config.configure(layer, **props)
-    stack = Stack(config, args.cluster, args.name)
-    member = _Member(stack, tally=args.tally)
-    with trio.open_signal_receiver(signal.SIGTERM) as signals:
-        async with trio.open_nursery() as nursery:
-            await nursery.start(stack.run)
-            nursery.start_soon(member.read_stack)
-            await serve_commands(nursery, signals, lambda cmd: member.command(cmd, nursery))
-    emit("bye")
-
-
-def main(argv: list[str] | None = None) -> None:
-    parser = member_arguments(__doc__)
-    parser.add_argument("--tally", action="store_true", help="count deliveries, print no lines")
-    args = parser.parse_args(argv)
-    profile_path = os.environ.get("TRIOGROUPS_MEMBER_PROFILE")
-    if not profile_path:
-        trio.run(_run, args)
-        return
-    profiler = cProfile.Profile()
+async def stack_member(stack: Stack, tally: bool) -> None:
+    """Print what the stack delivers and serve commands until stopped."""
+    member = _Member(stack, tally=tally)
     try:
-        profiler.runcall(trio.run, _run, args)
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(member.read_stack)
+            async for command in member_commands():
+                await member.command(command, nursery)
+            nursery.cancel_scope.cancel()
     finally:
-        profiler.dump_stats(f"{profile_path}.{args.name}")
-
-
-if __name__ == "__main__":
-    main()
+        emit("bye")

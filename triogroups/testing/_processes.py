@@ -1,107 +1,65 @@
-"""The parent side of `_member_process`: start members as processes, talk JSON lines.
+"""The parent side of the test kit's member processes, which run on the process supervisor.
 
-`MemberProcess.start` launches ``python -m triogroups.testing._member_process``
-(optionally behind a prefix such as ``ip netns exec NS``), collects every
-event it prints, and lets a test send commands and wait for conditions.
-Waits are bounded by the caller's deadlines (``trio.fail_after``), never by
-sleeps.
+Each member is the one member of a process group of its own (`open_process_group`, never
+restarted), so the real-socket tests launch, stop, kill and command members through the
+product's supervisor: its pipes, its graceful stop, its parent-death watch. `MemberEvents`
+is what a test sees of a member: the JSON events it printed (they come back as its output
+lines) and the commands it takes (`ProcessGroup.send`). `SupervisedMember` runs it;
+`MemberProcess` runs `_member_process.stack_member` on a bare stack (optionally behind a
+launcher such as ``ip netns exec NS``), `_group_processes.GroupMember` a channel. Waits are
+bounded by the caller's deadlines (``trio.fail_after``), never by sleeps.
 """
 
 from __future__ import annotations
 
+import functools
 import json
-import os
-import subprocess
-import sys
+import signal
 from collections.abc import Callable, Sequence
-from pathlib import Path
-from typing import Any, ClassVar, Self
+from typing import Any, Self
 
 import trio
 
-__all__ = ["MemberProcess", "check_tally", "exchange_and_check", "layer_stats"]
+from triogroups.actors import Restart
+from triogroups.config import StackConfig
+from triogroups.supervisor import MemberExited, ProcessGroup, open_process_group
+from triogroups.testing._member_process import stack_member
 
-_ROOT = Path(__file__).resolve().parents[2]
+__all__ = [
+    "MemberEvents",
+    "MemberProcess",
+    "SupervisedMember",
+    "check_tally",
+    "exchange_and_check",
+    "layer_stats",
+]
 
 
-class MemberProcess:
-    """One member process and the events it has printed so far."""
+class MemberEvents:
+    """The events a member has printed so far, and the commands to it: what a test sees of a
+    member (see the module)."""
 
-    program: ClassVar[str] = "triogroups.testing._member_process"
-
-    def __init__(self, name: str, process: trio.Process) -> None:
+    def __init__(self, name: str) -> None:
         self.name = name
-        self.process = process
         self.events: list[dict[str, Any]] = []
         self.uuid = ""
         self.physical: tuple[str, int] = ("", 0)
         self._changed = trio.Event()
 
-    @classmethod
-    async def start(
-        cls,
-        nursery: trio.Nursery,
-        name: str,
-        *,
-        stack: str,
-        cluster: str,
-        props: dict[str, dict[str, Any]] | None = None,
-        prefix: Sequence[str] = (),
-        tally: bool = False,
-    ) -> Self:
-        """Launch a member and return once it printed ``ready``.
-
-        With ``tally`` the member counts deliveries instead of printing them
-        (see `tally`); `delivered` then stays empty. Subclasses run another
-        member program (``program``) that speaks the same lines.
-        """
-        argv = [
-            *prefix,
-            sys.executable,
-            "-m",
-            cls.program,
-            "--stack",
-            stack,
-            "--cluster",
-            cluster,
-            "--name",
-            name,
-            "--props",
-            json.dumps(props or {}),
-            *(["--tally"] if tally else []),
-        ]
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_ROOT), env.get("PYTHONPATH")]))
-        process = await trio.lowlevel.open_process(
-            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env
-        )
-        member = cls(name, process)
-        nursery.start_soon(member._read)
-        ready = await member.wait_for(lambda e: e["event"] in ("ready", "eof"))
-        if ready["event"] == "eof":
-            raise RuntimeError(f"member {name} exited before it was ready")
-        member.uuid = ready["uuid"]
-        member.physical = (ready["physical"][0], int(ready["physical"][1]))
-        return member
-
-    async def _read(self) -> None:
-        assert self.process.stdout is not None
-        buffer = b""
-        async for chunk in self.process.stdout:
-            buffer += chunk
-            *lines, buffer = buffer.split(b"\n")
-            for line in lines:
-                if line.strip():
-                    self.events.append(json.loads(line))
-            self._changed.set()
-            self._changed = trio.Event()
-        self.events.append({"event": "eof"})
+    def _event(self, event: dict[str, Any]) -> None:
+        self.events.append(event)
         self._changed.set()
+        self._changed = trio.Event()
+
+    def _ready(self, ready: dict[str, Any]) -> None:
+        if ready["event"] == "eof":
+            raise RuntimeError(f"member {self.name} exited before it was ready")
+        self.uuid = ready["uuid"]
+        self.physical = (ready["physical"][0], int(ready["physical"][1]))
 
     async def command(self, cmd: str, **fields: Any) -> None:
-        assert self.process.stdin is not None
-        line = json.dumps({"cmd": cmd, **fields}) + "\n"
-        await self.process.stdin.send_all(line.encode())
+        """Send the member one command (``{"cmd": cmd, **fields}``)."""
+        raise NotImplementedError
 
     async def wait_for(self, check: Callable[[dict[str, Any]], bool]) -> dict[str, Any]:
         """The first event (seen so far or to come) that passes ``check``."""
@@ -115,7 +73,7 @@ class MemberProcess:
             seen = len(self.events)
             await self._changed.wait()
 
-    async def wait_until(self, check: Callable[[MemberProcess], bool]) -> None:
+    async def wait_until(self, check: Callable[[Self], bool]) -> None:
         """Return once ``check(self)`` holds (re-checked after every output)."""
         while not check(self):
             if self.events and self.events[-1]["event"] == "eof":
@@ -162,15 +120,131 @@ class MemberProcess:
         """
         return await self._ask("tally", "tally", at_least=at_least)
 
+
+class SupervisedMember(MemberEvents):
+    """A member run as the one member of a process group of its own (see the module)."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(name)
+        self.returncode: int | None = None
+        self._group: ProcessGroup | None = None
+        self._leave = trio.Event()
+        self._ended = trio.Event()
+
+    async def _launch(self, nursery: trio.Nursery, app: Any, **options: Any) -> None:
+        """Start the member (``open_process_group(app, **options)``) and wait for ``ready``."""
+        await nursery.start(functools.partial(self._run, app, **options))
+        self._ready(await self.wait_for(lambda e: e["event"] in ("ready", "eof")))
+
+    async def _run(self, app: Any, *, task_status: trio.TaskStatus[None], **options: Any) -> None:
+        try:
+            async with open_process_group(
+                app,
+                names=[self.name],
+                restart=Restart.TEMPORARY,
+                output=self._output,
+                **options,
+            ) as group:
+                self._group = group
+                task_status.started()
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(self._watch, group)
+                    await self._leave.wait()
+                    nursery.cancel_scope.cancel()
+        finally:
+            self._exited(None)
+
+    async def _watch(self, group: ProcessGroup) -> None:
+        """The member's exit ends this member (``eof``), also when it was killed."""
+        async for event in group.events():
+            if isinstance(event, MemberExited):
+                self._exited(event.returncode)
+        self._leave.set()
+
+    def _exited(self, returncode: int | None) -> None:
+        if self._ended.is_set():
+            return
+        if returncode is None and self._group is not None:
+            returncode = self._group.member(self.name).returncode
+        self.returncode = returncode
+        self._ended.set()
+        self._event({"event": "eof"})
+        self._leave.set()
+
+    def _output(self, name: str, line: str) -> None:
+        if line.startswith("{"):
+            try:
+                event = json.loads(line)
+            except ValueError:
+                return
+            if isinstance(event, dict) and "event" in event:
+                self._event(event)
+
+    async def command(self, cmd: str, **fields: Any) -> None:
+        assert self._group is not None
+        await self._group.send(self.name, {"cmd": cmd, **fields})
+
+    @property
+    def alive(self) -> bool:
+        return not self._ended.is_set()
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to the member's process (SIGKILL: it dies; SIGTERM: it stops)."""
+        if self._group is not None and not self._ended.is_set():
+            self._group.kill(self.name, signum)
+
+    async def wait(self) -> int:
+        """The member's exit status, once its process ended."""
+        await self._ended.wait()
+        assert self.returncode is not None
+        return self.returncode
+
     async def stop(self) -> int:
-        """Close stdin (the member's signal to leave) and return its exit status."""
-        assert self.process.stdin is not None
-        await self.process.stdin.aclose()
-        return await self.process.wait()
+        """Stop the member as the supervisor does (SIGTERM, SIGKILL after its stop_timeout);
+        its exit status."""
+        self._leave.set()
+        return await self.wait()
 
     def kill(self) -> None:
-        if self.process.returncode is None:
-            self.process.kill()
+        self.signal(signal.SIGKILL)
+        self._leave.set()
+
+
+class MemberProcess(SupervisedMember):
+    """One `_member_process` member (a bare stack) and the events it has printed so far."""
+
+    @classmethod
+    async def start(
+        cls,
+        nursery: trio.Nursery,
+        name: str,
+        *,
+        stack: str,
+        cluster: str,
+        props: dict[str, dict[str, Any]] | None = None,
+        prefix: Sequence[str] = (),
+        tally: bool = False,
+    ) -> MemberProcess:
+        """Launch a member and return once it printed ``ready``.
+
+        ``props`` are applied to ``stack`` ({"LAYER": {"property": value}}); ``prefix``
+        is the launcher its command runs behind. With ``tally`` the member counts
+        deliveries instead of printing them (see `tally`); `delivered` then stays empty.
+        """
+        config = StackConfig.resolve(stack)
+        for layer, values in (props or {}).items():
+            config = config.configure(layer, **values)
+        member = cls(name)
+        await member._launch(
+            nursery,
+            stack_member,
+            stack=config,
+            cluster=cluster,
+            args=(tally,),
+            bare=True,
+            launcher=prefix,
+        )
+        return member
 
 
 async def exchange_and_check(
@@ -221,7 +295,7 @@ async def exchange_and_check(
                 raise AssertionError(f"{m.name} delivered multicasts from {src} out of order")
 
 
-def _has_delivered(total: int) -> Callable[[MemberProcess], bool]:
+def _has_delivered(total: int) -> Callable[[MemberEvents], bool]:
     return lambda member: len(member.delivered()) >= total
 
 

@@ -5,9 +5,15 @@ reader never trusts a length: anything above ``max_frame_size`` is an error
 before a byte of the frame is buffered, so a hostile 2 GB length costs
 nothing. A connection starts with a hello in each direction (initiator
 first): a bundle from the sender whose one INTERNAL message carries the
-sender's listening endpoint as ``b"ip:port"``, which is what the address
-table needs (the source port of a TCP connection is not where its member
-listens). The hello goes through the codec, so another cluster or a newer
+sender's listening endpoint and the endpoint the hello is for, as
+``b"ip:port>ip:port"``. The first is what the address table needs (the
+source port of a TCP connection is not where its member listens). The
+second binds a hello to one receiver (the initiator's to the acceptor's
+listening endpoint, the acceptor's to the initiator's end of this very
+connection): in shared-secret mode a hello captured by a listener that
+discovery probed cannot be replayed to another member to pass for its
+sender (issue 18), and a replay to the same receiver fails its replay
+window. The hello goes through the codec, so another cluster or a newer
 wire version is refused before anything else is read.
 
 Writes go straight to the socket when they can: a frame enqueued while
@@ -53,21 +59,35 @@ def frame(data: bytes) -> bytes:
     return len(data).to_bytes(4, "big")
 
 
-def encode_hello(codec: WireCodec, me: Address, listening: Physical) -> bytes:
-    payload = f"{listening[0]}:{listening[1]}".encode()
+def encode_hello(codec: WireCodec, me: Address, listening: Physical, to: Physical) -> bytes:
+    """The framed hello of ``me``, who listens at ``listening``, for the endpoint ``to``."""
+    payload = f"{listening[0]}:{listening[1]}>{to[0]}:{to[1]}".encode()
     data = codec.encode(None, me, [Message(None, payload, flags=_INTERNAL)])
     return frame(data) + data
 
 
-def decode_hello(codec: WireCodec, data: bytes | memoryview) -> tuple[Address, Physical]:
-    """The peer's address and listening endpoint, or WireError (``bad_hello`` or the codec's)."""
+def _endpoint(text: str) -> Physical:
+    host, sep, port = text.rpartition(":")
+    if not sep or not host or len(host) > 255 or not port.isdigit() or not 0 < int(port) < 65536:
+        raise WireError("bad_hello", "hello payload is not ip:port>ip:port")
+    return host, int(port)
+
+
+def decode_hello(
+    codec: WireCodec, data: bytes | memoryview, at: Physical
+) -> tuple[Address, Physical]:
+    """The peer's address and listening endpoint, or WireError: ``bad_hello``,
+    ``wrong_dest`` (a hello for another endpoint than ``at``), or the codec's."""
     bundle = codec.decode(data)
     if len(bundle.messages) != 1 or bundle.messages[0].flags != _INTERNAL:
         raise WireError("bad_hello", "a hello carries exactly one internal message")
-    host, sep, port = bundle.messages[0].payload.decode(errors="replace").rpartition(":")
-    if not sep or not host or len(host) > 255 or not port.isdigit() or not 0 < int(port) < 65536:
-        raise WireError("bad_hello", "hello payload is not ip:port")
-    return bundle.src, (host, int(port))
+    listening, sep, to = bundle.messages[0].payload.decode(errors="replace").partition(">")
+    if not sep:
+        raise WireError("bad_hello", "hello payload is not ip:port>ip:port")
+    listening_at, to_at = _endpoint(listening), _endpoint(to)
+    if to_at != (at[0], at[1]):
+        raise WireError("wrong_dest", f"hello for {to_at[0]}:{to_at[1]}, not {at[0]}:{at[1]}")
+    return bundle.src, listening_at
 
 
 class FrameReader:

@@ -13,8 +13,10 @@ on the winner (the reliability layers order by seqno).
 A multicast is encoded once and the same bytes are queued on the connection
 to each member of the current view (without a view: each member in the
 address table). Sending blocks, and so pushes back on the layers above, while
-a connection has ``send_queue_size`` bytes queued. The receive path never
-drops a frame it has read: each read is framed, decoded and awaited into the
+a connection to a member of the view has ``send_queue_size`` bytes queued; to
+a peer outside the installed view (one that does not read, say) what does not fit is
+dropped and counted (``dropped_queue_full``) instead of stalling every send.
+The receive path never drops a frame it has read: each read is framed, decoded and awaited into the
 layer above as one batch, so slow layers stop the reading and TCP pushes
 back on the sender. A frame length above ``max_frame_size``, an empty frame,
 an EOF inside a frame or a bad hello (garbage, a newer wire version, another
@@ -281,7 +283,9 @@ class TcpTransport(Transport):
             for data, count in encoded:
                 for target in targets:
                     queue = self._send_to(target, data, count)
-                    if queue is not None and queue.out_bytes >= self.send_queue_size:
+                    limit = self.send_queue_size
+                    # only members make us wait: others' frames are dropped from now on
+                    if queue is not None and queue.out_bytes >= limit and self._member(target):
                         full.append(queue)
         if local:
             await up.send([m.copy() for m in local])
@@ -296,13 +300,19 @@ class TcpTransport(Transport):
         """Queue one bundle for ``dest``; returns the queue it went to (None: dropped)."""
         counters = self.counters
         conn = self._conns.get(dest)
+        pending = self._pending.get(dest) if conn is None else None
+        queued = conn if conn is not None else pending
+        full = queued is not None and queued.out_bytes >= self.send_queue_size
+        if full and not self._member(dest):
+            detail = "a peer outside the view does not read"
+            self.send_drops.drop("queue_full", detail, dest, count)
+            return None
         if conn is not None:
             conn.enqueue(data)
             counters["bundles_sent"] += 1
             counters["msgs_sent"] += count
             counters["bytes_sent"] += len(data)
             return conn
-        pending = self._pending.get(dest)
         if pending is None:
             physical = self.table.get(dest)
             if physical is None:
@@ -356,12 +366,13 @@ class TcpTransport(Transport):
             with trio.fail_after(self.sock_conn_timeout):
                 stream = await trio.open_tcp_stream(*where, local_address=self.bind_addr)
                 self._configure(stream)
-                await stream.send_all(self._new_hello())
-                reader = FrameReader(stream.socket, self.max_frame_size)
+                sock = stream.socket
+                await stream.send_all(self._new_hello(sock.getpeername()))
+                reader = FrameReader(sock, self.max_frame_size)
                 hello = await reader.first()
                 if hello is None:
                     raise FrameError("bad_hello", "closed before its hello")
-                peer, listening = decode_hello(codec, hello)
+                peer, listening = decode_hello(codec, hello, sock.getsockname())
         except (trio.TooSlowError, FrameError, WireError, *_STREAM_ERRORS) as exc:
             if stream is not None:
                 await trio.aclose_forcefully(stream)
@@ -396,20 +407,23 @@ class TcpTransport(Transport):
     async def _accepted(self, stream: trio.SocketStream) -> None:
         codec = self._codec
         assert codec is not None
+        sock = stream.socket
         try:
-            source = stream.socket.getpeername()
+            source, here = sock.getpeername(), sock.getsockname()
             peer_label = f"{source[0]}:{source[1]}"
-        except OSError:
-            peer_label = "unknown"
+        except OSError:  # gone before its hello
+            self.drops.drop("bad_hello", "closed before its hello", "unknown")
+            await trio.aclose_forcefully(stream)
+            return
         try:
             with trio.fail_after(self.sock_conn_timeout):
                 self._configure(stream)
-                reader = FrameReader(stream.socket, self.max_frame_size)
+                reader = FrameReader(sock, self.max_frame_size)
                 hello = await reader.first()
                 if hello is None:
                     raise FrameError("bad_hello", "closed before its hello")
-                peer, listening = decode_hello(codec, hello)
-                await stream.send_all(self._new_hello())
+                peer, listening = decode_hello(codec, hello, here)
+                await stream.send_all(self._new_hello(source))
         except (FrameError, WireError) as exc:
             self.drops.drop(exc.reason, f"{exc.detail}; connection closed", peer_label)
             await trio.aclose_forcefully(stream)
@@ -511,6 +525,15 @@ class TcpTransport(Transport):
                 self.send_drops.drop("connect_failed", why, who, pending.msgs, quiet=quiet)
                 pending.done.set()
 
+    def _member(self, peer: Address) -> bool:
+        """Whether a full send queue to ``peer`` may make us wait: it is in the installed
+        view or the one being installed, or no view is installed yet (a transport on its
+        own). A peer outside the view that does not read (a misbehaving or hostile one,
+        issue 18) gets its frames dropped instead, so that it cannot stall what this member
+        sends to everyone else."""
+        view, next_view = self.view, self._next_view
+        return view is None or peer in view or (next_view is not None and peer in next_view)
+
     def _departure(self, peer: Address | None) -> bool:
         """Whether losing what was queued for ``peer`` is part of a departure, not a failure.
 
@@ -589,12 +612,13 @@ class TcpTransport(Transport):
                     conn.retire(self.close_timeout)
                     self.counters["connections_reaped"] += 1
 
-    def _new_hello(self) -> bytes:
-        """A hello encoded for one connection: sealed, each has its own nonce, so a
-        peer's replay window never takes a second connection for a replayed first."""
+    def _new_hello(self, to: Physical) -> bytes:
+        """A hello encoded for one connection, bound to its other end ``to`` (see
+        `_tcp_conn`): sealed, each has its own nonce, so a peer's replay window
+        never takes a second connection for a replayed first."""
         assert self._codec is not None and self.local_address is not None
         assert self.physical is not None
-        return encode_hello(self._codec, self.local_address, self.physical)
+        return encode_hello(self._codec, self.local_address, self.physical, (to[0], to[1]))
 
     # --- stats -------------------------------------------------------------------------
 

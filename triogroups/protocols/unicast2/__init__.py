@@ -61,6 +61,12 @@ Where the seed leaves a choice open, this module decides:
   not refreshed by traffic). Before any view is installed nobody is a
   non-member, so nothing ages out.
 - A unicast to itself takes the same path (the transport loops it back).
+- Limits against abuse (issue 18, beyond JGroups, as in UNICAST3): a
+  receive window keeps at most ``max_receive_window`` seqnos ahead of the
+  next one to deliver (``dropped_beyond_window``), so a sender that never
+  fills its gaps cannot make us buffer without end; a peer's XMIT_REQs are
+  served for at most ``max_xmits_per_interval`` seqnos per ``xmit_interval``
+  (``xmits_capped``).
 """
 
 from triogroups.protocols.unicast2._protocol import Unicast2

@@ -12,6 +12,7 @@ from triogroups.message import Message
 from triogroups.properties import Duration, Int, PropertyError, Size, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols._stats import reliable_stats
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.unicast2._state import (
@@ -74,6 +75,18 @@ class Unicast2(Protocol):
         doc="connections to non-members are closed this long after opening (0: never)",
         check=at_least(0),
     )
+    max_xmits_per_interval = Int(
+        5000,
+        doc="messages resent for one member's XMIT_REQs per xmit_interval; "
+        "the rest of its requests is ignored and counted",
+        check=at_least(1),
+    )
+    max_receive_window = Int(
+        100_000,
+        doc="seqnos kept per connection ahead of the next one to deliver; a message "
+        "beyond is dropped and counted (a sender that never fills its gaps)",
+        check=at_least(1),
+    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
@@ -85,6 +98,7 @@ class Unicast2(Protocol):
         self._asks: dict[Address, tuple[int, int]] = {}
         self._next_conn_id = 1
         self._next_xmit = self._next_stable = self._next_expiry = math.inf
+        self._budget = PeerBudget()
         self._c: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
 
     # --- lifecycle and public API ------------------------------------------------
@@ -176,7 +190,7 @@ class Unicast2(Protocol):
             elif hdr.type == DATA:
                 self._on_data(src, hdr, msg, out, now)
             elif hdr.type == XMIT_REQ:
-                self._on_xmit_req(src, hdr)
+                self._on_xmit_req(src, hdr, now)
             elif hdr.type == SEND_FIRST_SEQNO:
                 self._on_send_first_seqno(src, hdr)
             else:
@@ -198,6 +212,9 @@ class Unicast2(Protocol):
                 return
         win = entry.win
         entry.used = now
+        if hdr.seqno - win.hd > self.max_receive_window:
+            self._c["dropped_beyond_window"] += 1  # a sender that never fills its gaps
+            return
         if not win.add(hdr.seqno, msg):
             self._c["duplicates"] += 1
             entry.stable_count = 0
@@ -276,12 +293,22 @@ class Unicast2(Protocol):
         self._c["retransmissions"] += len(msgs)
         self.send_down(msgs)
 
-    def _on_xmit_req(self, src: Address, hdr: Unicast2Header) -> None:
-        self._c["xmit_reqs_received"] += len(hdr.missing)
+    def _on_xmit_req(self, src: Address, hdr: Unicast2Header, now: float) -> None:
+        """Resend what is still in the window, at most ``max_xmits_per_interval``
+        seqnos per peer per ``xmit_interval`` (`PeerBudget`)."""
+        missing = hdr.missing
+        self._c["xmit_reqs_received"] += len(missing)
         entry = self._entry_for(src, hdr.conn_id)
-        if entry is not None:
-            found = (entry.win.get(s) for s in hdr.missing)
-            self._resend([m.copy() for m in found if m is not None])
+        if entry is None:
+            return
+        granted = self._budget.take(
+            src, len(missing), self.max_xmits_per_interval, self.xmit_interval, now
+        )
+        if granted < len(missing):
+            self._c["xmits_capped"] += len(missing) - granted
+            missing = missing[:granted]
+        found = (entry.win.get(s) for s in missing)
+        self._resend([m.copy() for m in found if m is not None])
 
     def _on_send_first_seqno(self, src: Address, hdr: Unicast2Header) -> None:
         self._c["send_first_seqno_received"] += 1

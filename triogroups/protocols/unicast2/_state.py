@@ -37,6 +37,8 @@ _COUNTERS = (
     "probes",
     "stale_dropped",
     "dropped_no_connection",
+    "dropped_beyond_window",
+    "xmits_capped",
     "malformed",
     "connections_opened",
     "connections_reset",
