@@ -21,6 +21,7 @@ from triogroups.testing import (
     split,
     started,
     up_messages,
+    up_payloads,
     view_of,
 )
 
@@ -178,3 +179,17 @@ def test_sansio_outbox_helpers_keep_messages_and_events_in_order() -> None:
     proto.down([m2], 0.0)
     assert down_messages(proto) == [m2]
     assert [a.name for a in addresses("XY")] == ["X", "Y"] and addresses("XY")[1].uuid == 2
+
+
+def test_sansio_down_messages_with_wire_are_decoded_copies_from_the_protocol() -> None:
+    """``wire=True``: each message as a receiver decodes it (a copy, src stamped, dest kept)."""
+    proto = started(PassThrough(), A)
+    sent = [Message(B, b"u"), Message(None, b"m")]
+    proto.down(list(sent), 0.0)
+    got = down_messages(proto, wire=True)
+    assert [(m.src, m.dest, m.payload) for m in got] == [(A, B, b"u"), (A, None, b"m")]
+    assert all(g is not s for g, s in zip(got, sent, strict=True))
+    proto.up([Message(A, b"x", src=B), Message(A, b"y", src=B)], 0.0)
+    assert up_payloads(proto) == [b"x", b"y"] and proto.take_up() == []
+    with pytest.raises(RuntimeError, match="needs a started protocol"):
+        down_messages(PassThrough(), wire=True)

@@ -53,6 +53,7 @@ from triogroups.testing._sansio import (
     split,
     started,
     up_messages,
+    up_payloads,
     view_of,
 )
 
@@ -78,6 +79,7 @@ __all__ = [
     "split",
     "started",
     "up_messages",
+    "up_payloads",
     "view_of",
 ]
 

@@ -26,7 +26,8 @@ every input, `SansIONetwork.step`, `SansIONetwork.run`).
 
 The module-level helpers serve tests that drive one protocol object
 directly: `started` (start it and install a view), `down_messages` /
-`up_messages` (take an outbox, keep the messages), `split`.
+`up_messages` / `up_payloads` (take an outbox, keep the messages, optionally
+after a trip through the wire codec), `split`.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ __all__ = [
     "split",
     "started",
     "up_messages",
+    "up_payloads",
     "view_of",
 ]
 
@@ -66,6 +68,9 @@ Drop = Callable[[Address, Address, Message], bool]
 MAX_PACKETS = 200_000
 #: A UDP datagram's largest payload: the codec's limit unless a test sets ``max_bundle_size``.
 UDP_MAX = 65_507
+
+
+_CODEC = WireCodec("test")
 
 
 class Livelock(AssertionError):
@@ -115,14 +120,30 @@ def split(items: Iterable[Item]) -> tuple[list[Message], list[Event]]:
     return msgs, events
 
 
-def down_messages(proto: Protocol) -> list[Message]:
-    """Take ``proto``'s down outbox and return the messages in it (events are dropped)."""
-    return split(proto.take_down())[0]
+def down_messages(proto: Protocol, *, wire: bool = False) -> list[Message]:
+    """Take ``proto``'s down outbox and return the messages in it (events are dropped).
+
+    With ``wire``, each message crosses the real wire codec as a datagram of
+    its own, as a receiver decodes it: a copy, ``src`` stamped with
+    ``proto.local_address``, every header encoded and validated on the way.
+    """
+    msgs = split(proto.take_down())[0]
+    if not wire:
+        return msgs
+    src = proto.local_address
+    if src is None:
+        raise RuntimeError("wire=True needs a started protocol (local_address is None)")
+    return [_CODEC.decode(_CODEC.encode(m.dest, src, [m])).messages[0] for m in msgs]
 
 
 def up_messages(proto: Protocol) -> list[Message]:
     """Take ``proto``'s up outbox and return the messages in it (events are dropped)."""
     return split(proto.take_up())[0]
+
+
+def up_payloads(proto: Protocol) -> list[bytes]:
+    """Take ``proto``'s up outbox and return the payloads of the messages in it."""
+    return [m.payload for m in split(proto.take_up())[0]]
 
 
 # --- members on a link ----------------------------------------------------------------------
