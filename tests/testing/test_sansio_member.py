@@ -139,7 +139,7 @@ def test_sansio_member_captures_events_going_up_and_below() -> None:
     assert a.view == view
 
 
-def test_sansio_member_ticks_only_due_layers_and_refuses_a_deadline_left_due() -> None:
+def test_sansio_member_ticks_due_layers_or_all_if_forced_and_refuses_a_deadline_left_due() -> None:
     net = SansIONetwork()
     slow, fast = Timer(2.0), Timer(0.5)
     a = net.add(A, [slow, fast])
@@ -148,9 +148,11 @@ def test_sansio_member_ticks_only_due_layers_and_refuses_a_deadline_left_due() -
     assert fast.ticks == [] and slow.ticks == []
     a.tick(now=0.5)
     assert fast.ticks == [0.5] and slow.ticks == []
-    stuck = net.add(B, Timer(1.0, stuck=True))  # started at 0.5: due at 1.5
-    with pytest.raises(AssertionError, match=r"left its deadline due at 1\.5"):
-        stuck.tick(now=1.5)
+    a.tick(0.6, force=True)  # a test running the timers by hand: every layer, due or not
+    assert fast.ticks == [0.5, 0.6] and slow.ticks == [0.6]
+    stuck = net.add(B, Timer(1.0, stuck=True))  # started at 0.6: due at 1.6
+    with pytest.raises(AssertionError, match=r"left its deadline due at 1\.6"):
+        stuck.tick(now=1.6)
 
 
 def test_sansio_member_refuses_an_empty_stack() -> None:

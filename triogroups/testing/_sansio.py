@@ -163,8 +163,7 @@ class SansIOMember:
         self.net = net
         self.address = address
         self.layers = layers
-        #: messages the top layer sent up, in order
-        self.delivered: list[Message] = []
+        self._delivered: list[Message] = []
         #: events the top layer sent up, in order
         self.events: list[Event] = []
         #: events the bottom layer passed down (a transport would consume them)
@@ -188,9 +187,14 @@ class SansIOMember:
         return self.layers[0]
 
     @property
+    def delivered(self) -> list[Message]:
+        """The messages the top layer sent up, in order (the list itself, not a copy)."""
+        return self._delivered
+
+    @property
     def payloads(self) -> list[bytes]:
         """The payloads of `delivered`, in order."""
-        return [m.payload for m in self.delivered]
+        return [m.payload for m in self._delivered]
 
     @property
     def view(self) -> View | None:
@@ -225,41 +229,42 @@ class SansIOMember:
         self._release()
         return self._take_sent()
 
-    def receive(self, msgs: Iterable[Message], *, now: float | None = None) -> list[Message]:
+    def receive(self, msgs: Iterable[Message], now: float | None = None) -> list[Message]:
         """``msgs`` arrive from the network: handed to the bottom layer's `up`."""
         return self.up_at(0, list(msgs), now=now)
 
-    def up_at(self, index: int, batch: list[Message], *, now: float | None = None) -> list[Message]:
+    def up_at(self, index: int, batch: list[Message], now: float | None = None) -> list[Message]:
         """Hand ``batch`` to layer ``index``'s `up` (network input for that layer)."""
         self.layers[index].up(batch, self._at(now))
         self.drain()
         return self._take_sent()
 
-    def up_event_at(self, index: int, event: Event, *, now: float | None = None) -> list[Message]:
+    def up_event_at(self, index: int, event: Event, now: float | None = None) -> list[Message]:
         """Hand ``event`` to layer ``index``'s `up_event` (from the layers below)."""
         self.layers[index].up_event(event, self._at(now))
         self.drain()
         return self._take_sent()
 
-    def event_down(self, event: Event, *, now: float | None = None) -> list[Message]:
+    def event_down(self, event: Event, now: float | None = None) -> list[Message]:
         """The application passes ``event`` down (a view, a digest, a disconnect...)."""
         self.top.down_event(event, self._at(now))
         self.drain()
         return self._take_sent()
 
-    def install(self, view: View, *, now: float | None = None) -> list[Message]:
+    def install(self, view: View, now: float | None = None) -> list[Message]:
         """Install ``view`` here, past any GMS: a `ViewChange` going down."""
         return self.event_down(ViewChange(view), now=now)
 
-    def tick(self, *, now: float | None = None) -> list[Message]:
-        """Tick every layer whose deadline is due, as the host does.
+    def tick(self, now: float | None = None, *, force: bool = False) -> list[Message]:
+        """Tick every layer whose deadline is due, as the host does; with ``force``, every
+        layer, due or not (a unit test running a timer by hand).
 
         Raises AssertionError when a tick leaves its own deadline due (the host
         would crash that layer: on a virtual clock time would stand still).
         """
         now = self._at(now)
         for layer in self.layers:
-            if layer.next_deadline() <= now:
+            if force or layer.next_deadline() <= now:
                 layer.tick(now)
                 if layer.next_deadline() <= now:
                     raise AssertionError(f"{layer.name}.tick left its deadline due at {now}")
@@ -308,7 +313,7 @@ class SansIOMember:
                 for item in up:
                     if i == top:
                         if type(item) is list:
-                            self.delivered.extend(item)
+                            self._delivered.extend(item)
                         else:
                             self.events.append(item)  # type: ignore[arg-type]
                     elif type(item) is list:
