@@ -113,7 +113,7 @@ class Scenario:
         self._exchange("warm", count=3)
         self.net.run(3.0)
         self.net.record = False
-        self.corpus = [m for _, m in self.net.sent]
+        self.corpus = [m for _, m in self.net.wire]
 
     def _exchange(self, tag: str, count: int) -> dict[tuple[Address, Address, str], list[bytes]]:
         """T and H each multicast and unicast ``count`` messages (one large enough for

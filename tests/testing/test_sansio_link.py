@@ -115,7 +115,7 @@ def test_sansio_link_records_what_is_sent_only_when_asked() -> None:
     net[A].send(B, b"quiet")
     net.record = True
     net[A].send(B, b"loud")
-    assert [(src, m.payload) for src, m in net.sent] == [(A, b"loud")]
+    assert [(src, m.payload) for src, m in net.wire] == [(A, b"loud")]
 
 
 def test_sansio_step_moves_the_clock_to_the_next_deadline_and_run_to_the_end() -> None:

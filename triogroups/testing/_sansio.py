@@ -371,7 +371,7 @@ class SansIONetwork:
         #: datagrams delivered so far (loopbacks included); `Livelock` past MAX_PACKETS
         self.packets = 0
         #: with `record` set: every message put on the wire, as (sender, wire-decoded message)
-        self.sent: list[tuple[Address, Message]] = []
+        self.wire: list[tuple[Address, Message]] = []
         self.record = False
         #: messages that did not encode within ``max_bundle_size`` (never sent)
         self.oversized: list[Message] = []
@@ -407,7 +407,7 @@ class SansIONetwork:
                 (decoded,) = self.codec.decode(data).messages
                 out.append(decoded)
                 if self.record:
-                    self.sent.append((src, decoded))
+                    self.wire.append((src, decoded))
                 self._queue.append((src, dest, data))
         if local:  # looped back after what is already in flight, never re-entrantly
             self._queue.append((src, src, [m.copy() for m in local]))
