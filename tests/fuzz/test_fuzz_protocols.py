@@ -2,7 +2,7 @@
 
 Each target builds two real members, T (the target) and H (an honest peer), in a
 view with X, a member that never runs and whose address the fuzzer speaks for,
-on the lossless network of `tests.fuzz._net`. Hypothesis then feeds T's layer
+on the lossless link of the test kit's `SansIONetwork`. Hypothesis then feeds T's layer
 under test (its `up`, the entry for network input) a mix of:
 
 - forged messages from X and from N, a non-member, with any well-typed header
@@ -34,12 +34,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.fuzz import _hostile
-from tests.fuzz._net import Net, Node
 from tests.fuzz._settings import fuzz_settings
 from triogroups import Address, Message, View
 from triogroups.events import Event
 from triogroups.protocol import Protocol, protocol_class
 from triogroups.protocols import ids
+from triogroups.testing import SansIOMember, SansIONetwork
 
 T = Address(1, "T")
 H = Address(2, "H")
@@ -101,7 +101,7 @@ class Scenario:
 
     def __init__(self, target: str) -> None:
         name, spec = TARGETS[target]
-        self.net = Net()
+        self.net = SansIONetwork(cluster="fuzz")
         self.t = self.net.add(T, _layers(spec))
         self.h = self.net.add(H, _layers(spec))
         self.inject = any(n == "GMS" for n, _ in spec)
@@ -113,7 +113,7 @@ class Scenario:
         self._exchange("warm", count=3)
         self.net.run(3.0)
         self.net.record = False
-        self.corpus = [m for _, msgs in self.net.sent for m in msgs]
+        self.corpus = [m for _, m in self.net.wire]
 
     def _exchange(self, tag: str, count: int) -> dict[tuple[Address, Address, str], list[bytes]]:
         """T and H each multicast and unicast ``count`` messages (one large enough for
@@ -125,8 +125,8 @@ class Scenario:
             mcasts = [f"{tag}-{name}-m{i}".encode() for i in range(count)]
             mcasts[count // 2] += b"." * (3 * FRAG_SIZE)
             ucasts = [f"{tag}-{name}-u{i}".encode() for i in range(count)]
-            me.send([Message(None, p) for p in mcasts])
-            me.send([Message(peer.address, p) for p in ucasts])
+            me.send_batch([Message(None, p) for p in mcasts])
+            me.send_batch([Message(peer.address, p) for p in ucasts])
             expected[(me.address, me.address, "m")] = mcasts
             expected[(me.address, peer.address, "m")] = mcasts
             expected[(me.address, peer.address, "u")] = ucasts
@@ -169,12 +169,12 @@ class Scenario:
         for _ in range(60):
             self.net.run(1.0)
             if all(
-                _got(self.net.nodes[r], start, s, kind) == want
+                _got(self.net.members[r], start, s, kind) == want
                 for (s, r, kind), want in expected.items()
             ):
                 break
         for (sender, receiver, kind), want in expected.items():
-            got = _got(self.net.nodes[receiver], start, sender, kind)
+            got = _got(self.net.members[receiver], start, sender, kind)
             assert got == want, f"{receiver} delivered from {sender}: {got} != {want}"
         for node in (self.t, self.h):
             assert not node.blocked(), f"{node.address} still holds back sends"
@@ -182,7 +182,7 @@ class Scenario:
                 msgpack.packb(layer.stats(), default=repr)
 
 
-def _got(node: Node, start: dict[Address, int], sender: Address, kind: str) -> list[bytes]:
+def _got(node: SansIOMember, start: dict[Address, int], sender: Address, kind: str) -> list[bytes]:
     """What ``node`` delivered from ``sender`` in the clean exchange, in one stream."""
     prefix = f"clean-{sender.name}-{kind}".encode()
     return [

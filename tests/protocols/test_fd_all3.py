@@ -10,10 +10,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triogroups import Address, Flag, Message, PropertyError, StackConfig, View, ViewId
-from triogroups.events import Disconnect, Event, Item, Suspect, Unsuspect, ViewChange
+from triogroups.events import Disconnect, Suspect, Unsuspect, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.fd_all3 import FdAll3, HeartbeatHeader
-from triogroups.testing import SimMember, open_cluster
+from triogroups.testing import SimMember, down_messages, open_cluster, split, up_messages
 
 A, B, C, D, E = (Address(i, n) for i, n in enumerate("ABCDE", start=1))
 HB = ids.FD_ALL3
@@ -25,14 +25,6 @@ def _fd(me: Address = A, members: tuple[Address, ...] = (A, B, C), **props: Any)
     if members:
         fd.down_event(ViewChange(View(ViewId(1, members[0]), members)), 0.0)
     return fd
-
-
-def _msgs(items: list[Item]) -> list[Message]:
-    return [m for item in items if isinstance(item, list) for m in item]
-
-
-def _events(items: list[Item]) -> list[Event]:
-    return [item for item in items if not isinstance(item, list)]
 
 
 def _heartbeat(src: Address) -> Message:
@@ -49,7 +41,7 @@ def _suspects_at_checks(fd: FdAll3, checks: range, heard: dict[float, Address]) 
             fd.up([Message(A, src=src)], at)
         fd.take_up()
         fd.tick(float(k))
-        out.append(_events(fd.take_up()))
+        out.append(split(fd.take_up())[1])
     return out
 
 
@@ -85,11 +77,11 @@ def test_fd_all3_interval_must_be_less_than_timeout_at_build_and_at_run_time() -
 
 def test_fd_all3_multicasts_a_heartbeat_every_interval_that_reliability_leaves_alone() -> None:
     fd = _fd()
-    first = _msgs(fd.take_down())
+    first = down_messages(fd)
     for t in (1.0, 2.0, 3.0):
         assert fd.next_deadline() == t
         fd.tick(t)
-    later = _msgs(fd.take_down())
+    later = down_messages(fd)
     assert len(first) == 1 and len(later) == 3
     for msg in first + later:
         assert msg.dest is None and isinstance(msg.headers[HB], HeartbeatHeader)
@@ -102,9 +94,9 @@ def test_fd_all3_runs_nothing_before_a_view_or_while_alone() -> None:
     fd = _fd(members=())
     assert fd.next_deadline() == float("inf") and fd.take_down() == []
     fd.down_event(ViewChange(View(ViewId(1, A), [A])), 0.0)
-    assert fd.next_deadline() == float("inf") and _msgs(fd.take_down()) == []
+    assert fd.next_deadline() == float("inf") and down_messages(fd) == []
     fd.down_event(ViewChange(View(ViewId(2, A), [A, B])), 1.0)
-    assert fd.next_deadline() == 2.0 and len(_msgs(fd.take_down())) == 1
+    assert fd.next_deadline() == 2.0 and len(down_messages(fd)) == 1
     fd.down_event(ViewChange(View(ViewId(3, A), [A])), 1.5)
     assert fd.next_deadline() == float("inf")
 
@@ -153,7 +145,7 @@ def test_fd_all3_any_message_counts_as_a_heartbeat_and_heartbeats_are_consumed()
     for k in range(1, 9):
         fd.up([_heartbeat(B), app], k - 0.5)
         fd.tick(float(k))
-    assert _msgs(fd.take_up()) == [app] * 8
+    assert up_messages(fd) == [app] * 8
     assert fd.stats()["suspect_events"] == 0 and fd.stats()["heartbeats_received"] == 8
 
 
@@ -162,9 +154,9 @@ def test_fd_all3_suspected_member_heard_again_is_unsuspected_once() -> None:
     _suspects_at_checks(fd, range(1, 6), {k + 0.5: B for k in range(6)})
     fd.up([Message(A, b"back", src=C), Message(A, b"again", src=C)], 5.5)
     fd.up([Message(A, src=C)], 5.6)
-    assert _events(fd.take_up()) == [Unsuspect(C)]
+    assert split(fd.take_up())[1] == [Unsuspect(C)]
     fd.tick(6.0)
-    assert _events(fd.take_up()) == []
+    assert split(fd.take_up())[1] == []
     assert fd.stats()["unsuspects"] == 1 and fd.stats()["suspected_members"] == []
 
 
@@ -199,7 +191,7 @@ def test_fd_all3_tracks_neither_non_members_nor_itself() -> None:
     fd = _fd()
     stranger = Message(A, b"x", src=E)
     fd.up([stranger, Message(None, src=A)], 0.5)
-    assert _msgs(fd.take_up())[0] is stranger
+    assert up_messages(fd)[0] is stranger
     events = _suspects_at_checks(fd, range(1, 7), {k + 0.5: B for k in range(7)})
     suspected = {m for evs in events for e in evs if isinstance(e, Suspect) for m in e.members}
     assert suspected == {C}
@@ -231,12 +223,12 @@ def test_fd_all3_suspects_exactly_the_members_silent_for_all_slots(
             at, member = times.pop(0)
             fd.up([Message(A, src=member)], at)
             last[member] = at
-            ups = _events(fd.take_up())
+            ups = split(fd.take_up())[1]
             assert ups == ([Unsuspect(member)] if member in suspected else [])
             suspected.discard(member)
         fd.tick(float(k))
         expected = tuple(m for m in (B, C) if last[m] <= k - slots)
-        assert _events(fd.take_up()) == ([Suspect(expected)] if expected else [])
+        assert split(fd.take_up())[1] == ([Suspect(expected)] if expected else [])
         suspected |= set(expected)
 
 

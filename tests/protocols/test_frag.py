@@ -11,10 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triogroups import Address, Flag, Message, PropertyError, StackConfig, View, ViewId
-from triogroups.events import Item, ViewChange
+from triogroups.events import ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.frag import Frag, FragHeader
-from triogroups.testing import open_cluster
+from triogroups.testing import down_messages, open_cluster, up_messages
 from triogroups.wire import WireCodec
 
 A, B, C = (Address(i, n) for i, n in enumerate("ABC", start=1))
@@ -30,10 +30,6 @@ def _frag(me: Address = A, **props: Any) -> Frag:
     return frag
 
 
-def _msgs(items: list[Item]) -> list[Message]:
-    return [m for item in items if isinstance(item, list) for m in item]
-
-
 def _payload(n: int, seed: int = 0) -> bytes:
     return random.Random(seed).randbytes(n)
 
@@ -41,7 +37,7 @@ def _payload(n: int, seed: int = 0) -> bytes:
 def _split(sender: Frag, msg: Message) -> list[Message]:
     """What ``sender`` sends down for ``msg``, as received from ``sender``."""
     sender.down([msg], 0.0)
-    frags = _msgs(sender.take_down())
+    frags = down_messages(sender)
     for f in frags:
         f.src = sender.local_address
     return frags
@@ -118,12 +114,12 @@ def test_frag_oversized_message_is_dropped_and_counted_and_check_size_refuses_it
         frag.check_size(5001)
     keep = Message(None, b"small")
     frag.down([Message(None, _payload(5001)), keep, Message(None, _payload(5000))], 0.0)
-    sent = _msgs(frag.take_down())
+    sent = down_messages(frag)
     assert sent[0] is keep and len(sent) == 1 + 5  # the 5000-byte one went, in 5 fragments
     assert frag.stats()["refused_oversized"] == 1
     unsplit = _frag(frag_size=1000, max_message_size=500, max_pending_size=500)
     unsplit.down([Message(None, _payload(501)), keep], 0.0)  # the limit holds below frag_size
-    assert _msgs(unsplit.take_down()) == [keep]
+    assert down_messages(unsplit) == [keep]
 
 
 # --- receiving ------------------------------------------------------------------------------
@@ -137,7 +133,7 @@ def test_frag_reassembles_out_of_order_into_the_original_message() -> None:
         receiver.up([f], 1.0)
     assert receiver.take_up() == [] and receiver.stats()["pending_messages"] == 1
     receiver.up([frags[0]], 1.0)
-    (whole,) = _msgs(receiver.take_up())
+    (whole,) = up_messages(receiver)
     assert whole.payload == payload and whole.src == B and whole.dest is None
     assert whole.flags == Flag.OOB and whole.headers == {UPPER_ID: ("u",)}
     assert receiver.stats()["pending_bytes"] == 0 and receiver.stats()["reassembled"] == 1
@@ -154,7 +150,7 @@ def test_frag_keeps_messages_apart_per_sender_and_id_and_keeps_batch_order() -> 
     small = Message(A, b"small", src=B)
     receiver.up([fb1[0], fc1[0], fb2[0], fb2[1], fc1[1], fb1[1], fb1[2], small, fb2[2]], 1.0)
     receiver.up([fc1[2]], 1.0)
-    delivered = _msgs(receiver.take_up())
+    delivered = up_messages(receiver)
     assert [m.payload for m in delivered] == [b1, b"small", b2, c1]
 
 
@@ -163,7 +159,7 @@ def test_frag_duplicate_and_late_fragments_are_ignored() -> None:
     frags = _split(sender, Message(None, _payload(2500)))
     receiver.up([frags[0], frags[0], frags[1], frags[2], frags[2], frags[1]], 1.0)
     stats = receiver.stats()
-    assert len(_msgs(receiver.take_up())) == 1
+    assert len(up_messages(receiver)) == 1
     assert (stats["duplicates"], stats["stale"], stats["pending_messages"]) == (1, 2, 0)
 
 
@@ -195,7 +191,7 @@ def test_frag_view_change_discards_partial_messages_of_members_that_left() -> No
     stats = receiver.stats()
     assert stats["discarded_left"] == 1 and stats["pending_senders"] == 1
     receiver.up(fb[1:] + fc[1:], 2.0)
-    assert [m.src for m in _msgs(receiver.take_up())] == [C]
+    assert [m.src for m in up_messages(receiver)] == [C]
 
 
 def test_frag_pending_bytes_per_sender_are_capped_by_evicting_the_oldest_partial() -> None:
@@ -209,7 +205,7 @@ def test_frag_pending_bytes_per_sender_are_capped_by_evicting_the_oldest_partial
     receiver.up([parts[0][2], parts[3][0]], 1.0)  # late fragment of message 0; 5000 pending
     assert receiver.stats()["stale"] == 1 and receiver.stats()["pending_bytes"] == 5000
     receiver.up([parts[1][2], parts[2][2]], 1.0)  # completing fragments need no room
-    delivered = [m.payload for m in _msgs(receiver.take_up())]
+    delivered = [m.payload for m in up_messages(receiver)]
     assert delivered == [b"".join(f.payload for f in p) for p in parts[1:3]]
     assert receiver.stats()["evicted"] == 1 and receiver.stats()["pending_bytes"] == 1000
 
@@ -233,7 +229,7 @@ def test_frag_any_order_with_duplicates_yields_the_original_exactly_once(
     rng.shuffle(arrivals)
     for f in arrivals:
         receiver.up([f], 1.0)
-    (whole,) = _msgs(receiver.take_up())
+    (whole,) = up_messages(receiver)
     assert whole.payload == payload and whole.headers == {UPPER_ID: ("u",)}
     assert receiver.stats()["pending_bytes"] == 0
 

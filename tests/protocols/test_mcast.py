@@ -6,11 +6,10 @@ from typing import Any
 
 import pytest
 
-from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View
+from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig
 from triogroups.events import (
     DigestReply,
     Disconnect,
-    Event,
     GetDigest,
     MergeDigest,
     SetDigest,
@@ -20,38 +19,14 @@ from triogroups.events import (
 )
 from triogroups.protocols import ids
 from triogroups.protocols.mcast import ACK, MSG, PURGED, XMIT_REQ, XMIT_RSP, Mcast, McastHeader
+from triogroups.testing import addresses, down_messages, split, started, up_messages, view_of
 from triogroups.wire import WireCodec
 
-A, B, C, D = (Address(i + 1, name) for i, name in enumerate("ABCD"))
-
-
-def _view(*members: Address, counter: int = 1) -> View:
-    return View.create(members[0], counter, members)
+A, B, C, D = addresses("ABCD")
 
 
 def _mcast(me: Address = A, members: tuple[Address, ...] = (A, B, C), **props: Any) -> Mcast:
-    proto = Mcast(**props)
-    proto.start(me, "c", 0.0)
-    proto.view_changed(_view(*members), 0.0)
-    proto.take_down()
-    proto.take_up()
-    return proto
-
-
-def _msgs(items: list[Any]) -> list[Message]:
-    return [m for item in items if isinstance(item, list) for m in item]
-
-
-def _events(items: list[Any]) -> list[Event]:
-    return [item for item in items if not isinstance(item, list)]
-
-
-def _down(proto: Mcast) -> list[Message]:
-    return _msgs(proto.take_down())
-
-
-def _up(proto: Mcast) -> list[Message]:
-    return _msgs(proto.take_up())
+    return started(Mcast(**props), me, view=view_of(*members))
 
 
 def _hdr(msg: Message) -> McastHeader:
@@ -81,7 +56,7 @@ def _looped_back(sent: list[Message], me: Address = A) -> list[Message]:
 
 def _send(proto: Mcast, count: int, now: float = 0.0, *, flags: int = 0) -> list[Message]:
     proto.down([Message(None, f"m{i}".encode(), flags=flags) for i in range(count)], now)
-    return _down(proto)
+    return down_messages(proto)
 
 
 # --- sending ------------------------------------------------------------------------
@@ -104,7 +79,7 @@ def test_mcast_sender_blocks_when_seqno_minus_low_reaches_capacity() -> None:
     stats = proto.stats()
     assert stats["parked_messages"] == 3 and stats["blocked"] and stats["blockings"] == 1
     proto.down([Message(None, b"later")], 0.1)
-    assert _down(proto) == [] and proto.stats()["parked_messages"] == 4
+    assert down_messages(proto) == [] and proto.stats()["parked_messages"] == 4
 
 
 def test_mcast_unicasts_and_no_reliability_multicasts_pass_through_even_when_blocked() -> None:
@@ -114,26 +89,26 @@ def test_mcast_unicasts_and_no_reliability_multicasts_pass_through_even_when_blo
     uni = Message(B, b"u")
     best_effort = Message(None, b"b", flags=Flag.NO_RELIABILITY)
     proto.down([uni, best_effort], 0.0)
-    assert _down(proto) == [uni, best_effort]
+    assert down_messages(proto) == [uni, best_effort]
     assert ids.MCAST not in uni.headers and ids.MCAST not in best_effort.headers
 
 
 def test_mcast_acks_from_all_members_purge_to_the_minimum_and_send_parked_messages() -> None:
     proto = _mcast(capacity=4)
     _send(proto, 6, 0.0)
-    _up(proto)
+    up_messages(proto)
     proto.up([_ack(B, 3)], 1.0)
-    assert _down(proto) == [] and proto.stats()["send_window"]["low"] == 0
+    assert down_messages(proto) == [] and proto.stats()["send_window"]["low"] == 0
     proto.up([_ack(B, 1)], 1.5)  # ack-map[P] = max(ack-map[P], ACK): an old ack changes nothing
     assert proto.stats()["ack_map"]["B"] == 3
     proto.up([_ack(C, 2)], 2.0)
-    sent = _down(proto)
+    sent = down_messages(proto)
     assert [_hdr(m).seqno for m in sent] == [4, 5]
     stats = proto.stats()
     assert stats["min_ack"] == 2 and stats["send_window"] == {"low": 2, "high": 5, "size": 3}
     assert stats["ack_map"] == {"B": 3, "C": 2} and proto.blocks_down()
     proto.up([_ack(C, 5), _ack(B, 5)], 3.0)
-    assert [_hdr(m).seqno for m in _down(proto)] == [6]
+    assert [_hdr(m).seqno for m in down_messages(proto)] == [6]
     assert not proto.blocks_down() and proto.stats()["time_blocked"] == pytest.approx(3.0)
 
 
@@ -150,8 +125,8 @@ def test_mcast_view_change_recomputes_the_minimum_so_a_member_that_left_cannot_b
     _send(proto, 5)
     proto.up([_ack(B, 3)], 1.0)
     assert proto.blocks_down()  # C never acks: it is dead
-    proto.view_changed(_view(A, B, counter=2), 2.0)
-    assert [_hdr(m).seqno for m in _down(proto)] == [4, 5]
+    proto.view_changed(view_of(A, B, counter=2), 2.0)
+    assert [_hdr(m).seqno for m in down_messages(proto)] == [4, 5]
     assert proto.stats()["ack_map"] == {"B": 3} and not proto.blocks_down()
 
 
@@ -166,9 +141,9 @@ def test_mcast_purges_nothing_before_the_first_view() -> None:
     proto = Mcast(capacity=3)
     proto.start(A, "c", 0.0)
     proto.down([Message(None, b"1"), Message(None, b"2"), Message(None, b"3")], 0.0)
-    assert len(_down(proto)) == 2 and proto.blocks_down()
-    proto.view_changed(_view(A), 1.0)
-    assert len(_down(proto)) == 1 and not proto.blocks_down()
+    assert len(down_messages(proto)) == 2 and proto.blocks_down()
+    proto.view_changed(view_of(A), 1.0)
+    assert len(down_messages(proto)) == 1 and not proto.blocks_down()
 
 
 # --- receiving ----------------------------------------------------------------------------
@@ -177,65 +152,65 @@ def test_mcast_purges_nothing_before_the_first_view() -> None:
 def test_mcast_receiver_delivers_until_the_first_gap() -> None:
     proto = _mcast()
     proto.up([_data(B, 1), _data(B, 3), _data(B, 4)], 0.0)
-    assert [m.payload for m in _up(proto)] == [b"B1"]
+    assert [m.payload for m in up_messages(proto)] == [b"B1"]
     proto.up([_data(B, 2)], 0.1)
-    assert [m.payload for m in _up(proto)] == [b"B2", b"B3", b"B4"]
+    assert [m.payload for m in up_messages(proto)] == [b"B2", b"B3", b"B4"]
     assert proto.stats()["receive_windows"]["B"] == {"low": 4, "high": 4, "size": 0}
 
 
 def test_mcast_receiver_drops_messages_outside_low_to_low_plus_capacity() -> None:
     proto = _mcast(capacity=4)
     proto.up([_data(B, 4), _data(B, 5)], 0.0)  # low=0: [0, 4) holds 1..3 only
-    assert _up(proto) == [] and proto.stats()["dropped_outside_window"] == 2
+    assert up_messages(proto) == [] and proto.stats()["dropped_outside_window"] == 2
     proto.up([_data(B, 3)], 0.0)
-    assert _up(proto) == [] and proto.stats()["receive_windows"]["B"]["size"] == 1
+    assert up_messages(proto) == [] and proto.stats()["receive_windows"]["B"]["size"] == 1
 
 
 def test_mcast_duplicates_are_not_delivered_twice_and_are_answered_with_an_ack() -> None:
     proto = _mcast()
     proto.up([_data(B, 1), _data(B, 3)], 0.0)
-    _up(proto)
-    _down(proto)
+    up_messages(proto)
+    down_messages(proto)
     proto.up([_data(B, 1), _data(B, 3), _data(B, 3)], 0.1)
-    assert _up(proto) == [] and proto.stats()["duplicates"] == 3
-    acks = _down(proto)
+    assert up_messages(proto) == [] and proto.stats()["duplicates"] == 3
+    acks = down_messages(proto)
     assert [(m.dest, _hdr(m)) for m in acks] == [(B, McastHeader(ACK, 1))]
 
 
 def test_mcast_messages_from_members_without_a_window_are_dropped() -> None:
     proto = _mcast()
     proto.up([_data(D, 1)], 0.0)
-    assert _up(proto) == [] and proto.stats()["dropped_no_window"] == 1
+    assert up_messages(proto) == [] and proto.stats()["dropped_no_window"] == 1
 
 
 def test_mcast_oob_is_delivered_on_arrival_and_not_again_when_the_gap_fills() -> None:
     proto = _mcast()
     proto.up([_data(B, 2, flags=Flag.OOB), _data(B, 3)], 0.0)
-    assert [m.payload for m in _up(proto)] == [b"B2"]  # regular #3 waits for #1
+    assert [m.payload for m in up_messages(proto)] == [b"B2"]  # regular #3 waits for #1
     proto.up([_data(B, 1)], 0.1)
-    assert [m.payload for m in _up(proto)] == [b"B1", b"B3"]
+    assert [m.payload for m in up_messages(proto)] == [b"B1", b"B3"]
     proto.up([_data(B, 2, flags=Flag.OOB)], 0.2)
-    assert _up(proto) == [] and proto.stats()["receive_windows"]["B"]["low"] == 3
+    assert up_messages(proto) == [] and proto.stats()["receive_windows"]["B"]["low"] == 3
 
 
 def test_mcast_own_multicasts_are_delivered_once_at_send_and_loopbacks_dropped() -> None:
     proto = _mcast(capacity=3)
     sent = _send(proto, 3)
-    local = _up(proto)
+    local = up_messages(proto)
     assert [(m.payload, m.src, m.dest) for m in local] == [(b"m0", A, None), (b"m1", A, None)]
     assert all(a is not b for a, b in zip(local, sent, strict=True))  # copies, not the window's
     assert all(m.flags & Flag.DONT_LOOPBACK for m in sent)  # the transport must not copy them up
     proto.up(_looped_back(sent), 0.0)
-    assert _up(proto) == [] and proto.stats()["loopbacks_dropped"] == 2
+    assert up_messages(proto) == [] and proto.stats()["loopbacks_dropped"] == 2
     proto.up([_ack(B, 2), _ack(C, 2)], 0.1)  # the parked #3 is delivered when it is sent
-    assert [m.payload for m in _up(proto)] == [b"m2"]
+    assert [m.payload for m in up_messages(proto)] == [b"m2"]
 
 
 def test_mcast_own_dont_loopback_multicast_is_not_delivered_locally() -> None:
     proto = _mcast()
     proto.down([Message(None, b"quiet", flags=Flag.DONT_LOOPBACK), Message(None, b"loud")], 0.0)
-    assert [_hdr(m).seqno for m in _down(proto)] == [1, 2]
-    assert [m.payload for m in _up(proto)] == [b"loud"]
+    assert [_hdr(m).seqno for m in down_messages(proto)] == [1, 2]
+    assert [m.payload for m in up_messages(proto)] == [b"loud"]
 
 
 # --- acks ---------------------------------------------------------------------------------
@@ -244,24 +219,24 @@ def test_mcast_own_dont_loopback_multicast_is_not_delivered_locally() -> None:
 def test_mcast_receiver_acks_at_once_after_ack_threshold_deliveries() -> None:
     proto = _mcast(capacity=16)  # default ack_threshold: capacity // 4 = 4
     proto.up([_data(B, s) for s in (1, 2, 3)], 0.0)
-    assert _down(proto) == []
+    assert down_messages(proto) == []
     proto.up([_data(B, 4)], 0.1)
-    assert [(m.dest, _hdr(m)) for m in _down(proto)] == [(B, McastHeader(ACK, 4))]
+    assert [(m.dest, _hdr(m)) for m in down_messages(proto)] == [(B, McastHeader(ACK, 4))]
     proto.set_property("ack_threshold", 1, 0.2)
     proto.up([_data(B, 5)], 0.3)
-    assert [_hdr(m) for m in _down(proto)] == [McastHeader(ACK, 5)]
+    assert [_hdr(m) for m in down_messages(proto)] == [McastHeader(ACK, 5)]
 
 
 def test_mcast_receiver_acks_what_it_delivered_every_xmit_interval() -> None:
     proto = _mcast(capacity=64, xmit_interval=0.5)
     proto.up([_data(B, 1), _data(C, 1), _data(C, 2)], 0.1)
-    assert _down(proto) == []
+    assert down_messages(proto) == []
     assert proto.next_deadline() == pytest.approx(0.5)
     proto.tick(0.5)
-    acks = {m.dest: _hdr(m) for m in _down(proto) if _hdr(m).type == ACK}
+    acks = {m.dest: _hdr(m) for m in down_messages(proto) if _hdr(m).type == ACK}
     assert acks == {B: McastHeader(ACK, 1), C: McastHeader(ACK, 2)}
     proto.tick(1.0)
-    assert [m for m in _down(proto) if _hdr(m).type == ACK] == []  # nothing new delivered
+    assert [m for m in down_messages(proto) if _hdr(m).type == ACK] == []  # nothing new delivered
     assert proto.next_deadline() == pytest.approx(1.5)
 
 
@@ -271,15 +246,15 @@ def test_mcast_receiver_acks_what_it_delivered_every_xmit_interval() -> None:
 def test_mcast_receiver_sends_xmit_req_for_missing_seqnos_every_xmit_interval() -> None:
     proto = _mcast(xmit_interval=0.5)
     proto.up([_data(B, 1), _data(B, 4), _data(B, 6)], 0.1)
-    _down(proto)
+    down_messages(proto)
     proto.tick(0.5)
-    reqs = [m for m in _down(proto) if _hdr(m).type == XMIT_REQ]
+    reqs = [m for m in down_messages(proto) if _hdr(m).type == XMIT_REQ]
     assert [(m.dest, _hdr(m).missing) for m in reqs] == [(B, (2, 3, 5))]
     assert proto.stats()["xmit_reqs_sent"] == 1
     proto.up([_data(B, 2), _data(B, 3), _data(B, 5)], 0.6)
-    _down(proto)
+    down_messages(proto)
     proto.tick(1.0)
-    assert [m for m in _down(proto) if _hdr(m).type == XMIT_REQ] == []
+    assert [m for m in down_messages(proto) if _hdr(m).type == XMIT_REQ] == []
 
 
 def test_mcast_xmit_req_is_answered_with_the_original_message_sent_to_the_requester() -> None:
@@ -287,7 +262,7 @@ def test_mcast_xmit_req_is_answered_with_the_original_message_sent_to_the_reques
     sent = _send(proto, 3)
     req = Message(A, src=B, headers={ids.MCAST: McastHeader(XMIT_REQ, 0, None, (2, 3, 9))})
     proto.up([req], 1.0)
-    out = _down(proto)
+    out = down_messages(proto)
     assert [(m.dest, m.payload, _hdr(m)) for m in out] == [
         (B, b"m1", McastHeader(XMIT_RSP, 2, A)),
         (B, b"m2", McastHeader(XMIT_RSP, 3, A)),
@@ -303,7 +278,7 @@ def test_mcast_retransmission_fills_the_gap_and_is_delivered_as_a_multicast() ->
     proto.up([_data(A, 2)], 0.0)
     rsp = Message(B, b"A1", src=A, headers={ids.MCAST: McastHeader(XMIT_RSP, 1, A)})
     proto.up([rsp], 0.1)
-    delivered = _up(proto)
+    delivered = up_messages(proto)
     assert [m.payload for m in delivered] == [b"A1", b"A2"] and delivered[0].dest is None
     assert proto.stats()["xmit_rsps_received"] == 1
 
@@ -313,10 +288,10 @@ def test_mcast_resends_the_last_message_to_members_whose_ack_is_stuck_for_an_int
     proto = _mcast(xmit_interval=1.0)
     _send(proto, 3, 0.1)
     proto.tick(1.0)  # the messages are younger than one interval: no resend yet
-    assert _down(proto) == []
+    assert down_messages(proto) == []
     proto.up([_ack(B, 3)], 1.5)
     proto.tick(2.0)
-    out = _down(proto)
+    out = down_messages(proto)
     assert [(m.dest, m.payload, _hdr(m)) for m in out] == [(C, b"m2", McastHeader(XMIT_RSP, 3, A))]
     assert proto.stats()["last_seqno_resends"] == 1
 
@@ -337,8 +312,8 @@ def test_mcast_tick_always_moves_the_deadline_forward() -> None:
 def test_mcast_windows_follow_the_views() -> None:
     proto = _mcast()
     proto.up([_data(B, 2), _data(C, 1)], 0.0)
-    _up(proto)
-    proto.view_changed(_view(A, C, D, counter=2), 1.0)
+    up_messages(proto)
+    proto.view_changed(view_of(A, C, D, counter=2), 1.0)
     windows = proto.stats()["receive_windows"]
     assert set(windows) == {"C", "D"} and windows["C"]["low"] == 1
     assert windows["D"] == {"low": 0, "high": 0, "size": 0}
@@ -349,7 +324,7 @@ def test_mcast_new_member_ack_starts_at_the_send_window_low() -> None:
     proto = _mcast(members=(A, B))
     _send(proto, 4)
     proto.up([_ack(B, 3)], 1.0)
-    proto.view_changed(_view(A, B, C, counter=2), 2.0)
+    proto.view_changed(view_of(A, B, C, counter=2), 2.0)
     assert proto.stats()["ack_map"] == {"B": 3, "C": 3} and proto.stats()["min_ack"] == 3
 
 
@@ -357,24 +332,24 @@ def test_mcast_set_digest_creates_windows_at_the_digest_offset() -> None:
     proto = Mcast()
     proto.start(C, "c", 0.0)
     proto.down_event(SetDigest(Digest({A: (7, 9), B: (2, 2), C: (5, 5)})), 0.0)
-    assert [type(e) for e in _events(proto.take_down())] == [SetDigest]
-    proto.view_changed(_view(A, B, C), 0.0)
+    assert [type(e) for e in split(proto.take_down())[1]] == [SetDigest]
+    proto.view_changed(view_of(A, B, C), 0.0)
     windows = proto.stats()["receive_windows"]
     assert windows == {"A": {"low": 7, "high": 7, "size": 0}, "B": {"low": 2, "high": 2, "size": 0}}
     proto.up([_data(A, 7), _data(A, 8)], 0.1)
-    assert [m.payload for m in _up(proto)] == [b"A8"]
+    assert [m.payload for m in up_messages(proto)] == [b"A8"]
     assert proto.stats()["seqno"] == 0  # our own seqnos are not taken from the digest
 
 
 def test_mcast_set_digest_after_the_view_moves_a_window_forward_but_never_back() -> None:
     proto = _mcast(me=C)
     proto.up([_data(A, 1), _data(A, 3)], 0.0)
-    _up(proto)
+    up_messages(proto)
     proto.down_event(SetDigest(Digest({A: (2, 2), B: (0, 0)})), 0.1)
-    assert [m.payload for m in _up(proto)] == [b"A3"]  # #3 follows the digest's offset
+    assert [m.payload for m in up_messages(proto)] == [b"A3"]  # #3 follows the digest's offset
     assert proto.stats()["receive_windows"]["A"] == {"low": 3, "high": 3, "size": 0}
     proto.up([_data(A, 2)], 0.2)
-    assert _up(proto) == []  # 2 lies before the digest: a duplicate now
+    assert up_messages(proto) == []  # 2 lies before the digest: a duplicate now
     proto.down_event(SetDigest(Digest({A: (1, 1)})), 0.3)
     assert proto.stats()["receive_windows"]["A"]["low"] == 3
 
@@ -392,16 +367,16 @@ def test_mcast_joiner_window_matches_sender_buffer() -> None:
     there (it used to be purged at once, as nobody was left to ack it).
     """
     proto = _mcast(members=(A,))
-    proto.down_event(TmpView(_view(A, B, counter=2)), 0.0)
-    assert [type(e) for e in _events(proto.take_down())] == [TmpView]  # the transport needs it
+    proto.down_event(TmpView(view_of(A, B, counter=2)), 0.0)
+    assert [type(e) for e in split(proto.take_down())[1]] == [TmpView]  # the transport needs it
     proto.down_event(GetDigest("GMS"), 0.0)
-    (reply,) = _events(proto.take_up())
+    (reply,) = split(proto.take_up())[1]
     assert isinstance(reply, DigestReply) and reply.digest[A] == (0, 0)
     _send(proto, 1)  # GMS's VIEW, stamped while the view is still {A}
-    proto.view_changed(_view(A, B, counter=2), 0.0)
+    proto.view_changed(view_of(A, B, counter=2), 0.0)
     assert proto.stats()["send_window"] == {"low": 0, "high": 1, "size": 1}
     proto.up([_xmit_req(B, 1)], 1.0)
-    (rsp,) = _down(proto)
+    (rsp,) = down_messages(proto)
     assert rsp.dest == B and _hdr(rsp)[:3] == (XMIT_RSP, 1, A)
     assert proto.stats()["xmit_not_found"] == 0
     proto.up([_ack(B, 1)], 1.1)
@@ -413,22 +388,22 @@ def test_mcast_tmp_view_holds_what_follows_the_digest_until_the_joiner_acks() ->
     proto = _mcast(members=(A, B))
     _send(proto, 2)
     proto.up([_ack(B, 2)], 0.1)
-    proto.down_event(TmpView(_view(A, B, C, counter=2)), 0.2)
+    proto.down_event(TmpView(view_of(A, B, C, counter=2)), 0.2)
     _send(proto, 3)  # #3..#5 follow the digest C is given (A: 2)
     proto.up([_ack(B, 5)], 0.3)  # B acks before A's MCAST installs the view with C
     assert proto.stats()["send_window"] == {"low": 2, "high": 5, "size": 3}
-    proto.view_changed(_view(A, B, C, counter=2), 0.4)
+    proto.view_changed(view_of(A, B, C, counter=2), 0.4)
     assert proto.stats()["ack_map"] == {"B": 5, "C": 2}
     proto.up([_xmit_req(C, 3, 4, 5)], 0.5)
-    assert [_hdr(m).seqno for m in _down(proto)] == [3, 4, 5]
+    assert [_hdr(m).seqno for m in down_messages(proto)] == [3, 4, 5]
 
 
 def test_mcast_joiner_that_never_joins_stops_holding_the_window_at_the_next_view() -> None:
     proto = _mcast(members=(A, B))
-    proto.down_event(TmpView(_view(A, B, C, counter=2)), 0.0)
+    proto.down_event(TmpView(view_of(A, B, C, counter=2)), 0.0)
     _send(proto, 2)
     proto.up([_ack(B, 2)], 0.1)
-    proto.view_changed(_view(A, B, counter=3), 0.2)
+    proto.view_changed(view_of(A, B, counter=3), 0.2)
     assert proto.stats()["send_window"] == {"low": 2, "high": 2, "size": 0}
 
 
@@ -437,10 +412,10 @@ def test_mcast_xmit_req_for_purged_seqnos_is_answered_with_purged() -> None:
     proto = _mcast(members=(A, B))
     _send(proto, 3)
     proto.up([_ack(B, 3)], 0.1)  # purged: #1..#3 were sent in a view without C
-    proto.view_changed(_view(A, B, C, counter=2), 0.2)
+    proto.view_changed(view_of(A, B, C, counter=2), 0.2)
     _send(proto, 1)  # #4, in the view with C
     proto.up([_xmit_req(C, 1, 2, 4)], 0.3)
-    out = _down(proto)
+    out = down_messages(proto)
     assert [(m.dest, *_hdr(m)[:2]) for m in out] == [(C, XMIT_RSP, 4), (C, PURGED, 3)]
     assert proto.stats()["purged_sent"] == 1 and proto.stats()["xmit_not_found"] == 0
 
@@ -448,11 +423,11 @@ def test_mcast_xmit_req_for_purged_seqnos_is_answered_with_purged() -> None:
 def test_mcast_purged_moves_the_window_forward_and_delivers_what_follows() -> None:
     proto = _mcast(me=C)
     proto.up([_data(A, 4), _data(A, 5)], 0.0)  # our digest said A: 0; A purged #1..#3
-    assert _up(proto) == []
+    assert up_messages(proto) == []
     purged = Message(C, src=A, headers={ids.MCAST: McastHeader(PURGED, 3)})
     proto.up([purged], 0.1)
-    assert [m.payload for m in _up(proto)] == [b"A4", b"A5"]
-    (ack,) = _down(proto)
+    assert [m.payload for m in up_messages(proto)] == [b"A4", b"A5"]
+    (ack,) = down_messages(proto)
     assert ack.dest == A and _hdr(ack)[:2] == (ACK, 5)
     assert proto.stats()["windows_moved_by_purged"] == 1
     proto.up([Message(C, src=A, headers={ids.MCAST: McastHeader(PURGED, 2)})], 0.2)
@@ -463,10 +438,10 @@ def test_mcast_merge_digest_moves_the_other_subgroups_windows_to_their_offsets()
     """After a merge, windows for the other subgroup start where its digest says, not at 0."""
     proto = _mcast(members=(A, B))
     proto.down_event(MergeDigest(Digest({C: (6, 6), D: (2, 3)})), 0.0)
-    assert [type(e) for e in _events(proto.take_down())] == [MergeDigest]
-    proto.view_changed(_view(A, B, C, D, counter=5), 0.0)
+    assert [type(e) for e in split(proto.take_down())[1]] == [MergeDigest]
+    proto.view_changed(view_of(A, B, C, D, counter=5), 0.0)
     proto.up([_data(C, 7), _data(D, 3)], 0.1)
-    assert [m.payload for m in _up(proto)] == [b"C7", b"D3"]
+    assert [m.payload for m in up_messages(proto)] == [b"C7", b"D3"]
     assert proto.stats()["receive_windows"]["C"] == {"low": 7, "high": 7, "size": 0}
 
 
@@ -482,28 +457,28 @@ def test_mcast_member_that_left_falls_silent_but_still_answers_for_what_it_sent(
     proto.take_down()
     assert proto.next_deadline() == float("inf")
     proto.tick(10.0)
-    assert _down(proto) == []
+    assert down_messages(proto) == []
     proto.up([_xmit_req(B, 2)], 10.1)
-    assert [(m.dest, *_hdr(m)[:2]) for m in _down(proto)] == [(B, XMIT_RSP, 2)]
+    assert [(m.dest, *_hdr(m)[:2]) for m in down_messages(proto)] == [(B, XMIT_RSP, 2)]
 
 
 def test_mcast_get_digest_is_answered_with_a_digest_reply_going_up() -> None:
     proto = _mcast()
     _send(proto, 3)
     proto.up([_data(B, 1), _data(B, 2), _data(B, 4)], 0.0)
-    _up(proto)
+    up_messages(proto)
     proto.down_event(GetDigest("STABLE"), 0.1)
-    assert _events(proto.take_down()) == []
-    (reply,) = _events(proto.take_up())
+    assert split(proto.take_down())[1] == []
+    (reply,) = split(proto.take_up())[1]
     assert reply == DigestReply("STABLE", Digest({A: (3, 3), B: (2, 4), C: (0, 0)}))
 
 
 def test_mcast_view_change_and_stable_digest_events_travel_on() -> None:
     proto = _mcast()
-    view = _view(A, B, counter=2)
+    view = view_of(A, B, counter=2)
     proto.down_event(ViewChange(view), 0.0)
     proto.down_event(StableDigest(Digest({A: (0, 0)})), 0.0)
-    assert [type(e) for e in _events(proto.take_down())] == [ViewChange, StableDigest]
+    assert [type(e) for e in split(proto.take_down())[1]] == [ViewChange, StableDigest]
     assert proto.view == view
 
 
@@ -554,7 +529,7 @@ def test_mcast_bad_headers_are_counted_and_dropped() -> None:
     bad_type = Message(None, b"x", src=B, headers={ids.MCAST: McastHeader(9, 1)})
     bad_seqno = Message(None, b"y", src=B, headers={ids.MCAST: McastHeader(MSG, 0)})
     proto.up([bad_type, bad_seqno], 0.0)
-    assert _up(proto) == [] and proto.stats()["bad_headers"] == 2
+    assert up_messages(proto) == [] and proto.stats()["bad_headers"] == 2
 
 
 def test_mcast_xmit_req_answers_at_most_capacity_seqnos() -> None:
@@ -562,7 +537,7 @@ def test_mcast_xmit_req_answers_at_most_capacity_seqnos() -> None:
     _send(proto, 3)
     huge = tuple(range(1, 100_000))
     proto.up([Message(A, src=B, headers={ids.MCAST: McastHeader(XMIT_REQ, 0, None, huge)})], 0.0)
-    assert len(_down(proto)) == 3 and proto.stats()["xmit_not_found"] == 1
+    assert len(down_messages(proto)) == 3 and proto.stats()["xmit_not_found"] == 1
 
 
 # --- limits against abuse (issue 18) -----------------------------------------------------
@@ -578,7 +553,7 @@ def test_mcast_serves_at_most_max_xmits_per_interval_to_one_member() -> None:
     def resent(requester: Address, now: float) -> int:
         hdr = McastHeader(XMIT_REQ, 0, None, tuple(range(1, 7)))
         proto.up([Message(A, src=requester, headers={ids.MCAST: hdr})], now)
-        return len(_down(proto))
+        return len(down_messages(proto))
 
     assert [resent(B, t) for t in (1.0, 1.5)] == [4, 0]
     assert resent(C, 1.5) == 4

@@ -49,36 +49,45 @@ from triogroups.protocols.nakack2._header import (
     fit_ranges,
     to_ranges,
 )
+from triogroups.testing import SansIONetwork, addresses, split
 from triogroups.transports.sim import SimTransport
-from triogroups.wire import WireCodec
 
 ID = ids.NAKACK2
 Drop = Callable[[Address, Address, Message], bool]
 
 
-class _Net:
-    """Members A, B, C, ... joined by an in-memory, codec-faithful link.
+class _Net(SansIONetwork):
+    """Members A, B, C, ... running one NAKACK2 each on the test kit's codec-faithful link.
 
-    With ``max_bundle_size`` each member's NAKACK2 sits on a real (unstarted)
-    `SimTransport` of that bundle size, and the link drops a message that does
-    not encode within it, as a transport does (kept in ``oversized``).
+    ``net[i]`` is member i's NAKACK2; tests drive it directly and `pump` carries
+    what it emitted. With ``max_bundle_size`` each NAKACK2 sits on a real
+    (unstarted) `SimTransport` of that bundle size, and the link drops a
+    message that does not encode within it, as a transport does (kept in
+    ``oversized``).
     """
 
     def __init__(self, n: int = 3, *, max_bundle_size: int | None = None, **props: Any) -> None:
-        self.addrs = [Address(i + 1, "ABCDE"[i]) for i in range(n)]
-        self.p = {a: Nakack2(**props) for a in self.addrs}
-        self.codec = WireCodec("c", max_size=max_bundle_size or 65_507)
-        self.oversized: list[Message] = []
-        self.delivered: dict[Address, list[bytes]] = {a: [] for a in self.addrs}
-        self.events: dict[Address, list[Event]] = {a: [] for a in self.addrs}
-        self.wire: list[tuple[Address, Message]] = []
-        for a, proto in self.p.items():
+        super().__init__(cluster="c", max_bundle_size=max_bundle_size)
+        self.record = True
+        self.addrs = addresses("ABCDE"[:n])
+        for a in self.addrs:
+            proto = Nakack2(**props)
             if max_bundle_size is not None:
                 proto.check_stack([SimTransport(max_bundle_size=max_bundle_size)], [])
-            proto.start(a, "c", 0.0)
+            self.add(a, proto)
 
-    def __getitem__(self, i: int) -> Nakack2:
-        return self.p[self.addrs[i]]
+    def __getitem__(self, i: int) -> Nakack2:  # type: ignore[override]
+        proto = self.members[self.addrs[i]].top
+        assert isinstance(proto, Nakack2)
+        return proto
+
+    @property
+    def delivered(self) -> dict[Address, list[bytes]]:
+        return {a: m.payloads for a, m in self.members.items()}
+
+    @property
+    def events(self) -> dict[Address, list[Event]]:
+        return {a: m.events for a, m in self.members.items()}
 
     def view(self, members: list[int] | None = None, vid: int = 1, now: float = 0.0) -> View:
         chosen = [self.addrs[i] for i in (members or range(len(self.addrs)))]
@@ -88,62 +97,32 @@ class _Net:
         return view
 
     def event(self, member: Address, event: Event, now: float = 0.0) -> None:
-        """Pass ``event`` down at ``member``; events it passes on are dropped, messages kept."""
-        proto = self.p[member]
+        """Pass ``event`` down at ``member``; events it passes on are dropped, messages wait
+        in its outbox for `pump`, what goes up is captured at once."""
+        host = self.members[member]
+        proto = host.top
         proto.down_event(event, now)
         for item in proto.take_down():
             if isinstance(item, list):
                 proto.send_down(item)
-        self._collect(member)
+        msgs, events = split(proto.take_up())
+        host.delivered.extend(msgs)
+        host.events.extend(events)
 
     def send(self, i: int, *payloads: bytes, flags: int = 0, now: float = 0.0) -> None:
+        """Member i multicasts: its outbox waits for `pump` (tests may take it first)."""
         self[i].down([Message(None, p, flags=flags) for p in payloads], now)
 
     def pump(self, now: float = 0.0, drop: Drop | None = None) -> int:
-        """Carry everything emitted until quiet; returns how many messages went out."""
+        """Carry everything emitted until quiet; returns how many datagrams were delivered."""
+        self.now = now
         moved = 0
-        busy = True
-        while busy:
-            busy = False
-            for src, proto in self.p.items():
-                for item in proto.take_down():
-                    if not isinstance(item, list):
-                        continue
-                    for msg in item:
-                        busy = True
-                        moved += 1
-                        self._route(src, msg, now, drop)
-                self._collect(src)
-        return moved
-
-    def _route(self, src: Address, msg: Message, now: float, drop: Drop | None) -> None:
-        msg.src = src
-        self.wire.append((src, msg))
-        if msg.dest is None:
-            targets = [a for a in self.addrs if a != src or not msg.flags & Flag.DONT_LOOPBACK]
-        else:
-            targets = [msg.dest]
-        for dst in targets:
-            if drop is not None and drop(src, dst, msg):
-                continue
-            if dst == src:
-                copy = msg.copy()
-            else:
-                try:
-                    data = self.codec.encode(msg.dest, src, [msg])
-                except ValueError:
-                    self.oversized.append(msg)
-                    return
-                (copy,) = self.codec.decode(data).messages
-            self.p[dst].up([copy], now)
-            self._collect(dst)
-
-    def _collect(self, member: Address) -> None:
-        for item in self.p[member].take_up():
-            if isinstance(item, list):
-                self.delivered[member].extend(m.payload for m in item)
-            else:
-                self.events[member].append(item)
+        while True:
+            for member in self.members.values():
+                member.drain()
+            if not self.in_flight():
+                return moved
+            moved += self.deliver_all(drop=drop)
 
     def sent(self, kind: int) -> list[tuple[Address, Message]]:
         return [(s, m) for s, m in self.wire if m.headers.get(ID, NakAckHeader2(0)).type == kind]

@@ -14,7 +14,6 @@ from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfi
 from triogroups.events import (
     DigestReply,
     Disconnect,
-    Event,
     GetDigest,
     ResumeStable,
     StableDigest,
@@ -23,6 +22,7 @@ from triogroups.events import (
 )
 from triogroups.protocols import ids
 from triogroups.protocols.stable import STABILITY, STABLE_GOSSIP, Stable, StableHeader
+from triogroups.testing import split, started
 from triogroups.view import ViewId
 from triogroups.wire import WireCodec
 
@@ -32,23 +32,7 @@ VIEW = View.create(A, 1, [A, B, C])
 
 
 def _stable(me: Address, view: View | None = VIEW, **props: object) -> Stable:
-    s = Stable(**props)
-    s.start(me, "c", 0.0)
-    if view is not None:
-        s.down_event(ViewChange(view), 0.0)
-        s.take_down()
-    return s
-
-
-def _down(s: Stable) -> tuple[list[Message], list[Event]]:
-    msgs: list[Message] = []
-    events: list[Event] = []
-    for item in s.take_down():
-        if isinstance(item, list):
-            msgs.extend(item)
-        else:
-            events.append(item)
-    return msgs, events
+    return started(Stable(**props), me, view=view)
 
 
 def _gossip(src: Address, digest: Digest, view_id: ViewId = VIEW.view_id) -> Message:
@@ -72,30 +56,30 @@ def test_stable_gossip_interval_is_jittered_around_desired_avg_gossip_and_seeded
 def test_stable_timer_asks_the_layer_below_for_the_digest() -> None:
     s = _stable(B)
     s.tick(s.next_deadline())
-    assert _down(s) == ([], [GetDigest("STABLE")])
+    assert split(s.take_down()) == ([], [GetDigest("STABLE")])
     assert s.stats()["digest_requests"] == 1
 
 
 def test_stable_member_that_left_gossips_no_more() -> None:
     s = _stable(B)
     s.down_event(Disconnect(), 0.1)
-    assert _down(s) == ([], [Disconnect()])
+    assert split(s.take_down()) == ([], [Disconnect()])
     assert s.next_deadline() == math.inf and s.view is None
     s.up_event(DigestReply("STABLE", Digest({A: (1, 1)})), 0.2)
-    assert _down(s) == ([], [])
+    assert split(s.take_down()) == ([], [])
 
 
 def test_stable_no_gossip_without_a_view() -> None:
     s = _stable(B, view=None)
     s.tick(s.next_deadline())
-    assert _down(s) == ([], []) and s.next_deadline() < math.inf
+    assert split(s.take_down()) == ([], []) and s.next_deadline() < math.inf
 
 
 def test_stable_member_sends_its_digest_to_the_coordinator() -> None:
     s = _stable(B)
     digest = Digest({A: (3, 4), B: (5, 5), C: (0, 0)})
     s.up_event(DigestReply("STABLE", digest), 0.0)
-    ([msg], []) = _down(s)
+    ([msg], []) = split(s.take_down())
     assert msg.dest == A and msg.headers[ID] == StableHeader(STABLE_GOSSIP, VIEW.view_id, digest)
     assert msg.flags & Flag.NO_RELIABILITY and msg.flags & Flag.OOB
     codec = WireCodec("c")
@@ -108,7 +92,7 @@ def test_stable_other_digest_replies_pass_up() -> None:
     s = _stable(B)
     reply = DigestReply("GMS", Digest())
     s.up_event(reply, 0.0)
-    assert s.take_up() == [reply] and _down(s) == ([], [])
+    assert s.take_up() == [reply] and split(s.take_down()) == ([], [])
 
 
 def test_stable_coordinator_merges_once_every_member_sent_a_digest() -> None:
@@ -116,9 +100,9 @@ def test_stable_coordinator_merges_once_every_member_sent_a_digest() -> None:
     s = _stable(A)
     s.up_event(DigestReply("STABLE", Digest({A: (9, 9), B: (4, 6), C: (2, 2)})), 0.0)
     s.up([_gossip(B, Digest({A: (7, 9), B: (6, 6), C: (2, 3)}))], 0.0)
-    assert _down(s) == ([], []) and s.stats()["votes"] == 2
+    assert split(s.take_down()) == ([], []) and s.stats()["votes"] == 2
     s.up([_gossip(C, Digest({A: (8, 8), B: (5, 5), C: (3, 3)}))], 0.0)
-    ([msg], [event]) = _down(s)
+    ([msg], [event]) = split(s.take_down())
     stable = Digest({A: (7, 9), B: (4, 6), C: (2, 3)})
     assert msg.dest is None and msg.headers[ID] == StableHeader(STABILITY, VIEW.view_id, stable)
     assert msg.flags & Flag.DONT_LOOPBACK and msg.flags & Flag.NO_RELIABILITY
@@ -138,7 +122,7 @@ def test_stable_coordinator_ignores_gossip_from_other_views_and_non_members() ->
 def test_stable_non_coordinator_ignores_gossip() -> None:
     s = _stable(B)
     s.up([_gossip(C, Digest({A: (1, 1)}))], 0.0)
-    assert s.stats()["ignored"] == 1 and _down(s) == ([], [])
+    assert s.stats()["ignored"] == 1 and split(s.take_down()) == ([], [])
 
 
 def test_stable_view_change_resets_collected_digests() -> None:
@@ -149,14 +133,14 @@ def test_stable_view_change_resets_collected_digests() -> None:
     s.take_down()
     assert s.stats()["votes"] == 0
     s.up_event(DigestReply("STABLE", Digest({A: (1, 1), B: (1, 1), C: (1, 1)})), 0.0)
-    assert _down(s) == ([], [])  # B and C must vote again in the new view
+    assert split(s.take_down()) == ([], [])  # B and C must vote again in the new view
 
 
 def test_stable_members_missing_from_a_digest_are_left_out_of_stability() -> None:
     s = _stable(A, view=View.create(A, 1, [A, B]))
     s.up([_gossip(B, Digest({A: (1, 1)}), View.create(A, 1, [A, B]).view_id)], 0.0)
     s.up_event(DigestReply("STABLE", Digest({A: (2, 2), B: (3, 3)})), 0.0)
-    (_, [event]) = _down(s)
+    (_, [event]) = split(s.take_down())
     assert event == StableDigest(Digest({A: (1, 2)}))
 
 
@@ -165,18 +149,18 @@ def test_stable_suspended_for_a_merge_sends_no_gossip_and_purges_nothing() -> No
     merge digest, taken at its start, says the other subgroups still need."""
     s = _stable(A, view=View.create(A, 1, [A, B]), desired_avg_gossip=2.0)
     s.down_event(SuspendStable(5.0), 1.0)
-    assert _down(s) == ([], [])  # consumed here
+    assert split(s.take_down()) == ([], [])  # consumed here
     assert 1.0 <= s.next_deadline() < 6.0
     s.tick(s.next_deadline())
     s.up_event(DigestReply("STABLE", Digest({A: (2, 2), B: (3, 3)})), 1.5)
     s.up([_gossip(B, Digest({A: (2, 2), B: (3, 3)}), View.create(A, 1, [A, B]).view_id)], 1.5)
     hdr = StableHeader(STABILITY, ViewId(1, A), Digest({A: (2, 2)}))
     s.up([Message(None, src=A, headers={ID: hdr})], 1.6)
-    assert _down(s) == ([], []) and s.stats()["votes"] == 0
+    assert split(s.take_down()) == ([], []) and s.stats()["votes"] == 0
     assert s.stats()["ignored_while_suspended"] == 2 and s.stats()["suspended_until"] == 6.0
     s.down_event(ResumeStable(), 2.0)
     s.up([Message(None, src=A, headers={ID: hdr})], 2.1)
-    assert _down(s) == ([], [StableDigest(Digest({A: (2, 2)}))])
+    assert split(s.take_down()) == ([], [StableDigest(Digest({A: (2, 2)}))])
 
 
 def test_stable_suspension_ends_by_itself_after_its_timeout() -> None:
@@ -187,7 +171,7 @@ def test_stable_suspension_ends_by_itself_after_its_timeout() -> None:
     hdr = StableHeader(STABILITY, VIEW.view_id, stable)
     s.up([Message(None, src=A, headers={ID: hdr})], 4.9)
     s.up([Message(None, src=A, headers={ID: hdr})], 5.0)
-    assert _down(s) == ([], [StableDigest(stable)])
+    assert split(s.take_down()) == ([], [StableDigest(stable)])
 
 
 def test_stable_stability_received_goes_down_as_stable_digest() -> None:
@@ -196,7 +180,7 @@ def test_stable_stability_received_goes_down_as_stable_digest() -> None:
     hdr = StableHeader(STABILITY, VIEW.view_id, stable)
     other = StableHeader(STABILITY, ViewId(5, C), stable)
     s.up([Message(None, src=A, headers={ID: hdr}), Message(None, src=C, headers={ID: other})], 0.0)
-    assert _down(s) == ([], [StableDigest(stable)])
+    assert split(s.take_down()) == ([], [StableDigest(stable)])
     stats = s.stats()
     assert stats["stability_received"] == 2 and stats["ignored"] == 1
     assert s.take_up() == []
@@ -206,13 +190,13 @@ def test_stable_max_bytes_of_multicasts_trigger_a_digest_at_once() -> None:
     """max_bytes of multicast payload going up start a round before the timer."""
     s = _stable(B, max_bytes=1000)
     s.up([Message(B, b"x" * 5000, src=A)], 0.0)  # unicasts do not count
-    assert _down(s) == ([], [])
+    assert split(s.take_down()) == ([], [])
     s.up([Message(None, b"x" * 600, src=A)], 0.0)
-    assert _down(s) == ([], [])
+    assert split(s.take_down()) == ([], [])
     s.up([Message(None, b"x" * 600, src=C)], 0.0)
-    assert _down(s) == ([], [GetDigest("STABLE")])
+    assert split(s.take_down()) == ([], [GetDigest("STABLE")])
     s.up([Message(None, b"x" * 2000, src=C)], 0.0)
-    assert _down(s) == ([], [])  # one request at a time
+    assert split(s.take_down()) == ([], [])  # one request at a time
     assert sum(len(b) for b in s.take_up() if isinstance(b, list)) == 4
     assert s.stats()["max_bytes_reached"] == 1
 
@@ -234,12 +218,15 @@ def test_stable_jgrp2605_own_dont_loopback_multicasts_count_towards_max_bytes() 
     looped = Message(None, b"x" * 20_000)  # comes up again: counted there
     s.down([unicast, looped], 0.0)
     s.down(mine[:1], 0.0)
-    assert _down(s) == ([unicast, looped, mine[0]], [])
+    assert split(s.take_down()) == ([unicast, looped, mine[0]], [])
     s.down(mine[1:], 0.0)
-    assert _down(s) == (mine[1:], [GetDigest("STABLE")])  # after the batch: its seqnos count
+    assert split(s.take_down()) == (
+        mine[1:],
+        [GetDigest("STABLE")],
+    )  # after the batch: its seqnos count
     assert s.stats()["max_bytes_reached"] == 1
     s.up_event(DigestReply("STABLE", Digest({A: (0, 0), B: (3, 3), C: (0, 0)})), 0.0)
-    (gossip,), _ = _down(s)
+    (gossip,), _ = split(s.take_down())
     assert gossip.dest == A and gossip.headers[ID].type == STABLE_GOSSIP
 
 
@@ -249,7 +236,7 @@ def test_stable_desired_avg_gossip_0_turns_the_timer_off_and_max_bytes_starts_ro
     s = _stable(B, desired_avg_gossip=0, max_bytes=1000)
     assert s.next_deadline() == math.inf
     s.up([Message(None, b"x" * 1000, src=A)], 1.0)
-    assert _down(s) == ([], [GetDigest("STABLE")])
+    assert split(s.take_down()) == ([], [GetDigest("STABLE")])
     with pytest.raises(PropertyError, match=r"desired_avg_gossip and max_bytes cannot both be 0"):
         Stable(desired_avg_gossip=0, max_bytes=0)
     with pytest.raises(PropertyError, match=r"desired_avg_gossip and max_bytes cannot both be 0"):
@@ -260,7 +247,7 @@ def test_stable_desired_avg_gossip_0_turns_the_timer_off_and_max_bytes_starts_ro
     with pytest.raises(PropertyError, match=r"desired_avg_gossip and max_bytes cannot both be 0"):
         s.set_property("desired_avg_gossip", 0, 3.0)
     s.tick(s.next_deadline())
-    assert _down(s) == ([], [GetDigest("STABLE")])
+    assert split(s.take_down()) == ([], [GetDigest("STABLE")])
 
 
 def test_stable_needs_a_digest_provider_below() -> None:

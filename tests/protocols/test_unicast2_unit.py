@@ -23,6 +23,7 @@ from triogroups.protocols.unicast2 import (
     Unicast2,
     Unicast2Header,
 )
+from triogroups.testing import down_messages, split, started, up_payloads
 from triogroups.wire import WireCodec
 
 A = Address(0xA, "A")
@@ -32,34 +33,8 @@ ID = ids.UNICAST2
 CODEC = WireCodec("unit")
 
 
-def _proto(me: Address, now: float = 0.0, **props: Any) -> Unicast2:
-    p = Unicast2(**props)
-    p.start(me, "unit", now)
-    return p
-
-
 def _pair(**props: Any) -> tuple[Unicast2, Unicast2]:
-    return _proto(A, **props), _proto(B, **props)
-
-
-def _out(items: list[Any]) -> list[Message]:
-    return [m for item in items if isinstance(item, list) for m in item]
-
-
-def _down(p: Unicast2) -> list[Message]:
-    """What ``p`` sent down, after a trip through the wire codec (src stamped)."""
-    assert p.local_address is not None
-    wire = []
-    for m in _out(p.take_down()):
-        bundle = CODEC.decode(CODEC.encode(m.dest, p.local_address, [m]))
-        wire.extend(bundle.messages)
-        for got in bundle.messages:
-            got.dest = m.dest
-    return wire
-
-
-def _up(p: Unicast2) -> list[bytes]:
-    return [m.payload for m in _out(p.take_up())]
+    return started(Unicast2(**props), A), started(Unicast2(**props), B)
 
 
 def _hdrs(msgs: list[Message]) -> list[Unicast2Header]:
@@ -115,7 +90,7 @@ def test_unicast2_first_message_creates_entry_with_conn_id_and_first_flag() -> N
     """Seed #1: a new entry, send-conn-id set and sent, seqno 1 with first=true."""
     a, _ = _pair()
     _send(a, B, b"m1")
-    (h1,) = _hdrs(_down(a))
+    (h1,) = _hdrs(down_messages(a, wire=True))
     assert h1.type == DATA and h1.seqno == 1 and h1.first and h1.conn_id > 0
     assert a.stats()["send"]["B"] == {
         "conn_id": h1.conn_id,
@@ -125,7 +100,7 @@ def test_unicast2_first_message_creates_entry_with_conn_id_and_first_flag() -> N
         "size": 1,
     }
     _send(a, B, b"m2", b"m3")
-    assert [(h.seqno, h.first, h.conn_id) for h in _hdrs(_down(a))] == [
+    assert [(h.seqno, h.first, h.conn_id) for h in _hdrs(down_messages(a, wire=True))] == [
         (2, False, h1.conn_id),
         (3, False, h1.conn_id),
     ]
@@ -136,22 +111,22 @@ def test_unicast2_multicasts_and_no_reliability_messages_pass_through_untouched(
     mcast = Message(None, b"all")
     raw = Message(B, b"raw", flags=Flag.NO_RELIABILITY)
     a.down([mcast, raw], 0.0)
-    assert _out(a.take_down()) == [mcast, raw] and not mcast.headers and not raw.headers
+    assert split(a.take_down())[0] == [mcast, raw] and not mcast.headers and not raw.headers
     b.up([Message(None, b"all", src=A), Message(B, b"raw", src=A)], 0.0)
-    assert _up(b) == [b"all", b"raw"] and a.stats()["send_connections"] == 0
+    assert up_payloads(b) == [b"all", b"raw"] and a.stats()["send_connections"] == 0
 
 
 def test_unicast2_conn_ids_are_unique_and_grow_per_new_connection() -> None:
-    a = _proto(A)
+    a = started(Unicast2(), A)
     ids_seen = []
     for _ in range(3):
         _send(a, B, b"x")
-        ids_seen.append(_hdrs(_down(a))[0].conn_id)
+        ids_seen.append(_hdrs(down_messages(a, wire=True))[0].conn_id)
         a.close_connection(B, 0.0)
     assert ids_seen == sorted(set(ids_seen)) and len(ids_seen) == 3
-    other = _proto(A, now=5.0)
+    other = started(Unicast2(), A, now=5.0)
     _send(other, B, b"x")
-    assert _hdrs(_down(other))[0].conn_id != ids_seen[0]
+    assert _hdrs(down_messages(other, wire=True))[0].conn_id != ids_seen[0]
 
 
 # --- receiving: scenario #2 rules ----------------------------------------------------------------
@@ -161,9 +136,9 @@ def test_unicast2_receiver_creates_window_and_takes_conn_id_from_first_message()
     """Seed #2: B creates the entry and recv window at msg.seqno, recv-conn-id = conn-id."""
     a, b = _pair()
     _send(a, B, b"m1", b"m2")
-    wire = _down(a)
+    wire = down_messages(a, wire=True)
     b.up(wire, 0.0)
-    assert _up(b) == [b"m1", b"m2"]
+    assert up_payloads(b) == [b"m1", b"m2"]
     recv = b.stats()["recv"]["A"]
     assert recv["conn_id"] == wire[0].headers[ID].conn_id and (recv["low"], recv["high"]) == (2, 2)
 
@@ -173,17 +148,17 @@ def test_unicast2_first_message_opens_the_window_at_its_own_seqno() -> None:
     (the sender purged what a closed connection had delivered)."""
     _, b = _pair()
     b.up([Message(B, b"m25", src=A, headers={ID: Unicast2Header(DATA, 25, 7, True)})], 0.0)
-    assert _up(b) == [b"m25"] and b.stats()["recv"]["A"]["low"] == 25
+    assert up_payloads(b) == [b"m25"] and b.stats()["recv"]["A"]["low"] == 25
 
 
 def test_unicast2_delivers_in_order_despite_reordering_and_duplicates() -> None:
     a, b = _pair()
     _send(a, B, *(bytes([i]) for i in range(6)))
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[0], w[3], w[2], w[3], w[0]], 0.0)
-    assert _up(b) == [b"\x00"]
+    assert up_payloads(b) == [b"\x00"]
     b.up([w[1], w[5], w[4], w[2]], 0.0)
-    assert _up(b) == [bytes([i]) for i in range(1, 6)]
+    assert up_payloads(b) == [bytes([i]) for i in range(1, 6)]
     assert b.stats()["duplicates"] == 3 and b.stats()["msgs_delivered"] == 6
 
 
@@ -191,24 +166,24 @@ def test_unicast2_first_flag_with_same_conn_id_does_not_reset_the_window() -> No
     """Seed: first=true on the current recv-conn-id is a NOP (no duplicate establishment)."""
     a, b = _pair()
     _send(a, B, b"m1", b"m2", b"m3")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up(w[:2], 0.0)
     b.up([w[0]], 0.0)  # a retransmitted first message
     b.up([w[2]], 0.0)
-    assert _up(b) == [b"m1", b"m2", b"m3"] and b.stats()["connections_reset"] == 0
+    assert up_payloads(b) == [b"m1", b"m2", b"m3"] and b.stats()["connections_reset"] == 0
 
 
 def test_unicast2_first_message_with_new_conn_id_resets_the_receive_window() -> None:
     """Seed #4 rule: entry exists but conn-id differs: new recv window at msg.seqno."""
     a, b = _pair()
     _send(a, B, *(b"old%d" % i for i in range(25)))
-    b.up(_down(a), 0.0)
-    _up(b)
+    b.up(down_messages(a, wire=True), 0.0)
+    up_payloads(b)
     a.close_connection(B, 0.0)
     _send(a, B, b"new1")
-    (w,) = _down(a)
+    (w,) = down_messages(a, wire=True)
     b.up([w], 0.0)
-    assert _up(b) == [b"new1"]
+    assert up_payloads(b) == [b"new1"]
     assert b.stats()["recv"]["A"]["conn_id"] == w.headers[ID].conn_id
     assert b.stats()["connections_reset"] == 1
 
@@ -218,12 +193,12 @@ def test_unicast2_message_of_an_older_connection_is_dropped_as_stale() -> None:
     resets the newer window (the seed's 'Issues' section)."""
     a, b = _pair()
     _send(a, B, b"old1", b"old2")
-    old = _down(a)
+    old = down_messages(a, wire=True)
     a.close_connection(B, 0.0)
     _send(a, B, b"new1")
-    b.up(_down(a), 0.0)
+    b.up(down_messages(a, wire=True), 0.0)
     b.up(old, 0.0)
-    assert _up(b) == [b"new1"] and b.stats()["stale_dropped"] == 2
+    assert up_payloads(b) == [b"new1"] and b.stats()["stale_dropped"] == 2
     assert not b.take_down()  # no SEND_FIRST_SEQNO for a connection that is gone
 
 
@@ -234,10 +209,10 @@ def test_unicast2_non_first_message_on_unknown_connection_asks_send_first_seqno(
     """Seed: recv_win null or conn-id mismatch and not first: drop, send SEND_FIRST_SEQNO."""
     a, b = _pair()
     _send(a, B, b"m1", b"m2", b"m3")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up(w[1:], 0.0)
-    assert _up(b) == []
-    (ask,) = _hdrs(_down(b))
+    assert up_payloads(b) == []
+    (ask,) = _hdrs(down_messages(b, wire=True))
     assert ask == Unicast2Header(SEND_FIRST_SEQNO, 3, w[0].headers[ID].conn_id)
     assert b.stats()["send_first_seqno_sent"] == 1 and b.stats()["dropped_no_connection"] == 2
 
@@ -246,36 +221,36 @@ def test_unicast2_send_first_seqno_resends_lowest_flagged_first_then_up_to_seqno
     """Seed: A grabs the first message in its sent window, sets first=true and sends it."""
     a, b = _pair()
     _send(a, B, b"m1", b"m2", b"m3", b"m4")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up(w[2:3], 0.0)  # #3 arrives alone: ask for the first seqno
-    a.up(_down(b), 0.0)
-    again = _down(a)
+    a.up(down_messages(b, wire=True), 0.0)
+    again = down_messages(a, wire=True)
     assert [(h.seqno, h.first) for h in _hdrs(again)] == [(1, True), (2, False), (3, False)]
     assert a.stats()["send_first_seqno_received"] == 1 and a.stats()["retransmissions"] == 3
     assert w[0].headers[ID].first and not w[1].headers[ID].first  # the window is unchanged
     b.up(again, 0.0)
-    assert _up(b) == [b"m1", b"m2", b"m3"]
+    assert up_payloads(b) == [b"m1", b"m2", b"m3"]
 
 
 def test_unicast2_send_first_seqno_for_another_conn_id_is_dropped() -> None:
     """Seed: if conn-id != send-conn-id: drop message."""
     a, _ = _pair()
     _send(a, B, b"m1")
-    conn = _hdrs(_down(a))[0].conn_id
+    conn = _hdrs(down_messages(a, wire=True))[0].conn_id
     a.up([Message(A, src=B, headers={ID: Unicast2Header(SEND_FIRST_SEQNO, 1, conn + 1)})], 0.0)
-    assert _down(a) == [] and a.stats()["stale_dropped"] == 1
+    assert down_messages(a, wire=True) == [] and a.stats()["stale_dropped"] == 1
 
 
 def test_unicast2_send_first_seqno_is_coalesced_per_batch_and_rate_limited() -> None:
     a, b = _pair(xmit_interval=0.5)
     _send(a, B, *(b"m%d" % i for i in range(6)))
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up(w[1:3], 0.0)
     b.up(w[3:4], 0.1)
-    asks = _of(_down(b), SEND_FIRST_SEQNO)
+    asks = _of(down_messages(b, wire=True), SEND_FIRST_SEQNO)
     assert [h.seqno for h in asks] == [3]
     b.up(w[4:5], 0.6)
-    assert [h.seqno for h in _of(_down(b), SEND_FIRST_SEQNO)] == [5]
+    assert [h.seqno for h in _of(down_messages(b, wire=True), SEND_FIRST_SEQNO)] == [5]
 
 
 def test_unicast2_unanswered_send_first_seqno_is_asked_again_each_xmit_interval() -> None:
@@ -283,22 +258,22 @@ def test_unicast2_unanswered_send_first_seqno_is_asked_again_each_xmit_interval(
     at most; the sender's next message starts over."""
     a, b = _pair(xmit_interval=0.5, stable_interval=100, conn_expiry_timeout=0)
     _send(a, B, b"m1", b"m2", b"m3")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[1]], 0.0)
-    asks = [len(_of(_down(b), SEND_FIRST_SEQNO))]
+    asks = [len(_of(down_messages(b, wire=True), SEND_FIRST_SEQNO))]
     for t in (0.25, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0):
         b.tick(t)
-        asks.append(len(_of(_down(b), SEND_FIRST_SEQNO)))
+        asks.append(len(_of(down_messages(b, wire=True), SEND_FIRST_SEQNO)))
     assert asks == [1, 0, 1, 1, 1, 1, 0, 0]
     b.up([w[2]], 3.1)
-    (again,) = _of(_down(b), SEND_FIRST_SEQNO)
+    (again,) = _of(down_messages(b, wire=True), SEND_FIRST_SEQNO)
     assert again.seqno == 3
     a.up(_ctrl(B, again), 3.2)
-    b.up(_down(a), 3.2)
-    assert _up(b) == [b"m1", b"m2", b"m3"]
+    b.up(down_messages(a, wire=True), 3.2)
+    assert up_payloads(b) == [b"m1", b"m2", b"m3"]
     b.tick(3.5)
     b.tick(4.0)
-    assert _of(_down(b), SEND_FIRST_SEQNO) == []
+    assert _of(down_messages(b, wire=True), SEND_FIRST_SEQNO) == []
 
 
 # --- XMIT_REQ ------------------------------------------------------------------------------------
@@ -309,42 +284,43 @@ def test_unicast2_xmit_req_at_most_once_per_gap_per_xmit_interval() -> None:
     and not at the first run that sees it (it may be reordering)."""
     a, b = _pair(xmit_interval=0.5, stable_interval=100)
     _send(a, B, *(b"m%d" % i for i in range(1, 6)))
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[0], w[2], w[4]], 0.0)
-    assert _up(b) == [b"m1"] and _down(b) == []
+    assert up_payloads(b) == [b"m1"] and down_messages(b, wire=True) == []
     assert b.next_deadline() == 0.5
     b.tick(0.5)
-    assert _down(b) == [] and b.next_deadline() == 1.0
+    assert down_messages(b, wire=True) == [] and b.next_deadline() == 1.0
     b.tick(0.7)  # early: nothing is due
-    assert _down(b) == []
+    assert down_messages(b, wire=True) == []
     b.tick(1.0)
-    (req,) = _of(_down(b), XMIT_REQ)
+    (req,) = _of(down_messages(b, wire=True), XMIT_REQ)
     assert req.missing == (2, 4) and req.conn_id == w[0].headers[ID].conn_id
     b.tick(1.5)
-    assert _of(_down(b), XMIT_REQ)[0].missing == (2, 4)
+    assert _of(down_messages(b, wire=True), XMIT_REQ)[0].missing == (2, 4)
     assert b.stats()["xmit_reqs_sent"] == 4
     b.up([w[1], w[3]], 1.6)
     b.tick(2.0)
-    assert _up(b) == [b"m2", b"m3", b"m4", b"m5"] and _of(_down(b), XMIT_REQ) == []
+    assert up_payloads(b) == [b"m2", b"m3", b"m4", b"m5"]
+    assert _of(down_messages(b, wire=True), XMIT_REQ) == []
 
 
 def test_unicast2_sender_answers_xmit_req_from_its_window_and_ignores_other_conns() -> None:
     a, b = _pair(xmit_interval=0.5, stable_interval=100)
     _send(a, B, b"m1", b"m2", b"m3")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[0], w[2]], 0.0)
     b.tick(0.5)
     b.tick(1.0)
-    req = _down(b)
+    req = down_messages(b, wire=True)
     a.up(req, 1.0)
-    again = _down(a)
+    again = down_messages(a, wire=True)
     assert [m.payload for m in again] == [b"m2"] and a.stats()["retransmissions"] == 1
     assert a.stats()["xmit_reqs_received"] == 1
     a.close_connection(B, 1.0)
     _send(a, B, b"n1")
-    _down(a)
+    down_messages(a, wire=True)
     a.up(req, 1.1)
-    assert _down(a) == [] and a.stats()["stale_dropped"] == 1
+    assert down_messages(a, wire=True) == [] and a.stats()["stale_dropped"] == 1
 
 
 # --- STABLE --------------------------------------------------------------------------------------
@@ -354,10 +330,10 @@ def test_unicast2_stable_every_interval_purges_sender_window() -> None:
     """Periodic STABLE from receiver to sender (stable_interval) lets the sender purge."""
     a, b = _pair(stable_interval=1.0, xmit_interval=10)
     _send(a, B, b"m1", b"m2", b"m3")
-    b.up(_down(a), 0.0)
+    b.up(down_messages(a, wire=True), 0.0)
     assert b.next_deadline() == 1.0
     b.tick(1.0)
-    (st,) = _of(_down(b), STABLE)
+    (st,) = _of(down_messages(b, wire=True), STABLE)
     assert (st.seqno, st.high) == (3, 3)
     a.up(_ctrl(B, st), 1.0)
     assert a.stats()["send"]["B"]["size"] == 0 and a.stats()["send"]["B"]["low"] == 3
@@ -367,40 +343,40 @@ def test_unicast2_stable_every_interval_purges_sender_window() -> None:
 def test_unicast2_stable_repeats_at_most_max_stable_msgs_for_the_same_state() -> None:
     a, b = _pair(stable_interval=1.0, max_stable_msgs=3, xmit_interval=10)
     _send(a, B, b"m1")
-    b.up(_down(a), 0.0)
+    b.up(down_messages(a, wire=True), 0.0)
     sent = []
     for t in range(1, 7):
         b.tick(float(t))
-        sent.append(len(_of(_down(b), STABLE)))
+        sent.append(len(_of(down_messages(b, wire=True), STABLE)))
     assert sent == [1, 1, 1, 0, 0, 0]
     _send(a, B, b"m2")
-    b.up(_down(a), 6.5)
+    b.up(down_messages(a, wire=True), 6.5)
     b.tick(7.0)
-    assert len(_of(_down(b), STABLE)) == 1  # progress restores the budget
+    assert len(_of(down_messages(b, wire=True), STABLE)) == 1  # progress restores the budget
 
 
 def test_unicast2_duplicate_data_restores_the_stable_budget() -> None:
     """Decision: a duplicate shows the sender has not purged, so STABLE is due again."""
     a, b = _pair(stable_interval=1.0, max_stable_msgs=1, xmit_interval=10)
     _send(a, B, b"m1")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up(w, 0.0)
     b.tick(1.0)
     b.tick(2.0)
-    assert len(_of(_down(b), STABLE)) == 1
+    assert len(_of(down_messages(b, wire=True), STABLE)) == 1
     b.up(w, 2.5)
     b.tick(3.0)
-    assert len(_of(_down(b), STABLE)) == 1 and b.stats()["duplicates"] == 1
+    assert len(_of(down_messages(b, wire=True), STABLE)) == 1 and b.stats()["duplicates"] == 1
 
 
 def test_unicast2_stable_after_max_bytes_received() -> None:
     a, b = _pair(max_bytes=100, stable_interval=100, xmit_interval=100)
     _send(a, B, b"x" * 60)
-    b.up(_down(a), 0.0)
-    assert _down(b) == []
+    b.up(down_messages(a, wire=True), 0.0)
+    assert down_messages(b, wire=True) == []
     _send(a, B, b"y" * 60)
-    b.up(_down(a), 0.0)
-    (st,) = _of(_down(b), STABLE)
+    b.up(down_messages(a, wire=True), 0.0)
+    (st,) = _of(down_messages(b, wire=True), STABLE)
     assert (st.seqno, st.high) == (2, 2)
 
 
@@ -408,43 +384,44 @@ def test_unicast2_stable_resends_the_tail_sent_before_the_previous_stable() -> N
     """The sender resends what is above the receiver's hr, but not what may be in flight."""
     a, _ = _pair()
     _send(a, B, b"m1", b"m2", b"m3")
-    conn = _hdrs(_down(a))[0].conn_id
+    conn = _hdrs(down_messages(a, wire=True))[0].conn_id
     a.up(_ctrl(B, Unicast2Header(STABLE, 1, conn, high=1)), 1.0)
-    assert _down(a) == []  # m2, m3 may still be in flight
+    assert down_messages(a, wire=True) == []  # m2, m3 may still be in flight
     assert a.stats()["send"]["B"]["low"] == 1
     _send(a, B, b"m4")
-    _down(a)
+    down_messages(a, wire=True)
     a.up(_ctrl(B, Unicast2Header(STABLE, 1, conn, high=2)), 2.0)
-    assert [m.payload for m in _down(a)] == [b"m3"]  # m4 was sent after the first STABLE
+    # m4 was sent after the first STABLE
+    assert [m.payload for m in down_messages(a, wire=True)] == [b"m3"]
 
 
 def test_unicast2_stable_with_another_conn_id_or_beyond_sent_is_harmless() -> None:
     a, _ = _pair()
     _send(a, B, b"m1", b"m2")
-    conn = _hdrs(_down(a))[0].conn_id
+    conn = _hdrs(down_messages(a, wire=True))[0].conn_id
     a.up(_ctrl(B, Unicast2Header(STABLE, 2, conn + 5, high=2)), 1.0)
     assert a.stats()["send"]["B"]["size"] == 2 and a.stats()["stale_dropped"] == 1
     a.up(_ctrl(B, Unicast2Header(STABLE, 99, conn, high=99)), 1.0)
     assert a.stats()["send"]["B"]["low"] == 2  # clamped to what was sent
     _send(a, B, b"m3")
-    assert _hdrs(_down(a))[0].seqno == 3
+    assert _hdrs(down_messages(a, wire=True))[0].seqno == 3
 
 
 def test_unicast2_probe_resends_highest_when_no_stable_is_heard() -> None:
     """Decision: if every STABLE is lost, the sender probes with its highest message."""
     a, b = _pair(stable_interval=1.0, max_stable_msgs=2, xmit_interval=0.5)
     _send(a, B, b"m1", b"m2")
-    _down(a)  # all lost
+    down_messages(a, wire=True)  # all lost
     for t in (0.5, 1.0, 1.5, 2.0, 2.5):
         a.tick(t)
-    assert _down(a) == []
+    assert down_messages(a, wire=True) == []
     a.tick(3.0)
-    (probe,) = _down(a)
+    (probe,) = down_messages(a, wire=True)
     assert probe.payload == b"m2" and a.stats()["probes"] == 1
     a.tick(3.5)
-    assert _down(a) == []
+    assert down_messages(a, wire=True) == []
     b.up([probe], 3.5)
-    (ask,) = _of(_down(b), SEND_FIRST_SEQNO)
+    (ask,) = _of(down_messages(b, wire=True), SEND_FIRST_SEQNO)
     assert ask.seqno == 2
 
 
@@ -457,20 +434,20 @@ def test_unicast2_oob_is_delivered_at_once_and_not_again_in_order() -> None:
     _send(a, B, b"r1", b"r2")
     _send(a, B, b"o3", flags=Flag.OOB)
     _send(a, B, b"r4")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[0], w[2], w[3]], 0.0)
-    assert _up(b) == [b"r1", b"o3"]
+    assert up_payloads(b) == [b"r1", b"o3"]
     b.up([w[2], w[1]], 0.0)
-    assert _up(b) == [b"r2", b"r4"]
+    assert up_payloads(b) == [b"r2", b"r4"]
 
 
 def test_unicast2_unicast_to_self_is_sequenced_and_delivered_in_order() -> None:
-    a = _proto(A)
+    a = started(Unicast2(), A)
     _send(a, A, b"s1", b"s2", b"s3")
-    loop = _down(a)
+    loop = down_messages(a, wire=True)
     assert [h.seqno for h in _hdrs(loop)] == [1, 2, 3]
     a.up(loop, 0.0)
-    assert _up(a) == [b"s1", b"s2", b"s3"]
+    assert up_payloads(a) == [b"s1", b"s2", b"s3"]
 
 
 # --- closing -------------------------------------------------------------------------------------
@@ -480,9 +457,9 @@ def test_unicast2_view_change_removes_entries_of_peers_that_left() -> None:
     """Seed #3: on a view change both sides remove the entry for a peer that left."""
     a, b = _pair()
     _send(a, B, b"m1")
-    b.up(_down(a), 0.0)
+    b.up(down_messages(a, wire=True), 0.0)
     _send(b, A, b"r1")
-    a.up(_down(b), 0.0)
+    a.up(down_messages(b, wire=True), 0.0)
     a.down_event(ViewChange(View.create(A, 2, [A, C])), 1.0)
     b.up_event(ViewChange(View.create(B, 2, [B])), 1.0)
     for p in (a, b):
@@ -494,12 +471,12 @@ def test_unicast2_view_change_removes_entries_of_peers_that_left() -> None:
 def test_unicast2_close_connection_abandons_unacked_and_reopens_with_a_new_conn_id() -> None:
     a, _ = _pair()
     _send(a, B, b"m1", b"m2")
-    first = _hdrs(_down(a))[0].conn_id
+    first = _hdrs(down_messages(a, wire=True))[0].conn_id
     assert [m.payload for m in a.pending(B)] == [b"m1", b"m2"]
     a.close_connection(B, 1.0)
     assert a.pending(B) == [] and a.stats()["abandoned"] == 2 and a.take_down() == []
     _send(a, B, b"m3")
-    (h,) = _hdrs(_down(a))
+    (h,) = _hdrs(down_messages(a, wire=True))
     assert h.seqno == 1 and h.first and h.conn_id > first
 
 
@@ -509,15 +486,15 @@ def test_unicast2_receiver_close_keeps_a_tombstone_so_nothing_is_delivered_twice
     _send(a, B, b"m1", b"m2")
     _send(a, B, b"o3", flags=Flag.OOB)
     _send(a, B, b"m4", b"m5")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[0], w[2]], 0.0)  # m2 is late: the OOB o3 overtakes it
-    assert _up(b) == [b"m1", b"o3"]
+    assert up_payloads(b) == [b"m1", b"o3"]
     b.close_connection(A, 1.0)
     assert b.stats()["tombstones"] == 1
     b.up([w[4]], 2.0)  # #5: no entry, so SEND_FIRST_SEQNO
-    a.up(_down(b), 2.0)
-    b.up(_down(a), 2.0)  # #1 (first) .. #5 again
-    assert _up(b) == [b"m2", b"m4", b"m5"]
+    a.up(down_messages(b, wire=True), 2.0)
+    b.up(down_messages(a, wire=True), 2.0)  # #1 (first) .. #5 again
+    assert up_payloads(b) == [b"m2", b"m4", b"m5"]
     assert b.stats()["recv"]["A"]["conn_id"] == w[0].headers[ID].conn_id
     assert b.stats()["tombstones"] == 0
 
@@ -536,7 +513,7 @@ def test_unicast2_tombstone_expires_after_max_retransmit_time() -> None:
 
 def test_unicast2_ages_out_connections_to_non_members_after_max_retransmit_time() -> None:
     """Goal #3: connections to non-members are closed max_retransmit_time after opening."""
-    a = _proto(A, max_retransmit_time=5.0, conn_expiry_timeout=0, xmit_interval=1.0)
+    a = started(Unicast2(max_retransmit_time=5.0, conn_expiry_timeout=0, xmit_interval=1.0), A)
     _send(a, C, b"before-view")  # no view yet: nobody is a non-member
     assert a.stats()["age_out"] == 0
     a.down_event(ViewChange(View.create(A, 1, [A, B])), 0.0)  # C is not a member: closed
@@ -553,7 +530,7 @@ def test_unicast2_ages_out_connections_to_non_members_after_max_retransmit_time(
 
 
 def test_unicast2_a_member_joining_the_view_stops_aging_out() -> None:
-    a = _proto(A, max_retransmit_time=5.0, conn_expiry_timeout=0)
+    a = started(Unicast2(max_retransmit_time=5.0, conn_expiry_timeout=0), A)
     a.down_event(ViewChange(View.create(A, 1, [A])), 0.0)
     _send(a, B, b"x", now=1.0)
     assert a.stats()["age_out"] == 1
@@ -567,12 +544,12 @@ def test_unicast2_idle_connections_are_reaped_but_never_with_unacked_messages() 
     sender abandoned); a send entry stays while it holds unacked messages."""
     a, b = _pair(conn_expiry_timeout=3.0, xmit_interval=1.0, stable_interval=100)
     _send(a, B, b"m1", b"m2", b"m3")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[0], w[2]], 0.0)
-    assert _up(b) == [b"m1"]
+    assert up_payloads(b) == [b"m1"]
     a.close_connection(B, 0.0)
     _send(a, B, b"n1")
-    _down(a)  # lost
+    down_messages(a, wire=True)  # lost
     for t in (1.0, 2.0, 3.0):
         a.tick(t)
         b.tick(t)
@@ -580,7 +557,7 @@ def test_unicast2_idle_connections_are_reaped_but_never_with_unacked_messages() 
     assert b.stats()["tombstones"] == 1
     assert a.stats()["send_connections"] == 1 and a.stats()["reaped"] == 0
     b.up([w[1]], 3.5)  # the old connection's gap, far too late: not delivered
-    assert _up(b) == []
+    assert up_payloads(b) == []
 
 
 def test_unicast2_disconnect_closes_every_connection() -> None:
@@ -598,7 +575,7 @@ def test_unicast2_has_no_deadline_when_idle_and_ticks_move_it_forward() -> None:
     a, b = _pair(xmit_interval=0.5, stable_interval=2.0)
     assert a.next_deadline() == math.inf
     _send(a, B, b"x")
-    b.up(_down(a), 0.0)
+    b.up(down_messages(a, wire=True), 0.0)
     assert a.next_deadline() == 0.5 and b.next_deadline() == 0.5
     for t in (0.5, 1.0, 1.5, 2.0):
         before = b.next_deadline()
@@ -612,7 +589,7 @@ def test_unicast2_has_no_deadline_when_idle_and_ticks_move_it_forward() -> None:
 def test_unicast2_property_changes_reschedule_the_timers() -> None:
     a, b = _pair(xmit_interval=0.5)
     _send(a, B, b"x")
-    b.up(_down(a), 0.0)
+    b.up(down_messages(a, wire=True), 0.0)
     b.set_property("xmit_interval", "200ms", 0.1)
     b.set_property("stable_interval", 5, 0.1)
     assert b.xmit_interval == pytest.approx(0.2) and b.next_deadline() == pytest.approx(0.3)
@@ -652,7 +629,7 @@ def test_unicast2_malformed_headers_are_counted_and_dropped() -> None:
         Message(B, b"", headers={ID: Unicast2Header(DATA, 1, 1, True)}),
     ]
     b.up(bad, 0.0)
-    assert _up(b) == [] and b.stats()["malformed"] == 3
+    assert up_payloads(b) == [] and b.stats()["malformed"] == 3
 
 
 def test_unicast2_huge_seqno_does_not_stall_stats_or_timers() -> None:
@@ -662,7 +639,7 @@ def test_unicast2_huge_seqno_does_not_stall_stats_or_timers() -> None:
     assert b.stats()["recv"]["A"]["missing"] == 10**12 - 2
     b.tick(0.5)
     b.tick(1.0)
-    assert len(_of(_down(b), XMIT_REQ)[0].missing) == 512
+    assert len(_of(down_messages(b, wire=True), XMIT_REQ)[0].missing) == 512
 
 
 def test_unicast2_drops_messages_beyond_max_receive_window() -> None:
@@ -702,7 +679,7 @@ def test_unicast2_serves_at_most_max_xmits_per_interval_to_one_peer() -> None:
 def test_unicast2_stats_report_connections_windows_and_counters() -> None:
     a, b = _pair()
     _send(a, B, b"m1", b"m2", b"m3")
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[0], w[2]], 0.0)
     s = b.stats()
     assert s["recv"]["A"] == {

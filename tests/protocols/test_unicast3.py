@@ -8,11 +8,10 @@ header is also encoded and decoded.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 import pytest
 
-from triogroups import Address, Disconnect, Flag, Message, PropertyError, View, ViewChange
+from triogroups import Address, Disconnect, Flag, Message, PropertyError, View
 from triogroups.protocols import ids
 from triogroups.protocols.unicast3 import Unicast3, Unicast3Header
 from triogroups.protocols.unicast3._common import (
@@ -24,6 +23,7 @@ from triogroups.protocols.unicast3._common import (
     next_timestamp,
     timestamp_newer,
 )
+from triogroups.testing import SansIOMember, SansIONetwork
 from triogroups.transports.sim import SimTransport
 from triogroups.wire import WireCodec
 
@@ -31,47 +31,29 @@ ID = ids.UNICAST3
 _views = iter(range(1, 1_000_000))
 
 
-class Node:
-    """One UNICAST3 object plus what it delivered; network output is returned, wire-decoded."""
+class Node(SansIOMember):
+    """A test-kit member running one UNICAST3, named as these tests use it: ``proto``,
+    payloads in ``delivered``, ``install(*members)``, ticks run by hand (due or not)."""
 
     def __init__(self, name: str, uuid: int, **props: object) -> None:
-        self.address = Address(uuid, name)
-        self.proto = Unicast3(**props)
-        self.proto.start(self.address, "test", 0.0)
-        self.delivered: list[bytes] = []
-        self.codec = WireCodec("test")
+        super().__init__(SansIONetwork(), Address(uuid, name), [Unicast3(**props)])
 
-    def _flush(self) -> list[Message]:
-        for item in self.proto.take_up():
-            assert isinstance(item, list)
-            self.delivered.extend(m.payload for m in item)
-        out: list[Message] = []
-        for item in self.proto.take_down():
-            if isinstance(item, list):
-                for m in item:
-                    data = self.codec.encode(m.dest, self.address, [m])
-                    out.extend(self.codec.decode(data).messages)
-        return out
+    @property
+    def proto(self) -> Unicast3:
+        proto = self.top
+        assert isinstance(proto, Unicast3)
+        return proto
 
-    def send(self, dest: Node, *payloads: bytes, now: float, flags: int = 0) -> list[Message]:
-        self.proto.down([Message(dest.address, p, flags=flags) for p in payloads], now)
-        return self._flush()
+    @property
+    def delivered(self) -> list[bytes]:  # type: ignore[override]
+        return self.payloads
 
-    def receive(self, msgs: Iterable[Message], now: float) -> list[Message]:
-        self.proto.up(list(msgs), now)
-        return self._flush()
+    def tick(self, now: float | None = None, *, force: bool = True) -> list[Message]:
+        return super().tick(now, force=force)
 
-    def tick(self, now: float) -> list[Message]:
-        self.proto.tick(now)
-        return self._flush()
-
-    def install(self, *members: Node, now: float) -> list[Message]:
+    def install(self, *members: Node, now: float) -> list[Message]:  # type: ignore[override]
         view = View.create(members[0].address, next(_views), [m.address for m in members])
-        self.proto.down_event(ViewChange(view), now)
-        return self._flush()
-
-    def stats(self) -> dict[str, Any]:
-        return self.proto.stats()
+        return super().install(view, now)
 
 
 def pair(**props: object) -> tuple[Node, Node]:

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triogroups import Address, Flag, Message, PropertyError, StackConfig, View, ViewId
-from triogroups.events import Disconnect, Event, Item, Suspect, Unsuspect, ViewChange
+from triogroups.events import Disconnect, Suspect, Unsuspect, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.verify_suspect import (
     ARE_YOU_DEAD,
@@ -18,7 +18,7 @@ from triogroups.protocols.verify_suspect import (
     VerifyHeader,
     VerifySuspect,
 )
-from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.testing import SimCluster, SimMember, down_messages, open_cluster, split
 
 A, B, C, D = (Address(i, n) for i, n in enumerate("ABCD", start=1))
 VS = ids.VERIFY_SUSPECT
@@ -30,14 +30,6 @@ def _vs(me: Address = A, **props: Any) -> VerifySuspect:
     vs.down_event(ViewChange(View(ViewId(1, A), [A, B, C, D])), 0.0)
     vs.take_down()
     return vs
-
-
-def _msgs(items: list[Item]) -> list[Message]:
-    return [m for item in items if isinstance(item, list) for m in item]
-
-
-def _events(items: list[Item]) -> list[Event]:
-    return [item for item in items if not isinstance(item, list)]
 
 
 def _answer(src: Address, kind: int = I_AM_NOT_DEAD) -> Message:
@@ -64,7 +56,7 @@ def test_verify_suspect_defaults_are_timeout_1s_one_message() -> None:
 def test_verify_suspect_sends_num_msgs_are_you_dead_unicasts_and_holds_the_suspicion() -> None:
     vs = _vs(num_msgs=3)
     vs.up_event(Suspect((C,)), 1.0)
-    sent = _msgs(vs.take_down())
+    sent = down_messages(vs)
     assert [m.dest for m in sent] == [C, C, C]
     for msg in sent:
         assert msg.headers[VS] == VerifyHeader(ARE_YOU_DEAD)
@@ -116,7 +108,7 @@ def test_verify_suspect_unsuspect_from_below_cancels_the_verification() -> None:
 def test_verify_suspect_answers_are_you_dead_with_i_am_not_dead_to_the_asker() -> None:
     vs = _vs(me=B)
     vs.up([_answer(A, ARE_YOU_DEAD)], 0.5)
-    (reply,) = _msgs(vs.take_down())
+    (reply,) = down_messages(vs)
     assert reply.dest == A and reply.headers[VS] == VerifyHeader(I_AM_NOT_DEAD)
     assert vs.take_up() == []
 
@@ -139,7 +131,7 @@ def test_verify_suspect_never_suspects_itself() -> None:
     vs.up_event(Suspect((A,)), 1.0)
     assert vs.take_down() == [] and vs.next_deadline() == float("inf")
     vs.up_event(Suspect((A, C)), 1.0)
-    assert [m.dest for m in _msgs(vs.take_down())] == [C]
+    assert [m.dest for m in down_messages(vs)] == [C]
     vs.tick(3.0)
     assert vs.take_up() == [Suspect((C,))]
 
@@ -207,7 +199,7 @@ def test_verify_suspect_confirms_exactly_the_suspects_silent_for_timeout(
             at = vs.next_deadline()
             vs.tick(at)
             seen += [
-                (at, m) for e in _events(vs.take_up()) if isinstance(e, Suspect) for m in e.members
+                (at, m) for e in split(vs.take_up())[1] if isinstance(e, Suspect) for m in e.members
             ]
         if kind == "suspect":
             vs.up_event(Suspect((member,)), now)
@@ -223,7 +215,7 @@ def test_verify_suspect_confirms_exactly_the_suspects_silent_for_timeout(
         at = vs.next_deadline()
         vs.tick(at)
         seen += [
-            (at, m) for e in _events(vs.take_up()) if isinstance(e, Suspect) for m in e.members
+            (at, m) for e in split(vs.take_up())[1] if isinstance(e, Suspect) for m in e.members
         ]
     confirmed += [(at, m) for m, at in deadlines.items()]
     assert sorted(seen, key=str) == sorted(confirmed, key=str)

@@ -13,6 +13,23 @@ Run it on a virtual clock (pytest-trio's ``autojump_clock`` fixture, or
 ...         return [len(member.delivered) for member in cluster.members]
 >>> trio.run(main, clock=MockClock(autojump_threshold=0))
 [1, 1, 1]
+
+For unit tests of protocol objects there is a sans-IO harness (no Trio, no
+sockets): `SansIONetwork` joins members, each a protocol or a small stack of
+them, by an in-memory link with an explicit clock, seeded loss, duplication
+and reordering:
+
+>>> from triogroups.protocols.unicast3 import Unicast3
+>>> from triogroups.testing import SansIONetwork, addresses
+>>> A, B = addresses("AB")
+>>> net = SansIONetwork(seed=1, loss=0.3)
+>>> a, b = net.add(A, Unicast3()), net.add(B, Unicast3())
+>>> sent = a.send(b, b"1", b"2", b"3", now=0.0)
+>>> [m.headers[a.top.id].seqno for m in sent]
+[1, 2, 3]
+>>> net.run(20.0)  # what is lost is asked for and sent again on the protocols' timers
+>>> b.payloads
+[b'1', b'2', b'3']
 """
 
 from triogroups._public import set_public_module
@@ -27,6 +44,18 @@ from triogroups.testing._history import (
     check_histories,
     read_histories,
 )
+from triogroups.testing._sansio import (
+    Livelock,
+    SansIOMember,
+    SansIONetwork,
+    addresses,
+    down_messages,
+    split,
+    started,
+    up_messages,
+    up_payloads,
+    view_of,
+)
 
 __all__ = [
     "ContractViolation",
@@ -35,13 +64,23 @@ __all__ = [
     "HistoryError",
     "HistoryViolation",
     "HistoryWriter",
+    "Livelock",
+    "SansIOMember",
+    "SansIONetwork",
     "SimCluster",
     "SimMember",
+    "addresses",
     "assert_histories",
     "check_histories",
+    "down_messages",
     "open_cluster",
     "read_histories",
     "sim_config",
+    "split",
+    "started",
+    "up_messages",
+    "up_payloads",
+    "view_of",
 ]
 
 set_public_module(__name__, {name: globals()[name] for name in __all__})
