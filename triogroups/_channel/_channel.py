@@ -10,7 +10,12 @@ never wait behind the application: RPC responses, views (for `view` and RPC
 failure detection), suspicions, the end of membership. It passes everything
 ordered to the *dispatcher*, which hands messages to the application in
 delivery order, runs RPC requests, and serves and applies state transfers
-(the design and its guarantee are in `_state`).
+(the design and its guarantee are in `_state`). While the dispatcher is idle
+(nothing passed to it is still unfinished) the reader hands plain
+application messages to the receive queue itself, without the hop: the
+order is the same, since the dispatcher would have handled them next and at
+once. The first message of a batch that needs more (an RPC request, state,
+a holding joiner, a full queue) and everything after it go to the dispatcher.
 
 Back-pressure: received messages wait in a bounded queue of
 ``receive_buffer`` messages. When the application stops reading, the
@@ -42,7 +47,7 @@ from triogroups._channel._errors import (
     NotAMember,
     StateTransferFailed,
 )
-from triogroups._channel._inbox import Inbox, Received, Sink
+from triogroups._channel._inbox import Inbox, Received, Sink, received
 from triogroups._channel._state import (
     MSG,
     PICKLE_REFUSED,
@@ -118,8 +123,9 @@ class Channel:
         self._inbox = Inbox(receive_buffer)
         self._sink: Sink = self._inbox if sink is None else sink
         self._ordered_send, self._ordered_recv = trio.open_memory_channel[
-            list[Message] | ViewChange
+            list[Message | Received] | ViewChange
         ](_ORDERED_BUFFER)
+        self._unfinished = 0  # items passed to the dispatcher and not yet handled
         self._view: View | None = None
         self._suspected: set[Address] = set()
         self._watches: weakref.WeakSet[ViewIterator] = weakref.WeakSet()
@@ -459,21 +465,14 @@ class Channel:
 
     async def _read_loop(self) -> None:
         """Take everything out of the stack; pass on what is ordered, answer the rest now."""
-        ordered = self._ordered_send
         async for item in self._stack.deliveries:
             if type(item) is list:
-                rest = []
-                for msg in item:
-                    hdr = msg.headers.get(_RPC)
-                    if hdr is not None and hdr.type != RPC_REQ:
-                        self.rpc._response(msg, hdr)
-                    else:
-                        rest.append(msg)
+                rest = self._hand_over(item)
                 if rest:
-                    await ordered.send(rest)
+                    await self._pass_on(rest)
             elif isinstance(item, ViewChange):
                 self._install_view(item.view)
-                await ordered.send(item)
+                await self._pass_on(item)
             elif isinstance(item, Suspect):
                 members = [m for m in item.members if self._view and m in self._view]
                 self._suspected.update(members)
@@ -482,6 +481,49 @@ class Channel:
                 self._suspected.discard(item.member)
             elif isinstance(item, Disconnected):
                 self._left.set()
+
+    def _hand_over(self, batch: list[Message]) -> list[Message | Received]:
+        """Answer RPC responses; while the dispatcher is idle, put plain application
+        messages into the receive queue; return the rest, in order, for the dispatcher.
+
+        A message made ready for a queue that turned out full is passed on as
+        its `Received`, for the dispatcher to wait for room.
+        """
+        rest: list[Message | Received] = []
+        direct = not self._unfinished
+        handed = 0
+        inbox = self._inbox
+        response = self.rpc._response
+        for msg in batch:
+            hdr = msg.headers.get(_RPC)
+            if hdr is not None and hdr.type != RPC_REQ:
+                response(msg, hdr)
+            elif direct and not self._closing:
+                ready = self._ready(msg)
+                if ready is _GENERAL:
+                    direct = False
+                    rest.append(msg)
+                elif ready is None:
+                    continue
+                elif inbox.put_nowait(ready):  # type: ignore[arg-type]
+                    handed += 1
+                else:
+                    direct = False
+                    rest.append(ready)  # type: ignore[arg-type]
+            else:
+                rest.append(msg)
+        if handed:
+            self._counters["direct"] += handed
+        return rest
+
+    async def _pass_on(self, item: list[Message | Received] | ViewChange) -> None:
+        """Give ``item`` to the dispatcher (counted unfinished until it has handled it)."""
+        self._unfinished += 1
+        try:
+            await self._ordered_send.send(item)
+        except BaseException:
+            self._unfinished -= 1
+            raise
 
     def _install_view(self, view: View) -> None:
         self._view = view
@@ -508,9 +550,12 @@ class Channel:
                     for msg in item:
                         if self._closing:
                             continue
-                        ready = self._ready(msg)
+                        if type(msg) is Received:
+                            await inbox.deliver(msg)
+                            continue
+                        ready = self._ready(msg)  # type: ignore[arg-type]
                         if ready is _GENERAL:
-                            await self._dispatch(msg)
+                            await self._dispatch(msg)  # type: ignore[arg-type]
                         elif ready is not None and not inbox.offer(ready):  # type: ignore[arg-type]
                             await inbox.deliver(ready)  # type: ignore[arg-type]
                 elif not self._closing:
@@ -518,6 +563,8 @@ class Channel:
             except ChannelClosed:
                 if not self._closing:
                     raise
+            finally:
+                self._unfinished -= 1
 
     def _ready(self, msg: Message) -> Received | object | None:
         """`_dispatch` of an application message to the `Inbox`, without awaiting: what to
@@ -543,7 +590,7 @@ class Channel:
             self._counters["dropped_in_state"] += 1
             return None
         self._counters["delivered"] += 1
-        return Received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
+        return received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
 
     async def _dispatch(self, msg: Message) -> None:
         hdr = msg.headers.get(_STATE)
@@ -611,7 +658,7 @@ class Channel:
             return
         self._counters["delivered"] += 1
         await self._sink.deliver(
-            Received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
+            received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
         )
 
     # --- state transfer (see _state) ------------------------------------------------------
