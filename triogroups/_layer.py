@@ -69,12 +69,14 @@ class Inlet:
     is ready for it (see the module docstring), else put the item into the
     inbox channel (`receiver`), whose reader is the layer's loop. An inlet
     with no layer bound (into a transport, out of the top of the stack, in
-    unit tests) is just the channel. ``queued`` counts items put into the
-    channel and not yet handed to a handler by the layer that reads it.
+    unit tests) is just the channel, unless a consumer is `attach`-ed (out
+    of the top: the application's channel). ``queued`` counts items put into
+    the channel and not yet handed to a handler by the layer that reads it.
     """
 
     __slots__ = (
         "_batch",
+        "_consumer",
         "_counts",
         "_event",
         "_layer",
@@ -89,6 +91,7 @@ class Inlet:
         self._send, self.receiver = trio.open_memory_channel[Item](size)
         self.queued = 0
         self._layer: LayerActor | None = None
+        self._consumer: Callable[[Item], bool] | None = None
 
     def bind(
         self,
@@ -103,6 +106,18 @@ class Inlet:
         self._layer = layer
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
+
+    def attach(self, consumer: Callable[[Item], bool]) -> None:
+        """Offer ``consumer`` every item first, in the producer's task, while nothing waits
+        in the channel; an item it refuses (returns False) goes into the channel, and its
+        reader then takes items with `take`. ``consumer`` must not raise."""
+        self._consumer = consumer
+
+    async def take(self) -> Item:
+        """The next item from the channel, for the reader beside an `attach`-ed consumer."""
+        item = await self.receiver.receive()
+        self.queued -= 1
+        return item
 
     def _ready(self) -> bool:
         layer = self._layer
@@ -124,6 +139,9 @@ class Inlet:
         if self._ready():
             layer: LayerActor = self._layer  # type: ignore[assignment]
             layer._inline(item, self._batch, self._event, self._counts, now)
+            return
+        consumer = self._consumer
+        if consumer is not None and not self.queued and consumer(item):
             return
         self.queued += 1  # before the channel, which may wake the loop with it at once
         try:

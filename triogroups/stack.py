@@ -309,6 +309,16 @@ class Stack:
         """The next batch or event that came out of the top of the stack."""
         return await self.deliveries.receive()
 
+    def deliver_to(self, consumer: Callable[[Item], bool]) -> None:
+        """Hand what comes out of the top to ``consumer`` at once, in the top layer's task,
+        while nothing waits in `deliveries`; what it refuses (returns False) waits there,
+        to be read with `take` (not `receive`). ``consumer`` must not raise."""
+        self._up.attach(consumer)
+
+    async def take(self) -> Item:
+        """The next item waiting in `deliveries`, when a consumer is attached (`deliver_to`)."""
+        return await self._up.take()
+
     # --- introspection ----------------------------------------------------------------
 
     def _running(self) -> _Incarnation:

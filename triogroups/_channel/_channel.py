@@ -7,7 +7,10 @@ tracks membership (`Channel.view`, `Channel.views`) and carries group RPC
 
 Two tasks read what comes out of the stack. The *reader* handles what must
 never wait behind the application: RPC responses, views (for `view` and RPC
-failure detection), suspicions, the end of membership. It passes everything
+failure detection), suspicions, the end of membership. While it is idle and
+nothing waits for it, it runs in the stack's top layer's task instead
+(`Stack.deliver_to`): an answer reaches its caller, a request the dispatcher,
+without a task in between. It passes everything
 ordered to the *dispatcher*, which hands messages to the application in
 delivery order, runs RPC requests, and serves and applies state transfers
 (the design and its guarantee are in `_state`). While the dispatcher is idle
@@ -61,7 +64,15 @@ from triogroups._channel._state import (
 from triogroups._channel._views import ViewIterator
 from triogroups._rpc import RPC_REQ, RpcDispatcher
 from triogroups.address import Address
-from triogroups.events import Connect, Disconnect, Disconnected, Suspect, Unsuspect, ViewChange
+from triogroups.events import (
+    Connect,
+    Disconnect,
+    Disconnected,
+    Item,
+    Suspect,
+    Unsuspect,
+    ViewChange,
+)
 from triogroups.message import Flag, Message
 from triogroups.protocols import ids
 from triogroups.protocols.frag import HEADROOM, Frag
@@ -126,6 +137,9 @@ class Channel:
             list[Message | Received] | ViewChange
         ](_ORDERED_BUFFER)
         self._unfinished = 0  # items passed to the dispatcher and not yet handled
+        self._reading = False  # the reader task is handling an item
+        self._failure: Exception | None = None  # raised by the reader's work run inline
+        self._failed = trio.Event()
         self._view: View | None = None
         self._suspected: set[Address] = set()
         self._watches: weakref.WeakSet[ViewIterator] = weakref.WeakSet()
@@ -147,6 +161,7 @@ class Channel:
         for method, fn in (handlers or {}).items():
             self.rpc.register(method, fn)
         stack.on_incarnation(self._new_incarnation)
+        stack.deliver_to(self._read_now)
 
     def _reset_membership(self) -> None:
         """Start (again) as a member that has yet to join and, with state, to get it."""
@@ -464,8 +479,15 @@ class Channel:
     # --- the reader -----------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        """Take everything out of the stack; pass on what is ordered, answer the rest now."""
-        async for item in self._stack.deliveries:
+        """Take what `_read_now` left in the stack's deliveries; pass on what is ordered,
+        answer the rest now."""
+        stack = self._stack
+        while True:
+            try:
+                item = await stack.take()
+            except trio.EndOfChannel:
+                return
+            self._reading = True
             if type(item) is list:
                 rest = self._hand_over(item)
                 if rest:
@@ -473,14 +495,49 @@ class Channel:
             elif isinstance(item, ViewChange):
                 self._install_view(item.view)
                 await self._pass_on(item)
-            elif isinstance(item, Suspect):
-                members = [m for m in item.members if self._view and m in self._view]
-                self._suspected.update(members)
-                self.rpc._gone(members, "suspected")
-            elif isinstance(item, Unsuspect):
-                self._suspected.discard(item.member)
-            elif isinstance(item, Disconnected):
-                self._left.set()
+            else:
+                self._event(item)
+            self._reading = False
+
+    def _read_now(self, item: Item) -> bool:
+        """The reader's work on ``item``, in the stack's task (`Stack.deliver_to`); False
+        (nothing done) while the reader task is busy or the dispatcher could not take
+        what is ordered without waiting. An error is raised by `_raise_failure`."""
+        if self._reading or self._unfinished >= _ORDERED_BUFFER:
+            return False
+        try:
+            if type(item) is list:
+                rest = self._hand_over(item)
+                if rest:
+                    self._unfinished += 1
+                    self._ordered_send.send_nowait(rest)  # room: see _unfinished
+            elif isinstance(item, ViewChange):
+                self._install_view(item.view)
+                self._unfinished += 1
+                self._ordered_send.send_nowait(item)
+            else:
+                self._event(item)
+        except Exception as exc:
+            if self._failure is None:
+                self._failure = exc
+                self._failed.set()
+        return True
+
+    async def _raise_failure(self) -> None:
+        """Raise, in the channel's nursery, an error of the reader's work run inline."""
+        await self._failed.wait()
+        assert self._failure is not None
+        raise self._failure
+
+    def _event(self, item: Item) -> None:
+        if isinstance(item, Suspect):
+            members = [m for m in item.members if self._view and m in self._view]
+            self._suspected.update(members)
+            self.rpc._gone(members, "suspected")
+        elif isinstance(item, Unsuspect):
+            self._suspected.discard(item.member)
+        elif isinstance(item, Disconnected):
+            self._left.set()
 
     def _hand_over(self, batch: list[Message]) -> list[Message | Received]:
         """Answer RPC responses; while the dispatcher is idle, put plain application
