@@ -290,6 +290,38 @@ async def test_a_stack_of_idle_layers_runs_a_batch_to_completion_in_one_task(
         nursery.cancel_scope.cancel()
 
 
+async def test_an_inline_send_runs_the_idle_top_layer_in_the_senders_task(
+    autojump_clock: Any,
+) -> None:
+    """``Stack.send_nowait(..., inline=True)`` (RPC requests and answers): the idle top
+    layer handles the batch at once, before the sender yields; a plain send_nowait only
+    queues it at the top, for the top layer's loop."""
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        cfg = StackConfig.of(("SIM", {"network": net.name}), "PASS", "PASS")
+        stack = Stack(cfg, "c", "A")
+        await nursery.start(stack.run)
+        await trio.testing.wait_all_tasks_blocked()
+
+        def top_inline() -> int:
+            return int(stack.stats()["layers"][-1]["host"]["inline"])
+
+        before = top_inline()
+        stack.send_nowait([Message(None, b"queued")])
+        await trio.testing.wait_all_tasks_blocked()
+        # the top's own loop took it from the send queue; inline only on its way back up
+        assert top_inline() == before + 1
+        stack.send_nowait([Message(None, b"urgent")], inline=True)
+        assert top_inline() == before + 2
+        got: list[bytes] = []
+        with trio.fail_after(5):
+            while len(got) < 2:
+                item = await stack.receive()
+                if isinstance(item, list):
+                    got.extend(m.payload for m in item)
+        assert got == [b"queued", b"urgent"]
+        nursery.cancel_scope.cancel()
+
+
 async def test_an_attached_consumer_takes_items_at_once_and_refused_ones_keep_their_order() -> None:
     """Out of the top of the stack (`Stack.deliver_to`): the consumer gets each item in the
     producer's task while nothing waits in the channel; one it refuses waits there, and so

@@ -80,6 +80,7 @@ class Inlet:
         "_counts",
         "_event",
         "_layer",
+        "_on_request",
         "_other",
         "_same",
         "_send",
@@ -91,6 +92,7 @@ class Inlet:
         self._send, self.receiver = trio.open_memory_channel[Item](size)
         self.queued = 0
         self._layer: LayerActor | None = None
+        self._on_request: LayerActor | None = None
         self._consumer: Callable[[Item], bool] | None = None
 
     def bind(
@@ -101,9 +103,13 @@ class Inlet:
         counts: list[int],
         same: _Outbox,
         other: _Outbox,
+        *,
+        eager: bool = True,
     ) -> None:
-        """Let the neighbour run ``layer``'s handlers for this direction inline."""
-        self._layer = layer
+        """Let the neighbour run ``layer``'s handlers for this direction inline: on every
+        item, or (not ``eager``) only when asked to with `offer_inline`."""
+        self._layer = layer if eager else None
+        self._on_request = layer
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
 
@@ -131,6 +137,22 @@ class Inlet:
 
     def send_nowait(self, item: Item) -> None:
         """Hand ``item`` to the layer now; raises trio.WouldBlock when its inbox is full."""
+        self.offer(item, None)
+
+    def offer_inline(self, item: Item) -> None:
+        """`send_nowait` that runs the handler inline when the layer is ready, also where
+        it was bound not ``eager`` (the top's send queue, which otherwise lets sends made
+        meanwhile coalesce): for one latency-bound item, such as an RPC request."""
+        layer = self._on_request
+        if (
+            layer is not None
+            and layer.ready
+            and not self.queued
+            and not self._same._rest
+            and len(self._other._rest) <= _MAX_CROSS_BACKLOG
+        ):
+            layer._inline(item, self._batch, self._event, self._counts, None)
+            return
         self.offer(item, None)
 
     def offer(self, item: Item, now: float | None) -> None:
@@ -299,15 +321,15 @@ class LayerActor(Actor):
         self.ready = False  # running and not inside a handler: neighbours may call in
         self._failure: Exception | None = None
         self._failed = trio.Event()
-        if inline_down:
-            down_in.bind(
-                self,
-                protocol.down,
-                protocol.down_event,
-                self._down_counts,
-                self._down_out,
-                self._up_out,
-            )
+        down_in.bind(
+            self,
+            protocol.down,
+            protocol.down_event,
+            self._down_counts,
+            self._down_out,
+            self._up_out,
+            eager=inline_down,
+        )
         up_in.bind(
             self, protocol.up, protocol.up_event, self._up_counts, self._up_out, self._down_out
         )

@@ -272,11 +272,19 @@ class Stack:
                 pass
         await self._down.send(item)
 
-    def send_nowait(self, item: Item) -> None:
-        """As `send`; raises trio.WouldBlock when the stack is full or holds back batches."""
+    def send_nowait(self, item: Item, *, inline: bool = False) -> None:
+        """As `send`; raises trio.WouldBlock when the stack is full or holds back batches.
+
+        With ``inline`` an idle top layer handles the item at once, in this task, rather
+        than from the send queue (`Inlet.offer_inline`): one task switch less for an item
+        someone waits on, such as an RPC request or answer.
+        """
         if type(item) is list and (self._blocked or self._gate.locked()):
             raise trio.WouldBlock
-        self._down.send_nowait(item)
+        if inline:
+            self._down.offer_inline(item)
+        else:
+            self._down.send_nowait(item)
 
     def sends_pending(self) -> bool:
         """Whether a batch sent down may not yet have been accepted by every layer.

@@ -382,14 +382,17 @@ class Channel:
         msg.headers[_STATE] = StateHeader(MSG, self._seqno)
         return True
 
-    async def _send(self, msg: Message, *, internal: bool = False) -> None:
-        """Pass one message down (see `_send_batch`)."""
-        await self._send_batch([msg], internal=internal)
+    async def _send(self, msg: Message, *, internal: bool = False, urgent: bool = False) -> None:
+        """Pass one message down (see `_send_batch`); ``urgent``: someone waits on it, so an
+        idle top layer takes it at once (`Stack.send_nowait` with ``inline``)."""
+        await self._send_batch([msg], internal=internal, urgent=urgent)
 
     def _send_nowait(self, msg: Message) -> None:
         self._send_batch_nowait([msg])
 
-    async def _send_batch(self, msgs: list[Message], *, internal: bool = False) -> None:
+    async def _send_batch(
+        self, msgs: list[Message], *, internal: bool = False, urgent: bool = False
+    ) -> None:
         """Pass ``msgs`` down as one batch (see `_stamp`).
 
         Seqnos must reach the stack in order, so a send that has to wait
@@ -402,7 +405,7 @@ class Channel:
             self._check_open()
         if not self._send_lock.locked():
             try:
-                self._send_batch_nowait(msgs)
+                self._send_batch_nowait(msgs, urgent)
                 return
             except trio.WouldBlock:
                 pass
@@ -415,12 +418,12 @@ class Channel:
                 raise
         self._counters["sent"] += len(msgs)
 
-    def _send_batch_nowait(self, msgs: list[Message]) -> None:
+    def _send_batch_nowait(self, msgs: list[Message], urgent: bool = False) -> None:
         if self._send_lock.locked():
             raise trio.WouldBlock
         stamped = self._stamp_all(msgs)
         try:
-            self._stack.send_nowait(msgs)
+            self._stack.send_nowait(msgs, inline=urgent)
         except trio.WouldBlock:
             self._seqno -= stamped
             raise
