@@ -12,7 +12,10 @@ ports and cluster name per run, as in `bench_channel`). One member calls
   p50, p99 and mean;
 - ``--callers`` tasks calling concurrently: calls per second and p50 / p99.
 
-Each phase is timed after a short warm-up. In the same run, interleaved,
+Each phase is timed after a short warm-up. ``CPU us`` is the calling
+process's user + system time (getrusage) over the phase per call: steadier
+than the round trip on a shared machine (the other side does the same work
+mirrored). In the same run, interleaved,
 two processes with plain Trio UDP sockets send the same payload back and
 forth one at a time (the floor a request/response over loopback pays for
 Python, Trio and the kernel); the table gives the RPC's p50 as a multiple
@@ -28,6 +31,7 @@ import json
 import math
 import os
 import random
+import resource
 import statistics
 import sys
 import time
@@ -66,17 +70,25 @@ async def timed(call: Callable[[], Awaitable[None]], tasks: int, seconds: float)
 
     for record, length in ((False, WARMUP), (True, seconds)):
         began = time.perf_counter()
+        cpu = _cpu_seconds()
         async with trio.open_nursery() as nursery:
             for _ in range(tasks):
                 nursery.start_soon(loop, began + length, record)
         elapsed = time.perf_counter() - began
+        cpu = _cpu_seconds() - cpu
     rtts.sort()
     return {
         "calls_per_s": len(rtts) / elapsed,
+        "cpu_us": cpu * 1e6 / len(rtts) if rtts else math.nan,
         "p50": _percentile(rtts, 0.50),
         "p99": _percentile(rtts, 0.99),
         "mean": statistics.mean(rtts) if rtts else math.nan,
     }
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
 
 
 # --- member processes ----------------------------------------------------------------------
@@ -228,12 +240,12 @@ def main() -> None:
     )
     print(
         f"{'':<22} {'p50 us':>8} {'p99 us':>8} {'mean us':>8} {'vs ping-pong':>12} "
-        f"{'calls/s':>9}   runs (p50 us)"
+        f"{'calls/s':>9} {'CPU us':>7}   runs (p50 us)"
     )
     print(
         f"{'Trio UDP ping-pong':<22} {base:>8.0f} {med(pings, 'p99'):>8.0f} "
-        f"{med(pings, 'mean'):>8.0f} {1:>11.2f}x {med(pings, 'calls_per_s'):>9,.0f}   "
-        f"{[round(r['p50']) for r in pings]}"
+        f"{med(pings, 'mean'):>8.0f} {1:>11.2f}x {med(pings, 'calls_per_s'):>9,.0f} "
+        f"{med(pings, 'cpu_us'):>7.0f}   {[round(r['p50']) for r in pings]}"
     )
     for preset in presets:
         for label, rows in (
@@ -243,7 +255,8 @@ def main() -> None:
             print(
                 f"{label:<22} {med(rows, 'p50'):>8.0f} {med(rows, 'p99'):>8.0f} "
                 f"{med(rows, 'mean'):>8.0f} {med(rows, 'p50') / base:>11.2f}x "
-                f"{med(rows, 'calls_per_s'):>9,.0f}   {[round(r['p50']) for r in rows]}"
+                f"{med(rows, 'calls_per_s'):>9,.0f} {med(rows, 'cpu_us'):>7.0f}   "
+                f"{[round(r['p50']) for r in rows]}"
             )
 
 

@@ -11,8 +11,9 @@ import math
 from typing import Any
 
 import trio
+import trio.testing
 
-from triogroups import Address, Message, Protocol, Stack, StackConfig
+from triogroups import Address, Message, Protocol, Stack, StackConfig, open_channel
 from triogroups._layer import Inlet, LayerActor
 from triogroups.events import Item, Suspect
 from triogroups.transports.sim import open_sim_network
@@ -287,3 +288,81 @@ async def test_a_stack_of_idle_layers_runs_a_batch_to_completion_in_one_task(
         # its channel, the send queue, and only what comes up inline
         assert [after - b for after, b in zip(inline(), before, strict=True)] == [2, 2, 1]
         nursery.cancel_scope.cancel()
+
+
+async def test_an_inline_send_runs_the_idle_top_layer_in_the_senders_task(
+    autojump_clock: Any,
+) -> None:
+    """``Stack.send_nowait(..., inline=True)`` (RPC requests and answers): the idle top
+    layer handles the batch at once, before the sender yields; a plain send_nowait only
+    queues it at the top, for the top layer's loop."""
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        cfg = StackConfig.of(("SIM", {"network": net.name}), "PASS", "PASS")
+        stack = Stack(cfg, "c", "A")
+        await nursery.start(stack.run)
+        await trio.testing.wait_all_tasks_blocked()
+
+        def top_inline() -> int:
+            return int(stack.stats()["layers"][-1]["host"]["inline"])
+
+        before = top_inline()
+        stack.send_nowait([Message(None, b"queued")])
+        await trio.testing.wait_all_tasks_blocked()
+        # the top's own loop took it from the send queue; inline only on its way back up
+        assert top_inline() == before + 1
+        stack.send_nowait([Message(None, b"urgent")], inline=True)
+        assert top_inline() == before + 2
+        got: list[bytes] = []
+        with trio.fail_after(5):
+            while len(got) < 2:
+                item = await stack.receive()
+                if isinstance(item, list):
+                    got.extend(m.payload for m in item)
+        assert got == [b"queued", b"urgent"]
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_attached_consumer_takes_items_at_once_and_refused_ones_keep_their_order() -> None:
+    """Out of the top of the stack (`Stack.deliver_to`): the consumer gets each item in the
+    producer's task while nothing waits in the channel; one it refuses waits there, and so
+    does everything after it (the consumer is not asked) until the reader has `take`-n it."""
+    inlet = Inlet(8)
+    taken: list[Item] = []
+    accept = True
+
+    def consumer(item: Item) -> bool:
+        if accept:
+            taken.append(item)
+        return accept
+
+    inlet.attach(consumer)
+    a, b, c, d = ([Message(None, bytes([i]))] for i in range(4))
+    inlet.send_nowait(a)
+    accept = False
+    inlet.send_nowait(b)
+    accept = True
+    inlet.send_nowait(c)  # b waits: c must not overtake it
+    assert taken == [a] and inlet.queued == 2
+    assert await inlet.take() is b
+    assert await inlet.take() is c
+    inlet.send_nowait(d)
+    assert taken == [a, d] and inlet.queued == 0
+
+
+async def test_a_channel_takes_rpc_answers_in_the_stack_task_not_in_its_reader(
+    autojump_clock: Any,
+) -> None:
+    """With the reader idle, what comes out of the stack is handled at once by the
+    consumer the channel attached: nothing waits in the stack's deliveries channel."""
+    stack = StackConfig.of("SIM", "PING", "NAKACK2", "UNICAST3", "STABLE", "GMS")
+    async with (
+        open_sim_network(seed=3) as net,
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net, handlers={"echo": lambda x: x}) as b,
+    ):
+        inlet = a.stack._up
+        before = inlet.queued
+        for i in range(20):
+            assert await a.rpc.call_one("echo", i, to=b.address) == i
+        await trio.testing.wait_all_tasks_blocked()
+        assert inlet.queued == before == 0

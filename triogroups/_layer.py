@@ -69,15 +69,18 @@ class Inlet:
     is ready for it (see the module docstring), else put the item into the
     inbox channel (`receiver`), whose reader is the layer's loop. An inlet
     with no layer bound (into a transport, out of the top of the stack, in
-    unit tests) is just the channel. ``queued`` counts items put into the
-    channel and not yet handed to a handler by the layer that reads it.
+    unit tests) is just the channel, unless a consumer is `attach`-ed (out
+    of the top: the application's channel). ``queued`` counts items put into
+    the channel and not yet handed to a handler by the layer that reads it.
     """
 
     __slots__ = (
         "_batch",
+        "_consumer",
         "_counts",
         "_event",
         "_layer",
+        "_on_request",
         "_other",
         "_same",
         "_send",
@@ -89,6 +92,8 @@ class Inlet:
         self._send, self.receiver = trio.open_memory_channel[Item](size)
         self.queued = 0
         self._layer: LayerActor | None = None
+        self._on_request: LayerActor | None = None
+        self._consumer: Callable[[Item], bool] | None = None
 
     def bind(
         self,
@@ -98,11 +103,27 @@ class Inlet:
         counts: list[int],
         same: _Outbox,
         other: _Outbox,
+        *,
+        eager: bool = True,
     ) -> None:
-        """Let the neighbour run ``layer``'s handlers for this direction inline."""
-        self._layer = layer
+        """Let the neighbour run ``layer``'s handlers for this direction inline: on every
+        item, or (not ``eager``) only when asked to with `offer_inline`."""
+        self._layer = layer if eager else None
+        self._on_request = layer
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
+
+    def attach(self, consumer: Callable[[Item], bool]) -> None:
+        """Offer ``consumer`` every item first, in the producer's task, while nothing waits
+        in the channel; an item it refuses (returns False) goes into the channel, and its
+        reader then takes items with `take`. ``consumer`` must not raise."""
+        self._consumer = consumer
+
+    async def take(self) -> Item:
+        """The next item from the channel, for the reader beside an `attach`-ed consumer."""
+        item = await self.receiver.receive()
+        self.queued -= 1
+        return item
 
     def _ready(self) -> bool:
         layer = self._layer
@@ -118,12 +139,31 @@ class Inlet:
         """Hand ``item`` to the layer now; raises trio.WouldBlock when its inbox is full."""
         self.offer(item, None)
 
+    def offer_inline(self, item: Item) -> None:
+        """`send_nowait` that runs the handler inline when the layer is ready, also where
+        it was bound not ``eager`` (the top's send queue, which otherwise lets sends made
+        meanwhile coalesce): for one latency-bound item, such as an RPC request."""
+        layer = self._on_request
+        if (
+            layer is not None
+            and layer.ready
+            and not self.queued
+            and not self._same._rest
+            and len(self._other._rest) <= _MAX_CROSS_BACKLOG
+        ):
+            layer._inline(item, self._batch, self._event, self._counts, None)
+            return
+        self.offer(item, None)
+
     def offer(self, item: Item, now: float | None) -> None:
         """`send_nowait` from a handler's output: ``now`` is the time that handler was
         given (a chain of handlers run inline shares one time), None to read the clock."""
         if self._ready():
             layer: LayerActor = self._layer  # type: ignore[assignment]
             layer._inline(item, self._batch, self._event, self._counts, now)
+            return
+        consumer = self._consumer
+        if consumer is not None and not self.queued and consumer(item):
             return
         self.queued += 1  # before the channel, which may wake the loop with it at once
         try:
@@ -281,15 +321,15 @@ class LayerActor(Actor):
         self.ready = False  # running and not inside a handler: neighbours may call in
         self._failure: Exception | None = None
         self._failed = trio.Event()
-        if inline_down:
-            down_in.bind(
-                self,
-                protocol.down,
-                protocol.down_event,
-                self._down_counts,
-                self._down_out,
-                self._up_out,
-            )
+        down_in.bind(
+            self,
+            protocol.down,
+            protocol.down_event,
+            self._down_counts,
+            self._down_out,
+            self._up_out,
+            eager=inline_down,
+        )
         up_in.bind(
             self, protocol.up, protocol.up_event, self._up_counts, self._up_out, self._down_out
         )

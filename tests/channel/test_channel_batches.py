@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 import trio
 import trio.testing
 
-from triogroups import SimNetwork, StackConfig, open_channel
+from triogroups import Address, Received, SimNetwork, StackConfig, open_channel
+from triogroups._channel._inbox import received
 
 
 async def _wait_queued(ch: Any, n: int) -> None:
@@ -106,3 +108,63 @@ async def test_async_for_takes_ready_messages_without_a_scheduler_pass_each(
                 if len(got) == 60:
                     break
         assert got == list(range(60))
+
+
+def test_received_factory_equals_the_plain_constructor() -> None:
+    """`received` (the speed trick every delivery uses) builds the same frozen record as
+    ``Received(...)``, with every slot set."""
+    src = Address.random("A")
+    fast = received(src, [1, "x"], b"raw", True, False)
+    assert fast == Received(src, [1, "x"], b"raw", True, False)
+    assert [getattr(fast, f.name) for f in dataclasses.fields(Received)] == [
+        src,
+        [1, "x"],
+        b"raw",
+        True,
+        False,
+    ]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.oob = False  # type: ignore[misc]
+
+
+async def test_reader_hands_plain_messages_to_the_queue_while_the_dispatcher_is_idle(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """With nothing pending at the dispatcher, multicasts reach the receive queue from the
+    reader's task (counted in ``direct``), in order and each once."""
+    async with open_channel("c", stack, "A", network=net) as a:
+        await a.send_many(list(range(40)))
+        await _wait_queued(a, 40)
+        assert [m.payload for m in await a.receive_batch()] == list(range(40))
+        assert a.stats()["direct"] == 40 and a.stats()["delivered"] == 40
+
+
+async def test_order_holds_when_the_queue_fills_and_rpc_requests_come_between(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """A receive queue of 2 that fills, and RPC requests that take the dispatcher's path
+    between multicasts: every multicast still arrives once and in send order."""
+    calls: list[int] = []
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel(
+            "c", stack, "B", network=net, receive_buffer=2, handlers={"note": calls.append}
+        ) as b,
+    ):
+        peer = b.address
+
+        async def send() -> None:
+            for i in range(60):
+                await a.send(i)
+                if i % 7 == 0:
+                    await a.rpc.call_one("note", i, to=peer)
+
+        got: list[Any] = []
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(send)
+            with trio.fail_after(60):
+                while len(got) < 60:
+                    got.append((await b.receive()).payload)
+                    await trio.sleep(0.001)
+        assert got == list(range(60))
+        assert calls == list(range(0, 60, 7))

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from triogroups import (
     Address,
@@ -376,3 +377,28 @@ async def test_bad_call_arguments_are_refused(
             await a.rpc.call("x", Box(1))
         with pytest.raises(ValueError, match="non-empty str"):
             a.rpc.register("", print)
+
+
+async def test_a_burst_of_group_calls_stays_one_batch(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Calls to the group keep the send queue's coalescing, unlike calls to members (which
+    run down an idle stack at once): a STABLE max_bytes round then starts after the burst,
+    not in its middle (tests/real/test_stable_real.py)."""
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net, handlers={"f": lambda x: x}) as b,
+    ):
+        await trio.testing.wait_all_tasks_blocked()
+
+        def top() -> dict[str, int]:
+            return a.stack.stats()["layers"][-1]["host"]  # type: ignore[no-any-return]
+
+        before = top()
+        for i in range(5):
+            await a.rpc.call("f", i, mode="none")
+        await trio.testing.wait_all_tasks_blocked()
+        after = top()
+        assert after["batches_down"] - before["batches_down"] == 1
+        assert after["msgs_down"] - before["msgs_down"] == 5
+        assert await a.rpc.call_one("f", 7, to=b.address) == 7

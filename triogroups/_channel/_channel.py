@@ -7,10 +7,18 @@ tracks membership (`Channel.view`, `Channel.views`) and carries group RPC
 
 Two tasks read what comes out of the stack. The *reader* handles what must
 never wait behind the application: RPC responses, views (for `view` and RPC
-failure detection), suspicions, the end of membership. It passes everything
+failure detection), suspicions, the end of membership. While it is idle and
+nothing waits for it, it runs in the stack's top layer's task instead
+(`Stack.deliver_to`): an answer reaches its caller, a request the dispatcher,
+without a task in between. It passes everything
 ordered to the *dispatcher*, which hands messages to the application in
 delivery order, runs RPC requests, and serves and applies state transfers
-(the design and its guarantee are in `_state`).
+(the design and its guarantee are in `_state`). While the dispatcher is idle
+(nothing passed to it is still unfinished) the reader hands plain
+application messages to the receive queue itself, without the hop: the
+order is the same, since the dispatcher would have handled them next and at
+once. The first message of a batch that needs more (an RPC request, state,
+a holding joiner, a full queue) and everything after it go to the dispatcher.
 
 Back-pressure: received messages wait in a bounded queue of
 ``receive_buffer`` messages. When the application stops reading, the
@@ -42,7 +50,7 @@ from triogroups._channel._errors import (
     NotAMember,
     StateTransferFailed,
 )
-from triogroups._channel._inbox import Inbox, Received, Sink
+from triogroups._channel._inbox import Inbox, Received, Sink, received
 from triogroups._channel._state import (
     MSG,
     PICKLE_REFUSED,
@@ -56,7 +64,15 @@ from triogroups._channel._state import (
 from triogroups._channel._views import ViewIterator
 from triogroups._rpc import RPC_REQ, RpcDispatcher
 from triogroups.address import Address
-from triogroups.events import Connect, Disconnect, Disconnected, Suspect, Unsuspect, ViewChange
+from triogroups.events import (
+    Connect,
+    Disconnect,
+    Disconnected,
+    Item,
+    Suspect,
+    Unsuspect,
+    ViewChange,
+)
 from triogroups.message import Flag, Message
 from triogroups.protocols import ids
 from triogroups.protocols.frag import HEADROOM, Frag
@@ -118,8 +134,12 @@ class Channel:
         self._inbox = Inbox(receive_buffer)
         self._sink: Sink = self._inbox if sink is None else sink
         self._ordered_send, self._ordered_recv = trio.open_memory_channel[
-            list[Message] | ViewChange
+            list[Message | Received] | ViewChange
         ](_ORDERED_BUFFER)
+        self._unfinished = 0  # items passed to the dispatcher and not yet handled
+        self._reading = False  # the reader task is handling an item
+        self._failure: Exception | None = None  # raised by the reader's work run inline
+        self._failed = trio.Event()
         self._view: View | None = None
         self._suspected: set[Address] = set()
         self._watches: weakref.WeakSet[ViewIterator] = weakref.WeakSet()
@@ -141,6 +161,7 @@ class Channel:
         for method, fn in (handlers or {}).items():
             self.rpc.register(method, fn)
         stack.on_incarnation(self._new_incarnation)
+        stack.deliver_to(self._read_now)
 
     def _reset_membership(self) -> None:
         """Start (again) as a member that has yet to join and, with state, to get it."""
@@ -361,14 +382,17 @@ class Channel:
         msg.headers[_STATE] = StateHeader(MSG, self._seqno)
         return True
 
-    async def _send(self, msg: Message, *, internal: bool = False) -> None:
-        """Pass one message down (see `_send_batch`)."""
-        await self._send_batch([msg], internal=internal)
+    async def _send(self, msg: Message, *, internal: bool = False, urgent: bool = False) -> None:
+        """Pass one message down (see `_send_batch`); ``urgent``: someone waits on it, so an
+        idle top layer takes it at once (`Stack.send_nowait` with ``inline``)."""
+        await self._send_batch([msg], internal=internal, urgent=urgent)
 
     def _send_nowait(self, msg: Message) -> None:
         self._send_batch_nowait([msg])
 
-    async def _send_batch(self, msgs: list[Message], *, internal: bool = False) -> None:
+    async def _send_batch(
+        self, msgs: list[Message], *, internal: bool = False, urgent: bool = False
+    ) -> None:
         """Pass ``msgs`` down as one batch (see `_stamp`).
 
         Seqnos must reach the stack in order, so a send that has to wait
@@ -381,7 +405,7 @@ class Channel:
             self._check_open()
         if not self._send_lock.locked():
             try:
-                self._send_batch_nowait(msgs)
+                self._send_batch_nowait(msgs, urgent)
                 return
             except trio.WouldBlock:
                 pass
@@ -394,12 +418,12 @@ class Channel:
                 raise
         self._counters["sent"] += len(msgs)
 
-    def _send_batch_nowait(self, msgs: list[Message]) -> None:
+    def _send_batch_nowait(self, msgs: list[Message], urgent: bool = False) -> None:
         if self._send_lock.locked():
             raise trio.WouldBlock
         stamped = self._stamp_all(msgs)
         try:
-            self._stack.send_nowait(msgs)
+            self._stack.send_nowait(msgs, inline=urgent)
         except trio.WouldBlock:
             self._seqno -= stamped
             raise
@@ -458,30 +482,108 @@ class Channel:
     # --- the reader -----------------------------------------------------------------
 
     async def _read_loop(self) -> None:
-        """Take everything out of the stack; pass on what is ordered, answer the rest now."""
-        ordered = self._ordered_send
-        async for item in self._stack.deliveries:
+        """Take what `_read_now` left in the stack's deliveries; pass on what is ordered,
+        answer the rest now."""
+        stack = self._stack
+        while True:
+            try:
+                item = await stack.take()
+            except trio.EndOfChannel:
+                return
+            self._reading = True
             if type(item) is list:
-                rest = []
-                for msg in item:
-                    hdr = msg.headers.get(_RPC)
-                    if hdr is not None and hdr.type != RPC_REQ:
-                        self.rpc._response(msg, hdr)
-                    else:
-                        rest.append(msg)
+                rest = self._hand_over(item)
                 if rest:
-                    await ordered.send(rest)
+                    await self._pass_on(rest)
             elif isinstance(item, ViewChange):
                 self._install_view(item.view)
-                await ordered.send(item)
-            elif isinstance(item, Suspect):
-                members = [m for m in item.members if self._view and m in self._view]
-                self._suspected.update(members)
-                self.rpc._gone(members, "suspected")
-            elif isinstance(item, Unsuspect):
-                self._suspected.discard(item.member)
-            elif isinstance(item, Disconnected):
-                self._left.set()
+                await self._pass_on(item)
+            else:
+                self._event(item)
+            self._reading = False
+
+    def _read_now(self, item: Item) -> bool:
+        """The reader's work on ``item``, in the stack's task (`Stack.deliver_to`); False
+        (nothing done) while the reader task is busy or the dispatcher could not take
+        what is ordered without waiting. An error is raised by `_raise_failure`."""
+        if self._reading or self._unfinished >= _ORDERED_BUFFER:
+            return False
+        try:
+            if type(item) is list:
+                rest = self._hand_over(item)
+                if rest:
+                    self._unfinished += 1
+                    self._ordered_send.send_nowait(rest)  # room: see _unfinished
+            elif isinstance(item, ViewChange):
+                self._install_view(item.view)
+                self._unfinished += 1
+                self._ordered_send.send_nowait(item)
+            else:
+                self._event(item)
+        except Exception as exc:
+            if self._failure is None:
+                self._failure = exc
+                self._failed.set()
+        return True
+
+    async def _raise_failure(self) -> None:
+        """Raise, in the channel's nursery, an error of the reader's work run inline."""
+        await self._failed.wait()
+        assert self._failure is not None
+        raise self._failure
+
+    def _event(self, item: Item) -> None:
+        if isinstance(item, Suspect):
+            members = [m for m in item.members if self._view and m in self._view]
+            self._suspected.update(members)
+            self.rpc._gone(members, "suspected")
+        elif isinstance(item, Unsuspect):
+            self._suspected.discard(item.member)
+        elif isinstance(item, Disconnected):
+            self._left.set()
+
+    def _hand_over(self, batch: list[Message]) -> list[Message | Received]:
+        """Answer RPC responses; while the dispatcher is idle, put plain application
+        messages into the receive queue; return the rest, in order, for the dispatcher.
+
+        A message made ready for a queue that turned out full is passed on as
+        its `Received`, for the dispatcher to wait for room.
+        """
+        rest: list[Message | Received] = []
+        direct = not self._unfinished
+        handed = 0
+        inbox = self._inbox
+        response = self.rpc._response
+        for msg in batch:
+            hdr = msg.headers.get(_RPC)
+            if hdr is not None and hdr.type != RPC_REQ:
+                response(msg, hdr)
+            elif direct and not self._closing:
+                ready = self._ready(msg)
+                if ready is _GENERAL:
+                    direct = False
+                    rest.append(msg)
+                elif ready is None:
+                    continue
+                elif inbox.put_nowait(ready):  # type: ignore[arg-type]
+                    handed += 1
+                else:
+                    direct = False
+                    rest.append(ready)  # type: ignore[arg-type]
+            else:
+                rest.append(msg)
+        if handed:
+            self._counters["direct"] += handed
+        return rest
+
+    async def _pass_on(self, item: list[Message | Received] | ViewChange) -> None:
+        """Give ``item`` to the dispatcher (counted unfinished until it has handled it)."""
+        self._unfinished += 1
+        try:
+            await self._ordered_send.send(item)
+        except BaseException:
+            self._unfinished -= 1
+            raise
 
     def _install_view(self, view: View) -> None:
         self._view = view
@@ -508,9 +610,12 @@ class Channel:
                     for msg in item:
                         if self._closing:
                             continue
-                        ready = self._ready(msg)
+                        if type(msg) is Received:
+                            await inbox.deliver(msg)
+                            continue
+                        ready = self._ready(msg)  # type: ignore[arg-type]
                         if ready is _GENERAL:
-                            await self._dispatch(msg)
+                            await self._dispatch(msg)  # type: ignore[arg-type]
                         elif ready is not None and not inbox.offer(ready):  # type: ignore[arg-type]
                             await inbox.deliver(ready)  # type: ignore[arg-type]
                 elif not self._closing:
@@ -518,6 +623,8 @@ class Channel:
             except ChannelClosed:
                 if not self._closing:
                     raise
+            finally:
+                self._unfinished -= 1
 
     def _ready(self, msg: Message) -> Received | object | None:
         """`_dispatch` of an application message to the `Inbox`, without awaiting: what to
@@ -543,7 +650,7 @@ class Channel:
             self._counters["dropped_in_state"] += 1
             return None
         self._counters["delivered"] += 1
-        return Received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
+        return received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
 
     async def _dispatch(self, msg: Message) -> None:
         hdr = msg.headers.get(_STATE)
@@ -611,7 +718,7 @@ class Channel:
             return
         self._counters["delivered"] += 1
         await self._sink.deliver(
-            Received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
+            received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
         )
 
     # --- state transfer (see _state) ------------------------------------------------------

@@ -130,6 +130,7 @@ async def run_channel(
                 channel._nursery = nursery
                 await nursery.start(the_stack.run)
                 nursery.start_soon(channel._read_loop)
+                nursery.start_soon(channel._raise_failure)
                 nursery.start_soon(channel._dispatch_loop)
                 try:
                     with stop.body:

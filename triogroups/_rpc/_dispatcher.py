@@ -221,7 +221,7 @@ class RpcDispatcher:
             return
         self._counters["responses_sent"] += 1
         await self._channel._send(
-            Message(caller, payload, flags=_OOB, headers={_ID: hdr}), internal=True
+            Message(caller, payload, flags=_OOB, headers={_ID: hdr}), internal=True, urgent=True
         )
 
     # --- calling -----------------------------------------------------------------
@@ -336,7 +336,13 @@ class RpcDispatcher:
         hdr = RpcHeader(RPC_REQ, req_id, method)
         dests: list[Address | None] = [None] if to is None else list(targets)
         for dest in dests:
-            await self._channel._send(Message(dest, data, flags=flags, headers={_ID: hdr}))
+            # a request to members runs down an idle stack at once; a call to the group
+            # keeps the send queue's coalescing: a burst of calls stays one batch, so a
+            # STABLE max_bytes round starts after the burst, not in its middle (STABLE
+            # forgets the bytes sent while its round runs)
+            await self._channel._send(
+                Message(dest, data, flags=flags, headers={_ID: hdr}), urgent=dest is not None
+            )
 
     # --- answers and failures (called by the channel's reader) -------------------------
 
