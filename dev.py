@@ -31,7 +31,7 @@ def _run(*args: str | Path) -> None:
 # type checkers cannot follow (mypy: "cannot find implementation or library stub");
 # compat mode puts the checkout on sys.path with a plain .pth line, so an application's
 # `mypy --strict` sees triogroups and its py.typed.
-INSTALL = ("-e", ".[test]", "--config-settings", "editable_mode=compat")
+INSTALL = ("-e", ".[test,spark]", "--config-settings", "editable_mode=compat")
 
 
 def _ensure_venv() -> None:

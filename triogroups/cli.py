@@ -5,6 +5,7 @@ Subcommands:
   stacks    list the stack presets and their layers
   protocol  show a protocol's properties with defaults and docs
   launch    run an application as N supervised member processes
+  spark     run an application as a group in a Spark barrier stage
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from triogroups.config import StackConfig, preset_names
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
 from triogroups.supervisor._launch import add_launch_parser, run_launch
+from triogroups.supervisor.spark._cli import add_spark_parser, run_spark
 
 __all__ = ["main"]
 
@@ -70,6 +72,7 @@ def _parser() -> argparse.ArgumentParser:
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
     add_launch_parser(sub)
+    add_spark_parser(sub)
     return parser
 
 
@@ -104,6 +107,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     if args.command == "launch":
         return run_launch(args, console)
+    if args.command == "spark":
+        return run_spark(args, console)
     try:
         if args.command == "demo" and not args.sim:
             from triogroups.supervisor._demo import run_real_demo
