@@ -87,12 +87,12 @@ def test_spark_retried_stage_forms_a_new_group_with_a_new_generation(
             raise RuntimeError("first attempt fails")
         return task.generation, ch.cluster, len(ch.view)
 
-    results = run_group(spark, 3, flaky, retry=True)
+    results = run_group(spark, 2, flaky, retry=True)
     first_generation, first_cluster = failed.read_text().split()
     assert len(set(results)) == 1
     generation, cluster, size = results[0]
     assert generation != first_generation and cluster != first_cluster
-    assert size == 3
+    assert size == 2
 
 
 def test_spark_too_few_slots_fails_before_anything_starts(spark: Any, tmp_path: Path) -> None:
@@ -128,7 +128,7 @@ def test_spark_formation_timeout_is_an_error_naming_it(spark: Any) -> None:
     async def member(ch: Channel, task: SparkTask) -> None:
         return None
 
-    with pytest.raises(SparkGroupError, match=r"formation_timeout|within 0\.001s"):
+    with pytest.raises(SparkGroupError, match=r"no view of 2 within formation_timeout=0\.001s"):
         run_group(spark, 2, member, formation_timeout=0.001)
 
 
@@ -146,3 +146,17 @@ def test_spark_map_in_group_gives_each_partition_a_member_and_its_rows(spark: An
     assert sorted(p for p, _n, _s in out) == [0, 1, 2, 3]
     assert sum(n for _p, n, _s in out) == 1000
     assert {s for _p, _n, s in out} == {sum(range(1000))}
+
+
+def test_spark_group_refuses_bad_input_before_launching(spark: Any) -> None:
+    """A stack that cannot gather its members, a bad size or timeout: refused on the driver."""
+
+    async def member(ch: Channel, task: SparkTask) -> None:
+        return None
+
+    with pytest.raises(ValueError, match=r"a spark group's stack needs TCP, TCPPING, got UDP"):
+        run_group(spark, 2, member, stack="udp")
+    with pytest.raises(ValueError, match=r"n must be a positive int, got 0"):
+        run_group(spark, 0, member)
+    with pytest.raises(ValueError, match=r"formation_timeout must be > 0, got 0"):
+        run_group(spark, 2, member, formation_timeout=0)

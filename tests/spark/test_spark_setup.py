@@ -8,6 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from triogroups.cli import main
+
 ROOT = Path(__file__).resolve().parents[2]
 HELLO = f"{ROOT / 'examples' / 'spark_hello.py'}:member"
 NO_PYSPARK = "import sys; sys.modules['pyspark'] = None\n"
@@ -73,15 +77,32 @@ def test_spark_session_without_java_raises_spark_unavailable(tmp_path: Path) -> 
     assert done.stdout.strip() == "spark needs Java 17+: no java on PATH and JAVA_HOME is not set"
 
 
-def test_spark_cli_bad_input_is_one_line_before_any_jvm(tmp_path: Path) -> None:
-    """A bad app, stack or count fails before Spark starts, also where Java is missing."""
-    env = _without_java(tmp_path)
+def test_spark_cli_bad_input_is_one_line_before_any_jvm(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """A bad app, stack or count fails before Spark starts: one line, exit status 2."""
     for args, message in (
         (["spark", "-n", "0", HELLO], "error: -n must be >= 1, got 0"),
         (["spark", "nope.py:member"], "error: app file 'nope.py' does not exist (nope.py:member)"),
         (["spark", "--stack", "nope", HELLO], "error: unknown stack preset 'nope'"),
     ):
-        done = _python(_cli(args), env=env)
-        assert done.returncode == 2, args
-        lines = done.stderr.strip().splitlines()
+        assert main(args) == 2, args
+        lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith(message), lines
+
+
+def test_spark_public_names_have_docstrings_and_say_where_they_come_from() -> None:
+    """Users import from `triogroups.supervisor.spark`; help() must say so, and importing it
+    must not import pyspark (the extra is optional)."""
+    code = (
+        "import sys\n"
+        "import triogroups.supervisor.spark as spark\n"
+        "assert 'pyspark' not in sys.modules\n"
+        "for name in spark.__all__:\n"
+        "    obj = getattr(spark, name)\n"
+        "    assert obj.__doc__ and obj.__module__ == 'triogroups.supervisor.spark', name\n"
+        "print(len(spark.__all__))\n"
+    )
+    done = _python(code)
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 6

@@ -144,8 +144,9 @@ def map_in_group(
     Each member gets its partition's rows as ``task.rows`` (Rows for a DataFrame) and returns
     an iterable of records: the partition of the result. The result is an RDD, or a DataFrame
     with ``schema`` when one is given. The stage runs when an action needs it; a shuffle after
-    it lets Spark rerun the whole group after a failure (a new generation each time). Errors
-    as in `run_group`: the slot check happens here, before anything runs.
+    it lets Spark rerun the whole group after a failure (a new generation each time). Too few
+    slots raise SparkGroupError here, before anything runs; a member's failure surfaces in
+    that action as Spark's error, whose text carries the member's traceback.
     """
     require_pyspark()
     rdd = getattr(data, "rdd", data)
@@ -163,5 +164,5 @@ def map_in_group(
         return out
     from pyspark.sql import SparkSession
 
-    session = SparkSession.builder.getOrCreate()
+    session = getattr(data, "sparkSession", None) or SparkSession.builder.getOrCreate()
     return session.createDataFrame(out, schema)

@@ -35,7 +35,7 @@ from typing import Any
 
 import trio
 
-from triogroups._channel import Channel, open_channel
+from triogroups._channel import Channel, JoinFailed, open_channel
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.supervisor.spark._setup import SparkGroupError
@@ -46,7 +46,7 @@ _BEGIN = "<<triogroups member p{partition}>>"
 _END = "<</triogroups member>>"
 # Every member is past the final barrier when it leaves, so nobody needs the leave answered:
 # waiting long for it only delays the stage's end.
-_LEAVE_TIMEOUT = 0.5
+_LEAVE_TIMEOUT = 0.2
 _FAILURE = re.compile(r"<<triogroups member p(\d+)>>\n(.*?)<</triogroups member>>", re.DOTALL)
 
 
@@ -130,21 +130,24 @@ class _Member:
             peers = [json.loads(entry) for entry in gathered]
             self.generation = str(peers[0][2])
             deadline = trio.current_time() + spec.formation_timeout
-            async with open_channel(
-                f"{spec.cluster}-{self.generation}",
-                _stack_for(spec, self.host, port, peers),
-                f"p{self.partition}",
-                allow_pickle=spec.allow_pickle,
-                join_timeout=spec.formation_timeout,
-                leave_timeout=_LEAVE_TIMEOUT,
-                handle_signals=False,
-                new_address=self.new_address,
-            ) as ch:
-                reserved.close()
-                await self._formed(ch, deadline)
-                task = SparkTask(self.partition, self.members, self.generation, self.rows)
-                result = await spec.member_fn(ch, task)
-                await trio.to_thread.run_sync(self.ctx.barrier)
+            try:
+                async with open_channel(
+                    f"{spec.cluster}-{self.generation}",
+                    _stack_for(spec, self.host, port, peers),
+                    f"p{self.partition}",
+                    allow_pickle=spec.allow_pickle,
+                    join_timeout=spec.formation_timeout,
+                    leave_timeout=_LEAVE_TIMEOUT,
+                    handle_signals=False,
+                    new_address=self.new_address,
+                ) as ch:
+                    reserved.close()
+                    await self._formed(ch, deadline)
+                    task = SparkTask(self.partition, self.members, self.generation, self.rows)
+                    result = await spec.member_fn(ch, task)
+                    await trio.to_thread.run_sync(self.ctx.barrier)
+            except JoinFailed as exc:
+                raise self._not_formed(str(exc)) from None
             return result
         finally:
             reserved.close()
@@ -155,9 +158,12 @@ class _Member:
             async for view in ch.views():
                 if len(view) >= self.members:
                     return
-        raise SparkGroupError(
+        raise self._not_formed(f"last view {ch.view}")
+
+    def _not_formed(self, detail: str) -> SparkGroupError:
+        return SparkGroupError(
             f"no view of {self.members} within formation_timeout="
-            f"{self.spec.formation_timeout}s (last: {ch.view})"
+            f"{self.spec.formation_timeout}s ({detail})"
         )
 
     def failure(self, exc: BaseException) -> SparkGroupError:

@@ -1,4 +1,4 @@
-"""`triogroups spark` and the pipeline example on the shared local[4] session."""
+"""The pipeline example on the shared local[4] session."""
 
 from __future__ import annotations
 
@@ -9,8 +9,6 @@ from types import ModuleType
 from typing import Any
 
 import pytest
-
-from triogroups.cli import main
 
 pytestmark = pytest.mark.spark
 
@@ -24,22 +22,6 @@ def _example(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
-
-
-def test_triogroups_spark_runs_a_file_app_and_prints_each_members_result(
-    spark: Any, capsys: pytest.CaptureFixture[str]
-) -> None:
-    """The command loads the app by path (it travels to the workers by value), passes ARGS,
-    and prints one line per partition."""
-    status = main(
-        ["spark", "-n", "3", "--master", "local[4]", f"{EXAMPLES}/spark_hello.py:member", "2"]
-    )
-    out = capsys.readouterr().out.splitlines()
-    assert status == 0
-    assert [line.split(":")[0] for line in out] == ["p0", "p1", "p2"]
-    for p, line in enumerate(out):
-        assert f"'sum': 6, 'greeting': 'hello from p{(p - 1) % 3}'" in line
-    assert spark.sparkContext._jsc is not None  # a session it did not start is not stopped
 
 
 def test_spark_pipeline_example_equals_plain_spark(spark: Any, tmp_path: Path) -> None:
