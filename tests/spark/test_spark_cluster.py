@@ -27,8 +27,8 @@ def test_spark_group_spans_two_executor_processes_in_local_cluster_mode() -> Non
     except SparkUnavailable as exc:
         pytest.skip(str(exc))
     env = {**os.environ, "JAVA_TOOL_OPTIONS": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"}
-    command = [sys.executable, "-m", "triogroups.cli", "spark", "-n", "2"]
-    command += ["--master", "local-cluster[2,1,1024]", f"{APP}:member", "blue"]
+    command = [sys.executable, "-m", "triogroups.cli", "spark", f"{APP}:member", "-n", "2"]
+    command += ["--master", "local-cluster[2,1,1024]", "blue"]  # options after APP, then ARGS
     done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith("p")]

@@ -83,6 +83,7 @@ def test_spark_cli_bad_input_is_one_line_before_any_jvm(
     """A bad app, stack or count fails before Spark starts: one line, exit status 2."""
     for args, message in (
         (["spark", "-n", "0", HELLO], "error: -n must be >= 1, got 0"),
+        (["spark", HELLO, "-n", "0", "x"], "error: -n must be >= 1, got 0"),  # after APP
         (["spark", "nope.py:member"], "error: app file 'nope.py' does not exist (nope.py:member)"),
         (["spark", "--stack", "nope", HELLO], "error: unknown stack preset 'nope'"),
     ):

@@ -33,8 +33,28 @@ _EXAMPLE = """example:
 
 APP is module:function or path/to/file.py:function, an async function taking the member's
 connected channel, its SparkTask (partition, members, generation) and then the ARGS strings:
-async def member(ch, task, *args). Its return value is printed per partition.
+async def member(ch, task, *args). Its return value is printed per partition. The options may
+come before or after APP.
 """
+
+
+def _add_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
+    """The options; without ``defaults`` an option not given leaves the namespace alone."""
+
+    def default(value: object) -> object:
+        return value if defaults else argparse.SUPPRESS
+
+    parser.add_argument("-n", type=int, default=default(2), help="how many members (default 2)")
+    parser.add_argument("--master", default=default(None), help="Spark master (default local[N])")
+    parser.add_argument(
+        "--stack", default=default("spark"), help="preset name or TOML file (default spark)"
+    )
+    parser.add_argument(
+        "--formation-timeout",
+        type=float,
+        default=default(60.0),
+        help="seconds to form the group (default 60)",
+    )
 
 
 def add_spark_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -45,19 +65,22 @@ def add_spark_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
         epilog=_EXAMPLE,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    spark.add_argument("-n", type=int, default=2, help="how many members (default 2)")
-    spark.add_argument("--master", default=None, help="Spark master (default local[N])")
-    spark.add_argument("--stack", default="spark", help="preset name or TOML file (default spark)")
-    spark.add_argument(
-        "--formation-timeout", type=float, default=60.0, help="seconds to form the group"
-    )
+    _add_options(spark, defaults=True)
     spark.add_argument("app", help="module:function or path/to/file.py:function")
     spark.add_argument("args", nargs=argparse.REMAINDER, help="strings passed to the app")
+
+
+def _options_after_app(args: argparse.Namespace) -> None:
+    """Take the options written after APP out of its ARGS (``spark APP -n 4 x``)."""
+    late = argparse.ArgumentParser(prog="triogroups spark", add_help=False)
+    _add_options(late, defaults=False)
+    _, args.args = late.parse_known_args(args.args, namespace=args)
 
 
 def run_spark(args: argparse.Namespace, console: Console) -> int:
     """Run the ``spark`` subcommand; returns the exit status."""
     errors = Console(stderr=True)
+    _options_after_app(args)
     try:
         if args.n < 1:
             raise AppError(f"-n must be >= 1, got {args.n}")
