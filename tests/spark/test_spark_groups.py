@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -33,12 +34,14 @@ async def exchange(ch: Channel, task: SparkTask) -> dict[str, Any]:
         "generation": task.generation,
         "cluster": ch.cluster,
         "got": got,
+        "forked_by": Path(f"/proc/{os.getppid()}/cmdline").read_bytes().split(b"\0"),
     }
 
 
 def test_spark_group_of_4_forms_one_view_and_delivers_everything(spark: Any) -> None:
     """Every member sees the same view of 4 with partition 0 first (the coordinator); every
-    multicast and unicast arrives, in each sender's order; results come back per partition."""
+    multicast and unicast arrives, in each sender's order; results come back per partition.
+    The session's workers were forked by the daemon that imported triogroups beforehand."""
     results = run_group(spark, 4, exchange)
     assert len(results) == 4
     assert len({r["view_id"] for r in results}) == 1
@@ -48,6 +51,7 @@ def test_spark_group_of_4_forms_one_view_and_delivers_everything(spark: Any) -> 
     assert [r["coordinator"] for r in results] == [True, False, False, False]
     assert len({r["generation"] for r in results}) == 1
     for r in results:
+        assert b"triogroups.supervisor.spark._daemon" in r["forked_by"]
         assert r["cluster"] == f"spark-{r['generation']}"
         for kind, count in (("m", 20), ("u", 5)):
             for sender in range(4):

@@ -31,6 +31,8 @@ SESSION_CONF: dict[str, str] = {
     "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
     "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
     "spark.barrier.sync.timeout": "300s",
+    # Python workers forked with triogroups already imported (see `_daemon`).
+    "spark.python.daemon.module": "triogroups.supervisor.spark._daemon",
     "spark.ui.enabled": "false",
     "spark.ui.showConsoleProgress": "false",
 }
@@ -94,8 +96,9 @@ def spark_session(
 
     Checks pyspark and Java first (SparkUnavailable, one line). Python workers run this
     interpreter with the driver's ``sys.path`` (``PYSPARK_PYTHON``, ``PYTHONPATH``), slot
-    checks fail within seconds instead of ten minutes, ``barrier()`` waits at most 300 s, and
-    the web UI and progress bar are off. ``conf`` adds or overrides Spark settings.
+    checks fail within seconds instead of ten minutes, ``barrier()`` waits at most 300 s,
+    Python workers start with triogroups imported, and the web UI and progress bar are off.
+    ``conf`` adds or overrides Spark settings.
     """
     require_pyspark()
     find_java()
