@@ -2,7 +2,7 @@
 """One entry point for a fresh checkout: `python3 dev.py demo` or `python3 dev.py test`.
 
 Creates ``.venv`` beside this file on first use, installs triogroups into it
-(editable, with the test extra), then runs the demo cluster or the whole
+(editable, with the test and spark extras), then runs the demo cluster or the whole
 check: ruff lint, ruff format check, mypy, and pytest. Needs only Python
 3.11+, pip and the package index.
 """
