@@ -2,7 +2,7 @@
 """One entry point for a fresh checkout: `python3 dev.py demo` or `python3 dev.py test`.
 
 Creates ``.venv`` beside this file on first use, installs triogroups into it
-(editable, with the test extra), then runs the demo cluster or the whole
+(editable, with the test and spark extras), then runs the demo cluster or the whole
 check: ruff lint, ruff format check, mypy, and pytest. Needs only Python
 3.11+, pip and the package index.
 """
@@ -31,7 +31,7 @@ def _run(*args: str | Path) -> None:
 # type checkers cannot follow (mypy: "cannot find implementation or library stub");
 # compat mode puts the checkout on sys.path with a plain .pth line, so an application's
 # `mypy --strict` sees triogroups and its py.typed.
-INSTALL = ("-e", ".[test]", "--config-settings", "editable_mode=compat")
+INSTALL = ("-e", ".[test,spark]", "--config-settings", "editable_mode=compat")
 
 
 def _ensure_venv() -> None:

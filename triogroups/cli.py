@@ -5,7 +5,9 @@ Subcommands:
   stacks    list the stack presets and their layers
   protocol  show a protocol's properties with defaults and docs
   launch    run an application as N supervised member processes
+  probe     ask live members for their view, stack and stats (diagnostics)
   inspect   watch live clusters: views, counters, warnings (the TUI)
+  spark     run an application as a group in a Spark barrier stage
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from triogroups.inspector._inspect import add_inspect_parser, run_inspect
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
 from triogroups.supervisor._launch import add_launch_parser, run_launch
+from triogroups.supervisor.spark._cli import add_spark_parser, run_spark
 
 __all__ = ["main"]
 
@@ -77,6 +80,7 @@ def _parser() -> argparse.ArgumentParser:
     add_launch_parser(sub)
     add_probe_parser(sub)
     add_inspect_parser(sub)
+    add_spark_parser(sub)
     return parser
 
 
@@ -118,6 +122,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_inspect(args, console)
     if args.command == "demo" and args.inspect:
         return run_demo_inspect(args, console)
+    if args.command == "spark":
+        return run_spark(args, console)
     try:
         if args.command == "demo" and not args.sim:
             from triogroups.supervisor._demo import run_real_demo

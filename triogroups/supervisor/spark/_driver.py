@@ -1,0 +1,168 @@
+"""The driver's side: check before launching, launch one barrier stage, bring results home.
+
+A member failure reaches the driver inside Spark's error (a Py4J or Python exception with the
+JVM's stack trace around it); `_raise_member_failure` finds the member's own traceback in it
+and raises `SparkGroupError` with just that.
+"""
+
+from __future__ import annotations
+
+import importlib.machinery
+import sys
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import Any
+
+from triogroups.config import StackConfig
+from triogroups.supervisor.spark._setup import SparkGroupError, require_pyspark, task_slots
+from triogroups.supervisor.spark._task import MemberFn, TaskSpec, member_failure, run_task
+
+__all__ = ["map_in_group", "run_group"]
+
+
+def _ship_module_by_value(member_fn: MemberFn) -> None:
+    """Let a member function from a module the workers cannot import by name (a file loaded by
+    path, as `triogroups spark` and test kits load them) travel by value, like ``__main__``."""
+    name = getattr(member_fn, "__module__", None) or "__main__"
+    module = sys.modules.get(name)
+    if module is None or name == "__main__" or "." in name:
+        return
+    if importlib.machinery.PathFinder.find_spec(name, sys.path) is None:
+        from pyspark import cloudpickle
+
+        register: Any = cloudpickle.register_pickle_by_value  # untyped in pyspark
+        register(module)
+
+
+def _spec(
+    member_fn: MemberFn,
+    stack: StackConfig | str | Path,
+    cluster: str,
+    bind_addr: str | None,
+    formation_timeout: float,
+    allow_pickle: bool,
+) -> TaskSpec:
+    if not callable(member_fn):
+        raise TypeError(f"member_fn must be an async function, got {type(member_fn).__name__}")
+    if not formation_timeout > 0:
+        raise ValueError(f"formation_timeout must be > 0, got {formation_timeout}")
+    _ship_module_by_value(member_fn)
+    config = StackConfig.resolve(stack)
+    missing = [name for name in ("TCP", "TCPPING", "GMS") if name not in config.names()]
+    if missing:
+        raise ValueError(
+            f"a spark group's stack needs {', '.join(missing)}, got {', '.join(config.names())}"
+        )
+    return TaskSpec(member_fn, config, cluster, bind_addr, formation_timeout, allow_pickle)
+
+
+def _check_slots(sc: Any, n: int) -> None:
+    slots = task_slots(sc)
+    if n > slots:
+        raise SparkGroupError(
+            f"a group of {n} needs {n} task slots at once, {sc.master} has {slots}: "
+            f"use fewer members or a master with more slots"
+        )
+
+
+def _default_bind(sc: Any, bind_addr: str | None) -> str | None:
+    """Loopback when every executor runs on this host (local modes), else the executor's own."""
+    if bind_addr is None and str(sc.master).startswith("local"):
+        return "127.0.0.1"
+    return bind_addr
+
+
+def _raise_member_failure(exc: Exception) -> None:
+    found = member_failure(str(exc))
+    if found is not None:
+        raise SparkGroupError(found[1], found[0]) from None
+
+
+def run_group(
+    spark: Any,
+    n: int,
+    member_fn: MemberFn,
+    *,
+    stack: StackConfig | str | Path = "spark",
+    cluster: str = "spark",
+    formation_timeout: float = 60.0,
+    retry: bool = False,
+    bind_addr: str | None = None,
+    allow_pickle: bool = False,
+) -> list[Any]:
+    """Run ``member_fn`` as a group of ``n`` members in one Spark barrier stage; return what
+    each returned, in partition order.
+
+    ``await member_fn(channel, task)`` runs in each task inside a Trio event loop, once the
+    channel's view holds all ``n`` members (partition 0 is the coordinator; ``task`` is a
+    `SparkTask`). Returns once every member returned and met the others at a final barrier.
+
+    Raises SparkGroupError before anything starts when the session has fewer than ``n`` task
+    slots, when no view of ``n`` forms within ``formation_timeout`` seconds, and when a member
+    raises (the message is that member's traceback). With ``retry`` the stage is followed by a
+    shuffle, so Spark reruns the whole group after a failure (up to
+    ``spark.stage.maxConsecutiveAttempts``), each attempt a fresh group with a new generation.
+    ``bind_addr`` defaults to loopback in local modes and to each executor's address otherwise.
+    SparkUnavailable when pyspark is not installed.
+    """
+    require_pyspark()
+    if not isinstance(n, int) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    sc = spark.sparkContext
+    spec = _spec(
+        member_fn, stack, cluster, _default_bind(sc, bind_addr), formation_timeout, allow_pickle
+    )
+    _check_slots(sc, n)
+
+    def one(index: int, rows: Iterable[Any]) -> Iterator[tuple[int, Any]]:
+        yield index, run_task(spec, rows)
+
+    stage = sc.parallelize(range(n), n).barrier().mapPartitionsWithIndex(one)
+    if retry:
+        stage = stage.partitionBy(1)
+    try:
+        results = stage.collect()
+    except Exception as exc:
+        _raise_member_failure(exc)
+        raise
+    return [result for _index, result in sorted(results, key=lambda pair: pair[0])]
+
+
+def map_in_group(
+    data: Any,
+    member_fn: MemberFn,
+    *,
+    schema: Any = None,
+    stack: StackConfig | str | Path = "spark",
+    cluster: str = "spark",
+    formation_timeout: float = 60.0,
+    bind_addr: str | None = None,
+    allow_pickle: bool = False,
+) -> Any:
+    """One member per partition of ``data`` (an RDD or a DataFrame), lazily, as a barrier stage.
+
+    Each member gets its partition's rows as ``task.rows`` (Rows for a DataFrame) and returns
+    an iterable of records: the partition of the result. The result is an RDD, or a DataFrame
+    with ``schema`` when one is given. The stage runs when an action needs it; a shuffle after
+    it lets Spark rerun the whole group after a failure (a new generation each time). Too few
+    slots raise SparkGroupError here, before anything runs; a member's failure surfaces in
+    that action as Spark's error, whose text carries the member's traceback.
+    """
+    require_pyspark()
+    rdd = getattr(data, "rdd", data)
+    sc = rdd.context
+    spec = _spec(
+        member_fn, stack, cluster, _default_bind(sc, bind_addr), formation_timeout, allow_pickle
+    )
+    _check_slots(sc, rdd.getNumPartitions())
+
+    def records(rows: Iterable[Any]) -> Iterator[Any]:
+        yield from run_task(spec, rows)
+
+    out = rdd.barrier().mapPartitions(records)
+    if schema is None:
+        return out
+    from pyspark.sql import SparkSession
+
+    session = getattr(data, "sparkSession", None) or SparkSession.builder.getOrCreate()
+    return session.createDataFrame(out, schema)

@@ -1,0 +1,140 @@
+"""What a Spark group needs from its surroundings: pyspark, Java, a session, enough slots.
+
+Everything here runs on the driver, before a stage starts, so a missing piece is one line
+naming what to install rather than a JVM traceback or a ten-minute wait. pyspark is imported
+lazily: ``import triogroups`` must work without the ``spark`` extra.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "SESSION_CONF",
+    "SparkGroupError",
+    "SparkUnavailable",
+    "find_java",
+    "require_pyspark",
+    "spark_session",
+    "task_slots",
+]
+
+# Spark's defaults that hurt a group: a barrier stage with more tasks than slots waits ten
+# minutes (40 checks, 15 s apart) before failing, and barrier()/allGather() wait up to a year.
+# Both are read when the SparkContext starts, so they belong to the session.
+SESSION_CONF: dict[str, str] = {
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
+    "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
+    "spark.barrier.sync.timeout": "300s",
+    # Python workers forked with triogroups already imported (see `_daemon`).
+    "spark.python.daemon.module": "triogroups.supervisor.spark._daemon",
+    "spark.ui.enabled": "false",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+_INSTALL = "pip install triogroups[spark]"
+
+
+class SparkUnavailable(RuntimeError):
+    """pyspark or Java is missing; the message names what to install."""
+
+
+class SparkGroupError(RuntimeError):
+    """A group in a Spark barrier stage could not run or a member failed.
+
+    ``member`` is the failing member's partition (None when the stage did not start), and the
+    message carries that member's traceback as it was formatted in its task.
+    """
+
+    def __init__(self, message: str, member: int | None = None) -> None:
+        super().__init__(message)
+        self.member = member
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (str(self), self.member))
+
+
+def require_pyspark() -> None:
+    """Raise SparkUnavailable unless pyspark imports."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise SparkUnavailable(f"spark groups need pyspark: {_INSTALL}") from None
+
+
+def find_java() -> str:
+    """The java executable pyspark will start (JAVA_HOME first, then PATH), or SparkUnavailable."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        java = Path(home) / "bin" / "java"
+        if java.is_file():
+            return str(java)
+        raise SparkUnavailable(f"spark needs Java 17+: JAVA_HOME={home} has no bin/java")
+    found = shutil.which("java")
+    if found is None:
+        raise SparkUnavailable("spark needs Java 17+: no java on PATH and JAVA_HOME is not set")
+    return found
+
+
+def _worker_python_path() -> str:
+    """The driver's import path, for Python workers to import what the driver imports (as
+    member processes of `open_process_group` get the supervisor's ``sys.path``)."""
+    entries = [p or os.getcwd() for p in sys.path]
+    old = os.environ.get("PYTHONPATH", "")
+    return os.pathsep.join(p for p in dict.fromkeys([*entries, *old.split(os.pathsep)]) if p)
+
+
+def spark_session(
+    master: str = "local[4]", app_name: str = "triogroups", conf: dict[str, str] | None = None
+) -> Any:
+    """A SparkSession ready for groups (`getOrCreate`: an existing session is returned as is).
+
+    Checks pyspark and Java first (SparkUnavailable, one line). Python workers run this
+    interpreter with the driver's ``sys.path`` (``PYSPARK_PYTHON``, ``PYTHONPATH``), slot
+    checks fail within seconds instead of ten minutes, ``barrier()`` waits at most 300 s,
+    Python workers start with triogroups imported, and the web UI and progress bar are off.
+    ``conf`` adds or overrides Spark settings.
+    """
+    require_pyspark()
+    find_java()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    os.environ["PYTHONPATH"] = _worker_python_path()
+    from pyspark.sql import SparkSession
+
+    builder = SparkSession.builder.master(master).appName(app_name)
+    for key, value in {**SESSION_CONF, **(conf or {})}.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+_LOCAL = re.compile(r"^local(?:\[(\d+|\*)(?:,\s*\d+)?\])?$")
+_LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
+
+
+def task_slots(sc: Any) -> int:
+    """How many tasks ``sc`` runs at once: what a barrier stage may ask for.
+
+    Read from the master for ``local[N]`` and ``local-cluster[E,C,M]`` (known before any
+    executor registered), otherwise Spark's own count of concurrent tasks over the executors
+    that registered so far.
+    """
+    cpus = int(sc.getConf().get("spark.task.cpus", "1"))
+    master = str(sc.master)
+    local = _LOCAL.match(master)
+    if local:
+        threads = local.group(1) or "1"
+        return (os.cpu_count() or 1) if threads == "*" else int(threads) // cpus
+    cluster = _LOCAL_CLUSTER.match(master)
+    if cluster:
+        return int(cluster.group(1)) * (int(cluster.group(2)) // cpus)
+    jsc = sc._jsc.sc()
+    profile = jsc.resourceProfileManager().defaultResourceProfile()
+    return int(jsc.maxNumConcurrentTasks(profile))

@@ -1,0 +1,184 @@
+"""One member inside one barrier task: reserve a port, gather once, join, run, meet, leave.
+
+Runs in Spark's Python worker, never on the driver. The order of a task:
+
+1. Reserve a free port on the executor's host: a socket bound with SO_REUSEADDR and not
+   listening holds the port against every other bind (Linux), while TCP binds the same port
+   with SO_REUSEADDR and listens. So the endpoint published in step 2 is the one TCP takes,
+   without a window where another program could take it.
+2. One ``allGather`` (about a second: Spark polls once a second) publishes
+   ``[host, port, token]``; the token is random per task and attempt.
+3. The generation is partition 0's token. Every task of one attempt sees the same gathered
+   list, and a rerun of the stage (Spark keeps ``attemptNumber()`` at 0 then) draws new
+   tokens, so each attempt is a cluster of its own (``<cluster>-<generation>``): bundles of a
+   failed attempt that still arrive are another cluster's traffic and dropped.
+4. Addresses put the partition in the top 32 bits of the UUID, so partition 0 sorts first
+   among members starting together and GMS makes it the coordinator, deterministically; each
+   attempt's addresses are new incarnations.
+5. The member function runs once the view holds all N members; then one ``barrier()`` so no
+   member leaves while others still send, then the channel leaves.
+
+Any error becomes a `SparkGroupError` whose text carries the member's own traceback between
+markers the driver finds in Spark's error (`member_failure`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import secrets
+import socket
+import traceback
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import trio
+
+from triogroups._channel import Channel, JoinFailed, open_channel
+from triogroups.address import Address
+from triogroups.config import StackConfig
+from triogroups.supervisor.spark._setup import SparkGroupError
+
+__all__ = ["SparkTask", "TaskSpec", "member_failure", "run_task"]
+
+_BEGIN = "<<triogroups member p{partition}>>"
+_END = "<</triogroups member>>"
+# Every member is past the final barrier when it leaves, so nobody needs the leave answered:
+# waiting long for it only delays the stage's end.
+_LEAVE_TIMEOUT = 0.2
+_FAILURE = re.compile(r"<<triogroups member p(\d+)>>\n(.*?)<</triogroups member>>", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class SparkTask:
+    """A member's place in its barrier stage, handed to the member function with its channel.
+
+    ``partition`` is this member's partition (0 coordinates), ``members`` the group's size,
+    ``generation`` the token of this stage attempt (a retried stage has a new one), ``rows``
+    the partition's rows (empty for `run_group`).
+    """
+
+    partition: int
+    members: int
+    generation: str
+    rows: list[Any]
+
+    @property
+    def coordinator(self) -> bool:
+        """True for partition 0, the group's coordinator when it formed."""
+        return self.partition == 0
+
+
+MemberFn = Callable[[Channel, SparkTask], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """What every task of the stage runs; shipped from the driver with the stage's closure."""
+
+    member_fn: MemberFn
+    stack: StackConfig
+    cluster: str
+    bind_addr: str | None
+    formation_timeout: float
+    allow_pickle: bool
+
+
+def member_failure(text: str) -> tuple[int, str] | None:
+    """The first member failure (partition, message with traceback) in an error's text."""
+    match = _FAILURE.search(text)
+    return None if match is None else (int(match.group(1)), match.group(2).rstrip())
+
+
+def _reserve(host: str) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, 0))
+    return sock
+
+
+def _stack_for(spec: TaskSpec, host: str, port: int, peers: list[list[Any]]) -> StackConfig:
+    hosts = [f"{h}[{p}]" for h, p, _token in peers]
+    config = spec.stack.configure("TCP", bind_addr=host, bind_port=port, port_range=0)
+    return config.configure("TCPPING", initial_hosts=hosts, port_range=0)
+
+
+class _Member:
+    """The member of one task; keeps what the failure text names."""
+
+    def __init__(self, spec: TaskSpec, ctx: Any, rows: list[Any]) -> None:
+        self.spec = spec
+        self.ctx = ctx
+        self.rows = rows
+        self.partition = int(ctx.partitionId())
+        infos = ctx.getTaskInfos()
+        self.members = len(infos)
+        self.host = spec.bind_addr or str(infos[self.partition].address).rsplit(":", 1)[0]
+        self.generation = "-"
+
+    def new_address(self, name: str) -> Address:
+        return Address((self.partition << 96) | secrets.randbits(96), name)
+
+    async def run(self) -> Any:
+        spec = self.spec
+        reserved = _reserve(self.host)
+        try:
+            port = reserved.getsockname()[1]
+            mine = json.dumps([self.host, port, secrets.token_hex(6)])
+            gathered = await trio.to_thread.run_sync(self.ctx.allGather, mine)
+            peers = [json.loads(entry) for entry in gathered]
+            self.generation = str(peers[0][2])
+            deadline = trio.current_time() + spec.formation_timeout
+            try:
+                async with open_channel(
+                    f"{spec.cluster}-{self.generation}",
+                    _stack_for(spec, self.host, port, peers),
+                    f"p{self.partition}",
+                    allow_pickle=spec.allow_pickle,
+                    join_timeout=spec.formation_timeout,
+                    leave_timeout=_LEAVE_TIMEOUT,
+                    handle_signals=False,
+                    new_address=self.new_address,
+                ) as ch:
+                    reserved.close()
+                    await self._formed(ch, deadline)
+                    task = SparkTask(self.partition, self.members, self.generation, self.rows)
+                    result = await spec.member_fn(ch, task)
+                    await trio.to_thread.run_sync(self.ctx.barrier)
+            except JoinFailed as exc:
+                raise self._not_formed(str(exc)) from None
+            return result
+        finally:
+            reserved.close()
+
+    async def _formed(self, ch: Channel, deadline: float) -> None:
+        """Return once the view holds every member of the stage (SparkGroupError at deadline)."""
+        with trio.move_on_at(deadline):
+            async for view in ch.views():
+                if len(view) >= self.members:
+                    return
+        raise self._not_formed(f"last view {ch.view}")
+
+    def _not_formed(self, detail: str) -> SparkGroupError:
+        return SparkGroupError(
+            f"no view of {self.members} within formation_timeout="
+            f"{self.spec.formation_timeout}s ({detail})"
+        )
+
+    def failure(self, exc: BaseException) -> SparkGroupError:
+        where = f"member p{self.partition} of {self.members} (generation {self.generation})"
+        text = "".join(traceback.format_exception(exc))
+        begin = _BEGIN.format(partition=self.partition)
+        return SparkGroupError(f"{begin}\n{where} failed:\n{text}{_END}", self.partition)
+
+
+def run_task(spec: TaskSpec, rows: Iterable[Any]) -> Any:
+    """Run this barrier task's member to its end and return what the member function returned."""
+    from pyspark import BarrierTaskContext
+
+    member = _Member(spec, BarrierTaskContext.get(), list(rows))
+    try:
+        return trio.run(member.run)
+    except Exception as exc:
+        raise member.failure(exc) from None
