@@ -648,15 +648,15 @@ def test_unicast2_drops_messages_beyond_max_receive_window() -> None:
     what lies beyond is dropped and counted, and the window still fills and delivers."""
     a, b = _pair(max_receive_window=10)
     _send(a, B, *(b"m%d" % i for i in range(1, 21)))
-    w = _down(a)
+    w = down_messages(a, wire=True)
     b.up([w[0]], 0.0)
     b.up(w[2:], 0.0)  # m2 lost: m3..m11 are kept, m12..m20 are beyond the window
     s = b.stats()
     assert s["dropped_beyond_window"] == 9 and s["recv_window_size"] == 9
     b.up([w[1]], 0.1)
-    assert _up(b) == [b"m%d" % i for i in range(1, 12)]
+    assert up_payloads(b) == [b"m%d" % i for i in range(1, 12)]
     b.up(w[11:], 0.2)
-    assert _up(b) == [b"m%d" % i for i in range(12, 21)]
+    assert up_payloads(b) == [b"m%d" % i for i in range(12, 21)]
 
 
 def test_unicast2_serves_at_most_max_xmits_per_interval_to_one_peer() -> None:
@@ -665,15 +665,15 @@ def test_unicast2_serves_at_most_max_xmits_per_interval_to_one_peer() -> None:
     brings a new budget (issue 18: a peer asking for everything again and again)."""
     a, _ = _pair(max_xmits_per_interval=5, xmit_interval=1.0)
     _send(a, B, *(b"m%d" % i for i in range(1, 9)))
-    conn_id = _down(a)[0].headers[ID].conn_id
+    conn_id = down_messages(a, wire=True)[0].headers[ID].conn_id
     req = _ctrl(B, Unicast2Header(XMIT_REQ, conn_id=conn_id, missing=tuple(range(1, 9))))
     a.up(req, 0.0)
-    assert [m.payload for m in _down(a)] == [b"m%d" % i for i in range(1, 6)]
+    assert [m.payload for m in down_messages(a, wire=True)] == [b"m%d" % i for i in range(1, 6)]
     a.up(req, 0.5)
-    assert _down(a) == []
+    assert down_messages(a, wire=True) == []
     assert a.stats()["xmits_capped"] == 3 + 8 and a.stats()["retransmissions"] == 5
     a.up(req, 1.0)
-    assert len(_down(a)) == 5
+    assert len(down_messages(a, wire=True)) == 5
 
 
 def test_unicast2_stats_report_connections_windows_and_counters() -> None:
