@@ -18,6 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from triogroups import __version__
+from triogroups.chaos import add_chaos_parser, run_chaos
 from triogroups.config import StackConfig, preset_names
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
@@ -70,6 +71,7 @@ def _parser() -> argparse.ArgumentParser:
     proto = sub.add_parser("protocol", help="show a protocol's properties")
     proto.add_argument("name", nargs="?", help="protocol name, e.g. DISCARD (omit to list)")
     add_launch_parser(sub)
+    add_chaos_parser(sub)
     return parser
 
 
@@ -104,6 +106,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console()
     if args.command == "launch":
         return run_launch(args, console)
+    if args.command == "chaos":
+        return run_chaos(args, console)
     try:
         if args.command == "demo" and not args.sim:
             from triogroups.supervisor._demo import run_real_demo
