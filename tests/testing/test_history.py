@@ -282,3 +282,29 @@ def test_history_writer_loses_nothing_when_its_process_is_killed(tmp_path: Path)
     (history,) = read_histories(tmp_path)
     assert len(list(history.of("deliver"))) == 500
     assert check_histories([history]) == []
+
+
+def test_history_view_missed_because_its_coordinator_was_killed_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp seed 6: coordinator A multicast view 2 and was killed 0.3 s later;
+    C never got it and went on with the view of the new coordinator B. No FLUSH: a
+    view only its crashed coordinator could retransmit may be missed."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).view(View.create(A, 2, [A, B, C]), A, B)
+    run.w[A].close()  # killed at t = 2.3
+    run.w.pop(A)
+    run.at(5).view(View.create(B, 3, [B, C]), B, C)
+    assert run.end(20) == []
+
+
+def test_history_view_missed_while_its_coordinator_stayed_is_a_violation(
+    tmp_path: Path,
+) -> None:
+    """As above, but A lives on with both in its next view: C had to get view 2."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).view(View.create(A, 2, [A, B, C]), A, B)
+    run.at(3).view(View.create(A, 3, [A, B, C]))
+    assert run.end(20) == ["view_order", "view_order"]  # C against A, and against B
