@@ -93,12 +93,12 @@ def fault_schedule(
     kinds: Sequence[str] = FAULT_KINDS,
     warmup: float = 3.0,
     quiet: float | None = None,
-    gap: tuple[float, float] = (1.0, 4.0),
+    gap: tuple[float, float] | None = None,
 ) -> list[Fault]:
     """The faults of a run of ``duration`` seconds over ``members``, sorted by start.
 
-    ``quiet`` (default: a fifth of the run, between 8 and 20 s) is the fault-free
-    tail; ``gap`` bounds the time between two fault starts.
+    ``quiet`` (default `quiet_time`) is the fault-free tail; ``gap`` bounds the time
+    between two fault starts (default 1 to 4 s, half that in runs under a minute).
     """
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown:
@@ -107,6 +107,8 @@ def fault_schedule(
         raise ValueError(f"members must name at least 2 members, got {list(members)}")
     if quiet is None:
         quiet = quiet_time(duration)
+    if gap is None:
+        gap = (1.0, 4.0) if duration >= 60 else (0.5, 2.0)
     rng = random.Random(seed)
     names = list(members)
     last = duration - quiet
