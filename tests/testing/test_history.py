@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, View
+from triogroups import Address, MergeView, View, ViewId
 from triogroups.testing import (
     HistoryError,
     HistoryWriter,
@@ -308,3 +308,36 @@ def test_history_view_missed_while_its_coordinator_stayed_is_a_violation(
     run.at(2).view(View.create(A, 2, [A, B, C]), A, B)
     run.at(3).view(View.create(A, 3, [A, B, C]))
     assert run.end(20) == ["view_order", "view_order"]  # C against A, and against B
+
+
+def test_history_message_undelivered_at_a_merge_view_is_not_owed(tmp_path: Path) -> None:
+    """Chaos run udp seed 11: A's multicast sent 4 s before a merge view never reached B
+    (a one-way partition stopped retransmission); the merge moved B's window forward. No
+    FLUSH: what is undelivered at a merge may be lost. Sent ``settle`` s before it, it is
+    owed."""
+    run = Run(tmp_path, A, B)
+    run.at(1).view(V1)
+    run.at(10).mcast(A, "late", A)  # 4 s before the merge: not owed
+    run.at(2).mcast(A, "early", A)  # 12 s before the merge: owed
+    merge = MergeView(ViewId(2, A), [A, B], [V1, View.create(B, 1, [B])])
+    run.at(14).view(merge)
+    found = run.end(30)
+    assert found == ["missing"]
+    (v,) = check_histories(read_histories(tmp_path), settle=5.0)
+    assert "'early'" in v.text
+
+
+def test_history_view_missed_by_a_member_that_ended_soon_after_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp seed 11: B left (graceful restart) just before C's view 3 that
+    still listed it; A and B stayed together after view 1 but B never got view 3."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).view(View.create(A, 2, [A, B, C]), A, B)  # C misses it: A dies
+    run.w[A].close()
+    run.w.pop(A)
+    run.at(3).w[B].close()
+    run.w.pop(B)
+    run.at(4).view(View.create(C, 3, [C, B]), C)
+    assert run.end(20) == []

@@ -22,7 +22,8 @@ start      ``member`` (UUID, 32 hex digits), ``name``; the file's first line.
 send       ``id`` (the message's identity: unique among this incarnation's
            sends), ``to`` (UUID or null for a multicast), ``oob`` (bool)
 deliver    ``from`` (sender's UUID), ``id`` (the sender's id for the message)
-view       ``id`` ([counter, coordinator UUID]), ``members`` (UUIDs, in order)
+view       ``id`` ([counter, coordinator UUID]), ``members`` (UUIDs, in order),
+           ``merge`` (true for a merge view; absent otherwise)
 sample     ``rss`` (bytes), ``windows`` ({protocol: messages held})
 fault      ``kind`` (``partition``, ``heal``, ``kill``, ...), ``detail``
 =========  ====================================================================
@@ -49,7 +50,8 @@ What the checker proves (the delivery contract without FLUSH):
   not stay with it for ``settle`` seconds after installing W (its history
   ended, or its next view dropped that member): a view is a multicast of its
   coordinator, so a coordinator that crashes right after sending it can leave
-  a member without it, and that member goes on with the next view it gets.
+  a member without it, and that member goes on with the next view it gets
+  (nor is anything owed to a member whose history ends within ``settle``).
 - **view_id**: each incarnation's view ids strictly increase; **view_members**:
   one view id names one membership, whoever installed it.
 - **memory**: no sample above ``max_rss`` bytes or ``max_window`` messages held.
@@ -68,7 +70,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from triogroups.address import Address
-from triogroups.view import View
+from triogroups.view import MergeView, View
 
 __all__ = [
     "History",
@@ -118,7 +120,8 @@ class HistoryWriter:
     def view(self, view: View) -> None:
         """Record a view installed (as the application saw it)."""
         vid = [view.view_id.id, _uuid(view.view_id.coord)]
-        self._write("view", id=vid, members=[_uuid(m) for m in view.members])
+        merge = {"merge": True} if isinstance(view, MergeView) else {}
+        self._write("view", id=vid, members=[_uuid(m) for m in view.members], **merge)
 
     def sample(self, rss: int, windows: dict[str, int]) -> None:
         """Record the process's resident memory and the messages each protocol holds."""
@@ -329,9 +332,10 @@ def _check_views(members: dict[str, _Member], settle: float) -> list[HistoryViol
 def _missed_excused(
     members: dict[str, _Member], view: Line, skipper: _Member, settle: float
 ) -> bool:
-    """Whether ``skipper`` may lack ``view``: it installed it after all, or the view's
-    coordinator did not stay with it for ``settle`` seconds after installing it (a view
-    is a multicast of its coordinator, and only the coordinator retransmits it)."""
+    """Whether ``skipper`` may lack ``view``: it installed it after all, its own history
+    ended within ``settle`` seconds of the view, or the view's coordinator did not stay
+    with it for ``settle`` seconds after installing it (a view is a multicast of its
+    coordinator, and only the coordinator retransmits it)."""
     vid = _vid(view)
     if any(_vid(line) == vid for line in skipper.views):
         return True
@@ -343,7 +347,7 @@ def _missed_excused(
         return True
     k = at[0]
     t = float(coord.views[k].record["t"])
-    if coord.history.end < t + settle:
+    if coord.history.end < t + settle or skipper.history.end < t + settle:
         return True
     later = coord.views[k + 1] if k + 1 < len(coord.views) else None
     return (
@@ -411,6 +415,8 @@ def _together_until(s: _Member, r: _Member, i: int, j: int) -> float | None:
             and r.uuid in ns.record["members"]
             and s.uuid in ns.record["members"]
         )
+        if together and ns is not None and ns.record.get("merge"):
+            return min(end, float(ns.record["t"]))
         if not together:
             if first:
                 return None
