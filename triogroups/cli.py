@@ -5,6 +5,7 @@ Subcommands:
   stacks    list the stack presets and their layers
   protocol  show a protocol's properties with defaults and docs
   launch    run an application as N supervised member processes
+  chaos     member processes under seeded faults, checked afterwards
 """
 
 from __future__ import annotations
