@@ -341,3 +341,16 @@ def test_history_view_missed_by_a_member_that_ended_soon_after_is_no_violation(
     run.w.pop(B)
     run.at(4).view(View.create(C, 3, [C, B]), C)
     assert run.end(20) == []
+
+
+def test_history_two_coordinators_installing_the_same_counter_is_no_view_order_violation(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp seed 17: A installed view 3 with B and C; C, not hearing A, took over
+    and installed its own view 3 with B. B had A's view 3 and can never install C's: a
+    split brain with one counter, which MERGE3 heals. Counters that differ still count."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 2, [A, B, C]))
+    run.at(2).view(View.create(A, 3, [A, B, C]), A, B)
+    run.at(3).view(View.create(C, 3, [C, B]), C)
+    assert run.end(20) == []

@@ -52,6 +52,10 @@ What the checker proves (the delivery contract without FLUSH):
   coordinator, so a coordinator that crashes right after sending it can leave
   a member without it, and that member goes on with the next view it gets
   (nor is anything owed to a member whose history ends within ``settle``).
+  Nor do two views with the same counter where one left out the other's
+  coordinator: a member that thought the coordinator gone took over and
+  installed view n as the coordinator did (a split MERGE3 heals), and a
+  member that installed one can never install the other.
 - **view_id**: each incarnation's view ids strictly increase; **view_members**:
   one view id names one membership, whoever installed it.
 - **memory**: no sample above ``max_rss`` bytes or ``max_window`` messages held.
@@ -316,8 +320,8 @@ def _check_views(members: dict[str, _Member], settle: float) -> list[HistoryViol
                 stayed = b.uuid in na.record["members"] and a.uuid in nb.record["members"]
                 if not stayed or _vid(na) == _vid(nb):
                     continue
-                if _missed_excused(members, na, b, settle) and _missed_excused(
-                    members, nb, a, settle
+                if _missed_excused(members, na, b, nb, settle) and _missed_excused(
+                    members, nb, a, na, settle
                 ):
                     continue
                 text = (
@@ -330,14 +334,23 @@ def _check_views(members: dict[str, _Member], settle: float) -> list[HistoryViol
 
 
 def _missed_excused(
-    members: dict[str, _Member], view: Line, skipper: _Member, settle: float
+    members: dict[str, _Member], view: Line, skipper: _Member, instead: Line, settle: float
 ) -> bool:
-    """Whether ``skipper`` may lack ``view``: it installed it after all, its own history
-    ended within ``settle`` seconds of the view, or the view's coordinator did not stay
-    with it for ``settle`` seconds after installing it (a view is a multicast of its
-    coordinator, and only the coordinator retransmits it)."""
+    """Whether ``skipper``, which installed ``instead`` where the other installed ``view``,
+    may lack ``view``: it installed it after all; ``instead`` has the same counter and one
+    of the two left out the other's coordinator (one coordinator took over from the
+    other it thought gone, both installed view n: a split that MERGE3 heals, and no
+    member can install both); its own history ended within
+    ``settle`` seconds of the view; or the view's coordinator did not stay with it for
+    ``settle`` seconds after installing it (a view is a multicast of its coordinator,
+    and only the coordinator retransmits it)."""
     vid = _vid(view)
     if any(_vid(line) == vid for line in skipper.views):
+        return True
+    other = _vid(instead)
+    if other[0] == vid[0] and (
+        other[1] not in view.record["members"] or vid[1] not in instead.record["members"]
+    ):
         return True
     coord = members.get(vid[1])
     if coord is None:
