@@ -354,3 +354,18 @@ def test_history_two_coordinators_installing_the_same_counter_is_no_view_order_v
     run.at(2).view(View.create(A, 3, [A, B, C]), A, B)
     run.at(3).view(View.create(C, 3, [C, B]), C)
     assert run.end(20) == []
+
+
+def test_history_merge_view_overtaken_by_the_coordinators_next_view_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp seed 6 (second run): A merged {A,B} with {C} while B was paused; B's
+    VIEW_ACK timed out, A installed view 4, and B, resumed, got view 4 before the OOB
+    INSTALL_MERGE_VIEW of view 3. A regular view skipped that way would still count."""
+    run = Run(tmp_path, A, B, C)
+    left = View.create(A, 2, [A, B])
+    run.at(1).view(left, A, B)
+    run.view(View.create(C, 2, [C]), C)
+    run.at(2).view(MergeView(ViewId(3, A), [A, B, C], [left, View.create(C, 2, [C])]), A, C)
+    run.at(4).view(View.create(A, 4, [A, B, C]))
+    assert run.end(20) == []

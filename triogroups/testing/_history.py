@@ -55,7 +55,9 @@ What the checker proves (the delivery contract without FLUSH):
   Nor do two views with the same counter where one left out the other's
   coordinator: a member that thought the coordinator gone took over and
   installed view n as the coordinator did (a split MERGE3 heals), and a
-  member that installed one can never install the other.
+  member that installed one can never install the other. Nor a merge view
+  skipped for a later view of the same coordinator: the merge view is an OOB
+  unicast, which the next view overtakes when the member's VIEW_ACK was late.
 - **view_id**: each incarnation's view ids strictly increase; **view_members**:
   one view id names one membership, whoever installed it.
 - **memory**: no sample above ``max_rss`` bytes or ``max_window`` messages held.
@@ -340,14 +342,18 @@ def _missed_excused(
     may lack ``view``: it installed it after all; ``instead`` has the same counter and one
     of the two left out the other's coordinator (one coordinator took over from the
     other it thought gone, both installed view n: a split that MERGE3 heals, and no
-    member can install both); its own history ended within
-    ``settle`` seconds of the view; or the view's coordinator did not stay with it for
-    ``settle`` seconds after installing it (a view is a multicast of its coordinator,
-    and only the coordinator retransmits it)."""
+    member can install both); ``view`` is a merge view and ``instead`` a later view of
+    the same coordinator (a merge view is an OOB unicast: when the member's VIEW_ACK is
+    late, a paused member say, the coordinator's next view can overtake it); its own
+    history ended within ``settle`` seconds of the view; or the view's coordinator did
+    not stay with it for ``settle`` seconds after installing it (a view is a multicast
+    of its coordinator, and only the coordinator retransmits it)."""
     vid = _vid(view)
     if any(_vid(line) == vid for line in skipper.views):
         return True
     other = _vid(instead)
+    if view.record.get("merge") and other[1] == vid[1] and other[0] > vid[0]:
+        return True
     if other[0] == vid[0] and (
         other[1] not in view.record["members"] or vid[1] not in instead.record["members"]
     ):
