@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import argparse
 import io
+import shutil
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -20,7 +22,10 @@ from triogroups.chaos._run import ChaosResult, run_chaos_async
 pytestmark = pytest.mark.real
 
 
-async def _run(tmp_path: Path, stack: str, members: int, duration: float, seed: int) -> ChaosResult:
+async def _run(stack: str, members: int, duration: float, seed: int) -> ChaosResult:
+    """One run; its histories are removed when it passes and kept (the path is in the
+    failure message) when it does not."""
+    keep = Path(tempfile.mkdtemp(prefix=f"triogroups-chaos-{stack}-{seed}-"))
     args = argparse.Namespace(
         members=members,
         duration=duration,
@@ -30,20 +35,21 @@ async def _run(tmp_path: Path, stack: str, members: int, duration: float, seed: 
         settle=10.0,
         max_rss=400.0,
         max_window=20_000,
-        keep=str(tmp_path),
+        keep=str(keep),
     )
     out = io.StringIO()
     result = await run_chaos_async(Console(file=out, width=120), args)
     shown = "\n".join(str(v) for v in result.violations[:5])
-    assert result.violations == [], f"{len(result.violations)} violations:\n{shown}"
+    assert result.violations == [], f"{len(result.violations)} violations in {keep}:\n{shown}"
+    shutil.rmtree(keep)
     assert result.sent > 0 and result.delivered > result.sent
     return result
 
 
-async def test_chaos_udp_60s_kills_pauses_partitions_loss_dup_delay(tmp_path: Path) -> None:
+async def test_chaos_udp_60s_kills_pauses_partitions_loss_dup_delay() -> None:
     """Seed 6's schedule has every kind: kill, restart, pause, partition, one-way partition,
     loss, duplication and delay."""
-    result = await _run(tmp_path, "udp", 5, 60.0, 6)
+    result = await _run("udp", 5, 60.0, 6)
     assert set(result.faults) == {
         "kill",
         "restart",
@@ -57,13 +63,13 @@ async def test_chaos_udp_60s_kills_pauses_partitions_loss_dup_delay(tmp_path: Pa
     assert result.incarnations > 5 and max(result.max_rss.values()) > 0
 
 
-async def test_chaos_tcp_kill_pause_dup(tmp_path: Path) -> None:
+async def test_chaos_tcp_kill_pause_dup() -> None:
     """TCP takes no loss below NAKACK2: kills, restarts, pauses, duplication and delay."""
-    result = await _run(tmp_path, "tcp", 4, 20.0, 3)
+    result = await _run("tcp", 4, 20.0, 3)
     assert set(result.faults) == {"pause", "dup", "kill"}
 
 
-async def test_chaos_udp_mcast_partition_kill_loss_delay(tmp_path: Path) -> None:
+async def test_chaos_udp_mcast_partition_kill_loss_delay() -> None:
     """MCAST in place of NAKACK2, through a partition, a kill, loss and delay."""
-    result = await _run(tmp_path, "udp-mcast", 4, 20.0, 8)
+    result = await _run("udp-mcast", 4, 20.0, 8)
     assert set(result.faults) == {"delay", "partition", "kill", "loss"}
