@@ -4,6 +4,7 @@ duplicated messages."""
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 from triogroups import Address, Message
 from triogroups.protocols import Delay, Dupl
@@ -12,7 +13,7 @@ A = Address.random("A")
 B = Address.random("B")
 
 
-def _payloads(items: list[object]) -> list[bytes]:
+def _payloads(items: Sequence[object]) -> list[bytes]:
     return [m.payload for item in items if isinstance(item, list) for m in item]
 
 

@@ -1146,7 +1146,7 @@ def test_nakack2_member_that_leaves_and_comes_back_is_not_delivered_twice() -> N
     net.send(1, b"3", flags=Flag.OOB)
     net.pump()
     assert net.delivered[a] == [b"1", b"2", b"3"]
-    old = [m for s, m in net.wire if s == b and m.headers.get(ID).type == MSG]
+    old = [m for s, m in net.sent(MSG) if s == b]
     net.event(a, ViewChange(View.create(a, 2, [a])))
     net.event(a, ViewChange(View.create(a, 3, [a, b])))
     for msg in old:  # B retransmits what A already has
