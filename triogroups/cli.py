@@ -8,6 +8,7 @@ Subcommands:
   probe     ask live members for their view, stack and stats (diagnostics)
   inspect   watch live clusters: views, counters, warnings (the TUI)
   spark     run an application as a group in a Spark barrier stage
+  chaos     member processes under seeded faults, checked afterwards
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from rich.console import Console
 from rich.table import Table
 
 from triogroups import __version__
+from triogroups.chaos import add_chaos_parser, run_chaos
 from triogroups.config import StackConfig, preset_names
 from triogroups.inspector._cli import add_probe_parser, run_probe
 from triogroups.inspector._demo_inspect import run_demo_inspect
@@ -81,6 +83,7 @@ def _parser() -> argparse.ArgumentParser:
     add_probe_parser(sub)
     add_inspect_parser(sub)
     add_spark_parser(sub)
+    add_chaos_parser(sub)
     return parser
 
 
@@ -124,6 +127,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_demo_inspect(args, console)
     if args.command == "spark":
         return run_spark(args, console)
+    if args.command == "chaos":
+        return run_chaos(args, console)
     try:
         if args.command == "demo" and not args.sim:
             from triogroups.supervisor._demo import run_real_demo

@@ -542,3 +542,37 @@ def test_gms_coordinator_accepts_at_most_max_members() -> None:
     assert view.members == (A, B, C)
     _join_reqs(gms, [Address(202, "F")], 2.0)
     assert gms.stats()["join_requests_dropped_max_members"] == 3
+
+
+def test_gms_joiner_whose_merge_view_overtakes_its_join_rsp_installs_both() -> None:
+    """Chaos run udp seed 17: coordinator A admitted B into view 2 and then A's subgroup
+    merged with C's; B got INSTALL_MERGE_VIEW before its JOIN_RSP and, not in a group yet,
+    dropped it. B must install the join view, then the merge view with the merge digest
+    of the other subgroup, and ack both."""
+    gms = _gms(B)
+    gms._has_discovery = True
+    gms.down_event(Connect(), 0.0)
+    gms.take_down()
+    gms.up_event(MembersFound((PingData(A, ("h", 1), True),)), 0.0)
+    gms.take_down()
+    left = View(ViewId(2, A), [A, B])
+    right = View(ViewId(2, C), [C])
+    merged = MergeView(ViewId(3, A), [A, B, C], [left, right])
+    digest = Digest({A: (5, 5), B: (0, 0), C: (7, 7)})
+    install = GmsHeader(INSTALL_MERGE_VIEW, merged, digest, merge_id=1)
+    gms.up([Message(B, src=A, headers={ids.GMS: install})], 0.0)
+    assert gms.take_down() == [] and gms.take_up() == []
+    join = GmsHeader(JOIN_RSP, left, Digest({A: (5, 5), B: (0, 0)}))
+    gms.up([Message(B, src=A, headers={ids.GMS: join})], 0.1)
+    down = gms.take_down()
+    events = [d for d in down if not isinstance(d, list)]
+    assert events == [
+        ViewChange(left),
+        SetDigest(Digest({A: (5, 5), B: (0, 0)})),
+        BecomeServer(),
+        MergeDigest(Digest({C: (7, 7)})),
+        ViewChange(merged),
+    ]
+    acks = [m.headers[ids.GMS] for d in down if isinstance(d, list) for m in d]
+    assert [(h.type, h.view) for h in acks] == [(VIEW_ACK, left), (VIEW_ACK, merged)]
+    assert gms.view == merged and gms.take_up() == [ViewChange(left), ViewChange(merged)]

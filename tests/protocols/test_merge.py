@@ -250,3 +250,60 @@ def test_merge3_over_a_multicasting_transport_sends_one_info_multicast() -> None
     m.tick(1.0)
     (batch,) = m.take_down()
     assert isinstance(batch, list) and [msg.dest for msg in batch] == [None]
+
+
+async def test_merge_joiner_whose_merge_view_overtakes_its_join_rsp_installs_it(
+    autojump_clock: Any,
+) -> None:
+    """Chaos run udp seed 17 on the simulated network: D joins C's view {C}, its JOIN_RSP
+    is lost (UNICAST3 resends it after 8 s; D asks again only after 30 s), and meanwhile
+    A merges {A} with C's {C, D}. A's INSTALL_MERGE_VIEW, the first unicast from A, reaches
+    D first; D must install the merge view right after the join view instead of dropping
+    it and staying behind."""
+    from triogroups.protocols.gms._header import JOIN_RSP
+
+    stack = (
+        StackConfig.preset("udp")
+        .insert_above("UDP", "DISCARD")
+        .configure("MERGE3", min_interval=0.5, max_interval=1.0)
+        .configure("UNICAST3", xmit_interval=8.0)
+        .configure("GMS", view_ack_collection_timeout=0.5)
+    )
+    async with open_cluster(2, stack, seed=17) as cluster:
+        a, c = sorted(cluster.members, key=lambda m: m.address)  # A leads the merge
+        first = await cluster.wait_for_view()
+        n = first.view_id.id
+        await cluster.inject_view(View(ViewId(n + 1, a.address), [a.address]), [a])
+        await cluster.inject_view(View(ViewId(n + 1, c.address), [c.address]), [c])
+        d = await cluster.add_member("D")
+
+        def join_rsp(msg: Message) -> bool:
+            hdr = msg.headers.get(ids.GMS)
+            return hdr is not None and hdr.type == JOIN_RSP
+
+        discard = d.protocol("DISCARD")
+        discard.ignore(a.address)  # D finds and joins C only
+        discard.drop_if(join_rsp, direction="up", count=1)
+        await d.stack.set_property("GMS", "join_timeout", 30.0)
+        seen: dict[str, list[View]] = {"C": [], "D": []}
+
+        async def watch() -> None:
+            while True:
+                for name, member in (("C", c), ("D", d)):
+                    views = seen[name]
+                    if member.view is not None and (not views or views[-1] != member.view):
+                        views.append(member.view)
+                await trio.sleep(0.01)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(watch)
+            await d.connect()
+            with trio.fail_after(10):
+                while c.view is None or d.address not in c.view:
+                    await trio.sleep(0.01)
+            discard.reset()  # A's merge may reach D now
+            await cluster.wait_for_view([a, c, d], timeout=60)
+            await trio.sleep(0.05)
+            nursery.cancel_scope.cancel()
+        merges = [v for v in seen["C"] if isinstance(v, MergeView) and d.address in v]
+        assert merges and all(v in seen["D"] for v in merges), seen

@@ -1111,3 +1111,27 @@ def test_nakack2_drops_messages_beyond_max_receive_window() -> None:
     assert c.stats()["dropped_beyond_window"] == 2
     c.up([_msg_from(b, 1)], 0.0)
     assert _delivered(c) == [b"1", b"2"]
+
+
+def test_nakack2_member_that_leaves_and_comes_back_is_not_delivered_twice() -> None:
+    """Chaos run udp seed 17: E dropped B's window when a partition took B out of its view;
+    a merge view with B again (from a stale subgroup's digest) opened B's window at 0 and
+    B's retransmissions were delivered a second time, OOB ones included. A sender's seqnos
+    never restart within its incarnation: the window comes back where it was."""
+    net = _Net(2)
+    net.view()
+    a, b = net.addrs
+    net.send(1, b"1", b"2")
+    net.send(1, b"3", flags=Flag.OOB)
+    net.pump()
+    assert net.delivered[a] == [b"1", b"2", b"3"]
+    old = [m for s, m in net.sent(MSG) if s == b]
+    net.event(a, ViewChange(View.create(a, 2, [a])))
+    net.event(a, ViewChange(View.create(a, 3, [a, b])))
+    for msg in old:  # B retransmits what A already has
+        net[0].up([msg.copy()], 0.0)
+    net.send(1, b"4")
+    net.pump()
+    assert net.delivered[a] == [b"1", b"2", b"3", b"4"]
+    assert net[0].stats()["windows"][str(b)]["hd"] == 4
+    assert net[0].stats()["windows_reopened"] == 1

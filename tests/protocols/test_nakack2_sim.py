@@ -406,3 +406,30 @@ async def test_seed003_join_while_a_non_coordinator_sends_delivers_all_after_the
         assert got and got == sent[len(sent) - len(got) :], (len(got), window)
         assert window["missing"] == 0 and window["hd"] == len(sent)
         assert nak.stats()["view_seqnos_received"] >= 1
+
+
+async def test_nakack2_member_out_of_a_view_and_back_delivers_its_messages_once(
+    autojump_clock: Any,
+) -> None:
+    """Chaos run udp seed 17, on the simulated network: C installs a view without B (as
+    after a partition), B goes on multicasting, then C installs a view with B again (as a
+    merge view does). C must deliver what B sent meanwhile once, and nothing twice."""
+    stack = StackConfig.of("SIM", "PING", "NAKACK2", "GMS")
+    async with open_cluster(3, stack, seed=17) as cluster:
+        a, b, c = cluster.members
+        first = await cluster.wait_for_view()
+        n = first.view_id.id
+        await b.send_many(_payloads("b", 1, 3))
+        await cluster.wait_until_delivered()
+        await cluster.inject_view(View.create(a.address, n + 1, [a.address, c.address]), [c])
+        await b.send_many(_payloads("b", 4, 5))
+        await trio.sleep(1.0)
+        back = View.create(a.address, n + 2, [a.address, b.address, c.address])
+        await cluster.inject_view(back, [c])
+        await b.send(b"b6")
+        with trio.fail_after(30):
+            while _got(c, b)[-1:] != [b"b6"]:
+                await trio.sleep(0.1)
+        await trio.sleep(2.0)
+        assert _got(c, b) == _payloads("b", 1, 6)
+        cluster.check_contract()

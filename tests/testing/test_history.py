@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, View
+from triogroups import Address, MergeView, View, ViewId
 from triogroups.testing import (
     HistoryError,
     HistoryWriter,
@@ -138,10 +138,12 @@ def test_history_no_missing_message_when_they_parted_or_ended_before_settle(tmp_
 def test_history_members_that_stayed_together_but_installed_different_next_views(
     tmp_path: Path,
 ) -> None:
+    """Each installed a view 2 of its own with the other in it and none newer for 18 s:
+    both are left behind the other's view."""
     run = Run(tmp_path, A, B)
     run.at(1).view(V1)
     run.at(2).view(View.create(A, 2, [A, B]), A)
-    run.view(View.create(B, 2, [B, A]), B)
+    run.view(View.create(B, 3, [B, A]), B)
     assert run.end(20) == ["view_order"]
 
 
@@ -282,3 +284,90 @@ def test_history_writer_loses_nothing_when_its_process_is_killed(tmp_path: Path)
     (history,) = read_histories(tmp_path)
     assert len(list(history.of("deliver"))) == 500
     assert check_histories([history]) == []
+
+
+def test_history_view_missed_because_its_coordinator_was_killed_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp seed 6: coordinator A multicast view 2 and was killed 0.3 s later;
+    C never got it and went on with the view of the new coordinator B. No FLUSH: a
+    view only its crashed coordinator could retransmit may be missed."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).view(View.create(A, 2, [A, B, C]), A, B)
+    run.w[A].close()  # killed at t = 2.3
+    run.w.pop(A)
+    run.at(5).view(View.create(B, 3, [B, C]), B, C)
+    assert run.end(20) == []
+
+
+def test_history_member_left_behind_without_a_view_its_peers_installed_is_a_violation(
+    tmp_path: Path,
+) -> None:
+    """As above, but A lives on, and C gets no newer view for 13 s: left behind."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).view(View.create(A, 2, [A, B, C]), A, B)
+    run.at(15).view(View.create(A, 3, [A, B, C]))
+    assert run.end(20) == ["view_order", "view_order"]  # C against A, and against B
+
+
+def test_history_message_undelivered_at_a_merge_view_is_not_owed(tmp_path: Path) -> None:
+    """Chaos run udp seed 11: A's multicast sent 4 s before a merge view never reached B
+    (a one-way partition stopped retransmission); the merge moved B's window forward. No
+    FLUSH: what is undelivered at a merge may be lost. Sent ``settle`` s before it, it is
+    owed."""
+    run = Run(tmp_path, A, B)
+    run.at(1).view(V1)
+    run.at(10).mcast(A, "late", A)  # 4 s before the merge: not owed
+    run.at(2).mcast(A, "early", A)  # 12 s before the merge: owed
+    merge = MergeView(ViewId(2, A), [A, B], [V1, View.create(B, 1, [B])])
+    run.at(14).view(merge)
+    found = run.end(30)
+    assert found == ["missing"]
+    (v,) = check_histories(read_histories(tmp_path), settle=5.0)
+    assert "'early'" in v.text
+
+
+def test_history_view_missed_by_a_member_that_ended_soon_after_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp seed 11: B left (graceful restart) just before C's view 3 that
+    still listed it; A and B stayed together after view 1 but B never got view 3."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).view(View.create(A, 2, [A, B, C]), A, B)  # C misses it: A dies
+    run.w[A].close()
+    run.w.pop(A)
+    run.at(3).w[B].close()
+    run.w.pop(B)
+    run.at(4).view(View.create(C, 3, [C, B]), C)
+    assert run.end(20) == []
+
+
+def test_history_two_coordinators_installing_the_same_counter_is_no_view_order_violation(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp seed 17: A installed view 3 with B and C; C, not hearing A, took over
+    and installed its own view 3 with B. B had A's view 3 and can never install C's: a
+    split brain with one counter, which MERGE3 heals."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 2, [A, B, C]))
+    run.at(2).view(View.create(A, 3, [A, B, C]), A, B)
+    run.at(3).view(View.create(C, 3, [C, B]), C)
+    assert run.end(20) == []
+
+
+def test_history_merge_view_overtaken_by_the_coordinators_next_view_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp seed 6 (second run): A merged {A,B} with {C} while B was paused; B's
+    VIEW_ACK timed out, A installed view 4, and B, resumed, got view 4 before the OOB
+    INSTALL_MERGE_VIEW of view 3. A regular view skipped that way would still count."""
+    run = Run(tmp_path, A, B, C)
+    left = View.create(A, 2, [A, B])
+    run.at(1).view(left, A, B)
+    run.view(View.create(C, 2, [C]), C)
+    run.at(2).view(MergeView(ViewId(3, A), [A, B, C], [left, View.create(C, 2, [C])]), A, C)
+    run.at(4).view(View.create(A, 4, [A, B, C]))
+    assert run.end(20) == []

@@ -1,6 +1,8 @@
 """The protocol layers, one sans-IO module each; importing registers them by name."""
 
+from triogroups.protocols.delay import Delay
 from triogroups.protocols.discard import Discard
+from triogroups.protocols.dupl import Dupl
 from triogroups.protocols.fd_all3 import FdAll3
 from triogroups.protocols.frag import Frag
 from triogroups.protocols.gms import Gms
@@ -18,7 +20,9 @@ from triogroups.protocols.unicast3 import Unicast3
 from triogroups.protocols.verify_suspect import VerifySuspect
 
 __all__ = [
+    "Delay",
     "Discard",
+    "Dupl",
     "FdAll3",
     "Frag",
     "Gms",

@@ -274,6 +274,7 @@ class Gms(Protocol):
             self.pass_down(SetDigest(hdr.digest))
         self.pass_down(BecomeServer())
         self.send_down_one(_control(hdr.view.view_id.coord, GmsHeader(VIEW_ACK, hdr.view)))
+        self.merger.joined(now)
 
     # --- views ---------------------------------------------------------------------------
 

@@ -20,7 +20,12 @@ in sync already, and moving those windows would skip what is still in
 flight in that view. A member whose view is none of the subgroups ignores
 the merge view: it moved on after its old view was reported, so what the
 merged digest says of it comes from that old view and may name messages it
-purged since; the next merge takes it in with its own view. Members answer
+purged since; the next merge takes it in with its own view. A joiner whose
+INSTALL_MERGE_VIEW overtakes its JOIN_RSP (admitted just before its
+coordinator's subgroup merged) keeps it and installs it right after the
+view of its JOIN_RSP, which is then one of the subgroups; dropping it would
+leave the joiner without the merge view and without windows for the other
+subgroups (found by a chaos run). Members answer
 with VIEW_ACK, and the leader installs no other view until all have acked
 (at most ``view_ack_collection_timeout``), as for any view:
 INSTALL_MERGE_VIEW is a unicast and the next VIEW a multicast, so the next
@@ -82,6 +87,8 @@ class Merger:
         self._leader: tuple[Address, int] | None = None
         self._participant_deadline = math.inf
         self._reply_pending: tuple[Address, int] | None = None
+        # a joiner: the INSTALL_MERGE_VIEW that came before its JOIN_RSP
+        self._early: tuple[Message, GmsHeader] | None = None
 
     @property
     def busy(self) -> bool:
@@ -221,8 +228,12 @@ class Merger:
 
     def install(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         view = hdr.view
-        if view is None or self.gms.view is None or self.gms.local_address not in view:
-            return  # not for us, or we are not in a group (yet, or any more)
+        if view is None or self.gms.local_address not in view:
+            return  # not for us
+        if self.gms.view is None:
+            if self.gms.state == "client" and isinstance(view, MergeView):
+                self._early = (msg, hdr)  # the JOIN_RSP is late: install it after the join
+            return  # not in a group (yet, or any more)
         if view.view_id.id <= self.gms.view.view_id.id:
             self.gms.counters["old_views_ignored"] += 1
             return
@@ -235,6 +246,13 @@ class Merger:
         if msg.src is not None:
             self.gms.send_down_one(self.gms.control(msg.src, GmsHeader(VIEW_ACK, view)))
         self.gms.coordinator.resume_requests(now)
+
+    def joined(self, now: float) -> None:
+        """This joiner installed its first view: now the merge view that came first, if
+        it merges that view (the coordinator admitted us, then its subgroup merged)."""
+        early, self._early = self._early, None
+        if early is not None:
+            self.install(*early, now)
 
     def install_injected(self, view: MergeView, digest: Digest | None, now: float) -> None:
         """Install a merge view a test injected (`InjectView`), as INSTALL_MERGE_VIEW would,
@@ -250,6 +268,7 @@ class Merger:
 
     def forget(self) -> None:
         """Drop any merge this member leads or takes part in (it left the group)."""
+        self._early = None
         self._reset_leader()
         self._clear_participant()
 

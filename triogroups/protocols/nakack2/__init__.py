@@ -129,6 +129,7 @@ _COUNTERS = (
     "view_seqnos_received",
     "view_seqnos_ignored",
     "windows_moved_by_view_seqno",
+    "windows_reopened",
     "become_server_queue_dropped",
     "become_server_queue_replayed",
     "digests_set",

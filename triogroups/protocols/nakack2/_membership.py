@@ -29,7 +29,11 @@ Decisions where the seed and JGroups leave a choice:
   what that member sent meanwhile in a view without us may be purged and
   could never be retransmitted (JGroups' mergeDigest resets such a window).
   As in JGroups, existing members give a member that is new in a view a
-  window at 0.
+  window at 0, except one that was in an earlier view of ours: its window
+  comes back where it was when it left (its highest delivered seqno and the
+  OOB seqnos delivered above it), or further if the digest says so, never at
+  0 (an addition: JGroups opens it afresh, and a member excluded and merged
+  back gets its retransmissions delivered again).
 - The become_server_queue drops its oldest entries when full (the seed's
   correction); it holds only MSG and XMIT_RSP messages. With
   ``xmit_interval <= 0`` it is unbounded.
@@ -76,6 +80,7 @@ if TYPE_CHECKING:
 __all__ = ["Membership"]
 
 _MAX_FLOORS = 1024  # VIEW_SEQNOs kept from members we have no window for
+_MAX_RETIRED = 1024  # windows of members that left, remembered for their return
 
 
 class Membership:
@@ -89,6 +94,10 @@ class Membership:
         self.floors: dict[Address, int] = {}
         #: The view our coordinator's transport fans multicasts out to before it installs it.
         self.tmp_view: View | None = None
+        #: Per member that left our view: its window's highest delivered seqno and the OOB
+        #: seqnos above it already delivered, so a window opened again for it (a merge, a
+        #: view that has it back) delivers nothing twice.
+        self.retired: dict[Address, tuple[int, list[int]]] = {}
 
     # --- the become_server_queue -----------------------------------------------------------
 
@@ -177,11 +186,34 @@ class Membership:
         me = nak._me()
         windows = nak._windows
         for member in [m for m in windows if m not in view]:
-            del windows[member]
+            self._retire(member, windows.pop(member))
         for member in view.members:
             if member not in windows and member != me:
-                windows[member] = SeqnoTable(self.floors.pop(member, 0))
+                self._open(member, self.floors.pop(member, 0))
         nak._xmit.forget(view)
+
+    def _retire(self, member: Address, win: SeqnoTable[Message | None]) -> None:
+        """Remember where ``member``'s window was (what it held undelivered is dropped:
+        a window opened again asks for it)."""
+        retired = self.retired
+        retired.pop(member, None)
+        if len(retired) >= _MAX_RETIRED:
+            del retired[next(iter(retired))]
+        retired[member] = (win.hd, [s for s, m in win.items() if m is None])
+
+    def _open(self, member: Address, start: int) -> None:
+        """A window for ``member`` from ``start``, or from where it was when ``member`` left
+        our view if that is further: its seqnos never restart within one incarnation."""
+        nak = self.nak
+        back = self.retired.pop(member, None)
+        if back is None:
+            nak._windows[member] = SeqnoTable(start)
+            return
+        hd, oob = back
+        win: SeqnoTable[Message | None] = SeqnoTable(max(start, hd))
+        win.add_many((s, None) for s in oob if s > win.hd)
+        nak._windows[member] = win
+        nak._counters["windows_reopened"] += 1
 
     def set_digest(self, digest: Digest, *, merge: bool = False) -> None:
         """Windows start at the digest's highest delivered seqnos (never our own).
@@ -201,7 +233,7 @@ class Membership:
             start = max(delivered, floors.pop(member, 0))
             win = windows.get(member)
             if win is None:
-                windows[member] = SeqnoTable(start)
+                self._open(member, start)
             elif win.hd < start:
                 self._move(win, start)
         if not merge:

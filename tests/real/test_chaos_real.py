@@ -1,0 +1,77 @@
+"""Chaos runs over real member processes (`triogroups chaos`), checked by the history checker.
+
+Each run starts its members through the process supervisor, carries out a seeded fault
+schedule (chosen so that every kind its stack allows happens) and must end with no
+violation of the delivery contract; on failure the assertion shows the violations with their
+history excerpts. The processes are stopped by the supervisor when the run ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from triogroups.chaos._run import ChaosResult, run_chaos_async
+
+pytestmark = pytest.mark.real
+
+
+async def _run(stack: str, members: int, duration: float, seed: int) -> ChaosResult:
+    """One run; its histories are removed when it passes and kept (the path is in the
+    failure message) when it does not."""
+    keep = Path(tempfile.mkdtemp(prefix=f"triogroups-chaos-{stack}-{seed}-"))
+    args = argparse.Namespace(
+        members=members,
+        duration=duration,
+        seed=seed,
+        stack=stack,
+        rate=40.0,
+        settle=10.0,
+        max_rss=400.0,
+        max_window=20_000,
+        keep=str(keep),
+    )
+    out = io.StringIO()
+    result = await run_chaos_async(Console(file=out, width=120), args)
+    shown = "\n".join(str(v) for v in result.violations[:5])
+    assert result.violations == [], f"{len(result.violations)} violations in {keep}:\n{shown}"
+    shutil.rmtree(keep)
+    assert result.sent > 0 and result.delivered > result.sent
+    return result
+
+
+async def test_chaos_udp_60s_kills_pauses_partitions_loss_dup_delay() -> None:
+    """Seed 6's schedule has every kind: kill, restart, pause, partition, one-way partition,
+    loss, duplication and delay."""
+    result = await _run("udp", 5, 60.0, 6)
+    assert set(result.faults) == {
+        "kill",
+        "restart",
+        "pause",
+        "partition",
+        "oneway",
+        "loss",
+        "dup",
+        "delay",
+    }
+    assert result.incarnations > 5 and max(result.max_rss.values()) > 0
+
+
+async def test_chaos_tcp_kill_delay_dup() -> None:
+    """TCP takes no loss below NAKACK2: kills (rejoins as new incarnations), delay and
+    duplication. Pauses are left out here: a member excluded while paused and merged back
+    over TCP can lose its first multicasts after the merge (README, chaos runs: open)."""
+    result = await _run("tcp", 4, 20.0, 4)
+    assert set(result.faults) == {"kill", "delay", "dup"}
+
+
+async def test_chaos_udp_mcast_partition_kill_loss_delay() -> None:
+    """MCAST in place of NAKACK2, through a partition, a kill, loss and delay."""
+    result = await _run("udp-mcast", 4, 20.0, 8)
+    assert set(result.faults) == {"delay", "partition", "kill", "loss"}
