@@ -56,7 +56,6 @@ from triogroups.protocols.unicast3._common import (
     ID,
     SEND_FIRST_SEQNO,
     XMIT_REQ,
-    State,
     header_ok,
 )
 from triogroups.protocols.unicast3._receiver import DataItem, Receiver
@@ -302,11 +301,9 @@ class Unicast3(Protocol):
     # --- observability -----------------------------------------------------------------
 
     def stats(self) -> dict[str, Any]:
-        states = {s.value: 0 for s in State}
-        for entry in self.sender.entries.values():
-            states[entry.state.value] += 1
-        for other in self.receiver.entries.values():
-            states[other.state.value] += 1
+        states = self.sender.states()
+        for state, count in self.receiver.states().items():
+            states[state] += count
         return {
             **self.sender.stats(),
             **self.receiver.stats(),
