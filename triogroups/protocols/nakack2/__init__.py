@@ -102,7 +102,6 @@ __all__ = [
 ]
 
 _ID = ids.NAKACK2
-_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
@@ -231,11 +230,12 @@ class Nakack2(Protocol):
         kept: list[Message] = []
         state = self._state
         seqno = state.seqno
+        header = NakAckHeader2.msg
         for msg in batch:
             if msg.dest is not None or msg.flags & _NO_RELIABILITY:
                 continue
             seqno += 1
-            msg.headers[_ID] = _new(NakAckHeader2, (MSG, seqno, None, ()))
+            msg.headers[_ID] = header(seqno)
             if not msg.flags & _DONT_LOOPBACK:
                 mine = msg.copy()
                 mine.src = me

@@ -43,6 +43,9 @@ TYPE_NAMES = {
 }
 
 
+_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
+
+
 class NakAckHeader2(NamedTuple):
     """``type`` is MSG, XMIT_REQ, XMIT_RSP, HIGHEST_SEQNO or VIEW_SEQNO.
 
@@ -57,6 +60,12 @@ class NakAckHeader2(NamedTuple):
     seqno: int = 0
     sender: Address | None = None
     ranges: tuple[int, ...] = ()
+
+    @staticmethod
+    def msg(seqno: int) -> NakAckHeader2:
+        """An MSG header: ``NakAckHeader2(MSG, seqno)`` without the keyword-default call
+        (the send path makes one per multicast)."""
+        return _new(NakAckHeader2, (MSG, seqno, None, ()))
 
 
 register_header(ids.NAKACK2, NakAckHeader2)

@@ -59,6 +59,7 @@ TYPE_NAMES = {
 _TS_BITS = 32
 _TS_MOD = 1 << _TS_BITS
 _CONN_MOD = 1 << 16
+_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 
 
 class Unicast3Header(NamedTuple):
@@ -74,6 +75,12 @@ class Unicast3Header(NamedTuple):
     first: bool = False
     timestamp: int = 0
     missing: tuple[int, ...] = ()
+
+    @staticmethod
+    def data(seqno: int, conn_id: int) -> Unicast3Header:
+        """A DATA header, ``first`` for seqno 1: ``Unicast3Header(DATA, seqno, conn_id,
+        seqno == 1)`` without the keyword-default call (the send path makes one per message)."""
+        return _new(Unicast3Header, (DATA, seqno, conn_id, seqno == 1, 0, ()))
 
     def __repr__(self) -> str:
         name = TYPE_NAMES.get(self.type, str(self.type))

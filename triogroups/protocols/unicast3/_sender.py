@@ -21,7 +21,6 @@ from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.unicast3._common import (
     CLOSE,
-    DATA,
     ID,
     ConnectionTable,
     Input,
@@ -38,7 +37,6 @@ __all__ = ["Sender", "SenderEntry"]
 
 _INTERNAL = int(Flag.INTERNAL)
 _OPEN = State.OPEN
-_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 
 
 class SenderEntry:
@@ -129,8 +127,9 @@ class Sender(ConnectionTable[SenderEntry]):
         entry.last_used = now
         conn_id = entry.conn_id
         seqno = table.append_run(msgs)
+        data = Unicast3Header.data
         for msg in msgs:
-            msg.headers[ID] = _new(Unicast3Header, (DATA, seqno, conn_id, seqno == 1, 0, ()))
+            msg.headers[ID] = data(seqno, conn_id)
             seqno += 1
         self.msgs_sent += len(msgs)
         out += msgs

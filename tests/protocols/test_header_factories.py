@@ -1,0 +1,41 @@
+"""Header factories equal the keyword form they stand for.
+
+The send paths build one header per message with ``tuple.__new__`` (no
+NamedTuple keyword-default call); each such construction lives in a named
+factory beside its NamedTuple, and these tests check it builds exactly the
+header the plain, checked keyword call builds.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from triogroups.protocols import mcast
+from triogroups.protocols.mcast import McastHeader
+from triogroups.protocols.nakack2._header import MSG, NakAckHeader2
+from triogroups.protocols.unicast3._common import DATA, Unicast3Header
+
+_SEQNOS = st.integers(0, 2**64 - 1)
+
+
+@given(seqno=_SEQNOS, conn_id=st.integers(0, 2**16 - 1))
+def test_unicast3_header_data_equals_the_keyword_form(seqno: int, conn_id: int) -> None:
+    hdr = Unicast3Header.data(seqno, conn_id)
+    assert type(hdr) is Unicast3Header
+    assert hdr == Unicast3Header(type=DATA, seqno=seqno, conn_id=conn_id, first=seqno == 1)
+    assert hdr.first is (seqno == 1)
+
+
+@given(seqno=_SEQNOS)
+def test_nakack2_header_msg_equals_the_keyword_form(seqno: int) -> None:
+    hdr = NakAckHeader2.msg(seqno)
+    assert type(hdr) is NakAckHeader2
+    assert hdr == NakAckHeader2(type=MSG, seqno=seqno)
+
+
+@given(seqno=_SEQNOS)
+def test_mcast_header_msg_equals_the_keyword_form(seqno: int) -> None:
+    hdr = McastHeader.msg(seqno)
+    assert type(hdr) is McastHeader
+    assert hdr == McastHeader(type=mcast.MSG, seqno=seqno)
