@@ -19,12 +19,17 @@ from triogroups.protocols.unicast3._common import DATA, Unicast3Header
 _SEQNOS = st.integers(0, 2**64 - 1)
 
 
-@given(seqno=_SEQNOS, conn_id=st.integers(0, 2**16 - 1))
-def test_unicast3_header_data_equals_the_keyword_form(seqno: int, conn_id: int) -> None:
-    hdr = Unicast3Header.data(seqno, conn_id)
-    assert type(hdr) is Unicast3Header
-    assert hdr == Unicast3Header(type=DATA, seqno=seqno, conn_id=conn_id, first=seqno == 1)
-    assert hdr.first is (seqno == 1)
+@given(seqno=st.integers(1, 2**64 - 1), conn_id=st.integers(0, 2**16 - 1), count=st.integers(0, 5))
+def test_unicast3_header_data_run_equals_the_keyword_form(
+    seqno: int, conn_id: int, count: int
+) -> None:
+    hdrs = Unicast3Header.data_run(seqno, conn_id, count)
+    assert all(type(hdr) is Unicast3Header for hdr in hdrs)
+    assert hdrs == [
+        Unicast3Header(type=DATA, seqno=s, conn_id=conn_id, first=s == 1)
+        for s in range(seqno, seqno + count)
+    ]
+    assert [hdr.first for hdr in hdrs] == [s == 1 for s in range(seqno, seqno + count)]
 
 
 @given(seqno=_SEQNOS)

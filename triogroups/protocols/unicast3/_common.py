@@ -77,10 +77,14 @@ class Unicast3Header(NamedTuple):
     missing: tuple[int, ...] = ()
 
     @staticmethod
-    def data(seqno: int, conn_id: int) -> Unicast3Header:
-        """A DATA header, ``first`` for seqno 1: ``Unicast3Header(DATA, seqno, conn_id,
-        seqno == 1)`` without the keyword-default call (the send path makes one per message)."""
-        return _new(Unicast3Header, (DATA, seqno, conn_id, seqno == 1, 0, ()))
+    def data_run(seqno: int, conn_id: int, count: int) -> list[Unicast3Header]:
+        """The DATA headers of ``count`` messages from ``seqno`` on, ``first`` for seqno 1:
+        ``Unicast3Header(DATA, s, conn_id, s == 1)`` for each, built without the
+        keyword-default call and with one call per run (the send path's per-message cost)."""
+        return [
+            _new(Unicast3Header, (DATA, s, conn_id, s == 1, 0, ()))
+            for s in range(seqno, seqno + count)
+        ]
 
     def __repr__(self) -> str:
         name = TYPE_NAMES.get(self.type, str(self.type))

@@ -126,11 +126,9 @@ class Sender(ConnectionTable[SenderEntry]):
             entry.progress = now
         entry.last_used = now
         conn_id = entry.conn_id
-        seqno = table.append_run(msgs)
-        data = Unicast3Header.data
-        for msg in msgs:
-            msg.headers[ID] = data(seqno, conn_id)
-            seqno += 1
+        headers = Unicast3Header.data_run(table.append_run(msgs), conn_id, len(msgs))
+        for msg, hdr in zip(msgs, headers, strict=True):
+            msg.headers[ID] = hdr
         self.msgs_sent += len(msgs)
         out += msgs
 
