@@ -32,11 +32,11 @@ def test_unicast3_header_data_run_equals_the_keyword_form(
     assert [hdr.first for hdr in hdrs] == [s == 1 for s in range(seqno, seqno + count)]
 
 
-@given(seqno=_SEQNOS)
-def test_nakack2_header_msg_equals_the_keyword_form(seqno: int) -> None:
-    hdr = NakAckHeader2.msg(seqno)
-    assert type(hdr) is NakAckHeader2
-    assert hdr == NakAckHeader2(type=MSG, seqno=seqno)
+@given(seqno=_SEQNOS, count=st.integers(0, 5))
+def test_nakack2_header_msg_run_equals_the_keyword_form(seqno: int, count: int) -> None:
+    hdrs = NakAckHeader2.msg_run(seqno, count)
+    assert all(type(hdr) is NakAckHeader2 for hdr in hdrs)
+    assert hdrs == [NakAckHeader2(type=MSG, seqno=s) for s in range(seqno, seqno + count)]
 
 
 @given(seqno=_SEQNOS)

@@ -227,23 +227,17 @@ class Nakack2(Protocol):
         """
         me = self._me()
         local: list[Message] = []
-        kept: list[Message] = []
+        kept = [m for m in batch if m.dest is None and not m.flags & _NO_RELIABILITY]
         state = self._state
-        seqno = state.seqno
-        header = NakAckHeader2.msg
-        for msg in batch:
-            if msg.dest is not None or msg.flags & _NO_RELIABILITY:
-                continue
-            seqno += 1
-            msg.headers[_ID] = header(seqno)
+        for msg, hdr in zip(kept, NakAckHeader2.msg_run(state.seqno + 1, len(kept)), strict=True):
+            msg.headers[_ID] = hdr
             if not msg.flags & _DONT_LOOPBACK:
                 mine = msg.copy()
                 mine.src = me
                 local.append(mine)
                 msg.flags |= _DONT_LOOPBACK
-            kept.append(msg)
         if kept:
-            state.seqno = seqno
+            state.seqno += len(kept)
             state.sent.append_run(kept)
             state.counters["msgs_sent"] += len(kept)
             state.sent_since_xmit = True

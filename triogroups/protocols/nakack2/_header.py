@@ -62,10 +62,11 @@ class NakAckHeader2(NamedTuple):
     ranges: tuple[int, ...] = ()
 
     @staticmethod
-    def msg(seqno: int) -> NakAckHeader2:
-        """An MSG header: ``NakAckHeader2(MSG, seqno)`` without the keyword-default call
-        (the send path makes one per multicast)."""
-        return _new(NakAckHeader2, (MSG, seqno, None, ()))
+    def msg_run(seqno: int, count: int) -> list[NakAckHeader2]:
+        """The MSG headers of ``count`` multicasts from ``seqno`` on: ``NakAckHeader2(MSG,
+        s)`` for each, built without the keyword-default call and with one call per run
+        (the send path's per-message cost)."""
+        return [_new(NakAckHeader2, (MSG, s, None, ())) for s in range(seqno, seqno + count)]
 
 
 register_header(ids.NAKACK2, NakAckHeader2)
