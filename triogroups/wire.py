@@ -131,7 +131,9 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
     a generic loop over per-field checkers this generates straight-line code
     (the common field shapes are checked inline, others call their converter).
     The body is unpacked with arrays as tuples, so when no field needed a
-    converter the raw tuple itself becomes the header: no second tuple.
+    converter the raw tuple itself becomes the header: no second tuple. The
+    generated source is kept on the function as ``__source__`` for
+    inspection; tests check it agrees with the generic ``_converter(cls)``.
     """
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined,unused-ignore]
     names = [f"f{i}" for i in range(len(fields))]
@@ -157,8 +159,11 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
         lines.append(f"    return _new(_cls, ({', '.join(names)}{',' if len(names) == 1 else ''}))")
     else:
         lines.append("    return _new(_cls, raw)")
-    exec("\n".join(lines), env)  # generated from type hints only, never from input
-    return env["convert"]  # type: ignore[no-any-return]
+    source = "\n".join(lines)
+    exec(source, env)  # generated from type hints only, never from input
+    convert = env["convert"]
+    convert.__source__ = source
+    return convert  # type: ignore[no-any-return]
 
 
 def _inline_check(name: str, field: str, tp: Any, env: dict[str, Any]) -> list[str] | None:

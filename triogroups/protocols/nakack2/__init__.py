@@ -24,10 +24,12 @@ through a merge whose digest starts its windows afresh (an outage too short
 to be suspected leaves a gap nothing repairs).
 
 This module holds the `Nakack2` layer: its properties, the send and
-receive paths, event dispatch and stats. The retransmit side (XMIT_REQ,
-XMIT_RSP, HIGHEST_SEQNO, stability) is in `_retransmit`; the windows across
-views (the become_server_queue, digests, view changes, VIEW_SEQNO, leaving)
-in `_membership`; the header in `_header`. Each module lists its own decisions.
+receive paths, event dispatch and stats. The state the sides share (seqno,
+sent messages, windows, counters, the member's `Phase`) is one `NakState`
+in `_state`; the retransmit side (XMIT_REQ, XMIT_RSP, HIGHEST_SEQNO,
+stability) is in `_retransmit`; the windows across views (the
+become_server_queue, digests, view changes, VIEW_SEQNO, leaving) in
+`_membership`; the header in `_header`. Each module lists its own decisions.
 
 Decisions where the seed and JGroups leave a choice:
 
@@ -56,7 +58,6 @@ of MSG do no extra work.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any
 
 from triogroups.address import Address
@@ -76,7 +77,6 @@ from triogroups.properties import Bool, Duration, Int, PropertyError, at_least
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._stats import reliable_stats
-from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
     MSG,
@@ -88,6 +88,7 @@ from triogroups.protocols.nakack2._header import (
 )
 from triogroups.protocols.nakack2._membership import Membership
 from triogroups.protocols.nakack2._retransmit import Retransmitter
+from triogroups.protocols.nakack2._state import Input, NakState, Phase, Window
 from triogroups.view import Digest, View
 
 __all__ = [
@@ -102,44 +103,14 @@ __all__ = [
 ]
 
 _ID = ids.NAKACK2
-_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _DEFAULT_BUNDLE = 65_507  # the largest UDP datagram, until check_stack learns the transport's
-_COUNTERS = (
-    "msgs_sent",
-    "msgs_received",
-    "msgs_delivered",
-    "duplicates",
-    "non_member_dropped",
-    "malformed",
-    "xmit_reqs_sent",
-    "xmit_reqs_capped",
-    "xmit_seqnos_requested",
-    "xmit_reqs_received",
-    "xmit_reqs_not_mine",
-    "xmit_not_found",
-    "xmit_rsps_sent",
-    "xmit_rsps_received",
-    "highest_seqno_sent",
-    "highest_seqno_received",
-    "view_seqnos_sent",
-    "view_seqnos_received",
-    "view_seqnos_ignored",
-    "windows_moved_by_view_seqno",
-    "windows_reopened",
-    "become_server_queue_dropped",
-    "become_server_queue_replayed",
-    "digests_set",
-    "stable_digests",
-    "purged",
-)
-
-#: A receive window holds a message, or None for an OOB message that was
-#: delivered when it arrived.
-_Window = SeqnoTable[Message | None]
+_JOINING = Phase.JOINING
+_SERVER = Phase.SERVER
+_LEFT = Phase.LEFT
 
 
 class Nakack2(Protocol):
@@ -186,20 +157,15 @@ class Nakack2(Protocol):
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
-        # What the send and receive paths read lives here; `_xmit` and `_membership` share it.
-        self._seqno = 0
-        self._sent: SeqnoTable[Message] = SeqnoTable()
-        self._windows: dict[Address, _Window] = {}
-        self._server = False
+        # What more than one side changes lives in `_state`; `_xmit` and `_membership` share it.
+        self._state = NakState()
         self._next_xmit = math.inf
-        self._sent_since_xmit = False
         self._unsafe_without_xmit = ""
         self._xmit_interval_set = self.xmit_interval
         #: The largest bundle the transport sends (an XMIT_REQ must fit one).
         self.bundle_size = _DEFAULT_BUNDLE
-        self._counters = Counter(dict.fromkeys(_COUNTERS, 0))
-        self._xmit = Retransmitter(self)
-        self._membership = Membership(self)
+        self._xmit = Retransmitter(self, self._state)
+        self._membership = Membership(self, self._state)
 
     # --- configuration ------------------------------------------------------------
 
@@ -243,7 +209,11 @@ class Nakack2(Protocol):
             self._membership.apply_queue_bound()
 
     def _schedule_xmit(self, now: float) -> None:
-        self._next_xmit = now + self.xmit_interval if self.xmit_interval > 0 else math.inf
+        """The next retransmit run; none without retransmission or once we left."""
+        if self.xmit_interval > 0 and self._state.phase is not _LEFT:
+            self._next_xmit = now + self.xmit_interval
+        else:
+            self._next_xmit = math.inf
 
     # --- sending ---------------------------------------------------------------------
 
@@ -258,27 +228,23 @@ class Nakack2(Protocol):
         """
         me = self._me()
         local: list[Message] = []
-        kept: list[Message] = []
-        seqno = self._seqno
-        for msg in batch:
-            if msg.dest is not None or msg.flags & _NO_RELIABILITY:
-                continue
-            seqno += 1
-            msg.headers[_ID] = _new(NakAckHeader2, (MSG, seqno, None, ()))
+        kept = [m for m in batch if m.dest is None and not m.flags & _NO_RELIABILITY]
+        state = self._state
+        for msg, hdr in zip(kept, NakAckHeader2.msg_run(state.seqno + 1, len(kept)), strict=True):
+            msg.headers[_ID] = hdr
             if not msg.flags & _DONT_LOOPBACK:
                 mine = msg.copy()
                 mine.src = me
                 local.append(mine)
                 msg.flags |= _DONT_LOOPBACK
-            kept.append(msg)
         if kept:
-            self._seqno = seqno
-            self._sent.append_run(kept)
-            self._counters["msgs_sent"] += len(kept)
-            self._sent_since_xmit = True
+            state.seqno += len(kept)
+            state.sent.append_run(kept)
+            state.counters["msgs_sent"] += len(kept)
+            state.sent_since_xmit = True
         self.send_down(batch)
         if local:
-            self._counters["msgs_delivered"] += len(local)
+            state.counters["msgs_delivered"] += len(local)
             self.send_up(local)
 
     def _me(self) -> Address:
@@ -297,11 +263,15 @@ class Nakack2(Protocol):
 
     def up(self, batch: list[Message], now: float) -> None:
         out: list[Message] = []
-        windows = self._windows
+        state = self._state
+        windows = state.windows
+        # A joiner queues multicasts; a server (or a member that left, which has no
+        # windows and drops them as from non-members) receives them.
+        receiving = state.phase is not _JOINING
         received = passed = 0
         # A batch holds runs from one sender: one window lookup per run, not per message.
         run_src: Address | None = None
-        win: _Window | None = None
+        win: Window | None = None
         for msg in batch:
             hdr = msg.headers.get(_ID)
             if hdr is None or msg.flags & _NO_RELIABILITY:
@@ -309,7 +279,7 @@ class Nakack2(Protocol):
                 passed += 1
                 continue
             kind = hdr.type
-            if kind == MSG and self._server:
+            if kind == MSG and receiving:
                 # The common case first: the next message of a member's window, nothing waiting.
                 if msg.src is not run_src:
                     run_src = msg.src
@@ -320,12 +290,12 @@ class Nakack2(Protocol):
                 else:
                     self._receive(msg, hdr.seqno, out)
             elif kind in (MSG, XMIT_RSP):
-                if not self._server:
+                if not receiving:
                     self._membership.enqueue(msg)
                     continue
-                self._counters["xmit_rsps_received"] += 1
+                state.counters["xmit_rsps_received"] += 1
                 if hdr.sender is None:
-                    self._counters["malformed"] += 1
+                    state.counters["malformed"] += 1
                     continue
                 msg.src, msg.dest = hdr.sender, None
                 self._receive(msg, hdr.seqno, out)
@@ -336,33 +306,34 @@ class Nakack2(Protocol):
             elif kind == VIEW_SEQNO:
                 self._membership.on_view_seqno(msg.src, hdr.seqno)
             else:
-                self._counters["malformed"] += 1
+                state.counters["malformed"] += 1
         if received:
-            self._counters["msgs_received"] += received
+            state.counters["msgs_received"] += received
         if out:
-            self._counters["msgs_delivered"] += len(out) - passed
+            state.counters["msgs_delivered"] += len(out) - passed
             self.send_up(out)
 
     def _receive(self, msg: Message, seqno: int, out: list[Message]) -> None:
         """Add to the sender's window; deliver an OOB message now, then the ready run."""
+        counters = self._state.counters
         if msg.src == self.local_address:
-            self._counters["duplicates"] += 1  # ours, delivered when it was sent
+            counters["duplicates"] += 1  # ours, delivered when it was sent
             return
-        win = self._windows.get(msg.src) if msg.src is not None else None
+        win = self._state.windows.get(msg.src) if msg.src is not None else None
         if win is None:
-            self._counters["non_member_dropped"] += 1
+            counters["non_member_dropped"] += 1
             return
         if seqno < 1:
-            self._counters["malformed"] += 1
+            counters["malformed"] += 1
             return
         if seqno - win.hd > self.max_receive_window:
-            self._counters["dropped_beyond_window"] += 1
+            counters["dropped_beyond_window"] += 1
             return
         oob = msg.flags & _OOB
         if not win.add(seqno, None if oob else msg):
-            self._counters["duplicates"] += 1
+            counters["duplicates"] += 1
             return
-        self._counters["msgs_received"] += 1
+        counters["msgs_received"] += 1
         if oob:
             out.append(msg)
         if win.has_ready():
@@ -377,7 +348,7 @@ class Nakack2(Protocol):
         if now < self._next_xmit:
             return
         self._schedule_xmit(now)
-        if not self._server:
+        if self._state.phase is not _SERVER:
             return
         self._xmit.ask_for_gaps()
         if self.resend_last_seqno:
@@ -395,10 +366,12 @@ class Nakack2(Protocol):
         elif isinstance(event, StableDigest):
             self._xmit.on_stable_digest(event.digest)
         elif isinstance(event, BecomeServer):
-            self._membership.become_server(now)
+            self._replay(self._membership.become_server(Input.BECOME_SERVER), now)
             self.pass_down(event)
         elif isinstance(event, Disconnect):
             self._membership.left_group()
+            self._xmit.forget(None)
+            self._schedule_xmit(now)
             self.pass_down(event)
         elif isinstance(event, TmpView):
             self._membership.tmp_view = event.view
@@ -409,31 +382,46 @@ class Nakack2(Protocol):
     def view_changed(self, view: View, now: float) -> None:
         old = self.view
         super().view_changed(view, now)
-        self._membership.view_changed(old, view, now)
+        self._replay(self._membership.view_changed(old, view), now)
+        self._xmit.forget(view)
+
+    def _replay(self, queued: list[Message], now: float) -> None:
+        """Receive what the become_server_queue held, in arrival order."""
+        if queued:
+            self.up(queued, now)
 
     def digest(self) -> Digest:
         """Per member: (highest delivered, highest received); ours: the highest sent, twice."""
-        entries = {m: (w.hd, w.hr) for m, w in self._windows.items()}
-        entries[self._me()] = (self._seqno, self._seqno)
+        state = self._state
+        entries = {m: (w.hd, w.hr) for m, w in state.windows.items()}
+        entries[self._me()] = (state.seqno, state.seqno)
         return Digest(entries)
 
     # --- observation --------------------------------------------------------------------------
 
     def retained(self) -> int:
         """Messages held: sent and not yet stable, received and not yet delivered, queued."""
-        undelivered = sum(len(w) for w in self._windows.values())
-        return len(self._sent) + undelivered + len(self._membership.queue)
+        state = self._state
+        undelivered = sum(len(w) for w in state.windows.values())
+        return len(state.sent) + undelivered + len(self._membership.queue)
+
+    def reset_stats(self) -> None:
+        super().reset_stats()
+        counters = self._state.counters
+        for key in counters:
+            counters[key] = 0
 
     def stats(self) -> dict[str, Any]:
         """Counters, windows and queues; the keys every reliable protocol shares (``sent``,
         ``received``, ``delivered``, ``xmit_reqs_sent``, ``xmit_reqs_received``,
         ``retransmitted``, ``peer_windows``) repeat NAKACK2's own under those names."""
+        state = self._state
         windows = {
             str(m): {"hd": w.hd, "hr": w.hr, "size": len(w), "missing": w.hr - w.hd - len(w)}
-            for m, w in self._windows.items()
+            for m, w in state.windows.items()
         }
         queue, last_stable = self._membership.queue, self._xmit.last_stable
-        counters = self._counters
+        counters = state.counters
         return {
             **counters,
             **reliable_stats(
@@ -443,14 +431,15 @@ class Nakack2(Protocol):
                 xmit_reqs_sent=counters["xmit_reqs_sent"],
                 xmit_reqs_received=counters["xmit_reqs_received"],
                 retransmitted=counters["xmit_rsps_sent"],
-                peer_windows={str(m): (w.hd, w.hd, w.hr) for m, w in self._windows.items()},
+                peer_windows={str(m): (w.hd, w.hd, w.hr) for m, w in state.windows.items()},
             ),
-            "seqno": self._seqno,
-            "is_server": self._server,
+            "seqno": state.seqno,
+            "phase": state.phase.value,
+            "is_server": state.phase is _SERVER,
             "xmit_task_running": self._next_xmit != math.inf,
-            "sent_retained": len(self._sent),
-            "sent_low": self._sent.hd,
-            "sent_high": self._sent.hr,
+            "sent_retained": len(state.sent),
+            "sent_low": state.sent.hd,
+            "sent_high": state.sent.hr,
             "windows": windows,
             "become_server_queue": len(queue),
             "become_server_queue_bound": queue.maxlen,

@@ -10,8 +10,10 @@ member; `MergeDigest` moves the windows of the other subgroups forward;
 
 Plain synchronous code run by `Nakack2` (from ``down_event``,
 ``view_changed``, ``property_changed`` and, for the queue, ``up``): it never
-awaits and reads no clock. It owns the queue and whether a digest was set; the windows and the
-server flag stay on the protocol, where the receive path reads them.
+awaits and reads no clock. It owns the queue, the floors and whether a
+digest was set; it is the only side that adds or drops windows and moves
+the member's `Phase` (in the shared `NakState`). What the queue held goes
+back to `Nakack2` as a return value, to be received there.
 
 Decisions where the seed and JGroups leave a choice:
 
@@ -38,7 +40,8 @@ Decisions where the seed and JGroups leave a choice:
   correction); it holds only MSG and XMIT_RSP messages. With
   ``xmit_interval <= 0`` it is unbounded.
 - A member that left the group (`Disconnect` from GMS) drops its windows and
-  its retransmit task: it asks nobody for anything any more.
+  its retransmit task: it asks nobody for anything any more. Leaving is
+  final (`Phase.LEFT`): a later BecomeServer or view opens no window.
 
 An addition beyond JGroups, VIEW_SEQNO (see the `Nakack2` docstring for
 why): a member X without retransmission (``xmit_interval <= 0``) that
@@ -64,7 +67,6 @@ multicasts, and a window that moves forward delivers what it holds above
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -72,6 +74,7 @@ from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.nakack2._header import VIEW_SEQNO, NakAckHeader2
+from triogroups.protocols.nakack2._state import Input, NakState, Phase, Window
 from triogroups.view import Digest, View
 
 if TYPE_CHECKING:
@@ -86,8 +89,9 @@ _MAX_RETIRED = 1024  # windows of members that left, remembered for their return
 class Membership:
     """The windows of one NAKACK2 as members come and go (see the module docstring)."""
 
-    def __init__(self, nak: Nakack2) -> None:
-        self.nak = nak
+    def __init__(self, nak: Nakack2, state: NakState) -> None:
+        self.nak = nak  # properties, address and output only
+        self.state = state
         self.queue: deque[Message] = deque(maxlen=self._queue_bound())
         self.has_digest = False
         #: Per member: the highest VIEW_SEQNO it sent us before we had a window for it.
@@ -111,57 +115,69 @@ class Membership:
         if bound != self.queue.maxlen:
             old = self.queue
             self.queue = deque(old, maxlen=bound)  # keeps the newest when shrinking
-            self.nak._counters["become_server_queue_dropped"] += len(old) - len(self.queue)
+            self.state.counters["become_server_queue_dropped"] += len(old) - len(self.queue)
 
     def enqueue(self, msg: Message) -> None:
         queue = self.queue
         if queue.maxlen is not None and len(queue) >= queue.maxlen:
-            self.nak._counters["become_server_queue_dropped"] += 1  # the oldest makes room
+            self.state.counters["become_server_queue_dropped"] += 1  # the oldest makes room
         queue.append(msg)
 
-    def become_server(self, now: float) -> None:
-        """Deliver from now on; replay the queued multicasts in arrival order."""
-        nak = self.nak
-        nak._server = True
-        if nak.view is not None:
-            self.adjust_windows(nak.view)
-        if self.queue:
-            queued = list(self.queue)
-            self.queue.clear()
-            nak._counters["become_server_queue_replayed"] += len(queued)
-            nak.up(queued, now)
+    def become_server(self, event: Input) -> list[Message]:
+        """Deliver from now on; returns the queued multicasts, to be received in order.
+
+        ``event`` is BECOME_SERVER (from GMS) or FIRST_VIEW. A member that left
+        stays out: no windows, and nothing to replay.
+        """
+        state = self.state
+        state.move(event)
+        if state.phase is not Phase.SERVER:
+            return []
+        view = self.nak.view
+        if view is not None:
+            self.adjust_windows(view)
+        queued = list(self.queue)
+        self.queue.clear()
+        state.counters["become_server_queue_replayed"] += len(queued)
+        return queued
 
     # --- views and digests -----------------------------------------------------------------
 
-    def view_changed(self, old: View | None, view: View, now: float) -> None:
-        """Adjust the windows; tell the members new in ``view`` our highest seqno."""
-        if self.nak._server or self.has_digest:
+    def view_changed(self, old: View | None, view: View) -> list[Message]:
+        """Adjust the windows; tell the members new in ``view`` our highest seqno.
+
+        Returns what the become_server_queue held if this view, the group's
+        first, made us a server (to be received in order), else nothing.
+        """
+        queued: list[Message] = []
+        phase = self.state.phase
+        if phase is Phase.SERVER or (phase is Phase.JOINING and self.has_digest):
             self.adjust_windows(view)
-        elif view.view_id.id <= 1:
-            self.become_server(now)  # the group's first view: every window starts at 0
+        elif phase is Phase.JOINING and view.view_id.id <= 1:
+            queued = self.become_server(Input.FIRST_VIEW)  # every window starts at 0
         fanned_out, self.tmp_view = self.tmp_view, None
         if old is not None and self.nak.xmit_interval <= 0:
             for member in view.members:
                 if member not in old and (fanned_out is None or member not in fanned_out):
                     self._send_view_seqno(member)
+        return queued
 
     def _send_view_seqno(self, member: Address) -> None:
         nak = self.nak
         if member == nak._me():
             return
-        hdr = NakAckHeader2(VIEW_SEQNO, nak._seqno)
+        hdr = NakAckHeader2(VIEW_SEQNO, self.state.seqno)
         nak._send_control(member, hdr)
-        nak._counters["view_seqnos_sent"] += 1
+        self.state.counters["view_seqnos_sent"] += 1
 
     def on_view_seqno(self, src: Address | None, seqno: int) -> None:
         """``src`` multicast up to ``seqno`` in a view without us: skip to it, never back."""
-        nak = self.nak
-        counters = nak._counters
+        counters = self.state.counters
         counters["view_seqnos_received"] += 1
-        if src is None or seqno < 0 or src == nak._me():
+        if src is None or seqno < 0 or src == self.nak._me():
             counters["view_seqnos_ignored"] += 1
             return
-        win = nak._windows.get(src)
+        win = self.state.windows.get(src)
         if win is not None:
             if win.hd < seqno:
                 self._move(win, seqno)
@@ -171,28 +187,25 @@ class Membership:
         else:
             counters["view_seqnos_ignored"] += 1
 
-    def _move(self, win: SeqnoTable[Message | None], seqno: int) -> None:
+    def _move(self, win: Window, seqno: int) -> None:
         """Move ``win`` forward to ``seqno``; a server delivers the run it then holds."""
-        nak = self.nak
         win.purge(seqno)
-        if nak._server and win.has_ready():
+        if self.state.phase is Phase.SERVER and win.has_ready():
             ready = [m for m in win.remove_ready() if m is not None]
-            nak._counters["msgs_delivered"] += len(ready)
-            nak.send_up(ready)
+            self.state.counters["msgs_delivered"] += len(ready)
+            self.nak.send_up(ready)
 
     def adjust_windows(self, view: View) -> None:
         """Drop the windows of members that left; members new in the view start at 0."""
-        nak = self.nak
-        me = nak._me()
-        windows = nak._windows
+        me = self.nak._me()
+        windows = self.state.windows
         for member in [m for m in windows if m not in view]:
             self._retire(member, windows.pop(member))
         for member in view.members:
             if member not in windows and member != me:
                 self._open(member, self.floors.pop(member, 0))
-        nak._xmit.forget(view)
 
-    def _retire(self, member: Address, win: SeqnoTable[Message | None]) -> None:
+    def _retire(self, member: Address, win: Window) -> None:
         """Remember where ``member``'s window was (what it held undelivered is dropped:
         a window opened again asks for it)."""
         retired = self.retired
@@ -204,16 +217,15 @@ class Membership:
     def _open(self, member: Address, start: int) -> None:
         """A window for ``member`` from ``start``, or from where it was when ``member`` left
         our view if that is further: its seqnos never restart within one incarnation."""
-        nak = self.nak
         back = self.retired.pop(member, None)
         if back is None:
-            nak._windows[member] = SeqnoTable(start)
+            self.state.windows[member] = SeqnoTable(start)
             return
         hd, oob = back
-        win: SeqnoTable[Message | None] = SeqnoTable(max(start, hd))
+        win: Window = SeqnoTable(max(start, hd))
         win.add_many((s, None) for s in oob if s > win.hd)
-        nak._windows[member] = win
-        nak._counters["windows_reopened"] += 1
+        self.state.windows[member] = win
+        self.state.counters["windows_reopened"] += 1
 
     def set_digest(self, digest: Digest, *, merge: bool = False) -> None:
         """Windows start at the digest's highest delivered seqnos (never our own).
@@ -223,9 +235,8 @@ class Membership:
         other subgroups only) catches up with a member we last saw in an
         older view.
         """
-        nak = self.nak
-        me = nak._me()
-        windows = nak._windows
+        me = self.nak._me()
+        windows = self.state.windows
         floors = self.floors
         for member, (delivered, _received) in digest.items():
             if member == me:
@@ -238,7 +249,7 @@ class Membership:
                 self._move(win, start)
         if not merge:
             self.has_digest = True
-        nak._counters["digests_set"] += 1
+        self.state.counters["digests_set"] += 1
 
     def left_group(self) -> None:
         """GMS left the group: no view, no windows, no retransmit task.
@@ -247,11 +258,11 @@ class Membership:
         view would ask for what the others purged in views without us, for
         ever, and those requests would look like signs of life to their
         failure detectors. What we sent stays, so a late XMIT_REQ for our
-        own last messages is still answered.
+        own last messages is still answered. `Nakack2` stops the
+        retransmit task, which never runs for `Phase.LEFT`.
         """
-        nak = self.nak
-        nak.view = None
-        nak._windows.clear()
+        self.state.move(Input.DISCONNECT)
+        self.nak.view = None
+        self.state.windows.clear()
         self.floors.clear()
-        nak._xmit.forget(None)
-        nak._next_xmit = math.inf
+        self.queue.clear()

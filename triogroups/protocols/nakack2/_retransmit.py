@@ -11,8 +11,8 @@ received and we still lack.
 Plain synchronous code run by `Nakack2` (from ``up``, ``tick`` and
 ``down_event``): it never awaits and reads no clock. It keeps only what it
 needs to decide when to ask again (and the last stability digest, for the
-stats); the windows, the sent messages, the counters and the server flag
-stay on the protocol, where the send and receive paths read them.
+stats); the windows, the sent messages, the counters and the member's phase
+are the shared `NakState`, which the send and receive paths read too.
 
 Decisions where the seed and JGroups leave a choice:
 
@@ -60,6 +60,7 @@ from triogroups.protocols.nakack2._header import (
     expand_ranges,
     fit_ranges,
 )
+from triogroups.protocols.nakack2._state import NakState, Phase
 from triogroups.view import Digest, View
 from triogroups.wire import WireCodec
 
@@ -76,8 +77,9 @@ _SLACK = 8  # bytes kept free in a bundle: flags set below NAKACK2 may pack into
 class Retransmitter:
     """What one NAKACK2 asked for and resent (see the module docstring)."""
 
-    def __init__(self, nak: Nakack2) -> None:
-        self.nak = nak
+    def __init__(self, nak: Nakack2, state: NakState) -> None:
+        self.nak = nak  # properties, address and output only
+        self.state = state
         #: Per member: the highest seqno missing at the previous retransmit run.
         self._gaps_seen: dict[Address, int] = {}
         #: Per member: the highest seqno received according to the previous stability digest.
@@ -104,13 +106,13 @@ class Retransmitter:
         (`PeerBudget`); the seqnos beyond are counted as ``xmits_capped``.
         """
         nak = self.nak
-        counters = nak._counters
+        counters = self.state.counters
         counters["xmit_reqs_received"] += 1
         me = nak._me()
         if hdr.sender != me or msg.src is None:
             counters["xmit_reqs_not_mine"] += 1
             return
-        sent = nak._sent
+        sent = self.state.sent
         seqnos = expand_ranges(hdr.ranges, sent.hd + 1, sent.hr, nak.max_xmit_req_size)
         if seqnos is None:
             counters["malformed"] += 1
@@ -137,19 +139,22 @@ class Retransmitter:
     def on_highest_seqno(self, src: Address | None, seqno: int) -> None:
         """The sender's last message may be lost: ask for what lies above what we received."""
         nak = self.nak
-        nak._counters["highest_seqno_received"] += 1
-        if not nak._server or nak.xmit_interval <= 0 or src is None or src == nak._me():
+        state = self.state
+        state.counters["highest_seqno_received"] += 1
+        if state.phase is not Phase.SERVER or nak.xmit_interval <= 0:
             return
-        win = nak._windows.get(src)
+        if src is None or src == nak._me():
+            return
+        win = state.windows.get(src)
         if win is not None and seqno > win.hr:
             self._request_range(src, win.hr + 1, seqno)
 
     def ask_for_gaps(self) -> None:
         """Ask each sender for the gaps that were already there at the previous run."""
-        nak = self.nak
+        max_seqnos = self.nak.max_xmit_req_size
         gaps_seen = self._gaps_seen
-        for member, win in nak._windows.items():
-            missing = win.missing(nak.max_xmit_req_size)
+        for member, win in self.state.windows.items():
+            missing = win.missing(max_seqnos)
             if not missing:
                 gaps_seen.pop(member, None)
                 continue
@@ -163,17 +168,18 @@ class Retransmitter:
 
     def on_stable_digest(self, digest: Digest) -> None:
         """Purge what everyone delivered; ask for what others have and we still lack."""
-        nak = self.nak
-        counters = nak._counters
+        state = self.state
+        counters = state.counters
         self.last_stable = digest
         counters["stable_digests"] += 1
-        me = nak._me()
+        me = self.nak._me()
+        asking = state.phase is Phase.SERVER and self.nak.xmit_interval > 0
         for member, (delivered, received) in digest.items():
             if member == me:
-                counters["purged"] += nak._sent.purge(min(delivered, nak._seqno))
+                counters["purged"] += state.sent.purge(min(delivered, state.seqno))
                 continue
-            win = nak._windows.get(member)
-            if win is None or not nak._server or nak.xmit_interval <= 0:
+            win = state.windows.get(member)
+            if win is None or not asking:
                 continue
             prev = self._stable_seen.get(member)
             if prev is not None and prev > win.hr:
@@ -186,14 +192,13 @@ class Retransmitter:
 
     def _send_xmit_req(self, member: Address, seqnos: list[int] | range) -> None:
         """Ask ``member`` for the lowest of ``seqnos`` that fit one bundle once encoded."""
-        nak = self.nak
-        counters = nak._counters
+        counters = self.state.counters
         ranges, count = fit_ranges(seqnos, self._ranges_budget(member))
         if count < len(seqnos):
             counters["xmit_reqs_capped"] += 1
         if not count:
             return
-        nak._send_control(member, NakAckHeader2(XMIT_REQ, 0, member, ranges))
+        self.nak._send_control(member, NakAckHeader2(XMIT_REQ, 0, member, ranges))
         counters["xmit_reqs_sent"] += 1
         counters["xmit_seqnos_requested"] += count
 
@@ -216,11 +221,12 @@ class Retransmitter:
     def resend_last_seqno(self) -> None:
         """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, repeated until it is stable."""
         nak = self.nak
-        seqno = nak._seqno
-        if seqno == 0 or nak._sent_since_xmit:
-            nak._sent_since_xmit = False
+        state = self.state
+        seqno = state.seqno
+        if seqno == 0 or state.sent_since_xmit:
+            state.sent_since_xmit = False
             return
-        if nak._sent.hd >= seqno:
+        if state.sent.hd >= seqno:
             return  # stable: every member delivered it
         limit = nak.resend_last_seqno_max_times
         if seqno == self._last_resent and limit and self._resends >= limit:
@@ -231,4 +237,4 @@ class Retransmitter:
             self._resends += 1
         hdr = NakAckHeader2(HIGHEST_SEQNO, seqno)
         nak._send_control(None, hdr, _DONT_LOOPBACK)
-        nak._counters["highest_seqno_sent"] += 1
+        state.counters["highest_seqno_sent"] += 1

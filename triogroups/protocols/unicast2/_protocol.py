@@ -25,9 +25,13 @@ from triogroups.protocols.unicast2._state import (
     _NO_RELIABILITY,
     _OOB,
     DATA,
+    RECV_TRANSITIONS,
     SEND_FIRST_SEQNO,
     STABLE,
     XMIT_REQ,
+    Peer,
+    RecvAction,
+    RecvInput,
     Unicast2Header,
     _Ask,
     _RecvEntry,
@@ -231,22 +235,33 @@ class Unicast2(Protocol):
             entry.bytes = 0
             self._send_stable(src, entry)
 
+    def peer_state(self, peer: Address) -> Peer:
+        """What we hold for ``peer`` as a sender (see `RECV_TRANSITIONS`)."""
+        if peer in self._recv:
+            return Peer.OPEN
+        return Peer.CLOSED if peer in self._tombs else Peer.NONE
+
     def _connect(self, src: Address, hdr: Unicast2Header, now: float) -> _RecvEntry | None:
         """The receive entry for a message on a connection we do not have, or None (dropped)."""
         current = self._recv.get(src)
         tomb = self._tombs.get(src)
         known = current.conn_id if current is not None else tomb.conn_id if tomb else None
         if known is not None and hdr.conn_id < known:
-            self._c["stale_dropped"] += 1  # an older connection of the sender: it is gone
+            event = RecvInput.OLDER  # an older connection of the sender: it is gone
+        else:
+            event = RecvInput.FIRST if hdr.first else RecvInput.NOT_FIRST
+        action, _ = RECV_TRANSITIONS[self.peer_state(src), event]
+        if action is RecvAction.DROP_STALE:
+            self._c["stale_dropped"] += 1
             return None
-        if not hdr.first:
+        if action is RecvAction.ASK_FIRST:
             self._c["dropped_no_connection"] += 1
             ask = self._asks.get(src)
             if ask is None or ask[0] != hdr.conn_id or ask[1] < hdr.seqno:
                 self._asks[src] = (hdr.conn_id, hdr.seqno)
             return None
         win: SeqnoTable[Message] = SeqnoTable(hdr.seqno - 1)
-        if tomb is not None:
+        if action is RecvAction.REOPEN and tomb is not None:
             del self._tombs[src]
             if tomb.conn_id == hdr.conn_id:  # reopened after our close: skip what we delivered
                 win = SeqnoTable(max(hdr.seqno - 1, tomb.hd))
@@ -255,10 +270,10 @@ class Unicast2(Protocol):
         entry = self._recv[src] = _RecvEntry(hdr.conn_id, win, now)
         self._asks.pop(src, None)
         self._asked_first.pop(src, None)
-        if current is None:
-            self._opened(src, now)
-        else:
+        if action is RecvAction.RESET:
             self._c["connections_reset"] += 1
+        else:
+            self._opened(src, now)
         if self._next_stable == math.inf:
             self._next_stable = now + self.stable_interval
         return entry
@@ -421,15 +436,16 @@ class Unicast2(Protocol):
             self._c["connections_closed"] += 1
 
     def _close_recv(self, peer: Address, now: float) -> None:
-        recv = self._recv.pop(peer, None)
-        if recv is not None:
+        action, _ = RECV_TRANSITIONS[self.peer_state(peer), RecvInput.CLOSE]
+        if action is RecvAction.BURY:
+            recv = self._recv.pop(peer)
             self._c["connections_closed"] += 1
             win = recv.win
             oob = tuple((s, m) for s, m in win.items() if m.flags & _OOB)
             life = self.max_retransmit_time or math.inf
             self._tombs[peer] = _Tombstone(recv.conn_id, win.hd, oob, now + life)
             while len(self._tombs) > _MAX_TOMBSTONES:
-                del self._tombs[next(iter(self._tombs))]
+                self._forget(next(iter(self._tombs)))
             self._set_next_expiry()
 
     def _reap(self, now: float) -> None:
@@ -447,8 +463,14 @@ class Unicast2(Protocol):
             self._c["aged_out"] += 1
             self._close(peer, now)
         for peer in [p for p, tomb in self._tombs.items() if tomb.expires <= now]:
-            del self._tombs[peer]
+            self._forget(peer)
         self._set_next_expiry()
+
+    def _forget(self, peer: Address) -> None:
+        """A tombstone expires (its time is up, or it is the oldest beyond the cap)."""
+        action, _ = RECV_TRANSITIONS[self.peer_state(peer), RecvInput.EXPIRED]
+        if action is RecvAction.FORGET:
+            del self._tombs[peer]
 
     def _set_next_expiry(self) -> None:
         times = [*self._age_out.values(), *(t.expires for t in self._tombs.values())]

@@ -1,11 +1,13 @@
 """UNICAST2's header and per-connection bookkeeping: what the protocol's state is made of.
 
 Kept apart from the protocol so that `_protocol` reads as the rules alone.
-Nothing here sends or decides; it only holds.
+Nothing here sends; the one decision kept here is `RECV_TRANSITIONS`, what
+a receiver does with a sender's connection (see `Peer`).
 """
 
 from __future__ import annotations
 
+import enum
 from typing import NamedTuple
 
 from triogroups.message import Flag, Message
@@ -109,3 +111,70 @@ class _Tombstone(NamedTuple):
     hd: int
     oob: tuple[tuple[int, Message], ...]
     expires: float
+
+
+class Peer(enum.Enum):
+    """What a receiver holds for one sender: nothing, a window, or a closed window's tombstone."""
+
+    NONE = "none"
+    OPEN = "open"
+    CLOSED = "closed"
+
+
+class RecvInput(enum.Enum):
+    """What happens to a receiver's connection with one sender."""
+
+    #: DATA of a connection older than the one we hold (window or tombstone).
+    OLDER = "older"
+    #: DATA, not flagged first, of a connection we have no window for.
+    NOT_FIRST = "not_first"
+    #: DATA flagged first of a connection we have no window for.
+    FIRST = "first"
+    #: Closed: reaped, aged out, a view without the sender, close_connection, Disconnect.
+    CLOSE = "close"
+    #: The tombstone's time is up, or it is the oldest beyond the cap.
+    EXPIRED = "expired"
+
+
+class RecvAction(enum.Enum):
+    """What `Unicast2` does for a (`Peer`, `RecvInput`) pair."""
+
+    NONE = "none"
+    #: Drop the message (counted ``stale_dropped``).
+    DROP_STALE = "drop_stale"
+    #: Drop the message and want a SEND_FIRST_SEQNO (counted ``dropped_no_connection``).
+    ASK_FIRST = "ask_first"
+    #: A new window at the first message (counted ``connections_opened``).
+    OPEN = "open"
+    #: A new window replaces ours for the newer connection (``connections_reset``).
+    RESET = "reset"
+    #: A new window from the tombstone: past what we delivered if it is the same
+    #: connection (``connections_opened``).
+    REOPEN = "reopen"
+    #: Drop the window, keep a tombstone (``connections_closed``).
+    BURY = "bury"
+    #: Drop the tombstone.
+    FORGET = "forget"
+
+
+_N, _O, _C = Peer.NONE, Peer.OPEN, Peer.CLOSED
+
+#: (what we hold, input) -> (action, what we hold then), for every pair. With
+#: nothing held no connection is older; OLDER is listed there for completeness.
+RECV_TRANSITIONS: dict[tuple[Peer, RecvInput], tuple[RecvAction, Peer]] = {
+    (_N, RecvInput.OLDER): (RecvAction.DROP_STALE, _N),
+    (_N, RecvInput.NOT_FIRST): (RecvAction.ASK_FIRST, _N),
+    (_N, RecvInput.FIRST): (RecvAction.OPEN, _O),
+    (_N, RecvInput.CLOSE): (RecvAction.NONE, _N),
+    (_N, RecvInput.EXPIRED): (RecvAction.NONE, _N),
+    (_O, RecvInput.OLDER): (RecvAction.DROP_STALE, _O),
+    (_O, RecvInput.NOT_FIRST): (RecvAction.ASK_FIRST, _O),
+    (_O, RecvInput.FIRST): (RecvAction.RESET, _O),
+    (_O, RecvInput.CLOSE): (RecvAction.BURY, _C),
+    (_O, RecvInput.EXPIRED): (RecvAction.NONE, _O),
+    (_C, RecvInput.OLDER): (RecvAction.DROP_STALE, _C),
+    (_C, RecvInput.NOT_FIRST): (RecvAction.ASK_FIRST, _C),
+    (_C, RecvInput.FIRST): (RecvAction.REOPEN, _O),
+    (_C, RecvInput.CLOSE): (RecvAction.NONE, _C),
+    (_C, RecvInput.EXPIRED): (RecvAction.FORGET, _N),
+}

@@ -1,11 +1,13 @@
-"""UNICAST3's header, connection states and the wrap-around-safe counters.
+"""UNICAST3's header, connection states and their transitions, and the wrap-around-safe counters.
 
 One small NamedTuple header serves all five message types (as JGroups'
 UnicastHeader3 does); each type reads only its own fields, the rest keep
 their defaults so a DATA header costs a handful of bytes on the wire.
 Timestamps (seed 000) and connection ids are fixed-width counters that wrap;
 they are compared by signed difference, so "newer" stays right across the
-wrap. Nothing here holds state or reads a clock.
+wrap. A connection's state (seed 001) changes only through
+`ConnectionTable.transition`, over the `TRANSITIONS` table. Nothing here
+reads a clock.
 """
 
 from __future__ import annotations
@@ -24,9 +26,12 @@ __all__ = [
     "DATA",
     "ID",
     "SEND_FIRST_SEQNO",
+    "TRANSITIONS",
     "TYPE_NAMES",
     "XMIT_REQ",
+    "Action",
     "ConnectionTable",
+    "Input",
     "State",
     "Unicast3Header",
     "conn_newer",
@@ -54,6 +59,7 @@ TYPE_NAMES = {
 _TS_BITS = 32
 _TS_MOD = 1 << _TS_BITS
 _CONN_MOD = 1 << 16
+_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 
 
 class Unicast3Header(NamedTuple):
@@ -69,6 +75,16 @@ class Unicast3Header(NamedTuple):
     first: bool = False
     timestamp: int = 0
     missing: tuple[int, ...] = ()
+
+    @staticmethod
+    def data_run(seqno: int, conn_id: int, count: int) -> list[Unicast3Header]:
+        """The DATA headers of ``count`` messages from ``seqno`` on, ``first`` for seqno 1:
+        ``Unicast3Header(DATA, s, conn_id, s == 1)`` for each, built without the
+        keyword-default call and with one call per run (the send path's per-message cost)."""
+        return [
+            _new(Unicast3Header, (DATA, s, conn_id, s == 1, 0, ()))
+            for s in range(seqno, seqno + count)
+        ]
 
     def __repr__(self) -> str:
         name = TYPE_NAMES.get(self.type, str(self.type))
@@ -88,11 +104,66 @@ register_header(ID, Unicast3Header)
 
 
 class State(enum.Enum):
-    """Connection states of a sender or receiver entry (seed 001)."""
+    """Connection states of a sender or receiver entry (seed 001).
+
+    CLOSED is the state of an entry that was removed: it no longer exists,
+    and nothing moves it again (a new connection is a new OPEN entry).
+    """
 
     OPEN = "OPEN"
     CLOSING = "CLOSING"
     CLOSED = "CLOSED"
+
+
+class Input(enum.Enum):
+    """What happens to a connection."""
+
+    #: A message is sent (sender) or received (receiver) on it.
+    USE = "use"
+    #: `Unicast3.close_connection`, or the peer is not in the new view.
+    CLOSE = "close"
+    #: The peer is in the new view.
+    MEMBER = "member"
+    #: Unused for ``conn_expiry_timeout``.
+    IDLE = "idle"
+    #: CLOSING for ``conn_close_timeout`` (on the sender: and flushed, or the peer is no member).
+    EXPIRED = "expired"
+    #: Removed whatever its state: the peer's CLOSE (receiver), or given up after
+    #: ``max_retransmit_time`` (sender).
+    DROP = "drop"
+
+
+class Action(enum.Enum):
+    """What `ConnectionTable.transition` does besides setting the next state."""
+
+    NONE = "none"
+    #: ``last_used`` becomes now.
+    TOUCH = "touch"
+    #: A send reopened a CLOSING connection: touched, and the sender counts it.
+    REOPEN = "reopen"
+    #: The entry is removed from the table; the side keeps a floor or sends CLOSE.
+    REMOVE = "remove"
+
+
+_O, _C, _X = State.OPEN, State.CLOSING, State.CLOSED
+_NONE, _TOUCH, _REMOVE = Action.NONE, Action.TOUCH, Action.REMOVE
+
+#: (state, input) -> (action, next state), for every pair (seed 001).
+TRANSITIONS: dict[tuple[State, Input], tuple[Action, State]] = {
+    (_O, Input.USE): (_NONE, _O),
+    (_O, Input.CLOSE): (_TOUCH, _C),
+    (_O, Input.MEMBER): (_NONE, _O),
+    (_O, Input.IDLE): (_TOUCH, _C),
+    (_O, Input.EXPIRED): (_NONE, _O),
+    (_O, Input.DROP): (_REMOVE, _X),
+    (_C, Input.USE): (Action.REOPEN, _O),
+    (_C, Input.CLOSE): (_NONE, _C),
+    (_C, Input.MEMBER): (_TOUCH, _O),
+    (_C, Input.IDLE): (_NONE, _C),
+    (_C, Input.EXPIRED): (_REMOVE, _X),
+    (_C, Input.DROP): (_REMOVE, _X),
+    **{(_X, event): (_NONE, _X) for event in Input},
+}
 
 
 class _Entry(Protocol):
@@ -106,25 +177,41 @@ E = TypeVar("E", bound=_Entry)
 class ConnectionTable(Generic[E]):
     """What the send and receive sides share: one entry per peer, which goes
     CLOSING when closed or when the peer leaves the view, and OPEN again when
-    the peer is back in a view before it was removed."""
+    the peer is back in a view before it was removed. Every change of state
+    goes through `transition`."""
 
     def __init__(self) -> None:
         self.entries: dict[Address, E] = {}
 
+    def transition(self, peer: Address, entry: E, event: Input, now: float) -> Action:
+        """Move ``entry`` (``peer``'s) as `TRANSITIONS` says and do the table's part of the action.
+
+        TOUCH and REOPEN set ``last_used``; REMOVE deletes the entry. The caller
+        does what its side adds (a floor, a CLOSE, a counter).
+        """
+        action, entry.state = TRANSITIONS[entry.state, event]
+        if action is _REMOVE:
+            del self.entries[peer]
+        elif action is not _NONE:
+            entry.last_used = now
+        return action
+
     def close(self, peer: Address, now: float) -> None:
         entry = self.entries.get(peer)
-        if entry is not None and entry.state is State.OPEN:
-            entry.state = State.CLOSING
-            entry.last_used = now
+        if entry is not None:
+            self.transition(peer, entry, Input.CLOSE, now)
 
     def view_changed(self, view: View, now: float) -> None:
         """Entries of members that left go to CLOSING; those of members reopen."""
         for peer, entry in self.entries.items():
-            if peer not in view:
-                self.close(peer, now)
-            elif entry.state is State.CLOSING:
-                entry.state = State.OPEN
-                entry.last_used = now
+            self.transition(peer, entry, Input.MEMBER if peer in view else Input.CLOSE, now)
+
+    def states(self) -> dict[str, int]:
+        """How many entries exist in each state (a removed entry is gone, never CLOSED)."""
+        counts = {State.OPEN.value: 0, State.CLOSING.value: 0}
+        for entry in self.entries.values():
+            counts[entry.state.value] += 1
+        return counts
 
 
 def next_timestamp(ts: int) -> int:

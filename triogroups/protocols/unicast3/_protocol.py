@@ -57,7 +57,6 @@ from triogroups.protocols.unicast3._common import (
     ID,
     SEND_FIRST_SEQNO,
     XMIT_REQ,
-    State,
     header_ok,
 )
 from triogroups.protocols.unicast3._receiver import RECEIVER_COUNTERS, DataItem, Receiver
@@ -312,11 +311,9 @@ class Unicast3(Protocol):
         and the keys every reliable protocol shares (`reliable_stats`; ``pending_acks``:
         receive connections whose ack is delayed; xmit requests count seqnos asked for)."""
         send, recv = self.sender, self.receiver
-        states = {s.value: 0 for s in State}
-        for entry in self.sender.entries.values():
-            states[entry.state.value] += 1
-        for other in self.receiver.entries.values():
-            states[other.state.value] += 1
+        states = self.sender.states()
+        for state, count in self.receiver.states().items():
+            states[state] += count
         return {
             **reliable_stats(
                 sent=send.msgs_sent,

@@ -41,6 +41,7 @@ from triogroups.protocols.unicast3._common import (
     SEND_FIRST_SEQNO,
     XMIT_REQ,
     ConnectionTable,
+    Input,
     State,
     Unicast3Header,
     conn_newer,
@@ -56,6 +57,7 @@ __all__ = ["Receiver", "ReceiverEntry"]
 _OOB = int(Flag.OOB)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _INTERNAL = int(Flag.INTERNAL)
+_OPEN = State.OPEN
 _CLOSED_FLOOR = -1  # floor "highest delivered" of a connection its sender closed
 _MAX_CACHED = 10_000  # messages cached per sender while waiting for its first seqno
 
@@ -242,7 +244,8 @@ class Receiver(ConnectionTable[ReceiverEntry]):
                 del self.cache[peer]
         entry.ack_pending = True
         entry.last_used = now
-        entry.state = State.OPEN
+        if entry.state is not _OPEN:  # data reopens a closing connection (seed 001)
+            self.transition(peer, entry, Input.USE, now)
         ready = table.remove_ready()
         if ready:
             delivered.extend(m for m in ready if m is not None)
@@ -311,8 +314,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         if entry is not None:
             if entry.conn_id != hdr.conn_id:
                 return
-            del self.entries[peer]
-            entry.state = State.CLOSED
+            self.transition(peer, entry, Input.DROP, now)
             self.removed += 1
         else:
             floor = self.floors.get(peer)
@@ -385,11 +387,9 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         if entry.state is State.OPEN:
             expiry = proto.conn_expiry_timeout
             if expiry > 0 and now - entry.last_used >= expiry:
-                entry.state = State.CLOSING
-                entry.last_used = now
+                self.transition(peer, entry, Input.IDLE, now)
         elif proto.conn_close_timeout > 0 and now - entry.last_used >= proto.conn_close_timeout:
-            del self.entries[peer]
-            entry.state = State.CLOSED
+            self.transition(peer, entry, Input.EXPIRED, now)
             self.removed += 1
             table = entry.table
             oob = tuple(seqno for seqno, msg in table.items() if msg is None)

@@ -21,9 +21,9 @@ from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.unicast3._common import (
     CLOSE,
-    DATA,
     ID,
     ConnectionTable,
+    Input,
     State,
     Unicast3Header,
     next_conn_id,
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 __all__ = ["Sender", "SenderEntry"]
 
 _INTERNAL = int(Flag.INTERNAL)
-_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
+_OPEN = State.OPEN
 
 
 class SenderEntry:
@@ -139,18 +139,17 @@ class Sender(ConnectionTable[SenderEntry]):
         if entry is None:
             self._conn_id = next_conn_id(self._conn_id)
             entry = self.entries[dest] = SenderEntry(self._conn_id, now)
-        elif entry.state is State.CLOSING:  # a send reopens a closing connection (seed 001)
-            entry.state = State.OPEN
+        elif entry.state is not _OPEN:  # a send reopens a closing connection (seed 001)
+            self.transition(dest, entry, Input.USE, now)
             self.reopened += 1
         table = entry.table
         if table.hd == table.hr:  # the window was empty: the wait for an ack starts now
             entry.progress = now
         entry.last_used = now
         conn_id = entry.conn_id
-        seqno = table.append_run(msgs)
-        for msg in msgs:
-            msg.headers[ID] = _new(Unicast3Header, (DATA, seqno, conn_id, seqno == 1, 0, ()))
-            seqno += 1
+        headers = Unicast3Header.data_run(table.append_run(msgs), conn_id, len(msgs))
+        for msg, hdr in zip(msgs, headers, strict=True):
+            msg.headers[ID] = hdr
         self.msgs_sent += len(msgs)
         out += msgs
 
@@ -229,7 +228,7 @@ class Sender(ConnectionTable[SenderEntry]):
                     and now - entry.progress >= proto.max_retransmit_time
                     and not proto.is_member(peer)
                 ):
-                    self._remove(peer, entry, out, close=False)
+                    self._remove(peer, entry, Input.DROP, now, out, close=False)
                     continue
                 if entry.watermark == ha_hs:
                     msg = table.get(ha_hs[1])
@@ -253,20 +252,25 @@ class Sender(ConnectionTable[SenderEntry]):
         if entry.state is State.OPEN:
             expiry = proto.conn_expiry_timeout
             if expiry > 0 and now - entry.last_used >= expiry:
-                entry.state = State.CLOSING
-                entry.last_used = now
+                self.transition(peer, entry, Input.IDLE, now)
         elif proto.conn_close_timeout > 0 and now - entry.last_used >= proto.conn_close_timeout:
             if not entry.table:
-                self._remove(peer, entry, out, close=proto.may_be_member(peer))
+                self._remove(peer, entry, Input.EXPIRED, now, out, close=proto.may_be_member(peer))
             elif not proto.is_member(peer):
-                self._remove(peer, entry, out, close=False)
+                self._remove(peer, entry, Input.EXPIRED, now, out, close=False)
 
     def _remove(
-        self, peer: Address, entry: SenderEntry, out: list[Message], *, close: bool
+        self,
+        peer: Address,
+        entry: SenderEntry,
+        event: Input,
+        now: float,
+        out: list[Message],
+        *,
+        close: bool,
     ) -> None:
         """Remove the connection; what is still unacked is given up (counted)."""
-        del self.entries[peer]
-        entry.state = State.CLOSED
+        self.transition(peer, entry, event, now)
         self.removed += 1
         self.msgs_given_up += len(entry.table)
         if close:

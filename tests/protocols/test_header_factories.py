@@ -1,0 +1,46 @@
+"""Header factories equal the keyword form they stand for.
+
+The send paths build one header per message with ``tuple.__new__`` (no
+NamedTuple keyword-default call); each such construction lives in a named
+factory beside its NamedTuple, and these tests check it builds exactly the
+header the plain, checked keyword call builds.
+"""
+
+from __future__ import annotations
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from triogroups.protocols import mcast
+from triogroups.protocols.mcast import McastHeader
+from triogroups.protocols.nakack2._header import MSG, NakAckHeader2
+from triogroups.protocols.unicast3._common import DATA, Unicast3Header
+
+_SEQNOS = st.integers(0, 2**64 - 1)
+
+
+@given(seqno=st.integers(1, 2**64 - 1), conn_id=st.integers(0, 2**16 - 1), count=st.integers(0, 5))
+def test_unicast3_header_data_run_equals_the_keyword_form(
+    seqno: int, conn_id: int, count: int
+) -> None:
+    hdrs = Unicast3Header.data_run(seqno, conn_id, count)
+    assert all(type(hdr) is Unicast3Header for hdr in hdrs)
+    assert hdrs == [
+        Unicast3Header(type=DATA, seqno=s, conn_id=conn_id, first=s == 1)
+        for s in range(seqno, seqno + count)
+    ]
+    assert [hdr.first for hdr in hdrs] == [s == 1 for s in range(seqno, seqno + count)]
+
+
+@given(seqno=_SEQNOS, count=st.integers(0, 5))
+def test_nakack2_header_msg_run_equals_the_keyword_form(seqno: int, count: int) -> None:
+    hdrs = NakAckHeader2.msg_run(seqno, count)
+    assert all(type(hdr) is NakAckHeader2 for hdr in hdrs)
+    assert hdrs == [NakAckHeader2(type=MSG, seqno=s) for s in range(seqno, seqno + count)]
+
+
+@given(seqno=_SEQNOS)
+def test_mcast_header_msg_equals_the_keyword_form(seqno: int) -> None:
+    hdr = McastHeader.msg(seqno)
+    assert type(hdr) is McastHeader
+    assert hdr == McastHeader(type=mcast.MSG, seqno=seqno)
