@@ -249,12 +249,41 @@ def test_nakack2_own_multicast_is_delivered_when_sent_and_its_echo_is_a_duplicat
     assert a.take_up() == [] and a.stats()["duplicates"] == 1
 
 
-def test_nakack2_drops_and_counts_multicasts_from_non_members() -> None:
+def test_nakack2_keeps_multicasts_from_non_members_until_a_view_has_them() -> None:
+    """A view reaches members at different times: C multicasts to B before B installs the
+    view with C. B keeps it (not delivered to a member whose view lacks C) and delivers it
+    once the view gives C a window; over TCP nothing would ever send it again."""
     net = _Net(3)
+    net.view([0, 1])
+    net.send(2, b"early")
+    net.pump()
+    assert net.delivered[net.addrs[1]] == []
+    assert net[1].stats()["non_member_kept"] == 1
+    net.view([0, 1, 2], vid=2)
+    assert net.delivered[net.addrs[1]] == [b"early"]
+    stats = net[1].stats()
+    assert stats["non_member_replayed"] == 1 and stats["non_member_dropped"] == 0
+
+
+def test_nakack2_non_member_queue_keeps_the_newest_and_counts_what_it_drops() -> None:
+    net = _Net(3, non_member_queue_size=2)
+    net.view([0, 1])
+    for payload in (b"c1", b"c2", b"c3"):
+        net.send(2, payload)
+    net.pump()
+    assert net[1].stats()["non_member_dropped"] == 1
+    net.view([0, 1, 2], vid=2)
+    assert net.delivered[net.addrs[1]] == []  # c1 is gone: c2 and c3 wait behind the gap
+
+
+def test_nakack2_non_member_queue_size_0_drops_them_at_once() -> None:
+    net = _Net(3, non_member_queue_size=0)
     net.view([0, 1])
     net.send(2, b"intruder")
     net.pump()
     assert net.delivered[net.addrs[1]] == [] and net[1].stats()["non_member_dropped"] == 1
+    net.view([0, 1, 2], vid=2)
+    assert net.delivered[net.addrs[1]] == []
 
 
 def test_nakack2_oob_is_delivered_at_once_while_a_regular_gap_is_open() -> None:

@@ -133,6 +133,12 @@ class Nakack2(Protocol):
         doc="multicasts a joiner queues before it is a server (unbounded if xmit_interval <= 0)",
         check=at_least(1),
     )
+    non_member_queue_size = Int(
+        1024,
+        doc="multicasts from senders not in our view kept until a view or merge view "
+        "gives them a window (the newest are kept; 0: drop them at once)",
+        check=at_least(0),
+    )
     max_xmits_per_interval = Int(
         5000,
         doc="messages resent for one member's XMIT_REQs per xmit_interval (per second "
@@ -207,6 +213,8 @@ class Nakack2(Protocol):
             self._schedule_xmit(now)
         if key in ("xmit_interval", "become_server_queue_size"):
             self._membership.apply_queue_bound()
+        if key == "non_member_queue_size":
+            self._membership.apply_early_bound()
 
     def _schedule_xmit(self, now: float) -> None:
         """The next retransmit run; none without retransmission or once we left."""
@@ -321,7 +329,10 @@ class Nakack2(Protocol):
             return
         win = self._state.windows.get(msg.src) if msg.src is not None else None
         if win is None:
-            counters["non_member_dropped"] += 1
+            if msg.src is not None and self._state.phase is _SERVER:
+                self._membership.keep_early(msg)  # its view may be on its way
+            else:
+                counters["non_member_dropped"] += 1
             return
         if seqno < 1:
             counters["malformed"] += 1

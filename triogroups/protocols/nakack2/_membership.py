@@ -36,6 +36,14 @@ Decisions where the seed and JGroups leave a choice:
   OOB seqnos delivered above it), or further if the digest says so, never at
   0 (an addition: JGroups opens it afresh, and a member excluded and merged
   back gets its retransmissions delivered again).
+- A server keeps multicasts from senders it has no window for (up to
+  ``non_member_queue_size``, the newest) and receives them once a view or
+  merge view gives their sender a window: views reach members at different
+  times, so the first member to install one may multicast to a member that
+  has not installed it yet. JGroups drops them and asks again; over TCP,
+  without retransmission, they would be lost (found by a chaos run: a member
+  merged back lost its first multicasts at every other member). Those at or
+  below the window's start are dropped as duplicates then.
 - The become_server_queue drops its oldest entries when full (the seed's
   correction); it holds only MSG and XMIT_RSP messages. With
   ``xmit_interval <= 0`` it is unbounded.
@@ -98,6 +106,8 @@ class Membership:
         self.floors: dict[Address, int] = {}
         #: The view our coordinator's transport fans multicasts out to before it installs it.
         self.tmp_view: View | None = None
+        #: Multicasts from senders without a window, in arrival order (see `keep_early`).
+        self.early: deque[Message] = deque(maxlen=nak.non_member_queue_size)
         #: Per member that left our view: its window's highest delivered seqno and the OOB
         #: seqnos above it already delivered, so a window opened again for it (a merge, a
         #: view that has it back) delivers nothing twice.
@@ -123,6 +133,47 @@ class Membership:
             self.state.counters["become_server_queue_dropped"] += 1  # the oldest makes room
         queue.append(msg)
 
+    # --- multicasts that came before their sender's view -------------------------------------
+
+    def keep_early(self, msg: Message) -> None:
+        """Keep a multicast from a sender we have no window for, until a view gives it one.
+
+        A view or merge view reaches members at different times: a member that
+        installed it first (the merge leader, or one whose INSTALL_MERGE_VIEW
+        came first) multicasts to us before our copy of that view arrives. Over
+        TCP, without retransmission, a message dropped then would be lost for
+        good; with retransmission it would cost a round of XMIT_REQs. The
+        newest ``non_member_queue_size`` are kept; what is pushed out is
+        counted as ``non_member_dropped``.
+        """
+        early = self.early
+        counters = self.state.counters
+        if early.maxlen == 0:
+            counters["non_member_dropped"] += 1
+            return
+        if len(early) == early.maxlen:
+            counters["non_member_dropped"] += 1  # the oldest makes room
+        early.append(msg)
+        counters["non_member_kept"] += 1
+
+    def apply_early_bound(self) -> None:
+        """Apply a changed ``non_member_queue_size``; a smaller one drops the oldest."""
+        old = self.early
+        self.early = deque(old, maxlen=self.nak.non_member_queue_size)
+        self.state.counters["non_member_dropped"] += len(old) - len(self.early)
+
+    def _take_early(self) -> list[Message]:
+        """The kept multicasts whose senders now have a window, in arrival order."""
+        early = self.early
+        if not early:
+            return []
+        windows = self.state.windows
+        ready = [m for m in early if m.src in windows]
+        if ready:
+            self.early = deque((m for m in early if m.src not in windows), maxlen=early.maxlen)
+            self.state.counters["non_member_replayed"] += len(ready)
+        return ready
+
     def become_server(self, event: Input) -> list[Message]:
         """Deliver from now on; returns the queued multicasts, to be received in order.
 
@@ -139,7 +190,7 @@ class Membership:
         queued = list(self.queue)
         self.queue.clear()
         state.counters["become_server_queue_replayed"] += len(queued)
-        return queued
+        return queued + self._take_early()
 
     # --- views and digests -----------------------------------------------------------------
 
@@ -153,6 +204,8 @@ class Membership:
         phase = self.state.phase
         if phase is Phase.SERVER or (phase is Phase.JOINING and self.has_digest):
             self.adjust_windows(view)
+            if phase is Phase.SERVER:
+                queued = self._take_early()
         elif phase is Phase.JOINING and view.view_id.id <= 1:
             queued = self.become_server(Input.FIRST_VIEW)  # every window starts at 0
         fanned_out, self.tmp_view = self.tmp_view, None
@@ -266,3 +319,4 @@ class Membership:
         self.state.windows.clear()
         self.floors.clear()
         self.queue.clear()
+        self.early.clear()

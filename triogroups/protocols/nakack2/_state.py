@@ -29,6 +29,8 @@ COUNTERS = (
     "msgs_delivered",
     "duplicates",
     "non_member_dropped",
+    "non_member_kept",
+    "non_member_replayed",
     "malformed",
     "xmit_reqs_sent",
     "xmit_reqs_capped",
