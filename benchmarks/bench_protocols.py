@@ -40,7 +40,8 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from triogroups import Address, Message, View, ViewId, WireCodec
+from triogroups import Address, Message, View, ViewId
+from triogroups.extend import WireCodec
 from triogroups.protocol import Protocol
 from triogroups.protocols.mcast import Mcast
 from triogroups.protocols.nakack2 import Nakack2

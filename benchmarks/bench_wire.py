@@ -16,7 +16,8 @@ from typing import NamedTuple
 
 import msgpack
 
-from triogroups import Address, Message, WireCodec, register_header
+from triogroups import Address, Message
+from triogroups.extend import WireCodec, register_header
 
 BUNDLE = 100
 

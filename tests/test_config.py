@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from triogroups import Discard, PropertyError, Protocol, StackConfig, preset_names
+from triogroups import PropertyError, StackConfig, preset_names
+from triogroups.extend import Discard, Protocol
 from triogroups.properties import Bool, Duration, Float, Int, Size, StrList, positive
 
 

@@ -13,9 +13,10 @@ from typing import Any
 import trio
 import trio.testing
 
-from triogroups import Address, Message, Protocol, Stack, StackConfig, open_channel
+from triogroups import Address, Message, Stack, StackConfig, open_channel
 from triogroups._layer import Inlet, LayerActor
 from triogroups.events import Item, Suspect
+from triogroups.extend import Protocol
 from triogroups.transports.sim import open_sim_network
 
 _A = Address(0xA, "A")

@@ -7,8 +7,9 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, Message, Protocol
+from triogroups import Address, Message
 from triogroups._layer import Inlet, LayerActor
+from triogroups.extend import Protocol
 
 _PEER = Address(0xB, "B")
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from triogroups import Address, Discard, Message, PassThrough, View, ViewChange
+from triogroups import Address, Message, View
 from triogroups.events import BecomeServer
+from triogroups.extend import Discard, PassThrough, ViewChange
 
 A = Address.random("A")
 B = Address.random("B")

@@ -13,6 +13,7 @@ import pytest
 
 import triogroups
 import triogroups.events
+import triogroups.extend
 import triogroups.properties
 import triogroups.testing
 import triogroups.wire
@@ -40,6 +41,19 @@ def test_public_names_say_the_package_users_import_them_from(module: ModuleType)
     for name, obj in objects:
         page = pydoc.render_doc(obj, renderer=pydoc.plaintext)
         assert "triogroups._" not in page.split("\n", 3)[2], name
+
+
+def test_application_names_at_the_top_protocol_author_names_in_extend() -> None:
+    """Issue 19: the top level is what an application uses; the sans-IO contract, events,
+    layers, transports and codec are in `triogroups.extend`, each under one name only, and
+    every one of them is defined in a public module (pickles and help() resolve)."""
+    top, extend = set(triogroups.__all__), set(triogroups.extend.__all__)
+    assert top.isdisjoint(extend), top & extend
+    assert {"open_channel", "Channel", "open_process_group", "StackConfig", "probe"} <= top
+    assert {"Protocol", "register_header", "WireCodec", "ViewChange", "Gms"} <= extend
+    for name in extend:
+        module = getattr(triogroups.extend, name).__module__
+        assert module.startswith("triogroups.") and "._" not in module, (name, module)
 
 
 def test_help_of_group_actor_names_triogroups() -> None:
@@ -109,7 +123,7 @@ def test_every_public_class_function_and_method_has_a_docstring() -> None:
     ``triogroups.testing`` says what it does (72 public methods had nothing), and so do the
     modules a protocol author imports from (properties, events, the wire codec)."""
     assert undocumented([triogroups, triogroups.testing]) == []
-    authors = [triogroups.properties, triogroups.events, triogroups.wire]
+    authors = [triogroups.extend, triogroups.properties, triogroups.events, triogroups.wire]
     assert undocumented(authors) == []
 
 

@@ -9,16 +9,8 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import (
-    Address,
-    Message,
-    Protocol,
-    RestartIntensityExceeded,
-    Stack,
-    StackConfig,
-    View,
-    ViewChange,
-)
+from triogroups import Address, Message, RestartIntensityExceeded, Stack, StackConfig, View
+from triogroups.extend import Protocol, ViewChange
 from triogroups.properties import Duration
 from triogroups.transports.sim import open_sim_network
 

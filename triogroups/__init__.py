@@ -2,8 +2,10 @@
 
 JGroups-style protocols (UNICAST3, NAKACK2, MCAST, ...) as sans-IO state
 machines, each hosted as a supervised Trio actor; members are OS processes
-talking over UDP multicast or TCP. Everything public is importable from here;
-the test kit lives in `triogroups.testing`.
+talking over UDP multicast or TCP. Everything an application uses is importable
+from here; what protocol authors need (the sans-IO contract, events, layers,
+transports, the wire codec) from `triogroups.extend`; the test kit lives in
+`triogroups.testing`.
 """
 
 from triogroups import protocols as _protocols  # noqa: F401  (registers protocols)
@@ -25,55 +27,11 @@ from triogroups.actors import (
 )
 from triogroups.address import Address
 from triogroups.config import LayerConfig, StackConfig, preset_names
-from triogroups.events import (
-    BecomeServer,
-    Connect,
-    Disconnect,
-    Disconnected,
-    Event,
-    FindMembers,
-    InjectView,
-    MembersFound,
-    PingData,
-    SetDigest,
-    SetPhysicalAddresses,
-    Suspect,
-    Unsuspect,
-    ViewChange,
-)
 from triogroups.message import Flag, Message
 from triogroups.properties import PropertyError
-from triogroups.protocol import Protocol, protocol_class, protocol_names
-from triogroups.protocols import (
-    Discard,
-    FdAll3,
-    Frag,
-    Gms,
-    Mcast,
-    Merge3,
-    Mfc,
-    Nakack2,
-    PassThrough,
-    Ping,
-    Stable,
-    TcpPing,
-    Ufc,
-    Unicast2,
-    Unicast3,
-    VerifySuspect,
-)
 from triogroups.stack import Stack
-from triogroups.transports import (
-    SendToHosts,
-    SimNetwork,
-    SimTransport,
-    TcpTransport,
-    Transport,
-    UdpTransport,
-    open_sim_network,
-)
+from triogroups.transports import SimNetwork, open_sim_network
 from triogroups.view import Digest, MergeView, View, ViewId
-from triogroups.wire import Authenticator, Bundle, WireCodec, WireError, register_header
 
 __version__ = "0.1.0"
 
@@ -83,71 +41,28 @@ __all__ = [
     "ActorGone",
     "ActorRef",
     "Address",
-    "Authenticator",
-    "BecomeServer",
-    "Bundle",
     "ChildSpec",
-    "Connect",
     "CrashReport",
     "Digest",
-    "Discard",
-    "Disconnect",
-    "Disconnected",
-    "Event",
-    "FdAll3",
-    "FindMembers",
     "Flag",
-    "Frag",
-    "Gms",
-    "InjectView",
     "LayerConfig",
     "MailboxFull",
-    "Mcast",
-    "MembersFound",
-    "Merge3",
     "MergeView",
     "Message",
-    "Mfc",
-    "Nakack2",
-    "PassThrough",
     "PermanentError",
-    "Ping",
-    "PingData",
     "PropertyError",
-    "Protocol",
     "Restart",
     "RestartIntensityExceeded",
-    "SendToHosts",
-    "SetDigest",
-    "SetPhysicalAddresses",
     "SimNetwork",
-    "SimTransport",
-    "Stable",
     "Stack",
     "StackConfig",
     "StartupError",
     "Strategy",
     "Supervisor",
-    "Suspect",
-    "TcpPing",
-    "TcpTransport",
-    "Transport",
-    "UdpTransport",
-    "Ufc",
-    "Unicast2",
-    "Unicast3",
-    "Unsuspect",
-    "VerifySuspect",
     "View",
-    "ViewChange",
     "ViewId",
-    "WireCodec",
-    "WireError",
     "open_sim_network",
     "preset_names",
-    "protocol_class",
-    "protocol_names",
-    "register_header",
     "spawn",
 ]
 

@@ -19,10 +19,13 @@ from typing import Any
 __all__ = ["set_public_module"]
 
 
-def set_public_module(package: str, names: Mapping[str, Any]) -> None:
-    """Set ``__module__`` to ``package`` for each public class or function in ``names``."""
+def set_public_module(package: str, names: Mapping[str, Any], *, root: str | None = None) -> None:
+    """Set ``__module__`` to ``package`` for each public class or function in ``names``
+    defined below ``root`` (default: ``package`` itself; `triogroups.extend` re-exports what
+    sits in private modules elsewhere in the package)."""
+    root = root or package
     for obj in names.values():
-        if not _defined_below(obj, package):
+        if not _defined_below(obj, root):
             continue
         if isinstance(obj, type):
             _resolve_annotations(obj, names)
@@ -31,7 +34,7 @@ def set_public_module(package: str, names: Mapping[str, Any]) -> None:
             for attr in vars(obj).values():
                 target = attr.fget if isinstance(attr, property) else attr
                 target = getattr(target, "__func__", target)
-                if callable(target) and _defined_below(target, package):
+                if callable(target) and _defined_below(target, root):
                     target.__module__ = package
 
 

@@ -2,7 +2,7 @@
 
 A protocol declares its properties as class attributes:
 
->>> from triogroups import Protocol
+>>> from triogroups.extend import Protocol
 >>> from triogroups.properties import Duration, positive
 >>> class Resender(Protocol):
 ...     xmit_interval = Duration(0.5, doc="time between retransmission runs", check=positive)

@@ -31,6 +31,7 @@ from typing import Any
 
 import trio
 
+from triogroups._cadence import SEND_CHECKPOINT_EVERY, Cadence
 from triogroups._layer import Inlet, LayerActor, TransportActor, original_error
 from triogroups.actors import (
     Actor,
@@ -141,7 +142,7 @@ class Stack:
         self._up = Inlet(channel_size)
         self.deliveries = self._up.receiver
         self.incarnation = 0
-        self._sends = 0
+        self._cadence = Cadence(SEND_CHECKPOINT_EVERY)
         self._current: _Incarnation | None = None
         self._supervisor: Supervisor | None = None
         self._listeners: list[Callable[[Stack], None]] = []
@@ -263,8 +264,8 @@ class Stack:
     async def send(self, item: Item) -> None:
         """Pass a batch or an event down from the top; awaits when the stack is full.
 
-        While there is room it returns without yielding (a checkpoint every
-        few calls keeps it fair and cancellable), so a burst of sends queues
+        While there is room it returns without yielding (every
+        `SEND_CHECKPOINT_EVERY`th call does: `_cadence`), so a burst of sends queues
         up and the layers carry it as one coalesced batch. While a layer holds
         back senders (`Protocol.blocks_down`: no credits, a full window) a
         batch waits here, senders in the order they came; events never wait,
@@ -276,8 +277,7 @@ class Stack:
                     await self._open.wait()
                 await self._down.send(item)
             return
-        self._sends += 1
-        if self._sends % 32:
+        if not self._cadence.tick():
             try:
                 self._down.send_nowait(item)
                 return

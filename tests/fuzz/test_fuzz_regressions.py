@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, Digest, Flag, Message, View, ViewChange
+from triogroups import Address, Digest, Flag, Message, View
+from triogroups.extend import ViewChange
 from triogroups.protocol import protocol_class
 from triogroups.protocols import ids
 from triogroups.protocols._discovery import DiscoveryHeader

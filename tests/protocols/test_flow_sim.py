@@ -18,17 +18,8 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triogroups import (
-    Address,
-    Discard,
-    Flag,
-    Message,
-    Protocol,
-    Stack,
-    StackConfig,
-    View,
-    ViewChange,
-)
+from triogroups import Address, Flag, Message, Stack, StackConfig, View
+from triogroups.extend import Discard, Protocol, ViewChange
 from triogroups.protocols import ids
 from triogroups.testing import DeliveryLog
 from triogroups.transports.sim import open_sim_network

@@ -13,8 +13,9 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, InjectView, MergeView, StackConfig, View, ViewId
+from triogroups import Address, MergeView, StackConfig, View, ViewId
 from triogroups.events import BecomeServer, Connect, MergeDigest, SetDigest, ViewChange
+from triogroups.extend import InjectView
 from triogroups.protocols.gms import Gms
 from triogroups.testing import open_cluster
 from triogroups.view import Digest

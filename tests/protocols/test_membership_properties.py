@@ -30,7 +30,8 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from triogroups import Message, StackConfig, View, ViewChange, ViewId
+from triogroups import Message, StackConfig, View, ViewId
+from triogroups.extend import ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import MERGE_RSP
 from triogroups.testing import ContractViolation, SimCluster, SimMember, open_cluster

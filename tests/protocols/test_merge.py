@@ -6,8 +6,9 @@ from typing import Any
 
 import trio
 
-from triogroups import Address, MergeView, Message, StackConfig, View, ViewChange, ViewId
+from triogroups import Address, MergeView, Message, StackConfig, View, ViewId
 from triogroups.events import Disconnect, FindMembers, MembersFound, Merge, PingData
+from triogroups.extend import ViewChange
 from triogroups.message import Flag
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import MERGE_RSP

@@ -15,18 +15,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from triogroups import (
-    Address,
-    BecomeServer,
-    Digest,
-    Flag,
-    Message,
-    PropertyError,
-    SetDigest,
-    StackConfig,
-    View,
-    ViewChange,
-)
+from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View
 from triogroups.events import (
     DigestReply,
     Disconnect,
@@ -36,6 +25,7 @@ from triogroups.events import (
     StableDigest,
     TmpView,
 )
+from triogroups.extend import BecomeServer, SetDigest, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.nakack2 import Nakack2
 from triogroups.protocols.nakack2._header import (

@@ -12,8 +12,9 @@ from typing import Any
 
 import trio
 
-from triogroups import BecomeServer, Flag, Message, SetDigest, StackConfig, View, ViewChange
+from triogroups import Flag, Message, StackConfig, View
 from triogroups.events import DigestReply, GetDigest
+from triogroups.extend import BecomeServer, SetDigest, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import VIEW as GMS_VIEW
 from triogroups.protocols.nakack2._header import HIGHEST_SEQNO

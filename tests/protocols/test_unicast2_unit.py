@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from triogroups import Address, Disconnect, Flag, Message, PropertyError, View, ViewChange
+from triogroups import Address, Flag, Message, PropertyError, View
+from triogroups.extend import Disconnect, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.passthrough import PassThrough
 from triogroups.protocols.unicast2 import (

@@ -11,7 +11,8 @@ from collections.abc import Iterable
 
 import pytest
 
-from triogroups import Address, Disconnect, Flag, Message, PropertyError, View
+from triogroups import Address, Flag, Message, PropertyError, View
+from triogroups.extend import Disconnect
 from triogroups.protocols import ids
 from triogroups.protocols.unicast3 import Unicast3, Unicast3Header
 from triogroups.protocols.unicast3._common import (

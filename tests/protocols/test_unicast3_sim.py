@@ -18,7 +18,8 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from triogroups import Flag, Message, Protocol, StackConfig
+from triogroups import Flag, Message, StackConfig
+from triogroups.extend import Protocol
 from triogroups.protocols import ids
 from triogroups.protocols.unicast3 import Unicast3Header
 from triogroups.protocols.unicast3._common import ACK, DATA, SEND_FIRST_SEQNO, XMIT_REQ

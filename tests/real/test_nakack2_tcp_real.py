@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, Channel, Discard, Message, StackConfig, open_channel
+from triogroups import Address, Channel, Message, StackConfig, open_channel
+from triogroups.extend import Discard
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import VIEW_ACK
 

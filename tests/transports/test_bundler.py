@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import trio
 
-from triogroups import Address, Flag, Message, ViewChange, WireCodec
+from triogroups import Address, Flag, Message
 from triogroups.events import Item
+from triogroups.extend import ViewChange, WireCodec
 from triogroups.transports._bundler import drain, encode_bundles, pack, route, segments
 from triogroups.view import View
 

@@ -9,25 +9,21 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import (
-    Address,
-    FindMembers,
-    MembersFound,
-    Message,
-    PropertyError,
-    SendToHosts,
-    SetPhysicalAddresses,
-    StackConfig,
-    View,
-    ViewChange,
-    WireCodec,
-)
+from triogroups import Address, Message, PropertyError, StackConfig, View
 from triogroups.events import (
     AddPhysicalAddress,
     Disconnect,
     ForeignEndpoint,
     Item,
     LocalPhysicalAddress,
+)
+from triogroups.extend import (
+    FindMembers,
+    MembersFound,
+    SendToHosts,
+    SetPhysicalAddresses,
+    ViewChange,
+    WireCodec,
 )
 from triogroups.protocols import Ping, TcpPing, ids
 from triogroups.protocols._discovery import REQUEST, RESPONSE, Discovery, DiscoveryHeader

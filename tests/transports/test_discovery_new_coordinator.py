@@ -9,7 +9,8 @@ took two join timeouts to form). Pinned here at the protocol level.
 from __future__ import annotations
 
 from tests.transports.test_discovery import A, B, C, Link, member, messages
-from triogroups import Address, FindMembers, MembersFound, Message, View, ViewChange
+from triogroups import Address, Message, View
+from triogroups.extend import FindMembers, MembersFound, ViewChange
 from triogroups.protocols import Ping, ids
 from triogroups.protocols._discovery import RESPONSE
 

@@ -8,7 +8,8 @@ import pytest
 import trio
 import trio.testing
 
-from triogroups import Address, Flag, Message, WireCodec, WireError
+from triogroups import Address, Flag, Message
+from triogroups.extend import WireCodec, WireError
 from triogroups.transports._tcp_conn import (
     Connection,
     FrameError,

@@ -14,7 +14,8 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, Message, WireCodec
+from triogroups import Address, Message
+from triogroups.extend import WireCodec
 from triogroups.transports import TcpTransport, UdpTransport
 from triogroups.transports._tcp_conn import encode_hello
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from triogroups import Ping, StackConfig, TcpPing, TcpTransport, UdpTransport
+from triogroups import StackConfig
+from triogroups.extend import Ping, TcpPing, TcpTransport, UdpTransport
 
 
 @pytest.mark.parametrize(

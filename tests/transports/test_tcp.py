@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, Message, SendToHosts, View, ViewChange, WireCodec
+from triogroups import Address, Message, View
 from triogroups.events import AddPhysicalAddress, ForeignEndpoint
+from triogroups.extend import SendToHosts, ViewChange, WireCodec
 from triogroups.transports import TcpTransport
 from triogroups.transports.tcp import _Pending
 

@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, Flag, Message, SendToHosts, Stack, StackConfig, WireCodec
+from triogroups import Address, Flag, Message, Stack, StackConfig
 from triogroups.events import AddPhysicalAddress
+from triogroups.extend import SendToHosts, WireCodec
 from triogroups.transports import UdpTransport
 
 ODD = int(Flag.OOB | Flag.DONT_BUNDLE)

@@ -14,6 +14,7 @@ from typing import Any, Protocol, TypeVar
 
 import trio
 
+from triogroups._cadence import QUEUE_CHECKPOINT_EVERY, due
 from triogroups._channel._errors import ChannelClosed
 from triogroups.address import Address
 from triogroups.view import View
@@ -79,9 +80,6 @@ class Sink(Protocol):
     def close(self) -> None: ...
 
 
-_CHECKPOINT_EVERY = 64  # messages handed over or taken without a scheduler pass, at most
-
-
 class Inbox:
     """The default sink: a bounded queue that `Channel.receive` reads.
 
@@ -93,7 +91,7 @@ class Inbox:
     Neither side pays a scheduler pass per message while the queue has
     room or messages: the dispatcher puts a whole batch in, and the reader
     wakes once and takes everything ready (a checkpoint every
-    _CHECKPOINT_EVERY messages keeps both fair and cancellable).
+    `QUEUE_CHECKPOINT_EVERY` messages keeps both fair and cancellable).
     """
 
     def __init__(self, size: int) -> None:
@@ -120,7 +118,7 @@ class Inbox:
     def offer(self, item: Received) -> bool:
         """`deliver` without awaiting; False (nothing done) when the queue is full or a
         checkpoint is due."""
-        if not self._delivered % _CHECKPOINT_EVERY:
+        if due(self._delivered, QUEUE_CHECKPOINT_EVERY):
             return False
         try:
             self._send.send_nowait(item)
@@ -182,7 +180,7 @@ class Inbox:
     async def receive(self) -> Received:
         self._finish()
         try:
-            if self._returned % _CHECKPOINT_EVERY:
+            if not due(self._returned, QUEUE_CHECKPOINT_EVERY):
                 try:
                     item = self._recv.receive_nowait()
                 except trio.WouldBlock:

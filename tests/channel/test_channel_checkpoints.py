@@ -1,0 +1,64 @@
+"""How often sends yield to the scheduler: one helper (`triogroups._cadence`) for the stack,
+the channel and its receive queue, and the behaviour `Channel.send` documents."""
+
+from __future__ import annotations
+
+from itertools import pairwise
+from typing import Any
+
+import pytest
+import trio
+import trio.testing
+
+from triogroups import SimNetwork, StackConfig, open_channel
+from triogroups._cadence import SEND_CHECKPOINT_EVERY, Cadence, due
+
+
+def test_cadence_says_every_nth_call_yields() -> None:
+    cadence = Cadence(4)
+    assert [cadence.tick() for _ in range(9)] == [False, False, False, True] * 2 + [False]
+    assert [due(n, 4) for n in range(1, 9)] == [False, False, False, True] * 2
+    with pytest.raises(ValueError, match="every must be >= 1, got 0"):
+        Cadence(0)
+
+
+async def _yields(send: Any) -> bool:
+    try:
+        with trio.testing.assert_no_checkpoints():
+            await send()
+    except AssertionError:
+        return True
+    return False
+
+
+async def test_channel_send_yields_once_every_32_calls_unlike_trios_send(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """With room in the stack, exactly every 32nd send checkpoints and the others return
+    without yielding (so a loop of sends stays cancellable, and a burst is one batch).
+    Trio's own memory channel checkpoints on every send."""
+    calls = 4 * SEND_CHECKPOINT_EVERY
+    yielded = []
+    async with open_channel("c", stack, "A", network=net) as a:
+        for _ in range(calls):
+            yielded.append(await _yields(lambda: a.send(b"x")))
+            await trio.testing.wait_all_tasks_blocked()  # the stack takes it: room for the next
+    at = [i for i, y in enumerate(yielded) if y]
+    assert len(at) == calls // SEND_CHECKPOINT_EVERY, at
+    assert {later - earlier for earlier, later in pairwise(at)} == {SEND_CHECKPOINT_EVERY}
+    tx, rx = trio.open_memory_channel[bytes](100)
+    async with tx, rx:
+        assert all([await _yields(lambda: tx.send(b"x")) for _ in range(10)])
+
+
+async def test_a_loop_of_channel_sends_can_be_cancelled(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Sends that never yielded could not be cancelled: the periodic checkpoint ends it."""
+    async with open_channel("c", stack, "A", network=net) as a:
+        sent = 0
+        with trio.move_on_after(0) as scope:
+            while True:
+                await a.send(b"x")
+                sent += 1
+        assert scope.cancelled_caught and sent < SEND_CHECKPOINT_EVERY
