@@ -13,8 +13,9 @@ import math
 
 import pytest
 
-from triogroups import Address, BecomeServer, Message, View, ViewChange
+from triogroups import Address, Message, View
 from triogroups.events import Disconnect, Event
+from triogroups.extend import BecomeServer, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.nakack2 import Nakack2
 from triogroups.protocols.nakack2._header import MSG, NakAckHeader2

@@ -12,7 +12,8 @@ import itertools
 
 import pytest
 
-from triogroups import Address, Message, View, ViewChange
+from triogroups import Address, Message, View
+from triogroups.extend import ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.unicast2 import DATA, Unicast2, Unicast2Header
 from triogroups.protocols.unicast2._state import RECV_TRANSITIONS, Peer, RecvAction, RecvInput
