@@ -11,8 +11,6 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from triogroups.protocols import mcast
-from triogroups.protocols.mcast import McastHeader
 from triogroups.protocols.nakack2._header import MSG, NakAckHeader2
 from triogroups.protocols.unicast3._common import DATA, Unicast3Header
 
@@ -37,10 +35,3 @@ def test_nakack2_header_msg_run_equals_the_keyword_form(seqno: int, count: int) 
     hdrs = NakAckHeader2.msg_run(seqno, count)
     assert all(type(hdr) is NakAckHeader2 for hdr in hdrs)
     assert hdrs == [NakAckHeader2(type=MSG, seqno=s) for s in range(seqno, seqno + count)]
-
-
-@given(seqno=_SEQNOS)
-def test_mcast_header_msg_equals_the_keyword_form(seqno: int) -> None:
-    hdr = McastHeader.msg(seqno)
-    assert type(hdr) is McastHeader
-    assert hdr == McastHeader(type=mcast.MSG, seqno=seqno)

@@ -93,4 +93,4 @@ def test_unicast3_data_on_a_closing_receiver_entry_reopens_it() -> None:
     b.tick(10.5)
     assert b.stats()["recv_conns"]["A"]["state"] == "CLOSING"
     b.receive(send_range(a, b, 2, 2, 11.0), 11.0)
-    assert b.stats()["recv_conns"]["A"]["state"] == "OPEN" and b.delivered[-1:] == [b"2"]
+    assert b.stats()["recv_conns"]["A"]["state"] == "OPEN" and list(b.delivered)[-1:] == [b"2"]

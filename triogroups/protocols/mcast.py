@@ -138,12 +138,6 @@ class McastHeader(NamedTuple):
     sender: Address | None = None
     missing: tuple[int, ...] = ()
 
-    @staticmethod
-    def msg(seqno: int) -> McastHeader:
-        """An MSG header: ``McastHeader(MSG, seqno)`` without the keyword-default call
-        (the send path makes one per multicast)."""
-        return _new(McastHeader, (MSG, seqno, None, ()))
-
 
 register_header(ids.MCAST, McastHeader)
 
@@ -285,7 +279,7 @@ class Mcast(Protocol):
         counts both (`_count_sent`): once per batch, not per message.
         """
         seqno = self._send.high + 1
-        msg.headers[ids.MCAST] = McastHeader.msg(seqno)
+        msg.headers[ids.MCAST] = _new(McastHeader, (MSG, seqno, None, ()))
         self._send.add(seqno, msg)
         if self.view is not None and not self._acks:
             self._send.purge(seqno)  # alone in the view: nobody will ever ask for it
