@@ -63,12 +63,12 @@ async def test_chaos_udp_60s_kills_pauses_partitions_loss_dup_delay() -> None:
     assert result.incarnations > 5 and max(result.max_rss.values()) > 0
 
 
-async def test_chaos_tcp_kill_delay_dup() -> None:
-    """TCP takes no loss below NAKACK2: kills (rejoins as new incarnations), delay and
-    duplication. Pauses are left out here: a member excluded while paused and merged back
-    over TCP can lose its first multicasts after the merge (README, chaos runs: open)."""
-    result = await _run("tcp", 4, 20.0, 4)
-    assert set(result.faults) == {"kill", "delay", "dup"}
+async def test_chaos_tcp_kill_pause_dup() -> None:
+    """TCP takes no loss below NAKACK2: a kill (rejoins as a new incarnation), pauses (a
+    member excluded while paused is merged back; its first multicasts after the merge reach
+    members that have not installed the merge view yet and wait there for it) and duplication."""
+    result = await _run("tcp", 4, 20.0, 3)
+    assert {"kill", "pause"} <= set(result.faults)
 
 
 async def test_chaos_udp_mcast_partition_kill_loss_delay() -> None:
