@@ -13,7 +13,9 @@ each such run counts as a join attempt. JOIN_REQ is retried every ``join_timeout
 ``max_join_attempts`` times; after that the member starts alone (as JGroups
 does) and merging brings the groups together.
 
-Installing views for queued requests, one at a time, is in `_coordinator`.
+Installing views for queued requests, one at a time, is in `_coordinator`;
+the roles (client, participant, coordinator, leaving, left) change only
+through the table in `_roles`.
 
 A coordinator that leaves installs a view without itself (the next member
 coordinates). A participant that learns (from VERIFY_SUSPECT) that the
@@ -78,6 +80,7 @@ from triogroups.protocols.gms._header import (
     GmsHeader,
 )
 from triogroups.protocols.gms._merger import DIGEST_REQUESTER, Merger
+from triogroups.protocols.gms._roles import Role, RoleInput, next_role
 from triogroups.view import MergeView, View, ViewId
 
 __all__ = [
@@ -104,11 +107,11 @@ _DISCOVERY = frozenset({"PING", "TCPPING"})
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
 
 CLIENT, PARTICIPANT, COORDINATOR, LEAVING, LEFT = (
-    "client",
-    "participant",
-    "coordinator",
-    "leaving",
-    "left",
+    Role.CLIENT,
+    Role.PARTICIPANT,
+    Role.COORDINATOR,
+    Role.LEAVING,
+    Role.LEFT,
 )
 
 
@@ -161,7 +164,7 @@ class Gms(Protocol):
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
-        self.state = CLIENT
+        self.state: Role = CLIENT
         self._has_discovery = False
         self.has_digest = False
         self._join_attempts = 0
@@ -284,8 +287,8 @@ class Gms(Protocol):
         self.view = view
         self.counters["views_installed"] += 1
         self._suspected &= set(view.members)
-        if self.state != LEAVING:
-            self.state = COORDINATOR if view.coord == self.local_address else PARTICIPANT
+        mine = view.coord == self.local_address
+        self._move(RoleInput.VIEW_AS_COORD if mine else RoleInput.VIEW_AS_PARTICIPANT)
         self.pass_down(ViewChange(view))
         self.pass_up(ViewChange(view))
 
@@ -356,7 +359,7 @@ class Gms(Protocol):
             if heir == self.local_address:
                 _log.warning("%s: coordinator %s suspected; taking over", heir, self.view.coord)
                 self.counters["coordinator_takeovers"] += 1
-                self.state = COORDINATOR
+                self._move(RoleInput.TAKEOVER)
                 fresh = sorted(self._suspected)  # earlier suspects too: they left no request
         if self.coordinates():
             for member in fresh:
@@ -374,12 +377,16 @@ class Gms(Protocol):
         assert me is not None
         self._leaving_coordinator = self.state == COORDINATOR
         _log.info("%s: leaving %r", me, self.cluster)
-        self.state = LEAVING
+        self._move(RoleInput.DISCONNECT)
         self._leave_deadline = now + self.leave_timeout
         if self._leaving_coordinator:
             self.coordinator.request(LEAVE_REQ, me, now)
         else:
             self.send_down_one(_control(self.view.coord, GmsHeader(LEAVE_REQ)))
+
+    def _move(self, event: RoleInput) -> None:
+        """Change the role only through the table (`_roles.ROLES`)."""
+        self.state = next_role(self.state, event)
 
     def finish_leave(self) -> None:
         """Out of the group: no view, no requests, no merge; the layers below stop too."""
@@ -387,7 +394,7 @@ class Gms(Protocol):
             return
         if self.view is not None:
             _log.info("%s: left %r", self.local_address, self.cluster)
-        self.state = LEFT
+        self._move(RoleInput.LEFT_GROUP)
         self.view = None
         self._leave_deadline = math.inf
         self._join_deadline = math.inf
@@ -471,7 +478,7 @@ class Gms(Protocol):
     def stats(self) -> dict[str, Any]:
         view = self.view
         return {
-            "state": self.state,
+            "state": self.state.value,
             "view": str(view.view_id) if view else None,
             "view_id": view.view_id.id if view else None,
             "coord": str(view.coord) if view else None,
