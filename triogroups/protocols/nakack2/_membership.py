@@ -94,6 +94,20 @@ _MAX_FLOORS = 1024  # VIEW_SEQNOs kept from members we have no window for
 _MAX_RETIRED = 1024  # windows of members that left, remembered for their return
 
 
+def _push(queue: deque[Message], msg: Message) -> bool:
+    """Append ``msg`` to a bounded queue, whose oldest entry makes room when it is full (with
+    no room at all, ``msg`` itself is dropped); True when something was dropped."""
+    full = queue.maxlen is not None and len(queue) >= queue.maxlen
+    queue.append(msg)
+    return full
+
+
+def _rebound(queue: deque[Message], maxlen: int | None) -> tuple[deque[Message], int]:
+    """``queue`` with a new bound (a smaller one keeps the newest), and how many it lost."""
+    bounded = deque(queue, maxlen=maxlen)
+    return bounded, len(queue) - len(bounded)
+
+
 class Membership:
     """The windows of one NAKACK2 as members come and go (see the module docstring)."""
 
@@ -123,15 +137,12 @@ class Membership:
         """Apply a changed bound; a smaller one drops the oldest entries."""
         bound = self._queue_bound()
         if bound != self.queue.maxlen:
-            old = self.queue
-            self.queue = deque(old, maxlen=bound)  # keeps the newest when shrinking
-            self.state.counters["become_server_queue_dropped"] += len(old) - len(self.queue)
+            self.queue, dropped = _rebound(self.queue, bound)
+            self.state.counters["become_server_queue_dropped"] += dropped
 
     def enqueue(self, msg: Message) -> None:
-        queue = self.queue
-        if queue.maxlen is not None and len(queue) >= queue.maxlen:
-            self.state.counters["become_server_queue_dropped"] += 1  # the oldest makes room
-        queue.append(msg)
+        if _push(self.queue, msg):
+            self.state.counters["become_server_queue_dropped"] += 1
 
     # --- multicasts that came before their sender's view -------------------------------------
 
@@ -146,21 +157,16 @@ class Membership:
         newest ``non_member_queue_size`` are kept; what is pushed out is
         counted as ``non_member_dropped``.
         """
-        early = self.early
         counters = self.state.counters
-        if early.maxlen == 0:
+        if _push(self.early, msg):
             counters["non_member_dropped"] += 1
-            return
-        if len(early) == early.maxlen:
-            counters["non_member_dropped"] += 1  # the oldest makes room
-        early.append(msg)
-        counters["non_member_kept"] += 1
+        if self.early.maxlen:
+            counters["non_member_kept"] += 1
 
     def apply_early_bound(self) -> None:
         """Apply a changed ``non_member_queue_size``; a smaller one drops the oldest."""
-        old = self.early
-        self.early = deque(old, maxlen=self.nak.non_member_queue_size)
-        self.state.counters["non_member_dropped"] += len(old) - len(self.early)
+        self.early, dropped = _rebound(self.early, self.nak.non_member_queue_size)
+        self.state.counters["non_member_dropped"] += dropped
 
     def _take_early(self) -> list[Message]:
         """The kept multicasts whose senders now have a window, in arrival order."""
