@@ -186,7 +186,7 @@ def _summary(
     else:
         console.print(
             "[green]every member delivered exactly once and in per-sender order every message "
-            "sent while it was in the view[/green]"
+            "sent in a view it installed and stayed in[/green]"
         )
 
 
