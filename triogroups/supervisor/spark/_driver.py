@@ -1,8 +1,8 @@
 """The driver's side: check before launching, launch one barrier stage, bring results home.
 
 A member failure reaches the driver inside Spark's error (a Py4J or Python exception with the
-JVM's stack trace around it); `_raise_member_failure` finds the member's own traceback in it
-and raises `SparkGroupError` with just that.
+JVM's stack trace around it), in whichever action ran the stage; `_errors` finds the member's
+own traceback in it and raises `SparkGroupError` with just that.
 """
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from triogroups.config import StackConfig
+from triogroups.supervisor.spark._errors import translate_member_failures
 from triogroups.supervisor.spark._setup import SparkGroupError, require_pyspark, task_slots
-from triogroups.supervisor.spark._task import MemberFn, TaskSpec, member_failure, run_task
+from triogroups.supervisor.spark._task import MemberFn, TaskSpec, run_task
 
 __all__ = ["map_in_group", "run_group"]
 
@@ -72,12 +73,6 @@ def _default_bind(sc: Any, bind_addr: str | None) -> str | None:
     return bind_addr
 
 
-def _raise_member_failure(exc: Exception) -> None:
-    found = member_failure(str(exc))
-    if found is not None:
-        raise SparkGroupError(found[1], found[0]) from None
-
-
 def run_group(
     spark: Any,
     n: int,
@@ -120,11 +115,8 @@ def run_group(
     stage = sc.parallelize(range(n), n).barrier().mapPartitionsWithIndex(one)
     if retry:
         stage = stage.partitionBy(1)
-    try:
-        results = stage.collect()
-    except Exception as exc:
-        _raise_member_failure(exc)
-        raise
+    translate_member_failures()
+    results = stage.collect()
     return [result for _index, result in sorted(results, key=lambda pair: pair[0])]
 
 
@@ -143,10 +135,13 @@ def map_in_group(
 
     Each member gets its partition's rows as ``task.rows`` (Rows for a DataFrame) and returns
     an iterable of records: the partition of the result. The result is an RDD, or a DataFrame
-    with ``schema`` when one is given. The stage runs when an action needs it; a shuffle after
-    it lets Spark rerun the whole group after a failure (a new generation each time). Too few
-    slots raise SparkGroupError here, before anything runs; a member's failure surfaces in
-    that action as Spark's error, whose text carries the member's traceback.
+    with ``schema`` when one is given.
+
+    The stage runs when an action needs it; a shuffle after it lets Spark rerun the whole
+    group after a failure (a new generation each time). Too few slots raise SparkGroupError
+    here, before anything runs; a member's failure raises SparkGroupError with that member's
+    traceback from the action that ran the stage (any action, on the result or on what was
+    derived from it).
     """
     require_pyspark()
     rdd = getattr(data, "rdd", data)
@@ -155,6 +150,7 @@ def map_in_group(
         member_fn, stack, cluster, _default_bind(sc, bind_addr), formation_timeout, allow_pickle
     )
     _check_slots(sc, rdd.getNumPartitions())
+    translate_member_failures()
 
     def records(rows: Iterable[Any]) -> Iterator[Any]:
         yield from run_task(spec, rows)
