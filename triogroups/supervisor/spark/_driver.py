@@ -14,8 +14,14 @@ from pathlib import Path
 from typing import Any
 
 from triogroups.config import StackConfig
+from triogroups.supervisor.spark._arrow import arrow_stage
 from triogroups.supervisor.spark._errors import translate_member_failures
-from triogroups.supervisor.spark._setup import SparkGroupError, require_pyspark, task_slots
+from triogroups.supervisor.spark._setup import (
+    SparkGroupError,
+    require_arrow,
+    require_pyspark,
+    task_slots,
+)
 from triogroups.supervisor.spark._task import MemberFn, TaskSpec, run_task
 
 __all__ = ["map_in_group", "run_group"]
@@ -120,11 +126,22 @@ def run_group(
     return [result for _index, result in sorted(results, key=lambda pair: pair[0])]
 
 
+def _arrow_schema(data: Any, schema: Any) -> Any:
+    """The result's schema as pyarrow's, from a DDL string or a StructType."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    if not isinstance(schema, StructType):
+        schema = data.sparkSession.createDataFrame([], schema).schema
+    return to_arrow_schema(schema)
+
+
 def map_in_group(
     data: Any,
     member_fn: MemberFn,
     *,
     schema: Any = None,
+    arrow: bool = False,
     stack: StackConfig | str | Path = "spark",
     cluster: str = "spark",
     formation_timeout: float = 60.0,
@@ -137,6 +154,12 @@ def map_in_group(
     an iterable of records: the partition of the result. The result is an RDD, or a DataFrame
     with ``schema`` when one is given.
 
+    With ``arrow`` (a DataFrame and a ``schema`` needed) the stage is Spark's barrier
+    ``mapInArrow``: ``task.batches`` holds the partition as ``pyarrow.RecordBatch`` objects
+    (``task.rows`` the same rows as tuples, converted on first read), and the member returns
+    records, RecordBatches or a ``pyarrow.Table``; no row passes through pickled Rows.
+    SparkUnavailable when pyarrow, pandas or barrier ``mapInArrow`` (pyspark 3.5) is missing.
+
     The stage runs when an action needs it; a shuffle after it lets Spark rerun the whole
     group after a failure (a new generation each time). Too few slots raise SparkGroupError
     here, before anything runs; a member's failure raises SparkGroupError with that member's
@@ -144,6 +167,14 @@ def map_in_group(
     derived from it).
     """
     require_pyspark()
+    if arrow:
+        if schema is None:
+            raise ValueError("map_in_group(arrow=True) needs a schema, got None")
+        if not hasattr(data, "mapInArrow"):
+            raise TypeError(
+                f"map_in_group(arrow=True) needs a DataFrame, got {type(data).__name__}"
+            )
+        require_arrow(data)
     rdd = getattr(data, "rdd", data)
     sc = rdd.context
     spec = _spec(
@@ -151,6 +182,8 @@ def map_in_group(
     )
     _check_slots(sc, rdd.getNumPartitions())
     translate_member_failures()
+    if arrow:
+        return data.mapInArrow(arrow_stage(spec, _arrow_schema(data, schema)), schema, barrier=True)
 
     def records(rows: Iterable[Any]) -> Iterator[Any]:
         yield from run_task(spec, rows)
