@@ -1,8 +1,7 @@
 """Groups in Spark barrier stages: stage start to the first view of N, and the pipeline.
 
-    python benchmarks/bench_spark.py [--sizes 2,4] [--repeat 3] [--rows 1000000]
-
-``--sizes ""`` measures only the pipeline.
+    python benchmarks/bench_spark.py [--parts view,arrow,pipeline] [--sizes 2,4] [--repeat 3]
+                                     [--rows 1000000]
 
 One local[4] session (UI off, serial GC, tiered compilation level 1), warmed by one group run
 so Python workers exist.
@@ -13,11 +12,14 @@ so Python workers exist.
   leave). Beside it, in the same run, the baseline: a plain barrier stage whose tasks do
   one ``allGather`` (what a one-off rendezvous costs: Spark polls once a second), from
   submission to the gather returning, and the whole stage.
+- **arrow**: the same for `map_in_group` on a DataFrame of N partitions: from the action
+  (``collect``) to the member function starting, in the Arrow form (barrier ``mapInArrow``)
+  beside the Row form (barrier RDD of Rows, made a DataFrame again).
 - **pipeline**: `examples/spark_pipeline.py` on ``--rows`` events in 4 partitions, the group
   computing top-10 keys by total value and the exact distinct user count and writing Parquet,
-  beside plain Spark computing the same result from the same DataFrame, and what only handing
-  the rows to Python costs (``df.rdd`` counted per partition: pyspark makes a Row object per
-  row, the floor under any per-partition Python work on a DataFrame).
+  in the Row form and in the Arrow form (members aggregate in pyarrow), beside plain Spark
+  computing the same result from the same DataFrame, and what only handing the rows to
+  Python as Rows costs (``df.rdd`` counted per partition: the floor under the Row form).
 
 Medians of ``--repeat`` runs (the pipeline runs once per repeat too); nothing is asserted.
 """
@@ -35,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from triogroups import Channel
-from triogroups.supervisor.spark import SparkTask, run_group, spark_session
+from triogroups.supervisor.spark import SparkTask, map_in_group, run_group, spark_session
 
 JVM_OPTIONS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1"
 
@@ -68,6 +70,27 @@ def view_of_n(spark: Any, n: int) -> dict[str, float]:
     }
 
 
+async def entered_record(ch: Channel, task: SparkTask) -> list[tuple[int, float]]:
+    return [(task.partition, time.time())]
+
+
+def dataframe_view_of_n(spark: Any, n: int) -> dict[str, float]:
+    df = spark.range(0, n, numPartitions=n)
+    figures = {}
+    for form, arrow in (("arrow", True), ("rows", False)):
+        out = map_in_group(df, entered_record, schema="p INT, t DOUBLE", arrow=arrow)
+        started = time.time()
+        entries = [row.t for row in out.collect()]
+        ended = time.time()
+        figures[f"{form}_last"] = max(entries) - started
+        figures[f"{form}_action"] = ended - started
+    return figures
+
+
+def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
+    return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+
+
 def _pipeline() -> Any:
     path = Path(__file__).resolve().parents[1] / "examples" / "spark_pipeline.py"
     spec = importlib.util.spec_from_file_location("bench_spark_pipeline", path)
@@ -78,12 +101,42 @@ def _pipeline() -> Any:
     return module
 
 
+def _bench_pipeline(spark: Any, rows: int, repeat: int) -> None:
+    pipeline = _pipeline()
+    with tempfile.TemporaryDirectory() as tmp:
+        reports = {
+            arrow: [
+                pipeline.run_pipeline(spark, rows, 4, 10, f"{tmp}/top.parquet", arrow)
+                for _ in range(repeat)
+            ]
+            for arrow in (False, True)
+        }
+        df = pipeline.events(spark, rows, 4)
+        started = time.perf_counter()
+        df.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
+        python_rows = time.perf_counter() - started
+    same = all(r["written"] == r["expected"] for runs in reports.values() for r in runs)
+    group = {
+        arrow: statistics.median(r["group_seconds"] for r in reports[arrow]) for arrow in reports
+    }
+    plain = statistics.median(r["plain_seconds"] for runs in reports.values() for r in runs)
+    print(
+        f"pipeline, {rows:,} rows in 4 partitions: group in the Row form {group[False]:.1f} s, "
+        f"in the Arrow form {group[True]:.1f} s (aggregate, shuffle by owner, multicast, "
+        f"Parquet), plain Spark {plain:.1f} s; equal: {same}; handing the rows to Python as "
+        f"Rows (df.rdd, counted) {python_rows:.1f} s"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description="spark groups: view of N, pipeline")
+    parser.add_argument("--parts", default="view,arrow,pipeline")
     parser.add_argument("--sizes", default="2,4")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", type=int, default=1_000_000)
     args = parser.parse_args()
+    parts = set(args.parts.split(","))
+    sizes = [int(s) for s in args.sizes.split(",") if s]
     spark = spark_session(
         "local[4]",
         "bench_spark",
@@ -91,33 +144,22 @@ def main() -> None:
     )
     try:
         run_group(spark, 4, entered)  # Python workers start here, not in the first figure
-        for n in (int(s) for s in args.sizes.split(",") if s):
-            runs = [view_of_n(spark, n) for _ in range(args.repeat)]
-            med = {key: statistics.median(r[key] for r in runs) for key in runs[0]}
+        for n in sizes if "view" in parts else []:
+            med = _medians([view_of_n(spark, n) for _ in range(args.repeat)])
             print(
                 f"N={n}: view of N first {med['first']:.2f} s, last {med['last']:.2f} s, "
                 f"run_group {med['run_group']:.2f} s | plain barrier stage: allGather "
                 f"{med['allgather']:.2f} s, stage {med['stage']:.2f} s"
             )
-        pipeline = _pipeline()
-        with tempfile.TemporaryDirectory() as tmp:
-            reports = [
-                pipeline.run_pipeline(spark, args.rows, 4, 10, f"{tmp}/top.parquet")
-                for _ in range(args.repeat)
-            ]
-            df = pipeline.events(spark, args.rows, 4)
-            started = time.perf_counter()
-            df.rdd.mapPartitions(lambda rows: [sum(1 for _ in rows)]).collect()
-            python_rows = time.perf_counter() - started
-        same = all(r["written"] == r["expected"] for r in reports)
-        group = statistics.median(r["group_seconds"] for r in reports)
-        plain = statistics.median(r["plain_seconds"] for r in reports)
-        print(
-            f"pipeline, {args.rows:,} rows in 4 partitions: group {group:.1f} s "
-            f"(aggregate, shuffle by owner, multicast, Parquet), plain Spark {plain:.1f} s; "
-            f"equal: {same}; of which handing the rows to Python (df.rdd, counted) "
-            f"{python_rows:.1f} s"
-        )
+        for n in sizes if "arrow" in parts else []:
+            med = _medians([dataframe_view_of_n(spark, n) for _ in range(args.repeat)])
+            print(
+                f"N={n}: map_in_group on a DataFrame, action to view of N: Arrow form "
+                f"{med['arrow_last']:.2f} s (action {med['arrow_action']:.2f} s), Row form "
+                f"{med['rows_last']:.2f} s (action {med['rows_action']:.2f} s)"
+            )
+        if "pipeline" in parts:
+            _bench_pipeline(spark, args.rows, args.repeat)
     finally:
         spark.stop()
 

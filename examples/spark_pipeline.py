@@ -1,11 +1,13 @@
 """A data pipeline on Spark whose partitions cooperate as one group.
 
-    python examples/spark_pipeline.py --rows 1000000 --out /tmp/top_keys.parquet
+    python examples/spark_pipeline.py --rows 1000000 --out /tmp/top_keys.parquet [--arrow]
 
 1. Generate a DataFrame of ``--rows`` events ``(user, key, value)`` in ``--members``
    partitions (``value`` in cents, so sums are exact).
 2. `map_in_group` runs one member per partition in a barrier stage. Each member aggregates
-   its own rows (total value per key, the set of users), then the group shuffles by itself:
+   its own rows (total value per key, the set of users: in Python over Rows, or with
+   ``--arrow`` in pyarrow over the partition's record batches from a barrier ``mapInArrow``
+   stage, no Row ever made), then the group shuffles by itself:
    every key and user has one owner (``crc32 % N``), and each member sends the owners their
    share by unicast. Each owner now holds whole keys and whole users: it multicasts its own
    top ``k`` keys and its exact count of distinct users. Every member merges the N
@@ -77,10 +79,26 @@ def aggregate(rows: list[Any]) -> tuple[dict[str, int], set[int]]:
     return totals, users
 
 
+def aggregate_batches(batches: list[Any]) -> tuple[dict[str, int], set[int]]:
+    """`aggregate` over a partition's Arrow record batches, in pyarrow's compute kernels."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not batches:
+        return {}, set()
+    table = pa.Table.from_batches(batches)
+    sums = table.group_by("key").aggregate([("value", "sum")])
+    totals = dict(zip(sums["key"].to_pylist(), sums["value_sum"].to_pylist(), strict=True))
+    return totals, set(pc.unique(table["user"]).to_pylist())
+
+
 async def member(ch: Channel, task: SparkTask, k: int = 10) -> list[tuple[int, str, int, int]]:
     """Aggregate this partition, shuffle to the owners, merge the owners' multicasts."""
     # Seconds of CPU work go to a thread: the event loop keeps the stack's heartbeats going.
-    totals, users = await trio.to_thread.run_sync(aggregate, task.rows)
+    if task.batches:
+        totals, users = await trio.to_thread.run_sync(aggregate_batches, task.batches)
+    else:
+        totals, users = await trio.to_thread.run_sync(aggregate, task.rows)
     await _send_shares(ch, task, totals, users)
 
     owned: dict[str, int] = defaultdict(int)
@@ -132,15 +150,18 @@ def plain_spark(df: Any, k: int) -> list[tuple[int, str, int, int]]:
     return [(i + 1, r.key, int(r.total), int(distinct)) for i, r in enumerate(rows)]
 
 
-def run_pipeline(spark: Any, rows: int, members: int, k: int, out: str) -> dict[str, Any]:
-    """Run the group pipeline, write ``out`` (Parquet), and time it beside plain Spark."""
+def run_pipeline(
+    spark: Any, rows: int, members: int, k: int, out: str, arrow: bool = False
+) -> dict[str, Any]:
+    """Run the group pipeline (``arrow``: the Arrow form), write ``out`` (Parquet), and time
+    it beside plain Spark."""
     df = events(spark, rows, members)
 
     async def top_k(ch: Channel, task: SparkTask) -> list[tuple[int, str, int, int]]:
         return await member(ch, task, k)
 
     started = time.perf_counter()
-    result = map_in_group(df, top_k, schema=SCHEMA)
+    result = map_in_group(df, top_k, schema=SCHEMA, arrow=arrow)
     result.write.mode("overwrite").parquet(out)
     group_seconds = time.perf_counter() - started
     written = [tuple(r) for r in spark.read.parquet(out).orderBy("rank").collect()]
@@ -162,11 +183,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--k", type=int, default=10, help="top k keys (default 10)")
     parser.add_argument("--master", default="local[4]", help="Spark master (default local[4])")
     parser.add_argument("--out", default="/tmp/triogroups_top_keys.parquet", help="Parquet out")
+    parser.add_argument("--arrow", action="store_true", help="barrier mapInArrow, pyarrow")
     args = parser.parse_args(argv)
     spark = spark_session(args.master, "spark_pipeline")
     try:
         members = min(args.members, task_slots(spark.sparkContext))
-        report = run_pipeline(spark, args.rows, members, args.k, args.out)
+        report = run_pipeline(spark, args.rows, members, args.k, args.out, args.arrow)
     finally:
         spark.stop()
     for rank, key, total, _distinct in report["written"]:

@@ -164,3 +164,27 @@ def test_spark_group_refuses_bad_input_before_launching(spark: Any) -> None:
         run_group(spark, 0, member)
     with pytest.raises(ValueError, match=r"formation_timeout must be > 0, got 0"):
         run_group(spark, 2, member, formation_timeout=0)
+
+
+def test_spark_map_in_group_member_failure_raises_spark_group_error_from_the_action(
+    spark: Any,
+) -> None:
+    """map_in_group is lazy: a member that raises fails the action that runs the stage, here
+    one on a DataFrame derived from the result, with SparkGroupError carrying that member's
+    traceback (as run_group raises it), not Spark's error."""
+
+    async def faulty(ch: Channel, task: SparkTask) -> list[tuple[int]]:
+        if task.partition == 1:
+            raise KeyError("no such ledger entry")
+        await ch.receive()  # never comes: the stage fails first
+        return []
+
+    out = map_in_group(spark.range(0, 20, numPartitions=2), faulty, schema="p INT")
+    with pytest.raises(SparkGroupError) as caught:
+        out.filter("p >= 0").collect()
+    assert caught.value.member == 1
+    text = str(caught.value)
+    assert text.startswith("member p1 of 2 (generation ")
+    assert 'raise KeyError("no such ledger entry")' in text
+    assert text.rstrip().endswith("KeyError: 'no such ledger entry'")
+    assert "org.apache.spark" not in text

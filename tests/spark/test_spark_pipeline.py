@@ -31,3 +31,23 @@ def test_spark_pipeline_example_equals_plain_spark(spark: Any, tmp_path: Path) -
     report = pipeline.run_pipeline(spark, 20_000, 4, 5, str(tmp_path / "top.parquet"))
     assert len(report["written"]) == 5
     assert report["written"] == report["expected"]
+
+
+def test_spark_pipeline_arrow_aggregation_equals_the_row_aggregation() -> None:
+    """The example's --arrow members aggregate record batches in pyarrow: the same totals per
+    key and the same users as the Python aggregation over the same rows."""
+    import pyarrow as pa
+
+    pipeline = _example("spark_pipeline")
+    rows = [(i % 37, f"key-{i % 11}", i * 7 % 1000) for i in range(5000)]
+    table = pa.table(
+        {
+            "user": [user for user, _key, _value in rows],
+            "key": [key for _user, key, _value in rows],
+            "value": [value for _user, _key, value in rows],
+        }
+    )
+    assert pipeline.aggregate_batches(table.to_batches(max_chunksize=700)) == pipeline.aggregate(
+        rows
+    )
+    assert pipeline.aggregate_batches([]) == ({}, set())

@@ -1,8 +1,8 @@
 """The driver's side: check before launching, launch one barrier stage, bring results home.
 
 A member failure reaches the driver inside Spark's error (a Py4J or Python exception with the
-JVM's stack trace around it); `_raise_member_failure` finds the member's own traceback in it
-and raises `SparkGroupError` with just that.
+JVM's stack trace around it), in whichever action ran the stage; `_errors` finds the member's
+own traceback in it and raises `SparkGroupError` with just that.
 """
 
 from __future__ import annotations
@@ -14,8 +14,15 @@ from pathlib import Path
 from typing import Any
 
 from triogroups.config import StackConfig
-from triogroups.supervisor.spark._setup import SparkGroupError, require_pyspark, task_slots
-from triogroups.supervisor.spark._task import MemberFn, TaskSpec, member_failure, run_task
+from triogroups.supervisor.spark._arrow import arrow_stage
+from triogroups.supervisor.spark._errors import translate_member_failures
+from triogroups.supervisor.spark._setup import (
+    SparkGroupError,
+    require_arrow,
+    require_pyspark,
+    task_slots,
+)
+from triogroups.supervisor.spark._task import MemberFn, TaskSpec, run_task
 
 __all__ = ["map_in_group", "run_group"]
 
@@ -72,12 +79,6 @@ def _default_bind(sc: Any, bind_addr: str | None) -> str | None:
     return bind_addr
 
 
-def _raise_member_failure(exc: Exception) -> None:
-    found = member_failure(str(exc))
-    if found is not None:
-        raise SparkGroupError(found[1], found[0]) from None
-
-
 def run_group(
     spark: Any,
     n: int,
@@ -120,12 +121,19 @@ def run_group(
     stage = sc.parallelize(range(n), n).barrier().mapPartitionsWithIndex(one)
     if retry:
         stage = stage.partitionBy(1)
-    try:
-        results = stage.collect()
-    except Exception as exc:
-        _raise_member_failure(exc)
-        raise
+    translate_member_failures()
+    results = stage.collect()
     return [result for _index, result in sorted(results, key=lambda pair: pair[0])]
+
+
+def _arrow_schema(data: Any, schema: Any) -> Any:
+    """The result's schema as pyarrow's, from a DDL string or a StructType."""
+    from pyspark.sql.pandas.types import to_arrow_schema
+    from pyspark.sql.types import StructType
+
+    if not isinstance(schema, StructType):
+        schema = data.sparkSession.createDataFrame([], schema).schema
+    return to_arrow_schema(schema)
 
 
 def map_in_group(
@@ -133,6 +141,7 @@ def map_in_group(
     member_fn: MemberFn,
     *,
     schema: Any = None,
+    arrow: bool = False,
     stack: StackConfig | str | Path = "spark",
     cluster: str = "spark",
     formation_timeout: float = 60.0,
@@ -143,18 +152,38 @@ def map_in_group(
 
     Each member gets its partition's rows as ``task.rows`` (Rows for a DataFrame) and returns
     an iterable of records: the partition of the result. The result is an RDD, or a DataFrame
-    with ``schema`` when one is given. The stage runs when an action needs it; a shuffle after
-    it lets Spark rerun the whole group after a failure (a new generation each time). Too few
-    slots raise SparkGroupError here, before anything runs; a member's failure surfaces in
-    that action as Spark's error, whose text carries the member's traceback.
+    with ``schema`` when one is given.
+
+    With ``arrow`` (a DataFrame and a ``schema`` needed) the stage is Spark's barrier
+    ``mapInArrow``: ``task.batches`` holds the partition as ``pyarrow.RecordBatch`` objects
+    (``task.rows`` the same rows as tuples, converted on first read), and the member returns
+    records, RecordBatches or a ``pyarrow.Table``; no row passes through pickled Rows.
+    SparkUnavailable when pyarrow, pandas or barrier ``mapInArrow`` (pyspark 3.5) is missing.
+
+    The stage runs when an action needs it; a shuffle after it lets Spark rerun the whole
+    group after a failure (a new generation each time). Too few slots raise SparkGroupError
+    here, before anything runs; a member's failure raises SparkGroupError with that member's
+    traceback from the action that ran the stage (any action, on the result or on what was
+    derived from it).
     """
     require_pyspark()
+    if arrow:
+        if schema is None:
+            raise ValueError("map_in_group(arrow=True) needs a schema, got None")
+        if not hasattr(data, "mapInArrow"):
+            raise TypeError(
+                f"map_in_group(arrow=True) needs a DataFrame, got {type(data).__name__}"
+            )
+        require_arrow(data)
     rdd = getattr(data, "rdd", data)
     sc = rdd.context
     spec = _spec(
         member_fn, stack, cluster, _default_bind(sc, bind_addr), formation_timeout, allow_pickle
     )
     _check_slots(sc, rdd.getNumPartitions())
+    translate_member_failures()
+    if arrow:
+        return data.mapInArrow(arrow_stage(spec, _arrow_schema(data, schema)), schema, barrier=True)
 
     def records(rows: Iterable[Any]) -> Iterator[Any]:
         yield from run_task(spec, rows)

@@ -7,6 +7,7 @@ lazily: ``import triogroups`` must work without the ``spark`` extra.
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import shutil
@@ -19,6 +20,7 @@ __all__ = [
     "SparkGroupError",
     "SparkUnavailable",
     "find_java",
+    "require_arrow",
     "require_pyspark",
     "spark_session",
     "task_slots",
@@ -65,6 +67,28 @@ def require_pyspark() -> None:
         import pyspark  # noqa: F401
     except ImportError:
         raise SparkUnavailable(f"spark groups need pyspark: {_INSTALL}") from None
+
+
+def require_arrow(df: Any) -> None:
+    """Raise SparkUnavailable unless pyarrow and pandas import at versions pyspark accepts and
+    ``df.mapInArrow`` takes ``barrier`` (pyspark 3.5+)."""
+    import pyspark
+    from pyspark.sql.pandas.utils import (
+        require_minimum_pandas_version,
+        require_minimum_pyarrow_version,
+    )
+
+    try:
+        require_minimum_pyarrow_version()
+        require_minimum_pandas_version()
+    except ImportError as exc:
+        why = str(exc).strip().splitlines()[0]
+        raise SparkUnavailable(f"arrow=True needs pyarrow and pandas ({why}): {_INSTALL}") from None
+    if "barrier" not in inspect.signature(df.mapInArrow).parameters:
+        raise SparkUnavailable(
+            f"arrow=True needs barrier mapInArrow (pyspark 3.5+), got pyspark "
+            f"{pyspark.__version__}: {_INSTALL}"
+        )
 
 
 def find_java() -> str:

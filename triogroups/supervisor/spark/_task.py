@@ -15,8 +15,9 @@ Runs in Spark's Python worker, never on the driver. The order of a task:
 4. Addresses put the partition in the top 32 bits of the UUID, so partition 0 sorts first
    among members starting together and GMS makes it the coordinator, deterministically; each
    attempt's addresses are new incarnations.
-5. The member function runs once the view holds all N members; then one ``barrier()`` so no
-   member leaves while others still send, then the channel leaves.
+5. The member function runs once the view holds all N members (its result converted by the
+   form's ``finish``, if any); then one ``barrier()`` so no member leaves while others still
+   send, then the channel leaves.
 
 Any error becomes a `SparkGroupError` whose text carries the member's own traceback between
 markers the driver finds in Spark's error (`member_failure`).
@@ -29,8 +30,8 @@ import re
 import secrets
 import socket
 import traceback
-from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import trio
@@ -56,13 +57,16 @@ class SparkTask:
 
     ``partition`` is this member's partition (0 coordinates), ``members`` the group's size,
     ``generation`` the token of this stage attempt (a retried stage has a new one), ``rows``
-    the partition's rows (empty for `run_group`).
+    the partition's rows (empty for `run_group`), ``batches`` the partition as
+    ``pyarrow.RecordBatch`` objects in the Arrow form of `map_in_group` (empty otherwise; its
+    ``rows`` are then tuples in column order, converted when first read).
     """
 
     partition: int
     members: int
     generation: str
-    rows: list[Any]
+    rows: Sequence[Any]
+    batches: list[Any] = field(default_factory=list)
 
     @property
     def coordinator(self) -> bool:
@@ -107,10 +111,19 @@ def _stack_for(spec: TaskSpec, host: str, port: int, peers: list[list[Any]]) -> 
 class _Member:
     """The member of one task; keeps what the failure text names."""
 
-    def __init__(self, spec: TaskSpec, ctx: Any, rows: list[Any]) -> None:
+    def __init__(
+        self,
+        spec: TaskSpec,
+        ctx: Any,
+        rows: Sequence[Any],
+        batches: list[Any] | None = None,
+        finish: Callable[[Any], Any] | None = None,
+    ) -> None:
         self.spec = spec
         self.ctx = ctx
         self.rows = rows
+        self.batches = batches or []
+        self.finish = finish
         self.partition = int(ctx.partitionId())
         infos = ctx.getTaskInfos()
         self.members = len(infos)
@@ -143,8 +156,12 @@ class _Member:
                 ) as ch:
                     reserved.close()
                     await self._formed(ch, deadline)
-                    task = SparkTask(self.partition, self.members, self.generation, self.rows)
+                    task = SparkTask(
+                        self.partition, self.members, self.generation, self.rows, self.batches
+                    )
                     result = await spec.member_fn(ch, task)
+                    if self.finish is not None:
+                        result = self.finish(result)
                     await trio.to_thread.run_sync(self.ctx.barrier)
             except JoinFailed as exc:
                 raise self._not_formed(str(exc)) from None
@@ -173,11 +190,21 @@ class _Member:
         return SparkGroupError(f"{begin}\n{where} failed:\n{text}{_END}", self.partition)
 
 
-def run_task(spec: TaskSpec, rows: Iterable[Any]) -> Any:
-    """Run this barrier task's member to its end and return what the member function returned."""
+def run_task(
+    spec: TaskSpec,
+    rows: Iterable[Any],
+    batches: list[Any] | None = None,
+    finish: Callable[[Any], Any] | None = None,
+) -> Any:
+    """Run this barrier task's member to its end and return what the member function returned.
+
+    ``finish`` converts that result inside the member, before the final barrier, so a result
+    it refuses is this member's failure (with its traceback) rather than the stage's.
+    """
     from pyspark import BarrierTaskContext
 
-    member = _Member(spec, BarrierTaskContext.get(), list(rows))
+    kept = rows if isinstance(rows, Sequence) else list(rows)
+    member = _Member(spec, BarrierTaskContext.get(), kept, batches, finish)
     try:
         return trio.run(member.run)
     except Exception as exc:
