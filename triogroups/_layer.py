@@ -84,6 +84,7 @@ class Inlet:
         "_other",
         "_same",
         "_send",
+        "_sink",
         "queued",
         "receiver",
     )
@@ -94,6 +95,7 @@ class Inlet:
         self._layer: LayerActor | None = None
         self._on_request: LayerActor | None = None
         self._consumer: Callable[[Item], bool] | None = None
+        self._sink: TransportActor | None = None
 
     def bind(
         self,
@@ -118,6 +120,12 @@ class Inlet:
         in the channel; an item it refuses (returns False) goes into the channel, and its
         reader then takes items with `take`. ``consumer`` must not raise."""
         self._consumer = consumer
+
+    def bind_transport(self, actor: TransportActor) -> None:
+        """Offer every batch to ``actor``'s transport first (`Transport.send_now`): an idle
+        transport writes it to the network in the sender's task; and tell it whenever an
+        item goes into the channel instead (`Transport.queued`), so nothing overtakes it."""
+        self._sink = actor
 
     async def take(self) -> Item:
         """The next item from the channel, for the reader beside an `attach`-ed consumer."""
@@ -165,6 +173,11 @@ class Inlet:
         consumer = self._consumer
         if consumer is not None and not self.queued and consumer(item):
             return
+        sink = self._sink
+        if sink is not None:
+            if type(item) is list and sink.send_now(item):
+                return
+            sink.queued()
         self.queued += 1  # before the channel, which may wake the loop with it at once
         try:
             self._send.send_nowait(item)
@@ -180,6 +193,12 @@ class Inlet:
             layer._inline(item, self._batch, self._event, self._counts, None)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
+        sink = self._sink
+        if sink is not None:
+            if type(item) is list and sink.send_now(item):
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return
+            sink.queued()
         self.queued += 1
         try:
             await self._send.send(item)
@@ -578,6 +597,10 @@ class TransportActor(Actor):
     restart does not change; retrying it four times would only hide it. In
     a later incarnation the same error is an ordinary crash, restarted by
     the stack's restart intensity (a port may be free again a moment later).
+
+    The inlet from above offers batches to `Transport.send_now` first (see
+    `Inlet.bind_transport`): an error there crashes this actor, as an error
+    in `serve` would, not the layer whose handler sent the batch.
     """
 
     def __init__(
@@ -592,6 +615,9 @@ class TransportActor(Actor):
         self._down_in = down_in
         self._up_out = up_out
         self._first = first
+        self._failure: Exception | None = None
+        self._failed = trio.Event()
+        down_in.bind_transport(self)
 
     async def started(self) -> None:
         try:
@@ -603,7 +629,34 @@ class TransportActor(Actor):
             raise StartupError(f"{name} cannot start: {_reason(exc)}") from exc
 
     async def run(self, mailbox: trio.MemoryReceiveChannel[Any]) -> None:
-        await self.protocol.serve(self._down_in.receiver, self._up_out)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._raise_failure)
+                await self.protocol.serve(self._down_in.receiver, self._up_out)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise original_error(group) from None
+
+    async def _raise_failure(self) -> None:
+        """Raise, in this actor, the error of a `send_now` run in another task."""
+        await self._failed.wait()
+        assert self._failure is not None
+        raise self._failure
+
+    def send_now(self, batch: list[Message]) -> bool:
+        """`Transport.send_now` in a neighbour's task; an error crashes this actor."""
+        if self._failure is not None:
+            return False
+        try:
+            return self.protocol.send_now(batch)
+        except Exception as exc:
+            self._failure = exc
+            self._failed.set()
+            return True
+
+    def queued(self) -> None:
+        """See `Transport.queued`."""
+        self.protocol.queued()
 
     def down_pending(self) -> bool:
         """Whether batches wait for the transport to take them (see `LayerActor.down_pending`)."""
