@@ -607,6 +607,8 @@ class Channel:
     async def _dispatch_loop(self) -> None:
         """Hand over in order; once closed, only drain (so the reader sees Disconnected)."""
         inbox = self._inbox
+        rpc = self.rpc
+        rpc._hold_replies()
         async for item in self._ordered_recv:
             try:
                 if type(item) is list:
@@ -614,13 +616,18 @@ class Channel:
                         if self._closing:
                             continue
                         if type(msg) is Received:
+                            await rpc._flush_replies()
                             await inbox.deliver(msg)
                             continue
                         ready = self._ready(msg)  # type: ignore[arg-type]
                         if ready is _GENERAL:
+                            if _RPC not in msg.headers:  # type: ignore[union-attr]
+                                await rpc._flush_replies()
                             await self._dispatch(msg)  # type: ignore[arg-type]
                         elif ready is not None and not inbox.offer(ready):  # type: ignore[arg-type]
+                            await rpc._flush_replies()
                             await inbox.deliver(ready)  # type: ignore[arg-type]
+                    await rpc._flush_replies()
                 elif not self._closing:
                     await self._dispatch_view(item.view)  # type: ignore[union-attr]
             except ChannelClosed:

@@ -120,6 +120,8 @@ class RpcDispatcher:
         self._next_id = 0
         self._closed = False
         self._counters = Counter[str]()
+        self._holder: trio.lowlevel.Task | None = None  # its answers wait in _held
+        self._held: list[Message] = []
 
     # --- serving -----------------------------------------------------------------
 
@@ -175,6 +177,7 @@ class RpcDispatcher:
                 raise ValueError("malformed rpc arguments: not a list")
             result = fn(*args)
             if inspect.isawaitable(result):
+                await self._flush_replies()  # earlier answers never wait for this one
                 result = await result
         except Exception as exc:
             self._counters["requests_failed"] += 1
@@ -220,9 +223,29 @@ class RpcDispatcher:
         if self._closed:
             return
         self._counters["responses_sent"] += 1
-        await self._channel._send(
-            Message(caller, payload, flags=_OOB, headers={_ID: hdr}), internal=True, urgent=True
-        )
+        msg = Message(caller, payload, flags=_OOB, headers={_ID: hdr})
+        if trio.lowlevel.current_task() is self._holder:
+            self._held.append(msg)
+            return
+        await self._channel._send(msg, internal=True, urgent=True)
+
+    def _hold_replies(self) -> None:
+        """Answers given in this task (the channel's dispatcher) wait until it calls
+        `_flush_replies`: the answers to a run of requests delivered together go down
+        the stack as one batch (one bundle per caller), not one by one. The dispatcher
+        flushes before it awaits anything but a request's synchronous handler, and
+        `_run` before it awaits an async handler, so no answer waits on anything slow."""
+        self._holder = trio.lowlevel.current_task()
+
+    async def _flush_replies(self) -> None:
+        """Send the answers held back (see `_hold_replies`), as one batch."""
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        if self._closed:
+            return
+        self._counters["reply_batches"] += 1
+        await self._channel._send_batch(held, internal=True, urgent=True)
 
     # --- calling -----------------------------------------------------------------
 
