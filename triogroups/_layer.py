@@ -85,13 +85,18 @@ class Inlet:
         "_same",
         "_send",
         "_sink",
+        "_tail",
+        "merge",
         "queued",
         "receiver",
     )
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, merge: int = 0) -> None:
+        """A channel of ``size`` items; ``merge``: see `join_nowait`."""
         self._send, self.receiver = trio.open_memory_channel[Item](size)
         self.queued = 0
+        self.merge = merge
+        self._tail: list[Message] | None = None
         self._layer: LayerActor | None = None
         self._on_request: LayerActor | None = None
         self._consumer: Callable[[Item], bool] | None = None
@@ -131,6 +136,8 @@ class Inlet:
         """The next item from the channel, for the reader beside an `attach`-ed consumer."""
         item = await self.receiver.receive()
         self.queued -= 1
+        if item is self._tail:
+            self._tail = None
         return item
 
     def _ready(self) -> bool:
@@ -163,6 +170,16 @@ class Inlet:
             return
         self.offer(item, None)
 
+    def join_nowait(self, batch: list[Message]) -> None:
+        """As `send_nowait`, but on an inlet made with ``merge``, ``batch`` joins the last
+        batch put into the channel while no one has taken it yet and it stays within
+        ``merge`` messages: many senders' batches then take one slot, not one each."""
+        tail = self._tail
+        if tail is not None and len(tail) + len(batch) <= self.merge:
+            tail.extend(batch)
+            return
+        self.offer(batch, None)
+
     def offer(self, item: Item, now: float | None) -> None:
         """`send_nowait` from a handler's output: ``now`` is the time that handler was
         given (a chain of handlers run inline shares one time), None to read the clock."""
@@ -178,12 +195,15 @@ class Inlet:
             if type(item) is list and sink.send_now(item):
                 return
             sink.queued()
+        if self.merge and type(item) is list:
+            item = list(item)  # a copy, so that later batches may join it (`join_nowait`)
         self.queued += 1  # before the channel, which may wake the loop with it at once
         try:
             self._send.send_nowait(item)
         except BaseException:
             self.queued -= 1
             raise
+        self._tail = item if self.merge and type(item) is list else None
 
     async def send(self, item: Item) -> None:
         """As `send_nowait`, waiting for room. Cancellation-safe: a cancelled send was not sent."""
@@ -199,6 +219,7 @@ class Inlet:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return
             sink.queued()
+        self._tail = None  # nothing joins a batch once one may wait behind it
         self.queued += 1
         try:
             await self._send.send(item)
@@ -299,6 +320,8 @@ def _coalesce(batch: list[Message], inlet: Inlet) -> tuple[list[Message], Item |
         if type(item) is not list:
             return batch, item
         inlet.queued -= 1
+        if item is inlet._tail:
+            inlet._tail = None
         batch.extend(item)
     return batch, None
 
@@ -482,6 +505,8 @@ class LayerActor(Actor):
                 await self._room(same, other)  # left by a handler that ran inline meanwhile
             taken += 1
             inlet.queued -= 1
+            if item is inlet._tail:
+                inlet._tail = None
             self.ready = False
             now = trio.current_time()
             if type(item) is list:

@@ -402,3 +402,37 @@ async def test_a_burst_of_group_calls_stays_one_batch(
         assert after["batches_down"] - before["batches_down"] == 1
         assert after["msgs_down"] - before["msgs_down"] == 5
         assert await a.rpc.call_one("f", 7, to=b.address) == 7
+
+
+async def test_callers_woken_by_one_batch_of_answers_send_their_next_requests_as_one_batch(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Ten tasks each make three calls to B in turn. The first requests run down A's idle
+    stack one by one (no caller was woken yet); B's answers arrive in one batch, and the
+    ten callers they wake send their next requests as one batch (they join one another in
+    the send queue instead of each running down the stack alone): 12 batches, not 30."""
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net, handlers={"f": lambda x: x}) as b,
+    ):
+        with trio.fail_after(10):
+            while len(b.view) < 2:
+                await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()
+
+        def top() -> dict[str, int]:
+            return a.stack.stats()["layers"][-1]["host"]  # type: ignore[no-any-return]
+
+        async def caller(i: int) -> None:
+            for _ in range(3):
+                assert await a.rpc.call_one("f", i, to=b.address) == i
+
+        before = top()
+        async with trio.open_nursery() as nursery:
+            for i in range(10):
+                nursery.start_soon(caller, i)
+        after = top()
+        assert after["msgs_down"] - before["msgs_down"] == 30
+        assert after["batches_down"] - before["batches_down"] == 12
+        await a.rpc.call_one("f", 0, to=b.address)  # a lone caller again: down and up inline
+        assert top()["inline"] - after["inline"] == 2

@@ -82,6 +82,7 @@ class _Call:
         self.need = {"all": n, "first": 1, "majority": n // 2 + 1}.get(mode, 0)
         self.done = trio.Event()
         self.closed = False
+        self.waking = False  # an answer completed it: counted in RpcDispatcher._waking
 
     def settle(
         self,
@@ -120,6 +121,7 @@ class RpcDispatcher:
         self._next_id = 0
         self._closed = False
         self._counters = Counter[str]()
+        self._waking = 0  # callers an answer woke that have not run yet
         self._holder: trio.lowlevel.Task | None = None  # its answers wait in _held
         self._held: list[Message] = []
 
@@ -299,6 +301,8 @@ class RpcDispatcher:
                 await call.done.wait()
         finally:
             del self._calls[req_id]
+            if call.waking:
+                self._waking -= 1
         if call.closed:
             raise ChannelClosed("the channel closed during the call")
         timed_out = not call.done.is_set()
@@ -359,12 +363,18 @@ class RpcDispatcher:
         hdr = RpcHeader(RPC_REQ, req_id, method)
         dests: list[Address | None] = [None] if to is None else list(targets)
         for dest in dests:
-            # a request to members runs down an idle stack at once; a call to the group
-            # keeps the send queue's coalescing: a burst of calls stays one batch, so a
-            # STABLE max_bytes round starts after the burst, not in its middle (STABLE
-            # forgets the bytes sent while its round runs)
+            # a request to members runs down an idle stack at once, unless callers woken by
+            # the same answers are about to send theirs: then it waits in the send queue,
+            # which the top layer drains whole once they have run, so their requests leave
+            # as one batch (one bundle per member). A call to the group keeps the send
+            # queue's coalescing: a burst of calls stays one batch, so a STABLE max_bytes
+            # round starts after the burst, not in its middle (STABLE forgets the bytes
+            # sent while its round runs)
+            waking = dest is not None and self._waking > 0
             await self._channel._send(
-                Message(dest, data, flags=flags, headers={_ID: hdr}), urgent=dest is not None
+                Message(dest, data, flags=flags, headers={_ID: hdr}),
+                urgent=dest is not None and not waking,
+                join=waking,
             )
 
     # --- answers and failures (called by the channel's reader) -------------------------
@@ -389,6 +399,9 @@ class RpcDispatcher:
             except PayloadError:
                 info = None
             call.settle(src, exception=rebuild_error(info, src))
+        if not call.waking and call.done.is_set():
+            call.waking = True
+            self._waking += 1
 
     def _view_changed(self, view: View) -> None:
         for call in list(self._calls.values()):
