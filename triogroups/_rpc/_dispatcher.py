@@ -56,6 +56,8 @@ RPC_EXC = 3
 _ID = ids.RPC
 _OOB = int(Flag.OOB)
 
+_PLAIN = frozenset((bytes, str, int, float, bool, list, dict, tuple, type(None)))  # never awaited
+
 Mode = Literal["all", "first", "majority", "none"]
 _MODES = ("all", "first", "majority", "none")
 
@@ -178,7 +180,7 @@ class RpcDispatcher:
             if not isinstance(args, list):
                 raise ValueError("malformed rpc arguments: not a list")
             result = fn(*args)
-            if inspect.isawaitable(result):
+            if type(result) not in _PLAIN and inspect.isawaitable(result):
                 await self._flush_replies()  # earlier answers never wait for this one
                 result = await result
         except Exception as exc:
@@ -293,7 +295,8 @@ class RpcDispatcher:
         req_id = self._next_id
         call = _Call(targets, mode)
         self._calls[req_id] = call
-        self._gone([m for m in targets if m in channel.suspected], "suspected")
+        if channel._suspected:
+            self._gone([m for m in targets if m in channel._suspected], "suspected")
         try:
             await self._send_request(to, targets, method, req_id, data, flags)
             self._counters["calls"] += 1
