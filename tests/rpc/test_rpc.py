@@ -155,6 +155,36 @@ async def test_timeout_leaves_missing_answers_unreceived(
             await a.rpc.call_one("name", to=b.address, timeout=1, oob=True)
 
 
+async def test_each_call_times_out_at_its_own_timeout_whatever_calls_wait_before_it(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Calls share one timer (the channel's `_expire_loop`): a call with a short timeout made
+    while one with a long timeout waits still ends after its own timeout, and the long one
+    after its own, not before."""
+    async with members(net, stack, "AB") as chans:
+        a, b = chans
+
+        async def stuck() -> None:
+            await trio.sleep_forever()
+
+        b.rpc.register("stuck", stuck)
+        ended: dict[str, float] = {}
+
+        async def call(label: str, timeout: float) -> None:
+            start = trio.current_time()
+            rsps = await a.rpc.call("stuck", to=b.address, timeout=timeout, oob=True)
+            assert rsps.timed_out
+            ended[label] = trio.current_time() - start
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "long", 30.0)
+            await trio.sleep(1)
+            nursery.start_soon(call, "short", 2.0)
+        assert ended["short"] == pytest.approx(2.0, abs=0.1)
+        assert ended["long"] == pytest.approx(30.0, abs=0.1)
+        assert a.rpc.stats()["calls_timed_out"] == 2
+
+
 async def test_a_member_that_leaves_during_a_call_counts_as_failed_not_as_a_hang(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:

@@ -21,7 +21,9 @@ handler comes back as described in `_errors`.
 
 from __future__ import annotations
 
+import heapq
 import inspect
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -85,6 +87,7 @@ class _Call:
         self.done = trio.Event()
         self.closed = False
         self.waking = False  # an answer completed it: counted in RpcDispatcher._waking
+        self.expired = False  # its timeout ended the wait first
 
     def settle(
         self,
@@ -112,6 +115,11 @@ class _Call:
         self.closed = True
         self.done.set()
 
+    def expire(self) -> None:
+        if not self.done.is_set():
+            self.expired = True
+            self.done.set()
+
 
 class RpcDispatcher:
     """Registered methods and calls in flight for one channel (`Channel.rpc`)."""
@@ -124,6 +132,10 @@ class RpcDispatcher:
         self._closed = False
         self._counters = Counter[str]()
         self._waking = 0  # callers an answer woke that have not run yet
+        # (deadline, req_id) of calls waiting, for `_expire_loop`; entries of calls that
+        # are over are dropped from the front as new calls come
+        self._deadlines: list[tuple[float, int]] = []
+        self._expiring: trio.CancelScope | None = None  # `_expire_loop`'s sleep
         self._holder: trio.lowlevel.Task | None = None  # its answers wait in _held
         self._held: list[Message] = []
 
@@ -300,7 +312,12 @@ class RpcDispatcher:
         try:
             await self._send_request(to, targets, method, req_id, data, flags)
             self._counters["calls"] += 1
-            with trio.move_on_after(timeout):
+            if self._expiring is None:
+                with trio.move_on_after(timeout):
+                    await call.done.wait()
+                call.expired = not call.done.is_set()
+            else:
+                self._expire_at(trio.current_time() + timeout, req_id)
                 await call.done.wait()
         finally:
             del self._calls[req_id]
@@ -308,7 +325,7 @@ class RpcDispatcher:
                 self._waking -= 1
         if call.closed:
             raise ChannelClosed("the channel closed during the call")
-        timed_out = not call.done.is_set()
+        timed_out = call.expired
         if timed_out:
             self._counters["calls_timed_out"] += 1
         return RspList(call.rsps, call.arrivals, timed_out)
@@ -334,6 +351,33 @@ class RpcDispatcher:
         if not rsp.received and not rsp.suspected:
             raise RpcTimeout(f"no answer from {to} to {method!r} within {timeout}s")
         return rsp.result()
+
+    def _expire_at(self, deadline: float, req_id: int) -> None:
+        deadlines = self._deadlines
+        calls = self._calls
+        while deadlines and deadlines[0][1] not in calls:
+            heapq.heappop(deadlines)
+        heapq.heappush(deadlines, (deadline, req_id))
+        scope = self._expiring
+        if scope is not None and deadline < scope.deadline:
+            scope.deadline = deadline
+
+    async def _expire_loop(self) -> None:
+        """End the wait of every call whose timeout has passed (runs in the channel's
+        nursery): one timer for all calls, cheaper per call than a cancel scope each."""
+        deadlines = self._deadlines
+        try:
+            while True:
+                with trio.CancelScope(deadline=deadlines[0][0] if deadlines else math.inf) as scope:
+                    self._expiring = scope
+                    await trio.sleep_forever()
+                now = trio.current_time()
+                while deadlines and deadlines[0][0] <= now:
+                    call = self._calls.get(heapq.heappop(deadlines)[1])
+                    if call is not None:
+                        call.expire()
+        finally:
+            self._expiring = None
 
     def _targets(self, to: Address | Iterable[Address] | None, exclude_self: bool) -> list[Address]:
         channel = self._channel
