@@ -285,6 +285,24 @@ class RpcDispatcher:
         channel closes first (also while waiting), ValueError/TypeError for
         bad arguments. A cancelled call to the group was not sent.
         """
+        call = await self._call(method, args, to, mode, timeout, oob, pickle, exclude_self)
+        if call is None:
+            return RspList({}, [], False)
+        return RspList(call.rsps, call.arrivals, call.expired)
+
+    async def _call(
+        self,
+        method: str,
+        args: tuple[Any, ...],
+        to: Address | Iterable[Address] | None,
+        mode: Mode,
+        timeout: float,
+        oob: bool,
+        pickle: bool,
+        exclude_self: bool,
+    ) -> _Call | None:
+        """`call`, returning the finished `_Call` (None for mode "none"), which `call_one`
+        reads without building an `RspList`."""
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
         if not timeout > 0:
@@ -302,7 +320,7 @@ class RpcDispatcher:
         if mode == "none":
             await self._send_request(to, targets, method, 0, data, flags)
             self._counters["calls"] += 1
-            return RspList({}, [], False)
+            return None
         self._next_id += 1
         req_id = self._next_id
         call = _Call(targets, mode)
@@ -325,10 +343,9 @@ class RpcDispatcher:
                 self._waking -= 1
         if call.closed:
             raise ChannelClosed("the channel closed during the call")
-        timed_out = call.expired
-        if timed_out:
+        if call.expired:
             self._counters["calls_timed_out"] += 1
-        return RspList(call.rsps, call.arrivals, timed_out)
+        return call
 
     async def call_one(
         self,
@@ -346,8 +363,9 @@ class RpcDispatcher:
         """
         if not isinstance(to, Address):
             raise TypeError(f"to must be an Address, got {type(to).__name__}")
-        rsps = await self.call(method, *args, to=to, timeout=timeout, oob=oob, pickle=pickle)
-        rsp = rsps[to]
+        call = await self._call(method, args, to, "all", timeout, oob, pickle, False)
+        assert call is not None
+        rsp = call.rsps[to]
         if not rsp.received and not rsp.suspected:
             raise RpcTimeout(f"no answer from {to} to {method!r} within {timeout}s")
         return rsp.result()
