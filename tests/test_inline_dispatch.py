@@ -367,3 +367,40 @@ async def test_a_channel_takes_rpc_answers_in_the_stack_task_not_in_its_reader(
             assert await a.rpc.call_one("echo", i, to=b.address) == i
         await trio.testing.wait_all_tasks_blocked()
         assert inlet.queued == before == 0
+
+
+async def test_a_joining_batch_joins_the_last_queued_one_only_while_nothing_follows_it() -> None:
+    """`Inlet.join_nowait` (RPC callers woken together): a batch joins the last batch in the
+    channel while no one has taken it, up to ``merge`` messages; after an event, a batch
+    put with an awaiting send, or once the reader took the last batch, it takes a slot of
+    its own, so nothing overtakes what was queued before it."""
+    inlet = Inlet(8, merge=3)
+
+    def msg(payload: bytes) -> Message:
+        return Message(None, payload)
+
+    inlet.send_nowait([msg(b"a")])
+    inlet.join_nowait([msg(b"b")])
+    inlet.join_nowait([msg(b"c")])
+    inlet.join_nowait([msg(b"d")])  # beyond merge=3: a slot of its own
+    inlet.send_nowait(Suspect((_B,)))
+    inlet.join_nowait([msg(b"e")])  # after an event: its own slot
+    await inlet.send([msg(b"f")])
+    inlet.join_nowait([msg(b"g")])  # after an awaiting send: its own slot
+    items = [await inlet.take() for _ in range(5)]
+    assert [[m.payload for m in i] if isinstance(i, list) else "event" for i in items] == [
+        [b"a", b"b", b"c"],
+        [b"d"],
+        "event",
+        [b"e"],
+        [b"f"],
+    ]
+    inlet.join_nowait([msg(b"h")])  # "g" is still queued and last: joins it
+    assert _payloads([await inlet.take()]) == [b"g", b"h"]
+    inlet.join_nowait([msg(b"i")])  # the last batch was taken: a slot of its own
+    assert inlet.queued == 1
+    assert _payloads([await inlet.take()]) == [b"i"]
+    plain = Inlet(8)
+    plain.send_nowait([msg(b"x")])
+    plain.join_nowait([msg(b"y")])  # no merge: never joins
+    assert plain.queued == 2

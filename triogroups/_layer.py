@@ -84,16 +84,23 @@ class Inlet:
         "_other",
         "_same",
         "_send",
+        "_sink",
+        "_tail",
+        "merge",
         "queued",
         "receiver",
     )
 
-    def __init__(self, size: int) -> None:
+    def __init__(self, size: int, *, merge: int = 0) -> None:
+        """A channel of ``size`` items; ``merge``: see `join_nowait`."""
         self._send, self.receiver = trio.open_memory_channel[Item](size)
         self.queued = 0
+        self.merge = merge
+        self._tail: list[Message] | None = None
         self._layer: LayerActor | None = None
         self._on_request: LayerActor | None = None
         self._consumer: Callable[[Item], bool] | None = None
+        self._sink: TransportActor | None = None
 
     def bind(
         self,
@@ -119,10 +126,18 @@ class Inlet:
         reader then takes items with `take`. ``consumer`` must not raise."""
         self._consumer = consumer
 
+    def bind_transport(self, actor: TransportActor) -> None:
+        """Offer every batch to ``actor``'s transport first (`Transport.send_now`): an idle
+        transport writes it to the network in the sender's task; and tell it whenever an
+        item goes into the channel instead (`Transport.queued`), so nothing overtakes it."""
+        self._sink = actor
+
     async def take(self) -> Item:
         """The next item from the channel, for the reader beside an `attach`-ed consumer."""
         item = await self.receiver.receive()
         self.queued -= 1
+        if item is self._tail:
+            self._tail = None
         return item
 
     def _ready(self) -> bool:
@@ -155,6 +170,16 @@ class Inlet:
             return
         self.offer(item, None)
 
+    def join_nowait(self, batch: list[Message]) -> None:
+        """As `send_nowait`, but on an inlet made with ``merge``, ``batch`` joins the last
+        batch put into the channel while no one has taken it yet and it stays within
+        ``merge`` messages: many senders' batches then take one slot, not one each."""
+        tail = self._tail
+        if tail is not None and len(tail) + len(batch) <= self.merge:
+            tail.extend(batch)
+            return
+        self.offer(batch, None)
+
     def offer(self, item: Item, now: float | None) -> None:
         """`send_nowait` from a handler's output: ``now`` is the time that handler was
         given (a chain of handlers run inline shares one time), None to read the clock."""
@@ -165,12 +190,20 @@ class Inlet:
         consumer = self._consumer
         if consumer is not None and not self.queued and consumer(item):
             return
+        sink = self._sink
+        if sink is not None:
+            if type(item) is list and sink.send_now(item):
+                return
+            sink.queued()
+        if self.merge and type(item) is list:
+            item = list(item)  # a copy, so that later batches may join it (`join_nowait`)
         self.queued += 1  # before the channel, which may wake the loop with it at once
         try:
             self._send.send_nowait(item)
         except BaseException:
             self.queued -= 1
             raise
+        self._tail = item if self.merge and type(item) is list else None
 
     async def send(self, item: Item) -> None:
         """As `send_nowait`, waiting for room. Cancellation-safe: a cancelled send was not sent."""
@@ -180,6 +213,13 @@ class Inlet:
             layer._inline(item, self._batch, self._event, self._counts, None)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
+        sink = self._sink
+        if sink is not None:
+            if type(item) is list and sink.send_now(item):
+                await trio.lowlevel.cancel_shielded_checkpoint()
+                return
+            sink.queued()
+        self._tail = None  # nothing joins a batch once one may wait behind it
         self.queued += 1
         try:
             await self._send.send(item)
@@ -280,6 +320,8 @@ def _coalesce(batch: list[Message], inlet: Inlet) -> tuple[list[Message], Item |
         if type(item) is not list:
             return batch, item
         inlet.queued -= 1
+        if item is inlet._tail:
+            inlet._tail = None
         batch.extend(item)
     return batch, None
 
@@ -463,6 +505,8 @@ class LayerActor(Actor):
                 await self._room(same, other)  # left by a handler that ran inline meanwhile
             taken += 1
             inlet.queued -= 1
+            if item is inlet._tail:
+                inlet._tail = None
             self.ready = False
             now = trio.current_time()
             if type(item) is list:
@@ -578,6 +622,10 @@ class TransportActor(Actor):
     restart does not change; retrying it four times would only hide it. In
     a later incarnation the same error is an ordinary crash, restarted by
     the stack's restart intensity (a port may be free again a moment later).
+
+    The inlet from above offers batches to `Transport.send_now` first (see
+    `Inlet.bind_transport`): an error there crashes this actor, as an error
+    in `serve` would, not the layer whose handler sent the batch.
     """
 
     def __init__(
@@ -592,6 +640,9 @@ class TransportActor(Actor):
         self._down_in = down_in
         self._up_out = up_out
         self._first = first
+        self._failure: Exception | None = None
+        self._failed = trio.Event()
+        down_in.bind_transport(self)
 
     async def started(self) -> None:
         try:
@@ -603,7 +654,34 @@ class TransportActor(Actor):
             raise StartupError(f"{name} cannot start: {_reason(exc)}") from exc
 
     async def run(self, mailbox: trio.MemoryReceiveChannel[Any]) -> None:
-        await self.protocol.serve(self._down_in.receiver, self._up_out)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._raise_failure)
+                await self.protocol.serve(self._down_in.receiver, self._up_out)
+                nursery.cancel_scope.cancel()
+        except BaseExceptionGroup as group:
+            raise original_error(group) from None
+
+    async def _raise_failure(self) -> None:
+        """Raise, in this actor, the error of a `send_now` run in another task."""
+        await self._failed.wait()
+        assert self._failure is not None
+        raise self._failure
+
+    def send_now(self, batch: list[Message]) -> bool:
+        """`Transport.send_now` in a neighbour's task; an error crashes this actor."""
+        if self._failure is not None:
+            return False
+        try:
+            return self.protocol.send_now(batch)
+        except Exception as exc:
+            self._failure = exc
+            self._failed.set()
+            return True
+
+    def queued(self) -> None:
+        """See `Transport.queued`."""
+        self.protocol.queued()
 
     def down_pending(self) -> bool:
         """Whether batches wait for the transport to take them (see `LayerActor.down_pending`)."""

@@ -52,6 +52,7 @@ from triogroups.transports.base import Transport
 __all__ = ["Stack"]
 
 _log = logging.getLogger("triogroups.stack")
+_MERGE = 256  # messages a batch in the send queue may grow to by others joining it
 
 
 class _Incarnation:
@@ -138,7 +139,8 @@ class Stack:
         self._restart_window = restart_window
         self._new_address = new_address
         self._secret = secret
-        self._down = Inlet(channel_size)  # the send queue, drained whole by the top layer
+        # the send queue, drained whole by the top layer (`send_nowait` with ``join``)
+        self._down = Inlet(channel_size, merge=_MERGE)
         self._up = Inlet(channel_size)
         self.deliveries = self._up.receiver
         self.incarnation = 0
@@ -285,17 +287,23 @@ class Stack:
                 pass
         await self._down.send(item)
 
-    def send_nowait(self, item: Item, *, inline: bool = False) -> None:
+    def send_nowait(self, item: Item, *, inline: bool = False, join: bool = False) -> None:
         """As `send`; raises trio.WouldBlock when the stack is full or holds back batches.
 
         With ``inline`` an idle top layer handles the item at once, in this task, rather
         than from the send queue (`Inlet.offer_inline`): one task switch less for an item
-        someone waits on, such as an RPC request or answer.
+        someone waits on, such as an RPC request or answer. With ``join`` a batch joins
+        the last one waiting in the send queue, if no layer has taken it yet (up to 256
+        messages; `Inlet.join_nowait`): for many tasks each sending one message at the
+        same moment (RPC callers woken by one batch of answers), which then leave as
+        one batch without filling the queue's ``channel_size`` slots.
         """
         if type(item) is list and (self._blocked or self._gate.locked()):
             raise trio.WouldBlock
         if inline:
             self._down.offer_inline(item)
+        elif join and type(item) is list:
+            self._down.join_nowait(item)
         else:
             self._down.send_nowait(item)
 

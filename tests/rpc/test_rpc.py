@@ -155,6 +155,36 @@ async def test_timeout_leaves_missing_answers_unreceived(
             await a.rpc.call_one("name", to=b.address, timeout=1, oob=True)
 
 
+async def test_each_call_times_out_at_its_own_timeout_whatever_calls_wait_before_it(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Calls share one timer (the channel's `_expire_loop`): a call with a short timeout made
+    while one with a long timeout waits still ends after its own timeout, and the long one
+    after its own, not before."""
+    async with members(net, stack, "AB") as chans:
+        a, b = chans
+
+        async def stuck() -> None:
+            await trio.sleep_forever()
+
+        b.rpc.register("stuck", stuck)
+        ended: dict[str, float] = {}
+
+        async def call(label: str, timeout: float) -> None:
+            start = trio.current_time()
+            rsps = await a.rpc.call("stuck", to=b.address, timeout=timeout, oob=True)
+            assert rsps.timed_out
+            ended[label] = trio.current_time() - start
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(call, "long", 30.0)
+            await trio.sleep(1)
+            nursery.start_soon(call, "short", 2.0)
+        assert ended["short"] == pytest.approx(2.0, abs=0.1)
+        assert ended["long"] == pytest.approx(30.0, abs=0.1)
+        assert a.rpc.stats()["calls_timed_out"] == 2
+
+
 async def test_a_member_that_leaves_during_a_call_counts_as_failed_not_as_a_hang(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
@@ -402,3 +432,37 @@ async def test_a_burst_of_group_calls_stays_one_batch(
         assert after["batches_down"] - before["batches_down"] == 1
         assert after["msgs_down"] - before["msgs_down"] == 5
         assert await a.rpc.call_one("f", 7, to=b.address) == 7
+
+
+async def test_callers_woken_by_one_batch_of_answers_send_their_next_requests_as_one_batch(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Ten tasks each make three calls to B in turn. The first requests run down A's idle
+    stack one by one (no caller was woken yet); B's answers arrive in one batch, and the
+    ten callers they wake send their next requests as one batch (they join one another in
+    the send queue instead of each running down the stack alone): 12 batches, not 30."""
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net, handlers={"f": lambda x: x}) as b,
+    ):
+        with trio.fail_after(10):
+            while len(b.view) < 2:
+                await trio.sleep(0.01)
+        await trio.testing.wait_all_tasks_blocked()
+
+        def top() -> dict[str, int]:
+            return a.stack.stats()["layers"][-1]["host"]  # type: ignore[no-any-return]
+
+        async def caller(i: int) -> None:
+            for _ in range(3):
+                assert await a.rpc.call_one("f", i, to=b.address) == i
+
+        before = top()
+        async with trio.open_nursery() as nursery:
+            for i in range(10):
+                nursery.start_soon(caller, i)
+        after = top()
+        assert after["msgs_down"] - before["msgs_down"] == 30
+        assert after["batches_down"] - before["batches_down"] == 12
+        await a.rpc.call_one("f", 0, to=b.address)  # a lone caller again: down and up inline
+        assert top()["inline"] - after["inline"] == 2

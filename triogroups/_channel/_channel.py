@@ -386,16 +386,24 @@ class Channel:
         msg.headers[_STATE] = StateHeader(MSG, self._seqno)
         return True
 
-    async def _send(self, msg: Message, *, internal: bool = False, urgent: bool = False) -> None:
+    async def _send(
+        self, msg: Message, *, internal: bool = False, urgent: bool = False, join: bool = False
+    ) -> None:
         """Pass one message down (see `_send_batch`); ``urgent``: someone waits on it, so an
-        idle top layer takes it at once (`Stack.send_nowait` with ``inline``)."""
-        await self._send_batch([msg], internal=internal, urgent=urgent)
+        idle top layer takes it at once (`Stack.send_nowait` with ``inline``); ``join``: it
+        may join the batch waiting in the send queue (`Stack.send_nowait` with ``join``)."""
+        await self._send_batch([msg], internal=internal, urgent=urgent, join=join)
 
     def _send_nowait(self, msg: Message) -> None:
         self._send_batch_nowait([msg])
 
     async def _send_batch(
-        self, msgs: list[Message], *, internal: bool = False, urgent: bool = False
+        self,
+        msgs: list[Message],
+        *,
+        internal: bool = False,
+        urgent: bool = False,
+        join: bool = False,
     ) -> None:
         """Pass ``msgs`` down as one batch (see `_stamp`).
 
@@ -408,7 +416,7 @@ class Channel:
             self._check_open()
         if not self._send_lock.locked():
             try:
-                self._send_batch_nowait(msgs, urgent)
+                self._send_batch_nowait(msgs, urgent, join)
                 return
             except trio.WouldBlock:
                 pass
@@ -421,12 +429,14 @@ class Channel:
                 raise
         self._counters["sent"] += len(msgs)
 
-    def _send_batch_nowait(self, msgs: list[Message], urgent: bool = False) -> None:
+    def _send_batch_nowait(
+        self, msgs: list[Message], urgent: bool = False, join: bool = False
+    ) -> None:
         if self._send_lock.locked():
             raise trio.WouldBlock
         stamped = self._stamp_all(msgs)
         try:
-            self._stack.send_nowait(msgs, inline=urgent)
+            self._stack.send_nowait(msgs, inline=urgent, join=join)
         except trio.WouldBlock:
             self._seqno -= stamped
             raise
@@ -607,6 +617,8 @@ class Channel:
     async def _dispatch_loop(self) -> None:
         """Hand over in order; once closed, only drain (so the reader sees Disconnected)."""
         inbox = self._inbox
+        rpc = self.rpc
+        rpc._hold_replies()
         async for item in self._ordered_recv:
             try:
                 if type(item) is list:
@@ -614,13 +626,18 @@ class Channel:
                         if self._closing:
                             continue
                         if type(msg) is Received:
+                            await rpc._flush_replies()
                             await inbox.deliver(msg)
                             continue
                         ready = self._ready(msg)  # type: ignore[arg-type]
                         if ready is _GENERAL:
+                            if _RPC not in msg.headers:  # type: ignore[union-attr]
+                                await rpc._flush_replies()
                             await self._dispatch(msg)  # type: ignore[arg-type]
                         elif ready is not None and not inbox.offer(ready):  # type: ignore[arg-type]
+                            await rpc._flush_replies()
                             await inbox.deliver(ready)  # type: ignore[arg-type]
+                    await rpc._flush_replies()
                 elif not self._closing:
                     await self._dispatch_view(item.view)  # type: ignore[union-attr]
             except ChannelClosed:

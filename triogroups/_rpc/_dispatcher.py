@@ -21,7 +21,9 @@ handler comes back as described in `_errors`.
 
 from __future__ import annotations
 
+import heapq
 import inspect
+import math
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
@@ -56,6 +58,8 @@ RPC_EXC = 3
 _ID = ids.RPC
 _OOB = int(Flag.OOB)
 
+_PLAIN = frozenset((bytes, str, int, float, bool, list, dict, tuple, type(None)))  # never awaited
+
 Mode = Literal["all", "first", "majority", "none"]
 _MODES = ("all", "first", "majority", "none")
 
@@ -82,6 +86,8 @@ class _Call:
         self.need = {"all": n, "first": 1, "majority": n // 2 + 1}.get(mode, 0)
         self.done = trio.Event()
         self.closed = False
+        self.waking = False  # an answer completed it: counted in RpcDispatcher._waking
+        self.expired = False  # its timeout ended the wait first
 
     def settle(
         self,
@@ -109,6 +115,11 @@ class _Call:
         self.closed = True
         self.done.set()
 
+    def expire(self) -> None:
+        if not self.done.is_set():
+            self.expired = True
+            self.done.set()
+
 
 class RpcDispatcher:
     """Registered methods and calls in flight for one channel (`Channel.rpc`)."""
@@ -120,6 +131,13 @@ class RpcDispatcher:
         self._next_id = 0
         self._closed = False
         self._counters = Counter[str]()
+        self._waking = 0  # callers an answer woke that have not run yet
+        # (deadline, req_id) of calls waiting, for `_expire_loop`; entries of calls that
+        # are over are dropped from the front as new calls come
+        self._deadlines: list[tuple[float, int]] = []
+        self._expiring: trio.CancelScope | None = None  # `_expire_loop`'s sleep
+        self._holder: trio.lowlevel.Task | None = None  # its answers wait in _held
+        self._held: list[Message] = []
 
     # --- serving -----------------------------------------------------------------
 
@@ -174,7 +192,8 @@ class RpcDispatcher:
             if not isinstance(args, list):
                 raise ValueError("malformed rpc arguments: not a list")
             result = fn(*args)
-            if inspect.isawaitable(result):
+            if type(result) not in _PLAIN and inspect.isawaitable(result):
+                await self._flush_replies()  # earlier answers never wait for this one
                 result = await result
         except Exception as exc:
             self._counters["requests_failed"] += 1
@@ -220,9 +239,29 @@ class RpcDispatcher:
         if self._closed:
             return
         self._counters["responses_sent"] += 1
-        await self._channel._send(
-            Message(caller, payload, flags=_OOB, headers={_ID: hdr}), internal=True, urgent=True
-        )
+        msg = Message(caller, payload, flags=_OOB, headers={_ID: hdr})
+        if trio.lowlevel.current_task() is self._holder:
+            self._held.append(msg)
+            return
+        await self._channel._send(msg, internal=True, urgent=True)
+
+    def _hold_replies(self) -> None:
+        """Answers given in this task (the channel's dispatcher) wait until it calls
+        `_flush_replies`: the answers to a run of requests delivered together go down
+        the stack as one batch (one bundle per caller), not one by one. The dispatcher
+        flushes before it awaits anything but a request's synchronous handler, and
+        `_run` before it awaits an async handler, so no answer waits on anything slow."""
+        self._holder = trio.lowlevel.current_task()
+
+    async def _flush_replies(self) -> None:
+        """Send the answers held back (see `_hold_replies`), as one batch."""
+        if not self._held:
+            return
+        held, self._held = self._held, []
+        if self._closed:
+            return
+        self._counters["reply_batches"] += 1
+        await self._channel._send_batch(held, internal=True, urgent=True)
 
     # --- calling -----------------------------------------------------------------
 
@@ -246,6 +285,24 @@ class RpcDispatcher:
         channel closes first (also while waiting), ValueError/TypeError for
         bad arguments. A cancelled call to the group was not sent.
         """
+        call = await self._call(method, args, to, mode, timeout, oob, pickle, exclude_self)
+        if call is None:
+            return RspList({}, [], False)
+        return RspList(call.rsps, call.arrivals, call.expired)
+
+    async def _call(
+        self,
+        method: str,
+        args: tuple[Any, ...],
+        to: Address | Iterable[Address] | None,
+        mode: Mode,
+        timeout: float,
+        oob: bool,
+        pickle: bool,
+        exclude_self: bool,
+    ) -> _Call | None:
+        """`call`, returning the finished `_Call` (None for mode "none"), which `call_one`
+        reads without building an `RspList`."""
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {', '.join(_MODES)}, got {mode!r}")
         if not timeout > 0:
@@ -263,25 +320,32 @@ class RpcDispatcher:
         if mode == "none":
             await self._send_request(to, targets, method, 0, data, flags)
             self._counters["calls"] += 1
-            return RspList({}, [], False)
+            return None
         self._next_id += 1
         req_id = self._next_id
         call = _Call(targets, mode)
         self._calls[req_id] = call
-        self._gone([m for m in targets if m in channel.suspected], "suspected")
+        if channel._suspected:
+            self._gone([m for m in targets if m in channel._suspected], "suspected")
         try:
             await self._send_request(to, targets, method, req_id, data, flags)
             self._counters["calls"] += 1
-            with trio.move_on_after(timeout):
+            if self._expiring is None:
+                with trio.move_on_after(timeout):
+                    await call.done.wait()
+                call.expired = not call.done.is_set()
+            else:
+                self._expire_at(trio.current_time() + timeout, req_id)
                 await call.done.wait()
         finally:
             del self._calls[req_id]
+            if call.waking:
+                self._waking -= 1
         if call.closed:
             raise ChannelClosed("the channel closed during the call")
-        timed_out = not call.done.is_set()
-        if timed_out:
+        if call.expired:
             self._counters["calls_timed_out"] += 1
-        return RspList(call.rsps, call.arrivals, timed_out)
+        return call
 
     async def call_one(
         self,
@@ -299,11 +363,39 @@ class RpcDispatcher:
         """
         if not isinstance(to, Address):
             raise TypeError(f"to must be an Address, got {type(to).__name__}")
-        rsps = await self.call(method, *args, to=to, timeout=timeout, oob=oob, pickle=pickle)
-        rsp = rsps[to]
+        call = await self._call(method, args, to, "all", timeout, oob, pickle, False)
+        assert call is not None
+        rsp = call.rsps[to]
         if not rsp.received and not rsp.suspected:
             raise RpcTimeout(f"no answer from {to} to {method!r} within {timeout}s")
         return rsp.result()
+
+    def _expire_at(self, deadline: float, req_id: int) -> None:
+        deadlines = self._deadlines
+        calls = self._calls
+        while deadlines and deadlines[0][1] not in calls:
+            heapq.heappop(deadlines)
+        heapq.heappush(deadlines, (deadline, req_id))
+        scope = self._expiring
+        if scope is not None and deadline < scope.deadline:
+            scope.deadline = deadline
+
+    async def _expire_loop(self) -> None:
+        """End the wait of every call whose timeout has passed (runs in the channel's
+        nursery): one timer for all calls, cheaper per call than a cancel scope each."""
+        deadlines = self._deadlines
+        try:
+            while True:
+                with trio.CancelScope(deadline=deadlines[0][0] if deadlines else math.inf) as scope:
+                    self._expiring = scope
+                    await trio.sleep_forever()
+                now = trio.current_time()
+                while deadlines and deadlines[0][0] <= now:
+                    call = self._calls.get(heapq.heappop(deadlines)[1])
+                    if call is not None:
+                        call.expire()
+        finally:
+            self._expiring = None
 
     def _targets(self, to: Address | Iterable[Address] | None, exclude_self: bool) -> list[Address]:
         channel = self._channel
@@ -336,12 +428,18 @@ class RpcDispatcher:
         hdr = RpcHeader(RPC_REQ, req_id, method)
         dests: list[Address | None] = [None] if to is None else list(targets)
         for dest in dests:
-            # a request to members runs down an idle stack at once; a call to the group
-            # keeps the send queue's coalescing: a burst of calls stays one batch, so a
-            # STABLE max_bytes round starts after the burst, not in its middle (STABLE
-            # forgets the bytes sent while its round runs)
+            # a request to members runs down an idle stack at once, unless callers woken by
+            # the same answers are about to send theirs: then it waits in the send queue,
+            # which the top layer drains whole once they have run, so their requests leave
+            # as one batch (one bundle per member). A call to the group keeps the send
+            # queue's coalescing: a burst of calls stays one batch, so a STABLE max_bytes
+            # round starts after the burst, not in its middle (STABLE forgets the bytes
+            # sent while its round runs)
+            waking = dest is not None and self._waking > 0
             await self._channel._send(
-                Message(dest, data, flags=flags, headers={_ID: hdr}), urgent=dest is not None
+                Message(dest, data, flags=flags, headers={_ID: hdr}),
+                urgent=dest is not None and not waking,
+                join=waking,
             )
 
     # --- answers and failures (called by the channel's reader) -------------------------
@@ -366,6 +464,9 @@ class RpcDispatcher:
             except PayloadError:
                 info = None
             call.settle(src, exception=rebuild_error(info, src))
+        if not call.waking and call.done.is_set():
+            call.waking = True
+            self._waking += 1
 
     def _view_changed(self, view: View) -> None:
         for call in list(self._calls.values()):

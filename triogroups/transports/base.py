@@ -27,6 +27,7 @@ import trio
 from triogroups._keyring import Keyring
 from triogroups.address import Address
 from triogroups.events import Item
+from triogroups.message import Message
 from triogroups.properties import Bool, Duration, Int, Str, between, positive
 from triogroups.protocol import Protocol
 from triogroups.transports._drops import DropLog
@@ -47,6 +48,9 @@ class UpChannel(TypingProtocol):
     back-pressure: it blocks once the layers above are busy and their inbox is full."""
 
     async def send(self, item: Item, /) -> None: ...
+
+    def send_nowait(self, item: Item, /) -> None:
+        """As ``send``; raises trio.WouldBlock instead of waiting."""
 
 
 def is_multicast(value: str) -> bool:
@@ -205,6 +209,20 @@ class Transport(Protocol):
         """Run until cancelled (opening first, see `open`); call ``task_status.started()``
         once able to send."""
         raise NotImplementedError
+
+    def send_now(self, batch: list[Message]) -> bool:
+        """Send ``batch`` at once, in the caller's task, when that needs no await and
+        overtakes nothing handed to `serve` before; False: not sent, queue it for `serve`.
+
+        The stack's host offers every batch from the layer above here first while
+        nothing waits in the transport's inbox (run to completion down to the socket,
+        one task switch less per send). None by default.
+        """
+        return False
+
+    def queued(self) -> None:
+        """An item was queued for `serve`: `send_now` must not overtake it, so it
+        refuses until `serve` has taken everything queued."""
 
     def stats(self) -> dict[str, Any]:
         return {}

@@ -27,6 +27,8 @@ from __future__ import annotations
 import ipaddress
 import logging
 import socket
+from collections import deque
+from collections.abc import Iterable
 from typing import Any
 
 import trio
@@ -132,6 +134,10 @@ class UdpTransport(Transport):
         self._codec: WireCodec | None = None
         self._mcast_dest: Physical = (self.mcast_addr, self.mcast_port)
         self._sockets: tuple[socket.socket, socket.socket] | None = None
+        self._direct: socket.socket | None = None  # set while `send_now` may write to it
+        self._wake: trio.CancelScope | None = None
+        self._unsent: deque[tuple[bytes, Physical, int]] = deque()
+        self.counters["batches_sent_now"] = 0
 
     # --- sockets -------------------------------------------------------------------
 
@@ -190,7 +196,7 @@ class UdpTransport(Transport):
                 nursery.start_soon(self._receive_loop, ucast, up)
                 nursery.start_soon(self._receive_loop, mcast, up)
                 task_status.started()
-                async for first in down:
+                while (first := await self._next(down, ucast)) is not None:
                     for segment in segments(drain(down, first)):
                         if type(segment) is list:
                             await self._send_batch(ucast, segment, up)
@@ -198,10 +204,85 @@ class UdpTransport(Transport):
                             await self._handle_event(ucast, segment)  # type: ignore[arg-type]
                 nursery.cancel_scope.cancel()
         finally:
+            self._direct = None
             close_socket(mcast)
             close_socket(ucast)
 
+    async def _next(
+        self, down: trio.MemoryReceiveChannel[Item], sock: socket.socket
+    ) -> Item | None:
+        """The next item from above (None: the channel closed). While none waits, `send_now`
+        writes to ``sock`` itself; what it could not write is sent here first."""
+        while True:
+            if self._unsent:
+                unsent, self._unsent = self._unsent, deque()
+                await self._send_datagrams(sock, unsent)
+            try:
+                return down.receive_nowait()
+            except trio.WouldBlock:
+                pass
+            except trio.EndOfChannel:
+                return None
+            self._direct = sock
+            try:
+                with trio.CancelScope() as self._wake:  # cancelled: `send_now` left some unsent
+                    return await down.receive()
+            except trio.EndOfChannel:
+                return None
+            finally:
+                self._direct = None
+
+    def queued(self) -> None:
+        self._direct = None
+
+    def send_now(self, batch: list[Message]) -> bool:
+        """Write ``batch`` to the socket now while `serve` waits with nothing queued (see
+        `Transport.send_now`); not a batch with local deliveries (they go up, which may
+        wait). A datagram the socket cannot take yet waits, with those after it, for
+        `serve`, which sends them before anything queued later."""
+        sock = self._direct
+        if sock is None:
+            return False
+        datagrams = self._datagrams(batch)
+        if datagrams is None:
+            return False
+        counters = self.counters
+        for i, (data, where, count) in enumerate(datagrams):
+            try:
+                sock.sendto(data, where)
+            except BlockingIOError:
+                self._unsent.extend(datagrams[i:])
+                self._direct = None
+                assert self._wake is not None
+                self._wake.cancel()
+                break
+            except OSError as exc:
+                self.send_drops.drop("send_error", str(exc), where)
+                continue
+            counters["bundles_sent"] += 1
+            counters["msgs_sent"] += count
+            counters["bytes_sent"] += len(data)
+        counters["batches_sent_now"] += 1
+        return True
+
     # --- sending ------------------------------------------------------------------------
+
+    def _datagrams(self, batch: list[Message]) -> list[tuple[bytes, Physical, int]] | None:
+        """``batch`` as encoded datagrams with their targets and message counts; None when
+        some of it is for this member (delivered locally by `_send_batch`)."""
+        me = self.local_address
+        assert me is not None and self._codec is not None
+        by_dest, local = route(batch, me)
+        if local:
+            return None
+        out: list[tuple[bytes, Physical, int]] = []
+        for dest, msgs in by_dest.items():
+            where = self._mcast_dest if dest is None else self.table.get(dest)
+            if where is None:
+                self.send_drops.drop("no_physical", "unknown physical address", dest, len(msgs))
+                continue
+            out.extend(self._encode(dest, msgs, [where]))
+        return out
 
     async def _send_batch(self, sock: socket.socket, batch: list[Message], up: UpChannel) -> None:
         me = self.local_address
@@ -212,26 +293,30 @@ class UdpTransport(Transport):
             if where is None:
                 self.send_drops.drop("no_physical", "unknown physical address", dest, len(msgs))
                 continue
-            await self._send_encoded(sock, dest, msgs, [where])
+            await self._send_datagrams(sock, self._encode(dest, msgs, [where]))
         if local:
             await up.send([m.copy() for m in local])
 
-    async def _send_encoded(
-        self, sock: socket.socket, dest: Address | None, msgs: list[Message], to: list[Physical]
-    ) -> None:
+    def _encode(
+        self, dest: Address | None, msgs: list[Message], to: list[Physical]
+    ) -> list[tuple[bytes, Physical, int]]:
         me = self.local_address
         assert me is not None and self._codec is not None
         encoded, too_large = encode_bundles(self._codec, dest, me, msgs, self.max_bundle_size)
         if too_large:
             detail = f"message larger than max_bundle_size {self.max_bundle_size}"
             self.send_drops.drop("oversized", detail, dest, len(too_large))
+        return [(data, where, count) for data, count in encoded for where in to]
+
+    async def _send_datagrams(
+        self, sock: socket.socket, datagrams: Iterable[tuple[bytes, Physical, int]]
+    ) -> None:
         counters = self.counters
-        for data, count in encoded:
-            for where in to:
-                if await self._sendto(sock, data, where):
-                    counters["bundles_sent"] += 1
-                    counters["msgs_sent"] += count
-                    counters["bytes_sent"] += len(data)
+        for data, where, count in datagrams:
+            if await self._sendto(sock, data, where):
+                counters["bundles_sent"] += 1
+                counters["msgs_sent"] += count
+                counters["bytes_sent"] += len(data)
 
     async def _sendto(self, sock: socket.socket, data: bytes, where: Physical) -> bool:
         while True:
@@ -250,7 +335,7 @@ class UdpTransport(Transport):
         elif isinstance(event, SendToHosts):
             hosts = [h for h in event.hosts if h != self.physical]
             resolved = [r for r in [await resolve(h) for h in hosts] if r is not None]
-            await self._send_encoded(sock, None, list(event.messages), resolved)
+            await self._send_datagrams(sock, self._encode(None, list(event.messages), resolved))
         else:
             self.table.learn(event)
 
@@ -300,7 +385,10 @@ class UdpTransport(Transport):
                 counters["bundles_received"] += bundles
                 counters["msgs_received"] += len(batch)
                 counters["batches_up"] += 1
-                await up.send(batch)
+                try:
+                    up.send_nowait(batch)  # the next wait_readable is this loop's checkpoint
+                except trio.WouldBlock:
+                    await up.send(batch)
 
     def stats(self) -> dict[str, Any]:
         return {
