@@ -8,8 +8,10 @@ import pytest
 import trio
 
 from triogroups import Address, Message
-from triogroups._layer import Inlet, LayerActor
+from triogroups._layer import MAX_QUEUED_MESSAGES, Inlet, LayerActor
+from triogroups.events import Unsuspect
 from triogroups.extend import Protocol
+from triogroups.protocols.passthrough import PassThrough
 
 _PEER = Address(0xB, "B")
 
@@ -106,3 +108,49 @@ async def test_a_tick_that_leaves_its_deadline_due_crashes_the_layer(autojump_cl
     with trio.fail_after(5), pytest.raises(RuntimeError, match=r"TEST_STUCK_TIMER\.tick must"):
         await layer.run(mailbox_r)
     assert trio.current_time() == 1.0 and layer.ticks == 1
+
+
+def _batch(n: int) -> list[Message]:
+    return [Message(None, b"m", src=_PEER) for _ in range(n)]
+
+
+def test_an_up_inbox_is_bounded_in_messages_not_only_in_batches() -> None:
+    """A batch is one item however many messages it holds: bounded in items alone, the
+    inboxes above a reliability layer held tens of thousands of messages it had already
+    acked (bench_channel, udp-mcast: RSS rose with each new high-water mark). Past
+    MAX_QUEUED_MESSAGES the producer is refused; an empty inbox takes any batch; the
+    way down (its flow control waits at the top) keeps its bound in items."""
+    _, ends = _layer(PassThrough(), size=16)  # not running: every item waits in the inbox
+    up = ends["from_below"]
+    big = MAX_QUEUED_MESSAGES + 500
+    up.send_nowait(_batch(big))  # into an empty inbox
+    with pytest.raises(trio.WouldBlock):
+        up.send_nowait(_batch(1))
+    assert up.queued == 1 and up.messages == big
+    down = ends["from_above"]
+    for _ in range(3):
+        down.send_nowait(_batch(big))
+    assert down.buffered() == 3
+
+
+async def test_a_batch_larger_than_the_bound_goes_in_once_the_inbox_is_empty(
+    autojump_clock: Any,
+) -> None:
+    """A producer with a batch above MAX_QUEUED_MESSAGES waits for an empty inbox; the
+    layer taking the last item, here an event, must wake it (a lost wake-up stalled a
+    udp-mcast member for good: senders blocked, the member suspected)."""
+    layer, ends = _layer(PassThrough(), size=16)
+    up = ends["from_below"]
+    up.send_nowait(Unsuspect(_PEER))
+    big = _batch(MAX_QUEUED_MESSAGES + 1)
+    mailbox_s, mailbox_r = trio.open_memory_channel[Any](0)
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(up.send, big)
+        await trio.sleep(1)
+        assert up.queued == 1  # still waiting: the event fills the inbox for it
+        nursery.start_soon(layer.run, mailbox_r)
+        with trio.fail_after(5):
+            assert await ends["to_above"].receive() == Unsuspect(_PEER)
+            assert len(await ends["to_above"].receive()) == len(big)
+        nursery.cancel_scope.cancel()
+    mailbox_s.close()

@@ -58,7 +58,12 @@ __all__ = ["Inlet", "LayerActor", "StartupError", "TransportActor", "original_er
 
 
 _FAIR_SHARE = 32  # items a loop takes without yielding before it lets others run
-_MAX_COALESCE = 4096  # messages merged into one batch at most
+_MAX_COALESCE = 256  # messages merged into one batch at most (what an up inbox may hold)
+#: Messages an inbox on the way up holds before its producer waits, besides the item that
+#: made it full. An item is a batch of any size, so a bound in items alone let a receiver
+#: that falls behind hold tens of thousands of messages that its reliability layer had
+#: already acked (MCAST) or credited (MFC): memory rose with every new high-water mark.
+MAX_QUEUED_MESSAGES = 256
 _MAX_CROSS_BACKLOG = 1024  # items a loop may leave waiting in the other direction
 
 
@@ -72,6 +77,12 @@ class Inlet:
     unit tests) is just the channel, unless a consumer is `attach`-ed (out
     of the top: the application's channel). ``queued`` counts items put into
     the channel and not yet handed to a handler by the layer that reads it.
+
+    On the way up (a layer's inbox from below, and the top's with a consumer,
+    read with `take`) the inbox is also bounded in messages: once it holds
+    MAX_QUEUED_MESSAGES the producer waits (`send`) or is refused
+    (`send_nowait`) as when the channel is full; an item is always let into
+    an empty inbox.
     """
 
     __slots__ = (
@@ -80,13 +91,16 @@ class Inlet:
         "_counts",
         "_event",
         "_layer",
+        "_limit",
         "_on_request",
         "_other",
+        "_room",
         "_same",
         "_send",
         "_sink",
         "_tail",
         "merge",
+        "messages",
         "queued",
         "receiver",
     )
@@ -97,6 +111,9 @@ class Inlet:
         self.queued = 0
         self.merge = merge
         self._tail: list[Message] | None = None
+        self.messages = 0  # in the batches counted by ``queued``
+        self._limit = math.inf  # MAX_QUEUED_MESSAGES once a reader counts what it takes
+        self._room: trio.Event | None = None  # set when the reader took messages
         self._layer: LayerActor | None = None
         self._on_request: LayerActor | None = None
         self._consumer: Callable[[Item], bool] | None = None
@@ -112,11 +129,14 @@ class Inlet:
         other: _Outbox,
         *,
         eager: bool = True,
+        max_messages: float = math.inf,
     ) -> None:
         """Let the neighbour run ``layer``'s handlers for this direction inline: on every
-        item, or (not ``eager``) only when asked to with `offer_inline`."""
+        item, or (not ``eager``) only when asked to with `offer_inline`; hold at most
+        ``max_messages`` (see the class docstring)."""
         self._layer = layer if eager else None
         self._on_request = layer
+        self._limit = max_messages
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
 
@@ -125,6 +145,7 @@ class Inlet:
         in the channel; an item it refuses (returns False) goes into the channel, and its
         reader then takes items with `take`. ``consumer`` must not raise."""
         self._consumer = consumer
+        self._limit = MAX_QUEUED_MESSAGES
 
     def bind_transport(self, actor: TransportActor) -> None:
         """Offer every batch to ``actor``'s transport first (`Transport.send_now`): an idle
@@ -135,10 +156,21 @@ class Inlet:
     async def take(self) -> Item:
         """The next item from the channel, for the reader beside an `attach`-ed consumer."""
         item = await self.receiver.receive()
-        self.queued -= 1
-        if item is self._tail:
-            self._tail = None
+        self.took(item)
         return item
+
+    def took(self, item: Item) -> None:
+        """The reader took ``item`` out of the channel: a producer may have room (also
+        after an event: a batch larger than the bound waits for an empty inbox)."""
+        self.queued -= 1
+        if type(item) is list:
+            self.messages -= len(item)
+            if item is self._tail:
+                self._tail = None
+        room = self._room
+        if room is not None:
+            self._room = None
+            room.set()
 
     def _ready(self) -> bool:
         layer = self._layer
@@ -177,6 +209,7 @@ class Inlet:
         tail = self._tail
         if tail is not None and len(tail) + len(batch) <= self.merge:
             tail.extend(batch)
+            self.messages += len(batch)
             return
         self.offer(batch, None)
 
@@ -190,6 +223,9 @@ class Inlet:
         consumer = self._consumer
         if consumer is not None and not self.queued and consumer(item):
             return
+        n = len(item) if type(item) is list else 0
+        if self.queued and self.messages + n > self._limit:
+            raise trio.WouldBlock
         sink = self._sink
         if sink is not None:
             if type(item) is list and sink.send_now(item):
@@ -203,6 +239,7 @@ class Inlet:
         except BaseException:
             self.queued -= 1
             raise
+        self.messages += n
         self._tail = item if self.merge and type(item) is list else None
 
     async def send(self, item: Item) -> None:
@@ -219,12 +256,19 @@ class Inlet:
                 await trio.lowlevel.cancel_shielded_checkpoint()
                 return
             sink.queued()
+        n = len(item) if type(item) is list else 0
+        while self.queued and self.messages + n > self._limit:
+            if self._room is None:
+                self._room = trio.Event()
+            await self._room.wait()
         self._tail = None  # nothing joins a batch once one may wait behind it
         self.queued += 1
+        self.messages += n
         try:
             await self._send.send(item)
         except BaseException:
             self.queued -= 1
+            self.messages -= n
             raise
 
     def buffered(self) -> int:
@@ -320,6 +364,7 @@ def _coalesce(batch: list[Message], inlet: Inlet) -> tuple[list[Message], Item |
         if type(item) is not list:
             return batch, item
         inlet.queued -= 1
+        inlet.messages -= len(item)
         if item is inlet._tail:
             inlet._tail = None
         batch.extend(item)
@@ -373,7 +418,13 @@ class LayerActor(Actor):
             eager=inline_down,
         )
         up_in.bind(
-            self, protocol.up, protocol.up_event, self._up_counts, self._up_out, self._down_out
+            self,
+            protocol.up,
+            protocol.up_event,
+            self._up_counts,
+            self._up_out,
+            self._down_out,
+            max_messages=MAX_QUEUED_MESSAGES,
         )
 
     async def run(self, mailbox: trio.MemoryReceiveChannel[Any]) -> None:
@@ -504,9 +555,7 @@ class LayerActor(Actor):
             if same._rest or len(other._rest) > _MAX_CROSS_BACKLOG:
                 await self._room(same, other)  # left by a handler that ran inline meanwhile
             taken += 1
-            inlet.queued -= 1
-            if item is inlet._tail:
-                inlet._tail = None
+            inlet.took(item)
             self.ready = False
             now = trio.current_time()
             if type(item) is list:

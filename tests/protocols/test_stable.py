@@ -254,3 +254,22 @@ def test_stable_needs_a_digest_provider_below() -> None:
     with pytest.raises(PropertyError, match="STABLE needs NAKACK2 or MCAST below it"):
         StackConfig.of("SIM", "STABLE").build()
     StackConfig.of("SIM", "NAKACK2", "STABLE").build()
+
+
+def test_stable_bytes_that_come_while_a_round_runs_count_towards_the_next_round() -> None:
+    """A STABILITY forgets only what the member's own digest covered: the 900 bytes that
+    came up after B gossiped still count, so 100 more start the next round (with the
+    periodic gossip off nothing else would purge them)."""
+    s = _stable(B, desired_avg_gossip=0, max_bytes=1000)
+    s.up([Message(None, b"x" * 1000, src=A)], 1.0)
+    assert split(s.take_down()) == ([], [GetDigest("STABLE")])
+    s.up_event(DigestReply("STABLE", Digest({A: (1, 1), B: (0, 0), C: (0, 0)})), 1.0)
+    (gossip,), _ = split(s.take_down())
+    assert gossip.headers[ID].type == STABLE_GOSSIP
+    s.up([Message(None, b"x" * 900, src=C)], 1.1)  # the round is running
+    stable = Digest({A: (1, 1), B: (0, 0), C: (0, 0)})
+    s.up([Message(None, src=A, headers={ID: StableHeader(STABILITY, VIEW.view_id, stable)})], 1.2)
+    assert split(s.take_down()) == ([], [StableDigest(stable)])
+    assert s.stats()["bytes_since_stability"] == 900
+    s.up([Message(None, b"x" * 100, src=C)], 1.3)
+    assert split(s.take_down()) == ([], [GetDigest("STABLE")])

@@ -95,3 +95,28 @@ async def test_stable_jgrp2605_dont_loopback_sender_buffer_is_freed_by_max_bytes
         assert nak.stats()["sent_low"] == 10
         assert trio.current_time() < 100  # far before any timer round
         assert b.protocol("STABLE").stats()["max_bytes_reached"] >= 1
+
+
+async def test_stable_burst_that_starts_a_round_mid_way_is_purged_with_gossip_off(
+    autojump_clock: Any,
+) -> None:
+    """Gossip off, ``max_bytes`` 10 KB, 50 ms a hop. A's first 10 KB start a round on
+    every member; the next 9 KB arrive after each member's digest and before its
+    STABILITY; 1 KB comes later. Those 9 KB still count, so the last 1 KB makes 10 KB
+    and a second round purges all of A's buffer. Before, each STABILITY forgot the
+    9 KB and A kept 10 messages for good."""
+    props = {"desired_avg_gossip": 0.0, "max_bytes": 10_000}
+    stack = StackConfig.of("SIM", "NAKACK2", ("STABLE", props))
+    async with open_cluster(3, stack, seed=14, min_delay=0.05, max_delay=0.05) as cluster:
+        a = cluster.members[0]
+        payloads = [f"{i:04}".encode() * 250 for i in range(20)]
+        await a.send_many(payloads[:10])
+        await trio.sleep(0.07)  # digests at 0 (A) and 0.05 (B, C); STABILITY at 0.1 and 0.15
+        await a.send_many(payloads[10:19])
+        await trio.sleep(1.0)
+        await a.send(payloads[19])
+        await cluster.wait_until_delivered(timeout=5)
+        nak = a.protocol("NAKACK2")
+        await _until(lambda: nak.stats()["sent_retained"] == 0, timeout=10)
+        assert nak.stats()["sent_low"] == 20
+        assert a.protocol("STABLE").stats()["stability_rounds"] == 2

@@ -6,13 +6,17 @@ Every member sends its digest (highest delivered and received per sender,
 taken from the multicast layer below with `GetDigest`) to the coordinator
 as a STABLE_GOSSIP, every ``desired_avg_gossip`` on average (each interval
 drawn uniformly from [0.5, 1.5] times it, so members do not gossip in step)
-and also as soon as ``max_bytes`` of multicast payload have come up since
-the last stability. A member's own multicasts sent with DONT_LOOPBACK never
+and also as soon as ``max_bytes`` of multicast payload have come up that
+its last digest did not cover. A member's own multicasts sent with DONT_LOOPBACK never
 come up, so their payload is counted on the way down (JGRP-2605): a member
 that only sends those still gossips, and the round that frees its buffer
 completes. ``desired_avg_gossip = 0`` turns the periodic gossip off (rounds
 start only from ``max_bytes``); one of the two must be > 0, or nothing would
-ever be purged. Once the coordinator holds a digest from every member
+ever be purged. A STABILITY forgets only the bytes that the member's own
+digest covered: what came up (or went down) after that digest was taken,
+while the round ran, still counts towards the next round, so with the
+periodic gossip off a burst that started a round mid-way is purged by the
+next ``max_bytes`` too. Once the coordinator holds a digest from every member
 of the current view it merges them (per sender: the minimum of the highest
 delivered, the maximum of the highest received) and multicasts the result
 as STABILITY. Every member passes it down as `StableDigest`: NAKACK2 purges
@@ -114,7 +118,8 @@ class Stable(Protocol):
         self._rng = random.Random(0)
         self._next_gossip = math.inf
         self._awaiting_digest = False
-        self._bytes = 0
+        self._bytes = 0  # multicast payload bytes since the last stability
+        self._covered = 0  # of those, what our last gossiped digest covered
         self._votes: dict[Address, Digest] = {}
         self._last_stable: Digest | None = None
         self._suspended_until = -math.inf
@@ -196,6 +201,7 @@ class Stable(Protocol):
         view, me = self.view, self.local_address
         if view is None or me not in view:
             return
+        self._covered = self._bytes
         if view.coord == me:
             self._vote(me, digest, view)
             return
@@ -219,7 +225,8 @@ class Stable(Protocol):
 
     def _apply(self, stable: Digest) -> None:
         self._last_stable = stable
-        self._bytes = 0
+        self._bytes -= self._covered
+        self._covered = 0
         self.pass_down(StableDigest(stable))
 
     # --- messages ----------------------------------------------------------------------
@@ -248,7 +255,7 @@ class Stable(Protocol):
             elif now < self._suspended_until:
                 self._counters["ignored_while_suspended"] += 1
             else:
-                self._bytes += received  # STABILITY resets the count: add what came before it
+                self._bytes += received  # in order: what came before a STABILITY counts first
                 received = 0
                 self._handle(msg, hdr)
         self._bytes += received
@@ -257,10 +264,10 @@ class Stable(Protocol):
             self.send_up(out)
 
     def _check_bytes(self, now: float) -> None:
-        """``max_bytes`` since the last stability: send a digest now (one request at a time)."""
-        due = self.max_bytes and self._bytes >= self.max_bytes
+        """``max_bytes`` that no digest we sent covered: send a digest now (one request
+        at a time)."""
+        due = self.max_bytes and self._bytes - self._covered >= self.max_bytes
         if due and not self._awaiting_digest and now >= self._suspended_until:
-            self._bytes = 0
             self._counters["max_bytes_reached"] += 1
             self._request_digest()
 
