@@ -58,12 +58,12 @@ __all__ = ["Inlet", "LayerActor", "StartupError", "TransportActor", "original_er
 
 
 _FAIR_SHARE = 32  # items a loop takes without yielding before it lets others run
-_MAX_COALESCE = 256  # messages merged into one batch at most (what an up inbox may hold)
+_MAX_COALESCE = 256  # messages merged into one batch at most
 #: Messages an inbox on the way up holds before its producer waits, besides the item that
 #: made it full. An item is a batch of any size, so a bound in items alone let a receiver
 #: that falls behind hold tens of thousands of messages that its reliability layer had
 #: already acked (MCAST) or credited (MFC): memory rose with every new high-water mark.
-MAX_QUEUED_MESSAGES = 256
+MAX_QUEUED_MESSAGES = 1024
 _MAX_CROSS_BACKLOG = 1024  # items a loop may leave waiting in the other direction
 
 
