@@ -11,7 +11,6 @@ import pytest
 
 from triogroups import Channel
 from triogroups.supervisor.spark import (
-    SparkGroupError,
     SparkTask,
     SparkUnavailable,
     map_in_group,
@@ -59,29 +58,6 @@ def test_spark_arrow_group_of_4_forms_one_view_and_sees_its_partition(spark: Any
     assert {r[2] for r in rows} == {str([(p, 100) for p in range(4)])}
     assert [(r[3], r[4]) for r in rows] == [(100 * p, 100) for p in range(4)]
     assert [r[5] for r in rows] == [100 * p + 99 for p in range(4)]
-
-
-def test_spark_arrow_member_failure_raises_spark_group_error_from_the_action(
-    spark: Any,
-) -> None:
-    """In the Arrow form too, a member that raises fails the action on a DataFrame derived
-    from the result with SparkGroupError carrying that member's traceback."""
-
-    async def faulty(ch: Channel, task: SparkTask) -> list[tuple[int]]:
-        if task.partition == 1:
-            raise KeyError("no such ledger entry")
-        await ch.receive()  # never comes: the stage fails first
-        return []
-
-    out = map_in_group(spark.range(0, 20, numPartitions=2), faulty, schema="p INT", arrow=True)
-    with pytest.raises(SparkGroupError) as caught:
-        out.filter("p >= 0").collect()
-    assert caught.value.member == 1
-    text = str(caught.value)
-    assert text.startswith("member p1 of 2 (generation ")
-    assert 'raise KeyError("no such ledger entry")' in text
-    assert text.rstrip().endswith("KeyError: 'no such ledger entry'")
-    assert "org.apache.spark" not in text
 
 
 def test_spark_arrow_form_refuses_what_it_cannot_run(

@@ -166,12 +166,13 @@ def test_spark_group_refuses_bad_input_before_launching(spark: Any) -> None:
         run_group(spark, 2, member, formation_timeout=0)
 
 
+@pytest.mark.parametrize("arrow", [False, True], ids=["rows", "arrow"])
 def test_spark_map_in_group_member_failure_raises_spark_group_error_from_the_action(
-    spark: Any,
+    spark: Any, arrow: bool
 ) -> None:
     """map_in_group is lazy: a member that raises fails the action that runs the stage, here
     one on a DataFrame derived from the result, with SparkGroupError carrying that member's
-    traceback (as run_group raises it), not Spark's error."""
+    traceback (as run_group raises it), not Spark's error; in the Row and the Arrow form."""
 
     async def faulty(ch: Channel, task: SparkTask) -> list[tuple[int]]:
         if task.partition == 1:
@@ -179,7 +180,7 @@ def test_spark_map_in_group_member_failure_raises_spark_group_error_from_the_act
         await ch.receive()  # never comes: the stage fails first
         return []
 
-    out = map_in_group(spark.range(0, 20, numPartitions=2), faulty, schema="p INT")
+    out = map_in_group(spark.range(0, 20, numPartitions=2), faulty, schema="p INT", arrow=arrow)
     with pytest.raises(SparkGroupError) as caught:
         out.filter("p >= 0").collect()
     assert caught.value.member == 1
