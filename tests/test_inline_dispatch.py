@@ -14,7 +14,7 @@ import trio
 import trio.testing
 
 from triogroups import Address, Message, Stack, StackConfig, open_channel
-from triogroups._layer import Inlet, LayerActor
+from triogroups._layer import Inlet, LayerActor, after_chain
 from triogroups.events import Item, Suspect
 from triogroups.extend import Protocol
 from triogroups.transports.sim import open_sim_network
@@ -404,3 +404,30 @@ async def test_a_joining_batch_joins_the_last_queued_one_only_while_nothing_foll
     plain.send_nowait([msg(b"x")])
     plain.join_nowait([msg(b"y")])  # no merge: never joins
     assert plain.queued == 2
+
+
+def test_after_chain_work_runs_once_a_transports_delivery_chain_has_returned() -> None:
+    """Work given to `after_chain` inside the chain a delivery into a transport's inlet
+    started runs in the same task, after the whole chain, before the delivery returns;
+    outside such a chain (no delivery, or an inlet no transport feeds) it is refused."""
+    log: list[object] = []
+
+    def work() -> None:
+        log.append("after")
+
+    def consumer(item: Item) -> bool:
+        log.append(after_chain(work))
+        log.append("consumer done")
+        return True
+
+    source = Inlet(4)
+    source.bind_source()
+    source.attach(consumer)
+    assert not after_chain(work)
+    source.send_nowait([Message(None, b"x", src=_A)])
+    assert log == [True, "consumer done", "after"]
+    log.clear()
+    plain = Inlet(4)
+    plain.attach(consumer)
+    plain.send_nowait([Message(None, b"x", src=_A)])
+    assert log == [False, "consumer done"]

@@ -54,7 +54,14 @@ from triogroups.message import Message
 from triogroups.protocol import Protocol
 from triogroups.transports.base import Transport
 
-__all__ = ["Inlet", "LayerActor", "StartupError", "TransportActor", "original_error"]
+__all__ = [
+    "Inlet",
+    "LayerActor",
+    "StartupError",
+    "TransportActor",
+    "after_chain",
+    "original_error",
+]
 
 
 _FAIR_SHARE = 32  # items a loop takes without yielding before it lets others run
@@ -65,6 +72,32 @@ _MAX_COALESCE = 256  # messages merged into one batch at most
 #: already acked (MCAST) or credited (MFC): memory rose with every new high-water mark.
 MAX_QUEUED_MESSAGES = 1024
 _MAX_CROSS_BACKLOG = 1024  # items a loop may leave waiting in the other direction
+
+#: Work to run once the chain of handlers a transport's delivery started has returned
+#: (see `after_chain`); None while no such chain runs. One list for the process is
+#: enough: a chain never awaits, so no other task runs until it has returned.
+_after: list[Callable[[], None]] | None = None
+
+
+def after_chain(work: Callable[[], None]) -> bool:
+    """Run ``work`` in this task once the chain of handlers that carries a delivery up
+    from a transport has returned, when every layer it crossed is ready again (so what
+    ``work`` sends runs down inline); False (nothing done) when no such chain runs.
+
+    The channel's reader uses it to run an RPC request it was handed at the top in the
+    same task, instead of waking its dispatcher: the answer leaves without a task
+    switch. ``work`` must not raise."""
+    if _after is None:
+        return False
+    _after.append(work)
+    return True
+
+
+def _run_after(after: list[Callable[[], None]]) -> None:
+    global _after
+    _after = None
+    for work in after:
+        work()
 
 
 class Inlet:
@@ -95,6 +128,7 @@ class Inlet:
         "_on_request",
         "_other",
         "_room",
+        "_root",
         "_same",
         "_send",
         "_sink",
@@ -118,6 +152,7 @@ class Inlet:
         self._on_request: LayerActor | None = None
         self._consumer: Callable[[Item], bool] | None = None
         self._sink: TransportActor | None = None
+        self._root = False  # a transport delivers here: see `after_chain`
 
     def bind(
         self,
@@ -139,6 +174,11 @@ class Inlet:
         self._limit = max_messages
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
+
+    def bind_source(self) -> None:
+        """A transport delivers into this inlet: the chains of handlers it starts run
+        the work given to `after_chain` once they have returned."""
+        self._root = True
 
     def attach(self, consumer: Callable[[Item], bool]) -> None:
         """Offer ``consumer`` every item first, in the producer's task, while nothing waits
@@ -216,6 +256,9 @@ class Inlet:
     def offer(self, item: Item, now: float | None) -> None:
         """`send_nowait` from a handler's output: ``now`` is the time that handler was
         given (a chain of handlers run inline shares one time), None to read the clock."""
+        if self._root and _after is None:
+            self._offer_from_source(item, now)
+            return
         if self._ready():
             layer: LayerActor = self._layer  # type: ignore[assignment]
             layer._inline(item, self._batch, self._event, self._counts, now)
@@ -242,12 +285,32 @@ class Inlet:
         self.messages += n
         self._tail = item if self.merge and type(item) is list else None
 
+    def _offer_from_source(self, item: Item, now: float | None) -> None:
+        """`offer` of a delivery from a transport: runs what `after_chain` was given once
+        the chain it starts has returned."""
+        global _after
+        after: list[Callable[[], None]] = []
+        _after = after
+        try:
+            self.offer(item, now)
+        finally:
+            _run_after(after)
+
     async def send(self, item: Item) -> None:
         """As `send_nowait`, waiting for room. Cancellation-safe: a cancelled send was not sent."""
+        global _after
         await trio.lowlevel.checkpoint_if_cancelled()
         if self._ready():
             layer: LayerActor = self._layer  # type: ignore[assignment]
-            layer._inline(item, self._batch, self._event, self._counts, None)
+            if self._root and _after is None:
+                after: list[Callable[[], None]] = []
+                _after = after
+                try:
+                    layer._inline(item, self._batch, self._event, self._counts, None)
+                finally:
+                    _run_after(after)
+            else:
+                layer._inline(item, self._batch, self._event, self._counts, None)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         sink = self._sink
@@ -692,6 +755,7 @@ class TransportActor(Actor):
         self._failure: Exception | None = None
         self._failed = trio.Event()
         down_in.bind_transport(self)
+        up_out.bind_source()
 
     async def started(self) -> None:
         try:

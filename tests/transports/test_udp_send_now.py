@@ -9,7 +9,7 @@ import pytest
 import trio
 import trio.testing
 
-from triogroups import Address, Message, Stack, StackConfig
+from triogroups import Address, Message, Stack, StackConfig, open_channel
 from triogroups._layer import Inlet, TransportActor
 from triogroups.events import AddPhysicalAddress, LocalPhysicalAddress
 from triogroups.transports import UdpTransport
@@ -101,3 +101,47 @@ async def test_udp_send_now_that_raises_crashes_the_transport_not_the_sending_la
     report = stack.crash_reports[0]
     assert report.actor.endswith("TEST_SEND_NOW_CRASHER")
     assert "send_now was told to crash" in report.traceback
+
+
+class _TaskSteps(trio.abc.Instrument):
+    """Counts the steps one task runs."""
+
+    def __init__(self, task: trio.lowlevel.Task) -> None:
+        self.task = task
+        self.steps = 0
+
+    def before_task_step(self, task: trio.lowlevel.Task) -> None:
+        if task is self.task:
+            self.steps += 1
+
+
+async def test_udp_call_one_is_answered_in_the_receive_loops_task(
+    mcast_port: int, cluster_name: str
+) -> None:
+    """With the full `udp` preset on real sockets, a request to an idle member runs in the
+    task that read it from the socket once the stack's chain has returned (`after_chain`)
+    and its answer goes down inline: the answering member's dispatcher task never runs."""
+    config = StackConfig.preset("udp").configure("UDP", mcast_port=mcast_port)
+    async with (
+        open_channel(cluster_name, config, "A", handle_signals=False) as a,
+        open_channel(
+            cluster_name, config, "B", handlers={"echo": lambda x: x}, handle_signals=False
+        ) as b,
+    ):
+        with trio.fail_after(30):
+            while len(a.view) < 2 or len(b.view) < 2:
+                await trio.sleep(0.01)
+            assert await a.rpc.call_one("echo", 0, to=b.address) == 0
+        await trio.testing.wait_all_tasks_blocked()
+        dispatcher = b.rpc._holder
+        assert dispatcher is not None
+        inline = b.rpc.stats().get("requests_run_inline", 0)
+        steps = _TaskSteps(dispatcher)
+        trio.lowlevel.add_instrument(steps)
+        try:
+            for i in range(1, 21):
+                assert await a.rpc.call_one("echo", i, to=b.address) == i
+        finally:
+            trio.lowlevel.remove_instrument(steps)
+        assert steps.steps == 0
+        assert b.rpc.stats()["requests_run_inline"] == inline + 20

@@ -63,7 +63,9 @@ from triogroups._channel._state import (
     first_gap,
 )
 from triogroups._channel._views import ViewIterator
+from triogroups._layer import after_chain
 from triogroups._rpc import RPC_REQ, RpcDispatcher
+from triogroups._rpc._dispatcher import Resume
 from triogroups.address import Address
 from triogroups.events import (
     Connect,
@@ -134,10 +136,12 @@ class Channel:
         self._inbox = Inbox(receive_buffer)
         self._sink: Sink = self._inbox if sink is None else sink
         self._ordered_send, self._ordered_recv = trio.open_memory_channel[
-            list[Message | Received] | ViewChange
-        ](_ORDERED_BUFFER)
+            list[Message | Received] | ViewChange | Resume
+        ](_ORDERED_BUFFER + 2)  # + a `Resume` and a flush (`_serve_pending`)
         self._unfinished = 0  # items passed to the dispatcher and not yet handled
         self._reading = False  # the reader task is handling an item
+        # items for the dispatcher that `_serve_pending` runs once the stack's chain returns
+        self._pending: list[list[Message | Received] | ViewChange] | None = None
         self._failure: Exception | None = None  # raised by the reader's work run inline
         self._failed = trio.Event()
         self._view: View | None = None
@@ -525,12 +529,10 @@ class Channel:
             if type(item) is list:
                 rest = self._hand_over(item)
                 if rest:
-                    self._unfinished += 1
-                    self._ordered_send.send_nowait(rest)  # room: see _unfinished
+                    self._pass_now(rest)
             elif isinstance(item, ViewChange):
                 self._install_view(item.view)
-                self._unfinished += 1
-                self._ordered_send.send_nowait(item)
+                self._pass_now(item)
             else:
                 self._event(item)
         except Exception as exc:
@@ -538,6 +540,104 @@ class Channel:
                 self._failure = exc
                 self._failed.set()
         return True
+
+    def _pass_now(self, item: list[Message | Received] | ViewChange) -> None:
+        """`_pass_on` without awaiting (there is room: see `_read_now`). A batch that starts
+        with an RPC request, given while the dispatcher is idle, waits instead until the
+        stack's chain of handlers has returned (`after_chain`), for `_serve_pending` to
+        run it in this task: the answer goes down inline, without waking the dispatcher.
+        What comes meanwhile queues behind it, so the order holds."""
+        self._unfinished += 1
+        pending = self._pending
+        if pending is not None:
+            pending.append(item)
+            return
+        if (
+            self._unfinished == 1
+            and type(item) is list
+            and type(first := item[0]) is Message
+            and _RPC in first.headers
+            and after_chain(self._serve_pending)
+        ):
+            self._pending = [item]
+            return
+        self._ordered_send.send_nowait(item)  # room: see _read_now
+
+    def _serve_pending(self) -> None:
+        """Do the dispatcher's work on the items `_pass_now` kept, in this task, as far as
+        it needs no await: RPC requests with synchronous handlers and application
+        messages the receive queue has room for; then send the answers down as one
+        batch. From the first thing that needs more, the rest goes to the dispatcher,
+        in order (as do answers the stack cannot take now)."""
+        pending, self._pending = self._pending, None
+        assert pending is not None
+        rpc = self.rpc
+        holder, rpc._holder = rpc._holder, trio.lowlevel.current_task()
+        try:
+            for i, item in enumerate(pending):
+                resume: Resume | None = None
+                left: list[Message | Received] | ViewChange = item
+                if type(item) is list:
+                    resume, left = self._serve_now(item)
+                    if resume is None and not left:
+                        self._unfinished -= 1
+                        continue
+                send = self._ordered_send.send_nowait
+                if resume is not None:
+                    self._unfinished += 1
+                    send(resume)
+                if left:
+                    send(left)
+                else:
+                    self._unfinished -= 1
+                for later in pending[i + 1 :]:
+                    send(later)
+                break
+            if not rpc._flush_now():
+                self._unfinished += 1
+                self._ordered_send.send_nowait([])  # the dispatcher flushes after a batch
+        except Exception as exc:
+            if self._failure is None:
+                self._failure = exc
+                self._failed.set()
+        finally:
+            rpc._holder = holder
+
+    def _serve_now(
+        self, batch: list[Message | Received]
+    ) -> tuple[Resume | None, list[Message | Received]]:
+        """The dispatcher's loop over ``batch`` as far as it needs no await: what is left
+        for the dispatcher (nothing when all is done), after the `Resume` of a request
+        whose handler returned an awaitable, if one did."""
+        inbox = self._inbox
+        rpc = self.rpc
+        for i, msg in enumerate(batch):
+            if self._closing:
+                return None, []
+            if type(msg) is Received:
+                if inbox.offer(msg):
+                    continue
+                return None, batch[i:]
+            assert type(msg) is Message
+            ready = self._ready(msg)
+            if ready is _GENERAL:
+                hdr = msg.headers.get(_RPC)
+                if (
+                    hdr is None
+                    or hdr.type != RPC_REQ
+                    or self._holding
+                    or _STATE in msg.headers
+                    or msg.flags & _OOB
+                ):
+                    return None, batch[i:]
+                done = rpc._run_now(msg, hdr)
+                if done is False:
+                    return None, batch[i:]
+                if type(done) is Resume:
+                    return done, batch[i + 1 :]
+            elif ready is not None and not inbox.offer(ready):  # type: ignore[arg-type]
+                return None, [ready, *batch[i + 1 :]]  # type: ignore[list-item]
+        return None, []
 
     async def _raise_failure(self) -> None:
         """Raise, in the channel's nursery, an error of the reader's work run inline."""
@@ -638,6 +738,8 @@ class Channel:
                             await rpc._flush_replies()
                             await inbox.deliver(ready)  # type: ignore[arg-type]
                     await rpc._flush_replies()
+                elif type(item) is Resume:
+                    await item.finish()
                 elif not self._closing:
                     await self._dispatch_view(item.view)  # type: ignore[union-attr]
             except ChannelClosed:

@@ -49,7 +49,7 @@ from triogroups.wire import register_header
 if TYPE_CHECKING:
     from triogroups._channel._channel import Channel
 
-__all__ = ["RPC_EXC", "RPC_REQ", "RPC_RSP", "Mode", "RpcDispatcher", "RpcHeader"]
+__all__ = ["RPC_EXC", "RPC_REQ", "RPC_RSP", "Mode", "Resume", "RpcDispatcher", "RpcHeader"]
 
 RPC_REQ = 1
 RPC_RSP = 2
@@ -73,6 +73,22 @@ class RpcHeader(NamedTuple):
 
 
 register_header(_ID, RpcHeader)
+
+
+class Resume(NamedTuple):
+    """A request `RpcDispatcher._run_now` started whose handler returned an awaitable:
+    the channel's dispatcher finishes it (`finish`) before anything delivered later."""
+
+    rpc: RpcDispatcher
+    msg: Message
+    hdr: RpcHeader
+    pickled: bool
+    result: Any
+
+    async def finish(self) -> None:
+        """Await the handler's result and send the answer."""
+        await self.rpc._resume(self.msg, self.hdr, self.pickled, self.result)
+        await self.rpc._flush_replies()
 
 
 class _Call:
@@ -127,6 +143,7 @@ class RpcDispatcher:
     def __init__(self, channel: Channel) -> None:
         self._channel = channel
         self._methods: dict[str, Callable[..., Any]] = {}
+        self._async_methods: set[str] = set()  # coroutine functions: `_run_now` leaves them
         self._calls: dict[int, _Call] = {}
         self._next_id = 0
         self._closed = False
@@ -148,12 +165,17 @@ class RpcDispatcher:
         if not callable(fn):
             raise TypeError(f"rpc method {name!r} must be callable, got {type(fn).__name__}")
         self._methods[name] = fn
+        if inspect.iscoroutinefunction(fn):
+            self._async_methods.add(name)
+        else:
+            self._async_methods.discard(name)
 
     def unregister(self, name: str) -> None:
         """Remove method ``name`` (a no-op if absent); later requests for it fail with
         UnknownMethod at the caller.
         """
         self._methods.pop(name, None)
+        self._async_methods.discard(name)
 
     @property
     def methods(self) -> list[str]:
@@ -175,55 +197,104 @@ class RpcDispatcher:
         self._counters["requests_executed"] += 1
         pickled = msg.payload[:1] == bytes((PICKLE,))
         try:
-            fn = self._methods.get(hdr.method)
-            if fn is None:
-                raise UnknownMethod(
-                    f"no rpc method {hdr.method!r} on {self._channel.address}"
-                    f" (registered: {', '.join(self.methods) or 'none'})"
-                )
-            try:
-                args, _ = decode_payload(msg.payload, allow_pickle=self._channel.allow_pickle)
-            except PayloadError as exc:
-                if exc.reason == "pickle_refused":
-                    raise TypeError(
-                        f"{self._channel.address} refuses pickled arguments (allow_pickle is off)"
-                    ) from None
-                raise ValueError(f"malformed rpc arguments: {exc}") from None
-            if not isinstance(args, list):
-                raise ValueError("malformed rpc arguments: not a list")
-            result = fn(*args)
+            result = self._method(msg, hdr)(*self._arguments(msg))
             if type(result) not in _PLAIN and inspect.isawaitable(result):
                 await self._flush_replies()  # earlier answers never wait for this one
                 result = await result
         except Exception as exc:
             self._counters["requests_failed"] += 1
-            await self._answer_error(msg.src, hdr.req_id, exc)
+            await self._reply(self._error(msg.src, hdr.req_id, exc))
             return
         if hdr.req_id:
-            await self._answer(msg.src, hdr.req_id, result, pickled)
+            await self._reply(self._answer(msg.src, hdr.req_id, result, pickled))
 
-    async def _answer(self, caller: Address, req_id: int, result: Any, pickled: bool) -> None:
+    def _run_now(self, msg: Message, hdr: RpcHeader) -> Resume | bool:
+        """`_execute` of an ordered request whose handler is synchronous, without awaiting
+        (the channel's reader runs it in the stack's task while the dispatcher is idle);
+        its answer waits in `_held` for `_flush_now`. False: nothing done (an async
+        handler: the dispatcher runs it); a `Resume` when the handler returned an
+        awaitable, which the dispatcher awaits and answers before anything later."""
+        if hdr.method in self._async_methods:
+            return False
+        src = msg.src
+        if self._closed or src is None:
+            return True
+        counters = self._counters
+        counters["requests_executed"] += 1
+        counters["requests_run_inline"] += 1
+        pickled = msg.payload[:1] == bytes((PICKLE,))
+        try:
+            result = self._method(msg, hdr)(*self._arguments(msg))
+            if type(result) not in _PLAIN and inspect.isawaitable(result):
+                return Resume(self, msg, hdr, pickled, result)
+        except Exception as exc:
+            self._counters["requests_failed"] += 1
+            answer = self._error(src, hdr.req_id, exc)
+        else:
+            answer = self._answer(src, hdr.req_id, result, pickled) if hdr.req_id else None
+        if answer is not None and not self._closed:
+            self._counters["responses_sent"] += 1
+            self._held.append(answer)
+        return True
+
+    async def _resume(self, msg: Message, hdr: RpcHeader, pickled: bool, result: Any) -> None:
+        """Finish a request `_run_now` started whose handler returned an awaitable."""
+        assert msg.src is not None
+        try:
+            result = await result
+        except Exception as exc:
+            self._counters["requests_failed"] += 1
+            await self._reply(self._error(msg.src, hdr.req_id, exc))
+            return
+        if hdr.req_id:
+            await self._reply(self._answer(msg.src, hdr.req_id, result, pickled))
+
+    def _method(self, msg: Message, hdr: RpcHeader) -> Callable[..., Any]:
+        fn = self._methods.get(hdr.method)
+        if fn is None:
+            raise UnknownMethod(
+                f"no rpc method {hdr.method!r} on {self._channel.address}"
+                f" (registered: {', '.join(self.methods) or 'none'})"
+            )
+        return fn
+
+    def _arguments(self, msg: Message) -> list[Any]:
+        try:
+            args, _ = decode_payload(msg.payload, allow_pickle=self._channel.allow_pickle)
+        except PayloadError as exc:
+            if exc.reason == "pickle_refused":
+                raise TypeError(
+                    f"{self._channel.address} refuses pickled arguments (allow_pickle is off)"
+                ) from None
+            raise ValueError(f"malformed rpc arguments: {exc}") from None
+        if not isinstance(args, list):
+            raise ValueError("malformed rpc arguments: not a list")
+        return args
+
+    def _answer(self, caller: Address, req_id: int, result: Any, pickled: bool) -> Message:
+        """The answer carrying ``result`` (or the error of encoding or sending it)."""
         try:
             payload = encode_payload(result)
         except TypeError as exc:
             if not pickled:
-                await self._answer_error(caller, req_id, exc)
-                return
+                return self._error_answer(caller, req_id, exc)
             try:
                 payload = encode_payload(result, pickle=True)
             except TypeError as exc:
-                await self._answer_error(caller, req_id, exc)
-                return
+                return self._error_answer(caller, req_id, exc)
         try:
             self._channel._check_size(len(payload))
         except ValueError as exc:
-            await self._answer_error(caller, req_id, exc)
-            return
-        await self._reply(caller, RpcHeader(RPC_RSP, req_id), payload)
+            return self._error_answer(caller, req_id, exc)
+        return Message(caller, payload, flags=_OOB, headers={_ID: RpcHeader(RPC_RSP, req_id)})
 
-    async def _answer_error(self, caller: Address, req_id: int, exc: BaseException) -> None:
-        if req_id:
-            await self._reply(caller, RpcHeader(RPC_EXC, req_id), encode_payload(error_info(exc)))
+    def _error(self, caller: Address, req_id: int, exc: BaseException) -> Message | None:
+        """The answer carrying ``exc``; None for a request that wants none."""
+        return self._error_answer(caller, req_id, exc) if req_id else None
+
+    def _error_answer(self, caller: Address, req_id: int, exc: BaseException) -> Message:
+        payload = encode_payload(error_info(exc))
+        return Message(caller, payload, flags=_OOB, headers={_ID: RpcHeader(RPC_EXC, req_id)})
 
     async def _not_executed(self, msg: Message, hdr: RpcHeader) -> None:
         """A request whose effect is in the state this member received: answer, don't run."""
@@ -233,13 +304,12 @@ class RpcDispatcher:
                 f"{self._channel.address} joined with a state that already contains "
                 f"this {hdr.method!r} request; it was not run again"
             )
-            await self._answer_error(msg.src, hdr.req_id, error)
+            await self._reply(self._error(msg.src, hdr.req_id, error))
 
-    async def _reply(self, caller: Address, hdr: RpcHeader, payload: bytes) -> None:
-        if self._closed:
+    async def _reply(self, msg: Message | None) -> None:
+        if msg is None or self._closed:
             return
         self._counters["responses_sent"] += 1
-        msg = Message(caller, payload, flags=_OOB, headers={_ID: hdr})
         if trio.lowlevel.current_task() is self._holder:
             self._held.append(msg)
             return
@@ -262,6 +332,20 @@ class RpcDispatcher:
             return
         self._counters["reply_batches"] += 1
         await self._channel._send_batch(held, internal=True, urgent=True)
+
+    def _flush_now(self) -> bool:
+        """`_flush_replies` without awaiting; False when the answers must wait (the stack
+        is full or a send holds the channel's lock): then the dispatcher sends them."""
+        if not self._held or self._closed:
+            self._held.clear()
+            return True
+        try:
+            self._channel._send_batch_nowait(self._held, urgent=True)
+        except trio.WouldBlock:
+            return False
+        self._held = []
+        self._counters["reply_batches"] += 1
+        return True
 
     # --- calling -----------------------------------------------------------------
 

@@ -193,6 +193,7 @@ class TcpTransport(Transport):
                 "duplicate_connections_retired",
                 "bytes_sent",
                 "bytes_received",
+                "batches_sent_now",
             ),
             0,
         )
@@ -204,6 +205,9 @@ class TcpTransport(Transport):
         self._codec: WireCodec | None = None
         self._nursery: trio.Nursery | None = None
         self._up: UpChannel | None = None
+        self._direct = False  # `serve` waits with nothing queued: `send_now` may send
+        self._wake: trio.CancelScope | None = None  # that wait; cancelled: queues filled up
+        self._full: list[Connection | _Pending] = []  # queues `serve` waits on before more
         self._listener: trio.SocketListener | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -251,7 +255,7 @@ class TcpTransport(Transport):
                 if self.conn_expire_time > 0:
                     nursery.start_soon(self._reap_loop)
                 task_status.started()
-                async for first in down:
+                while (first := await self._next(down)) is not None:
                     for segment in segments(drain(down, first)):
                         if type(segment) is list:
                             await self._send_batch(segment, up)
@@ -266,10 +270,68 @@ class TcpTransport(Transport):
 
     # --- sending -------------------------------------------------------------------------
 
+    async def _next(self, down: trio.MemoryReceiveChannel[Item]) -> Item | None:
+        """The next item from above (None: the channel closed). While none waits, `send_now`
+        queues batches on the connections itself; once it filled a member's queue, this
+        waits for room there first, as `_send_batch` does after a batch."""
+        while True:
+            full, self._full = self._full, []
+            for queue in full:
+                await queue.wait_room(self.send_queue_size)
+            try:
+                return down.receive_nowait()
+            except trio.WouldBlock:
+                pass
+            except trio.EndOfChannel:
+                return None
+            self._direct = True
+            try:
+                with trio.CancelScope() as self._wake:  # cancelled: `send_now` filled a queue
+                    return await down.receive()
+            except trio.EndOfChannel:
+                return None
+            finally:
+                self._direct = False
+
+    def queued(self) -> None:
+        self._direct = False
+
+    def send_now(self, batch: list[Message]) -> bool:
+        """Frame ``batch`` onto its connections now while `serve` waits with nothing queued
+        (see `Transport.send_now`); a connection writes a frame at once when its writer is
+        idle (`Connection.enqueue`). Not a batch with local deliveries (they go up, which
+        may wait). A member's queue it fills makes `serve` wait for room before it takes
+        anything more, and refuses further `send_now` until then."""
+        if not self._direct:
+            return False
+        me = self.local_address
+        assert me is not None
+        by_dest, local = route(batch, me)
+        if local:
+            return False
+        full = self._enqueue(by_dest)
+        self.counters["batches_sent_now"] += 1
+        if full:
+            self._full = full
+            self._direct = False
+            assert self._wake is not None
+            self._wake.cancel()
+        return True
+
     async def _send_batch(self, batch: list[Message], up: UpChannel) -> None:
         me = self.local_address
-        assert me is not None and self._codec is not None
+        assert me is not None
         by_dest, local = route(batch, me)
+        full = self._enqueue(by_dest)
+        if local:
+            await up.send([m.copy() for m in local])
+        for queue in full:
+            await queue.wait_room(self.send_queue_size)
+
+    def _enqueue(self, by_dest: dict[Address | None, list[Message]]) -> list[Connection | _Pending]:
+        """Encode and queue every bundle; the members' queues that are full now."""
+        me = self.local_address
+        assert me is not None and self._codec is not None
         full: list[Connection | _Pending] = []
         bundle_limit = min(self.max_bundle_size, self.max_frame_size)
         for dest, msgs in by_dest.items():
@@ -287,10 +349,7 @@ class TcpTransport(Transport):
                     # only members make us wait: others' frames are dropped from now on
                     if queue is not None and queue.out_bytes >= limit and self._member(target):
                         full.append(queue)
-        if local:
-            await up.send([m.copy() for m in local])
-        for queue in full:
-            await queue.wait_room(self.send_queue_size)
+        return full
 
     def _multicast_targets(self) -> list[Address]:
         members = self.view.members if self.view is not None else self.table.members()
