@@ -62,6 +62,7 @@ from triogroups.transports._addresses import (
     label,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
+from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
 from triogroups.transports._sockets import bind_in_range, is_interface, resolve, set_buffers
 from triogroups.transports._tcp_conn import (
@@ -205,8 +206,7 @@ class TcpTransport(Transport):
         self._codec: WireCodec | None = None
         self._nursery: trio.Nursery | None = None
         self._up: UpChannel | None = None
-        self._direct = False  # `serve` waits with nothing queued: `send_now` may send
-        self._wake: trio.CancelScope | None = None  # that wait; cancelled: queues filled up
+        self._gate = DirectGate()  # `send_now` may queue frames only while it is open
         self._full: list[Connection | _Pending] = []  # queues `serve` waits on before more
         self._listener: trio.SocketListener | None = None
 
@@ -255,7 +255,7 @@ class TcpTransport(Transport):
                 if self.conn_expire_time > 0:
                     nursery.start_soon(self._reap_loop)
                 task_status.started()
-                while (first := await self._next(down)) is not None:
+                while (first := await self._gate.next_item(down, self._wait_room)) is not None:
                     for segment in segments(drain(down, first)):
                         if type(segment) is list:
                             await self._send_batch(segment, up)
@@ -270,31 +270,15 @@ class TcpTransport(Transport):
 
     # --- sending -------------------------------------------------------------------------
 
-    async def _next(self, down: trio.MemoryReceiveChannel[Item]) -> Item | None:
-        """The next item from above (None: the channel closed). While none waits, `send_now`
-        queues batches on the connections itself; once it filled a member's queue, this
-        waits for room there first, as `_send_batch` does after a batch."""
-        while True:
-            full, self._full = self._full, []
-            for queue in full:
-                await queue.wait_room(self.send_queue_size)
-            try:
-                return down.receive_nowait()
-            except trio.WouldBlock:
-                pass
-            except trio.EndOfChannel:
-                return None
-            self._direct = True
-            try:
-                with trio.CancelScope() as self._wake:  # cancelled: `send_now` filled a queue
-                    return await down.receive()
-            except trio.EndOfChannel:
-                return None
-            finally:
-                self._direct = False
+    async def _wait_room(self) -> None:
+        """Wait for room in the members' queues `send_now` filled, as `_send_batch` does
+        after a batch, before taking anything more."""
+        full, self._full = self._full, []
+        for queue in full:
+            await queue.wait_room(self.send_queue_size)
 
     def queued(self) -> None:
-        self._direct = False
+        self._gate.close()
 
     def send_now(self, batch: list[Message]) -> bool:
         """Frame ``batch`` onto its connections now while `serve` waits with nothing queued
@@ -302,7 +286,7 @@ class TcpTransport(Transport):
         idle (`Connection.enqueue`). Not a batch with local deliveries (they go up, which
         may wait). A member's queue it fills makes `serve` wait for room before it takes
         anything more, and refuses further `send_now` until then."""
-        if not self._direct:
+        if not self._gate.open:
             return False
         me = self.local_address
         assert me is not None
@@ -313,9 +297,7 @@ class TcpTransport(Transport):
         self.counters["batches_sent_now"] += 1
         if full:
             self._full = full
-            self._direct = False
-            assert self._wake is not None
-            self._wake.cancel()
+            self._gate.hand_back()
         return True
 
     async def _send_batch(self, batch: list[Message], up: UpChannel) -> None:

@@ -44,6 +44,7 @@ from triogroups.transports._addresses import (
     format_physical,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
+from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
 from triogroups.transports._sockets import (
     bind_in_range,
@@ -134,8 +135,8 @@ class UdpTransport(Transport):
         self._codec: WireCodec | None = None
         self._mcast_dest: Physical = (self.mcast_addr, self.mcast_port)
         self._sockets: tuple[socket.socket, socket.socket] | None = None
-        self._direct: socket.socket | None = None  # set while `send_now` may write to it
-        self._wake: trio.CancelScope | None = None
+        self._gate = DirectGate()  # `send_now` writes to `_out` only while it is open
+        self._out: socket.socket | None = None
         self._unsent: deque[tuple[bytes, Physical, int]] = deque()
         self.counters["batches_sent_now"] = 0
 
@@ -196,7 +197,8 @@ class UdpTransport(Transport):
                 nursery.start_soon(self._receive_loop, ucast, up)
                 nursery.start_soon(self._receive_loop, mcast, up)
                 task_status.started()
-                while (first := await self._next(down, ucast)) is not None:
+                self._out = ucast
+                while (first := await self._gate.next_item(down, self._send_unsent)) is not None:
                     for segment in segments(drain(down, first)):
                         if type(segment) is list:
                             await self._send_batch(ucast, segment, up)
@@ -204,44 +206,27 @@ class UdpTransport(Transport):
                             await self._handle_event(ucast, segment)  # type: ignore[arg-type]
                 nursery.cancel_scope.cancel()
         finally:
-            self._direct = None
+            self._out = None
             close_socket(mcast)
             close_socket(ucast)
 
-    async def _next(
-        self, down: trio.MemoryReceiveChannel[Item], sock: socket.socket
-    ) -> Item | None:
-        """The next item from above (None: the channel closed). While none waits, `send_now`
-        writes to ``sock`` itself; what it could not write is sent here first."""
-        while True:
-            if self._unsent:
-                unsent, self._unsent = self._unsent, deque()
-                await self._send_datagrams(sock, unsent)
-            try:
-                return down.receive_nowait()
-            except trio.WouldBlock:
-                pass
-            except trio.EndOfChannel:
-                return None
-            self._direct = sock
-            try:
-                with trio.CancelScope() as self._wake:  # cancelled: `send_now` left some unsent
-                    return await down.receive()
-            except trio.EndOfChannel:
-                return None
-            finally:
-                self._direct = None
+    async def _send_unsent(self) -> None:
+        """Send what `send_now` could not write, before anything queued after it."""
+        if self._unsent:
+            assert self._out is not None
+            unsent, self._unsent = self._unsent, deque()
+            await self._send_datagrams(self._out, unsent)
 
     def queued(self) -> None:
-        self._direct = None
+        self._gate.close()
 
     def send_now(self, batch: list[Message]) -> bool:
         """Write ``batch`` to the socket now while `serve` waits with nothing queued (see
         `Transport.send_now`); not a batch with local deliveries (they go up, which may
         wait). A datagram the socket cannot take yet waits, with those after it, for
         `serve`, which sends them before anything queued later."""
-        sock = self._direct
-        if sock is None:
+        sock = self._out
+        if not self._gate.open or sock is None:
             return False
         datagrams = self._datagrams(batch)
         if datagrams is None:
@@ -252,9 +237,7 @@ class UdpTransport(Transport):
                 sock.sendto(data, where)
             except BlockingIOError:
                 self._unsent.extend(datagrams[i:])
-                self._direct = None
-                assert self._wake is not None
-                self._wake.cancel()
+                self._gate.hand_back()
                 break
             except OSError as exc:
                 self.send_drops.drop("send_error", str(exc), where)
