@@ -16,22 +16,11 @@ from typing import Any
 import trio
 import trio.testing
 
+from tests._task_steps import counting_steps
 from triogroups import Channel, Message, SimNetwork, StackConfig, open_channel
 from triogroups._channel._codec import encode_payload
 from triogroups._rpc import RPC_REQ, RpcHeader
 from triogroups.protocols import ids
-
-
-class _TaskSteps(trio.abc.Instrument):
-    """Counts the steps one task runs."""
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task = task
-        self.steps = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task is self.task:
-            self.steps += 1
 
 
 def _requests(dest: Channel, methods: list[str]) -> list[Message]:
@@ -70,13 +59,9 @@ async def test_call_one_to_an_idle_member_is_answered_without_its_dispatcher_tas
         await _joined(a, b)
         dispatcher = b.rpc._holder
         assert dispatcher is not None
-        steps = _TaskSteps(dispatcher)
-        trio.lowlevel.add_instrument(steps)
-        try:
+        with counting_steps(dispatcher) as steps:
             for i in range(20):
                 assert await a.rpc.call_one("echo", i, to=b.address) == i
-        finally:
-            trio.lowlevel.remove_instrument(steps)
         assert steps.steps == 0
         assert b.rpc.stats()["requests_run_inline"] == 20
 

@@ -10,36 +10,29 @@ from typing import Any
 import trio
 import trio.testing
 
-from triogroups import Address, Message, Stack, StackConfig
-from triogroups._layer import Inlet, TransportActor
-from triogroups.events import AddPhysicalAddress, LocalPhysicalAddress
+from tests.transports._send_now import (
+    check_send_now_error_crashes_the_transport,
+    crashing_on_boom,
+    hosted,
+)
+from triogroups import Message, StackConfig
+from triogroups._layer import Inlet
+from triogroups.events import AddPhysicalAddress
 from triogroups.transports import TcpTransport
 
 TCP: dict[str, Any] = {"bind_port": 0}
 
 
-class _TcpSendNowCrasher(TcpTransport):
-    """TCP whose `send_now` raises on a b"boom" payload."""
-
-    name = "TEST_TCP_SEND_NOW_CRASHER"
-
-    def send_now(self, batch: list[Message]) -> bool:
-        if any(m.payload == b"boom" for m in batch):
-            raise RuntimeError("send_now was told to crash")
-        return super().send_now(batch)
+_CRASHER = "TEST_TCP_SEND_NOW_CRASHER"
+crashing_on_boom(TcpTransport, _CRASHER)
 
 
 async def _hosted(
     nursery: trio.Nursery, cluster: str, **props: Any
 ) -> tuple[TcpTransport, Inlet, Inlet]:
-    """A TCP transport run by its stack host (`TransportActor`), with the inlet from above."""
+    """A TCP transport run by its stack host, with the inlets from above and to above."""
     transport = TcpTransport(**{**TCP, **props})
-    transport.start(Address.random("A"), cluster, trio.current_time())
-    down, up = Inlet(16), Inlet(64)
-    actor = TransportActor(transport, down, up)
-    await actor.started()
-    nursery.start_soon(actor.run, None)
-    assert isinstance(await up.receiver.receive(), LocalPhysicalAddress)
+    down, up = await hosted(nursery, transport, cluster)
     return transport, down, up
 
 
@@ -115,14 +108,5 @@ async def test_tcp_send_now_that_raises_crashes_the_transport_not_the_sending_la
 ) -> None:
     """A batch the PASS layer's handler forwards reaches the transport's `send_now` inline;
     its error is the transport's crash (the report names it), and the stack restarts."""
-    cfg = StackConfig.of(("TEST_TCP_SEND_NOW_CRASHER", dict(TCP)), "PASS", "PASS")
-    stack = Stack(cfg, cluster_name, "A")
-    await nursery.start(stack.run)
-    await trio.testing.wait_all_tasks_blocked()
-    await stack.send([Message(None, b"boom")])
-    with trio.fail_after(10):
-        while stack.incarnation < 2:
-            await trio.sleep(0.01)
-    report = stack.crash_reports[0]
-    assert report.actor.endswith("TEST_TCP_SEND_NOW_CRASHER")
-    assert "send_now was told to crash" in report.traceback
+    cfg = StackConfig.of((_CRASHER, dict(TCP)), "PASS", "PASS")
+    await check_send_now_error_crashes_the_transport(nursery, cluster_name, cfg, _CRASHER)

@@ -9,9 +9,15 @@ import pytest
 import trio
 import trio.testing
 
-from triogroups import Address, Message, Stack, StackConfig, open_channel
-from triogroups._layer import Inlet, TransportActor
-from triogroups.events import AddPhysicalAddress, LocalPhysicalAddress
+from tests._task_steps import counting_steps
+from tests.transports._send_now import (
+    check_send_now_error_crashes_the_transport,
+    crashing_on_boom,
+    hosted,
+)
+from triogroups import Message, StackConfig, open_channel
+from triogroups._layer import Inlet
+from triogroups.events import AddPhysicalAddress
 from triogroups.transports import UdpTransport
 
 
@@ -20,28 +26,16 @@ def udp(mcast_port: int) -> dict[str, Any]:
     return {"mcast_port": mcast_port, "ucast_recv_buf_size": 1 << 20}
 
 
-class _SendNowCrasher(UdpTransport):
-    """UDP whose `send_now` raises on a b"boom" payload."""
-
-    name = "TEST_SEND_NOW_CRASHER"
-
-    def send_now(self, batch: list[Message]) -> bool:
-        if any(m.payload == b"boom" for m in batch):
-            raise RuntimeError("send_now was told to crash")
-        return super().send_now(batch)
+_CRASHER = "TEST_SEND_NOW_CRASHER"
+crashing_on_boom(UdpTransport, _CRASHER)
 
 
 async def _hosted(
     nursery: trio.Nursery, cluster: str, udp: dict[str, Any]
 ) -> tuple[UdpTransport, Inlet, Inlet]:
-    """A UDP transport run by its stack host (`TransportActor`), with the inlet from above."""
+    """A UDP transport run by its stack host, with the inlets from above and to above."""
     transport = UdpTransport(**udp)
-    transport.start(Address.random("A"), cluster, trio.current_time())
-    down, up = Inlet(16), Inlet(64)
-    actor = TransportActor(transport, down, up)
-    await actor.started()
-    nursery.start_soon(actor.run, None)
-    assert isinstance(await up.receiver.receive(), LocalPhysicalAddress)
+    down, up = await hosted(nursery, transport, cluster)
     return transport, down, up
 
 
@@ -90,29 +84,8 @@ async def test_udp_send_now_that_raises_crashes_the_transport_not_the_sending_la
 ) -> None:
     """A batch the PASS layer's handler forwards reaches the transport's `send_now` inline;
     its error is the transport's crash (the report names it), and the stack restarts."""
-    cfg = StackConfig.of(("TEST_SEND_NOW_CRASHER", dict(udp)), "PASS", "PASS")
-    stack = Stack(cfg, cluster_name, "A")
-    await nursery.start(stack.run)
-    await trio.testing.wait_all_tasks_blocked()
-    await stack.send([Message(None, b"boom")])
-    with trio.fail_after(10):
-        while stack.incarnation < 2:
-            await trio.sleep(0.01)
-    report = stack.crash_reports[0]
-    assert report.actor.endswith("TEST_SEND_NOW_CRASHER")
-    assert "send_now was told to crash" in report.traceback
-
-
-class _TaskSteps(trio.abc.Instrument):
-    """Counts the steps one task runs."""
-
-    def __init__(self, task: trio.lowlevel.Task) -> None:
-        self.task = task
-        self.steps = 0
-
-    def before_task_step(self, task: trio.lowlevel.Task) -> None:
-        if task is self.task:
-            self.steps += 1
+    cfg = StackConfig.of((_CRASHER, dict(udp)), "PASS", "PASS")
+    await check_send_now_error_crashes_the_transport(nursery, cluster_name, cfg, _CRASHER)
 
 
 async def test_udp_call_one_is_answered_in_the_receive_loops_task(
@@ -136,12 +109,8 @@ async def test_udp_call_one_is_answered_in_the_receive_loops_task(
         dispatcher = b.rpc._holder
         assert dispatcher is not None
         inline = b.rpc.stats().get("requests_run_inline", 0)
-        steps = _TaskSteps(dispatcher)
-        trio.lowlevel.add_instrument(steps)
-        try:
+        with counting_steps(dispatcher) as steps:
             for i in range(1, 21):
                 assert await a.rpc.call_one("echo", i, to=b.address) == i
-        finally:
-            trio.lowlevel.remove_instrument(steps)
         assert steps.steps == 0
         assert b.rpc.stats()["requests_run_inline"] == inline + 20
