@@ -220,8 +220,8 @@ class _FieldCode:
             item = self._fresh("_i")
             body = []
             if not self.check(item, f"{label}[]", args[0], ind + "        ", body):
-                if body:
-                    out += [f"{ind}for {item} in {var}:", *(line[4:] for line in body)]
+                if body:  # most arrays on the wire are empty: no iterator for those
+                    out += [f"{ind}if {var}:", f"{ind}    for {item} in {var}:", *body]
                 return False
             acc = self._fresh("_o")
             out += [
