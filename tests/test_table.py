@@ -49,3 +49,32 @@ def test_any_arrival_order_delivers_each_seqno_once_in_order(arrivals: list[int]
         delivered.extend(t.remove_ready())
     assert delivered == list(range(1, len(delivered) + 1))
     assert set(t.missing()) | set(s for s, _ in t.items()) == set(range(t.hd + 1, t.hr + 1))
+
+
+@given(
+    st.lists(st.integers(1, 40), max_size=60),
+    st.lists(st.integers(-2, 50), min_size=1, max_size=4),
+)
+def test_purge_drops_exactly_the_stored_seqnos_up_to_with_or_without_gaps(
+    arrivals: list[int], purges: list[int]
+) -> None:
+    """Gapless tables (a sender's) take a shortcut in `purge`; both ways drop what a
+    plain model drops, return its count, and leave hd/hr where the model says."""
+    t: SeqnoTable[int] = SeqnoTable()
+    for s in arrivals:
+        t.add(s, s)
+    stored = {s for s, _ in t.items()}
+    hd, hr = t.hd, t.hr
+    for up_to in purges:
+        gone = {s for s in stored if s <= up_to}
+        assert t.purge(up_to) == (len(gone) if up_to > hd else 0)
+        stored -= gone if up_to > hd else set()
+        hd, hr = max(hd, up_to), max(hr, up_to) if up_to > hd else hr
+        assert (t.hd, t.hr, {s for s, _ in t.items()}) == (hd, hr, stored)
+
+
+def test_purge_of_a_gapless_sender_table_beyond_hr_drops_all() -> None:
+    t: SeqnoTable[int] = SeqnoTable(offset=3)
+    t.append_run([4, 5, 6])
+    assert t.purge(5) == 2 and list(t.items()) == [(6, 6)]
+    assert t.purge(9) == 1 and len(t) == 0 and (t.hd, t.hr) == (9, 9)

@@ -11,15 +11,49 @@ from __future__ import annotations
 
 import types
 import typing
-from typing import Any
+from typing import Any, NamedTuple
 
+import msgpack
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triogroups import Address, Digest, MergeView, View
+from triogroups._channel._state import StateHeader
+from triogroups.protocols import ids
 from triogroups.view import ViewId
-from triogroups.wire import _HEADERS, _converter
+from triogroups.wire import (
+    _HEADERS,
+    WIRE_VERSION,
+    WireCodec,
+    WireError,
+    _compile_header,
+    _converter,
+)
+
+
+class _Point(NamedTuple):
+    x: int
+    y: float | None
+
+
+class _NestedHeader(NamedTuple):
+    """Every shape `_FieldCode` writes inline, nested: the generated code is checked
+    against the generic converter on it by the tests below like any registered header."""
+
+    pairs: tuple[tuple[Address, int], ...]
+    points: tuple[_Point, ...]
+    ratios: tuple[float, ...] | None
+    fixed: tuple[int, str]
+    point: _Point | None
+    ids: tuple[ViewId, ...]
+
+
+#: Compiled, not registered: the fuzzers draw from every registered header.
+_NESTED = _compile_header(_NestedHeader, typing.get_type_hints(_NestedHeader))
+A = Address.random("A")
+_CODEC = WireCodec("convtest")
+_PREFIX = b"TG" + bytes([WIRE_VERSION, 0, 8]) + b"convtest\x00"
 
 _ADDRESSES = st.builds(Address, st.integers(1, 2**64 - 1), st.text(max_size=3))
 _VIEWS = st.builds(
@@ -94,20 +128,21 @@ def test_every_generated_converter_keeps_its_source() -> None:
         assert source.startswith("def convert(raw):"), spec.cls
 
 
-_IDS = sorted(_HEADERS)
+#: (class, generated converter): every registered header, and the nested shapes.
+_CASES = [(spec.cls, spec.convert) for _, spec in sorted(_HEADERS.items())]
+_CASES.append((_NestedHeader, _NESTED))
 
 
-@pytest.mark.parametrize("protocol_id", _IDS, ids=lambda i: f"{i}-{_HEADERS[i].cls.__name__}")
+@pytest.mark.parametrize(("cls", "convert"), _CASES, ids=lambda c: getattr(c, "__name__", ""))
 @settings(max_examples=100, deadline=None)
 @given(data=st.data())
 def test_generated_and_generic_header_converters_agree(
-    protocol_id: int, data: st.DataObject
+    cls: type, convert: Any, data: st.DataObject
 ) -> None:
     """Every registered header; valid fields (arrays with junk items), one junk field, or
     the wrong length: what one accepts the other builds the same, what one refuses both do."""
-    spec = _HEADERS[protocol_id]
-    hints = typing.get_type_hints(spec.cls)
-    fields: tuple[str, ...] = spec.cls._fields  # type: ignore[attr-defined]
+    hints = typing.get_type_hints(cls)
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
     body: tuple[Any, ...] = tuple(data.draw(_valid(hints[f]), label=f) for f in fields)
     spoil = data.draw(st.booleans(), label="junk field")
     if fields and spoil:
@@ -116,24 +151,23 @@ def test_generated_and_generic_header_converters_agree(
     if data.draw(st.booleans(), label="wrong length"):
         shorter = bool(body) and data.draw(st.booleans(), label="shorter")
         body = body[:-1] if shorter else (*body, 0)
-    generated = _outcome(spec.convert, body)
-    generic = _outcome(_converter(spec.cls), body)
-    assert generated == generic, spec.convert.__source__  # type: ignore[attr-defined]
+    generated = _outcome(convert, body)
+    generic = _outcome(_converter(cls), body)
+    assert generated == generic, convert.__source__
     if generated[0] == "ok":
-        assert type(generated[1]) is spec.cls
+        assert type(generated[1]) is cls
 
 
 @settings(max_examples=40, deadline=None)
 @given(data=st.data())
 def test_generated_converter_accepts_every_valid_body(data: st.DataObject) -> None:
     """Valid fields alone are never refused by the generated converter (nor by the generic)."""
-    protocol_id = data.draw(st.sampled_from(sorted(_HEADERS)))
-    spec = _HEADERS[protocol_id]
-    hints = typing.get_type_hints(spec.cls)
-    fields: tuple[str, ...] = spec.cls._fields  # type: ignore[attr-defined]
+    cls, convert = data.draw(st.sampled_from(_CASES))
+    hints = typing.get_type_hints(cls)
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
     body = tuple(data.draw(_strict(hints[f]), label=f) for f in fields)
-    assert _outcome(spec.convert, body) == _outcome(_converter(spec.cls), body)
-    assert _outcome(spec.convert, body)[0] == "ok", (spec.cls, body)
+    assert _outcome(convert, body) == _outcome(_converter(cls), body)
+    assert _outcome(convert, body)[0] == "ok", (cls, body)
 
 
 def _strict(tp: Any) -> st.SearchStrategy[Any]:
@@ -148,3 +182,72 @@ def _strict(tp: Any) -> st.SearchStrategy[Any]:
     if origin in (typing.Union, types.UnionType):
         return st.one_of(*(st.none() if a is type(None) else _strict(a) for a in args))
     return _valid(tp)
+
+
+def _decode_header(protocol_id: int, raw: Any) -> Any:
+    """``raw`` as a header on the wire, decoded by the codec (arrays come back as tuples)."""
+    body = [None, A, [[0, {protocol_id: raw}, b"x"]]]
+    data = _PREFIX + msgpack.packb(body, default=_CODEC._default, use_bin_type=True)
+    return _CODEC.decode(data).messages[0].headers[protocol_id]
+
+
+def test_state_header_with_applied_pairs_decodes_to_the_same_header() -> None:
+    """The channel's ``applied`` (per sender, a seqno) is checked inline: empty and full."""
+    B = Address.random("B")
+    for header in (StateHeader(1, 5), StateHeader(3, 9, ((A, 4), (B, 0)), True)):
+        decoded = _decode_header(ids.STATE_TRANSFER, tuple(header))
+        assert decoded == header and type(decoded) is StateHeader
+
+
+@pytest.mark.parametrize(
+    "applied",
+    [
+        [[A, "4"]],  # a seqno that is not an int
+        [[A, 4, 5]],  # three items, not (sender, seqno)
+        [[A]],
+        [["A", 4]],  # a sender that is not an address
+        [7],  # an item that is not an array
+        [[A, True]],  # a bool is not an int
+        {"x": 1},  # a map, not an array
+        5,
+    ],
+)
+def test_state_header_with_bad_applied_is_refused_by_the_codec(applied: Any) -> None:
+    with pytest.raises(WireError, match="StateHeader: applied"):
+        _decode_header(ids.STATE_TRANSFER, [1, 5, applied, False])
+
+
+def test_nested_named_tuples_are_built_as_their_classes() -> None:
+    """A NamedTuple inside an array is built as its class; an int becomes a float."""
+    raw = (((A, 1),), ((1, 2), (3, None)), (1, 2.5), (4, "x"), (5, 1), ((3, A),))
+    header = _NESTED(raw)
+    assert header == _NestedHeader(
+        ((A, 1),),
+        (_Point(1, 2.0), _Point(3, None)),
+        (1.0, 2.5),
+        (4, "x"),
+        _Point(5, 1.0),
+        (ViewId(3, A),),
+    )
+    assert type(header) is _NestedHeader
+    assert [type(p) for p in header.points] == [_Point, _Point]
+    assert type(header.point) is _Point and type(header.points[0].y) is float
+    assert type(header.ids[0]) is ViewId
+
+
+@pytest.mark.parametrize(
+    ("raw", "field"),
+    [
+        (((), ((1,),), None, (4, "x"), None, ()), "points"),
+        (((), ((1, "y"),), None, (4, "x"), None, ()), "points"),
+        (((), (), ("1.0",), (4, "x"), None, ()), "ratios"),
+        (((), (), None, (4, 5), None, ()), "fixed"),
+        (((), (), None, (4, "x", 5), None, ()), "fixed"),
+        (((), (), None, [4, "x"], None, ()), "fixed"),  # arrays unpack as tuples, never lists
+        (((), (), None, (4, "x"), (1, 2, 3), ()), "point"),
+        (((), (), None, (4, "x"), None, ((-1, A),)), "view id"),
+    ],
+)
+def test_nested_fields_of_the_wrong_shape_are_refused(raw: Any, field: str) -> None:
+    with pytest.raises(ValueError, match=field):
+        _NESTED(raw)

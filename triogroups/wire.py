@@ -129,15 +129,15 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
 
     Decoding runs for every header of every message received, so instead of
     a generic loop over per-field checkers this generates straight-line code
-    (the common field shapes are checked inline, others call their converter).
-    The body is unpacked with arrays as tuples, so when no field needed a
-    converter the raw tuple itself becomes the header: no second tuple. The
-    generated source is kept on the function as ``__source__`` for
+    (see `_FieldCode` for the shapes checked inline; others call their
+    converter). The body is unpacked with arrays as tuples, so when no field
+    needed a conversion the raw tuple itself becomes the header: no second
+    tuple. The generated source is kept on the function as ``__source__`` for
     inspection; tests check it agrees with the generic ``_converter(cls)``.
     """
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined,unused-ignore]
     names = [f"f{i}" for i in range(len(fields))]
-    env: dict[str, Any] = {"_cls": cls, "_new": tuple.__new__}
+    code = _FieldCode({"_cls": cls, "_new": tuple.__new__})
     lines = [
         "def convert(raw):",
         f"    if type(raw) is not tuple or len(raw) != {len(fields)}:",
@@ -147,57 +147,130 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
         lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = raw")
     converted = False
     for name, field in zip(names, fields, strict=True):
-        tp = hints[field]
-        inline = _inline_check(name, field, tp, env)
-        if inline is not None:
-            lines += inline
-        else:
-            env[f"_c_{name}"] = _converter(tp)
-            lines.append(f"    {name} = _c_{name}({name})")
-            converted = True
+        converted = code.check(name, field, hints[field], "    ", lines) or converted
     if converted:
         lines.append(f"    return _new(_cls, ({', '.join(names)}{',' if len(names) == 1 else ''}))")
     else:
         lines.append("    return _new(_cls, raw)")
     source = "\n".join(lines)
+    env = code.env
     exec(source, env)  # generated from type hints only, never from input
     convert = env["convert"]
     convert.__source__ = source
     return convert  # type: ignore[no-any-return]
 
 
-def _inline_check(name: str, field: str, tp: Any, env: dict[str, Any]) -> list[str] | None:
-    """Straight-line checks for the field shapes every data message carries, or None.
+class _FieldCode:
+    """Writes the straight-line check of one field value, recursively.
 
-    Exact types (``int``), ``X | None`` of an exact or an instance type
-    (``Address | None``) and ``tuple[int, ...]``: the common headers are
-    then checked without a single converter call.
+    Inline: exact types (``int``), ``float`` (an int becomes a float),
+    Address/View/MergeView/Digest, ``X | None``, ``tuple[X, ...]``, fixed
+    tuples and nested NamedTuples, in any nesting. Every data message
+    carries a ``tuple[...]`` field (NAKACK2's ``ranges``, the channel's
+    ``applied``), almost always empty: inline, an empty array costs one type
+    check instead of a converter call, a generator and a new tuple.
+    Everything else (ViewId, maps) calls its generic converter. The rules
+    are the generic `_converter`'s, except that arrays must be tuples, which
+    is all the decoder produces (it unpacks with ``use_list=False``).
     """
-    if tp in _EXACT:
-        return [
-            f"    if type({name}) is not {_EXACT[tp]}:",
-            f"        raise ValueError('{field}: expected {_EXACT[tp]}')",
-        ]
-    origin, args = typing.get_origin(tp), typing.get_args(tp)
-    if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
-        inner = args[0] if args[1] is type(None) else args[1]
-        if inner in _EXACT or inner in (Address, View, MergeView, Digest):
-            env[f"_t_{name}"] = inner
-            test = "type({0}) is not _t_{0}" if inner in _EXACT else "not isinstance({0}, _t_{0})"
-            return [
-                f"    if {name} is not None and {test.format(name)}:",
-                f"        raise ValueError('{field}: expected {inner.__name__} or nil')",
+
+    def __init__(self, env: dict[str, Any]) -> None:
+        self.env = env
+        self._count = 0
+
+    def _fresh(self, prefix: str) -> str:
+        self._count += 1
+        return f"{prefix}{self._count}"
+
+    def check(self, var: str, label: str, tp: Any, ind: str, out: list[str]) -> bool:
+        """Append to ``out`` the lines that check ``var`` (indented by ``ind``);
+        True if they may rebind ``var`` to a converted value."""
+
+        def fail(expected: str) -> str:
+            return f"{ind}    raise ValueError({f'{label}: expected {expected}'!r})"
+
+        if tp in _EXACT:
+            out += [f"{ind}if type({var}) is not {_EXACT[tp]}:", fail(_EXACT[tp])]
+            return False
+        if tp is float:
+            out += [
+                f"{ind}if type({var}) is not float:",
+                f"{ind}    if type({var}) is not int:",
+                f"    {fail('float')}",
+                f"{ind}    {var} = float({var})",
             ]
-    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in _EXACT:
-        item = _EXACT[args[0]]
-        return [
-            f"    if type({name}) is not tuple:",
-            f"        raise ValueError('{field}: expected array')",
-            f"    for _item in {name}:",
-            f"        if type(_item) is not {item}:",
-            f"            raise ValueError('{field}: expected {item} items')",
+            return True
+        if tp is Any:
+            return False
+        if tp in (Address, View, MergeView, Digest):
+            ref = self._fresh("_t")
+            self.env[ref] = tp
+            out += [f"{ind}if not isinstance({var}, {ref}):", fail(tp.__name__)]
+            return False
+        origin, args = typing.get_origin(tp), typing.get_args(tp)
+        if origin in (typing.Union, types.UnionType) and len(args) == 2 and type(None) in args:
+            inner = args[0] if args[1] is type(None) else args[1]
+            out.append(f"{ind}if {var} is not None:")
+            body: list[str] = []
+            converted = self.check(var, label, inner, ind + "    ", body)
+            out += body or [f"{ind}    pass"]
+            return converted
+        if origin is tuple and len(args) == 2 and args[1] is Ellipsis:
+            out += [f"{ind}if type({var}) is not tuple:", fail("array")]
+            item = self._fresh("_i")
+            body = []
+            if not self.check(item, f"{label}[]", args[0], ind + "        ", body):
+                if body:  # most arrays on the wire are empty: no iterator for those
+                    out += [f"{ind}if {var}:", f"{ind}    for {item} in {var}:", *body]
+                return False
+            acc = self._fresh("_o")
+            out += [
+                f"{ind}if {var}:",
+                f"{ind}    {acc} = []",
+                f"{ind}    for {item} in {var}:",
+                *body,
+                f"{ind}        {acc}.append({item})",
+                f"{ind}    {var} = tuple({acc})",
+            ]
+            return True
+        if origin is tuple and Ellipsis not in args and args:
+            return self._fixed(var, label, list(args), None, ind, out)
+        if (
+            tp is not ViewId
+            and isinstance(tp, type)
+            and issubclass(tp, tuple)
+            and hasattr(tp, "_fields")
+        ):
+            hints = typing.get_type_hints(tp)
+            return self._fixed(var, label, [hints[f] for f in tp._fields], tp, ind, out)
+        ref = self._fresh("_c")
+        self.env[ref] = _converter(tp)
+        out.append(f"{ind}{var} = {ref}({var})")
+        return True
+
+    def _fixed(
+        self, var: str, label: str, types_: list[Any], cls: type | None, ind: str, out: list[str]
+    ) -> bool:
+        """A fixed-length array: a ``tuple[A, B]`` or a NamedTuple (then always built)."""
+        what = f"{len(types_)} items" if cls is None else f"{cls.__name__} of {len(types_)} fields"
+        out += [
+            f"{ind}if type({var}) is not tuple or len({var}) != {len(types_)}:",
+            f"{ind}    raise ValueError({f'{label}: expected {what}'!r})",
         ]
-    return None
+        names = [self._fresh("_e") for _ in types_]
+        packed = f"({', '.join(names)}{',' if len(names) == 1 else ''})"
+        out.append(f"{ind}{packed[1:-1]} = {var}")
+        converted = False
+        for i, (name, tp) in enumerate(zip(names, types_, strict=True)):
+            converted = self.check(name, f"{label}[{i}]", tp, ind, out) or converted
+        if cls is not None:
+            ref = self._fresh("_nt")
+            self.env[ref] = cls
+            out.append(f"{ind}{var} = _new({ref}, {packed if converted else var})")
+            return True
+        if converted:
+            out.append(f"{ind}{var} = {packed}")
+        return converted
 
 
 def register_header(protocol_id: int, cls: type) -> None:

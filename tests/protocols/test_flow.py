@@ -203,6 +203,31 @@ def test_mfc_receiver_spends_each_senders_credits_in_a_batch_that_interleaves_se
     assert stats["bytes_received"] == 383
 
 
+def test_mfc_receiver_batch_with_replenish_in_the_middle_passes_the_data_in_order() -> None:
+    """Control messages amid a data batch are consumed (collected and handled after the
+    counting loop); the data goes up in its order, every run counted, NO_FC and empty skipped."""
+    mfc = _fc(Mfc, me=C)
+    mfc.down([_msg(None, 1000, "m1"), _msg(None, 10, "m2")], 0.0)
+    assert _names(down_messages(mfc)) == [b"m1"] and mfc.blocks_down()
+    batch = [
+        Message(None, b"a1" + b"." * 98, src=A),
+        _control(A, C, ids.MFC, REPLENISH, 1000),
+        Message(None, b"a2" + b"." * 48, src=A),
+        Message(None, b"b1" + b"." * 198, src=B, flags=Flag.NO_FC),
+        Message(None, b"", src=B),
+        _control(B, C, ids.MFC, REPLENISH, 1000),
+        Message(None, b"b2" + b"." * 8, src=B),
+        Message(None, b"a3" + b"." * 8, src=A),
+        _control(C, C, ids.MFC, REPLENISH, 1000),
+    ]
+    mfc.up(batch, 0.1)
+    assert _names(up_messages(mfc)) == [b"a1", b"a2", b"b1", b"", b"b2", b"a3"]
+    stats = mfc.stats()
+    assert stats["receiver_credits"] == {"A": 840, "B": 990, "C": 1000}
+    assert stats["bytes_received"] == 170 and stats["replenishments_received"] == 3
+    assert _names(down_messages(mfc)) == [b"m2"] and not mfc.blocks_down()
+
+
 def test_flow_min_credits_overrides_max_credits_times_min_threshold() -> None:
     ufc = _fc(Ufc, me=B, min_credits=900)
     ufc.up([Message(B, b"x" * 100, src=A)], 0.0)

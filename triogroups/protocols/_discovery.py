@@ -68,6 +68,7 @@ from triogroups.events import (
 from triogroups.message import Flag, Message
 from triogroups.properties import Bool, Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
+from triogroups.protocols._batch import carries
 from triogroups.transports._addresses import Physical, SendToHosts, format_physical, label
 from triogroups.view import View
 
@@ -193,6 +194,10 @@ class Discovery(Protocol):
 
     def up(self, batch: list[Message], now: float) -> None:
         pid = self.id
+        if not carries(batch, pid):  # discovery only runs while members join or merge
+            self.send_up(batch)
+            self._run(now)
+            return
         rest: list[Message] = []
         for msg in batch:
             hdr = msg.headers.get(pid)

@@ -269,35 +269,44 @@ class FlowControl(Protocol):
     # --- receiving ------------------------------------------------------------------
 
     def up(self, batch: list[Message], now: float) -> None:
-        out: list[Message] = []
+        """Count what each sender used, pass the data on, handle REPLENISH / CREDIT_REQUEST.
+
+        One loop that only looks at what it needs: a message for the other
+        flow-control layer (UFC skips multicasts, MFC unicasts) costs a header
+        and a destination check. A batch holds runs from one sender, so the
+        bytes used are summed per run (one dict operation per run, not per
+        message). Control messages are rare: they are collected and handled
+        after the loop (they only spend or grant credits, so their order
+        against the counting does not matter), and only then is the batch
+        copied without them; otherwise it goes up as it is.
+        """
         used: dict[Address, int] = {}
-        credited = False
+        controls: list[Message] = []
         pid = self.id
         multicast = self.multicast
-        run_src: Address | None = None  # a batch holds runs from one sender: one dict op per run
+        run_src: Address | None = None
         run_bytes = 0
         for msg in batch:
-            hdr = msg.headers.get(pid)
-            if hdr is not None:
-                credited = self._on_control(msg.src, hdr) or credited
+            if pid in msg.headers:
+                controls.append(msg)
                 continue
-            out.append(msg)
+            if (msg.dest is None) is not multicast or msg.flags & _NO_FC:
+                continue
             src = msg.src
-            if (
-                src is not None
-                and msg.payload
-                and (msg.dest is None) is multicast
-                and not msg.flags & _NO_FC
-            ):
-                if src is run_src:
-                    run_bytes += len(msg.payload)
-                else:
-                    if run_src is not None:
-                        used[run_src] = used.get(run_src, 0) + run_bytes
-                    run_src, run_bytes = src, len(msg.payload)
+            if src is run_src:
+                run_bytes += len(msg.payload)
+            elif src is not None and msg.payload:
+                if run_src is not None:
+                    used[run_src] = used.get(run_src, 0) + run_bytes
+                run_src, run_bytes = src, len(msg.payload)
         if run_src is not None:
             used[run_src] = used.get(run_src, 0) + run_bytes
-        self.send_up(out)
+        credited = False
+        if controls:
+            for msg in controls:
+                credited = self._on_control(msg.src, msg.headers[pid]) or credited
+            batch = [msg for msg in batch if pid not in msg.headers]
+        self.send_up(batch)
         for sender, length in used.items():
             self.counters["bytes_received"] += length
             self._account(sender, length)

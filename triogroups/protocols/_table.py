@@ -99,19 +99,27 @@ class SeqnoTable(Generic[T]):
         ``hd`` moves to ``up_to`` (never backwards), and ``hr`` with it if it
         was lower: a purge past what was received skips those seqnos.
         """
-        if up_to <= self.hd:
+        hd = self.hd
+        if up_to <= hd:
             return 0
         items = self._items
-        if len(items) < up_to - self.hd:
-            drop = [s for s in items if s <= up_to]
+        if len(items) == self.hr - hd:  # no gap (a sender's table): all of (hd, top] is here
+            top = min(up_to, self.hr)
+            for s in range(hd + 1, top + 1):
+                del items[s]
+            dropped = top - hd
         else:
-            drop = [s for s in range(self.hd + 1, up_to + 1) if s in items]
-        for s in drop:
-            del items[s]
+            if len(items) < up_to - hd:
+                drop = [s for s in items if s <= up_to]
+            else:
+                drop = [s for s in range(hd + 1, up_to + 1) if s in items]
+            for s in drop:
+                del items[s]
+            dropped = len(drop)
         self.hd = up_to
         if self.hr < up_to:
             self.hr = up_to
-        return len(drop)
+        return dropped
 
     def missing(self, limit: int = 0) -> list[int]:
         """Seqnos in (hd, hr] not stored, lowest first (at most ``limit`` if > 0)."""

@@ -162,12 +162,15 @@ class FdAll3(Protocol):
         bits = self._bits
         mark = 1 << self._slot
         heartbeats = 0
+        last: Address | None = None  # a batch holds runs from one sender: mark each run once
         for msg in batch:
             src = msg.src
-            if src is not None and src in bits:
-                bits[src] |= mark
-                if src in self._suspected:
-                    self._unsuspect(src)
+            if src is not last:
+                last = src
+                if src is not None and src in bits:
+                    bits[src] |= mark
+                    if src in self._suspected:
+                        self._unsuspect(src)
             if _ID in msg.headers:
                 heartbeats += 1
         if heartbeats:

@@ -45,6 +45,7 @@ from triogroups.message import Message
 from triogroups.properties import PropertyError, Size, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._batch import carries
 from triogroups.view import View
 from triogroups.wire import register_header
 
@@ -202,7 +203,7 @@ class Frag(Protocol):
     # --- receiving -------------------------------------------------------------------
 
     def up(self, batch: list[Message], now: float) -> None:
-        if not any(_ID in m.headers for m in batch):
+        if not carries(batch, _ID):
             self.send_up(batch)
             return
         passed: list[Message] = []

@@ -42,6 +42,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._batch import carries
 from triogroups.protocols._stats import zero
 from triogroups.view import View
 from triogroups.wire import register_header
@@ -125,6 +126,9 @@ class Merge3(Protocol):
         return self.check_interval or self.max_interval * 1.6
 
     def up(self, batch: list[Message], now: float) -> None:
+        if not carries(batch, _ID):  # INFO comes every few seconds: the batch goes as it is
+            self.send_up(batch)
+            return
         passed = []
         for msg in batch:
             hdr = msg.headers.get(_ID)

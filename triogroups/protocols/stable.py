@@ -244,6 +244,17 @@ class Stable(Protocol):
                 self._check_bytes(now)
 
     def up(self, batch: list[Message], now: float) -> None:
+        received = 0
+        for msg in batch:  # the common batch first: data only, counted and passed as it is
+            if _ID in msg.headers:
+                break
+            if msg.dest is None:
+                received += len(msg.payload)
+        else:
+            self._bytes += received
+            self._check_bytes(now)
+            self.send_up(batch)
+            return
         out: list[Message] = []
         received = 0
         for msg in batch:

@@ -40,6 +40,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._batch import carries
 from triogroups.view import View
 from triogroups.wire import register_header
 
@@ -133,6 +134,9 @@ class VerifySuspect(Protocol):
     # --- messages --------------------------------------------------------------------
 
     def up(self, batch: list[Message], now: float) -> None:
+        if not self._pending and not carries(batch, _ID):  # nothing to verify, nothing to answer
+            self.send_up(batch)
+            return
         passed: list[Message] = []
         for msg in batch:
             src = msg.src

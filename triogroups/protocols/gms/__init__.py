@@ -64,6 +64,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._batch import carries
 from triogroups.protocols.gms._coordinator import SUSPECT_REQ, Coordinator
 from triogroups.protocols.gms._header import (
     CANCEL_MERGE,
@@ -406,6 +407,9 @@ class Gms(Protocol):
     # --- messages ----------------------------------------------------------------------
 
     def up(self, batch: list[Message], now: float) -> None:
+        if not carries(batch, _ID):  # no membership message: the batch goes as it is
+            self.send_up(batch)
+            return
         passed = []
         for msg in batch:
             hdr = msg.headers.get(_ID)

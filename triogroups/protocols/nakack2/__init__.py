@@ -282,17 +282,19 @@ class Nakack2(Protocol):
         win: Window | None = None
         for msg in batch:
             hdr = msg.headers.get(_ID)
-            if hdr is None or msg.flags & _NO_RELIABILITY:
+            flags = msg.flags
+            if hdr is None or flags & _NO_RELIABILITY:
                 out.append(msg)
                 passed += 1
                 continue
             kind = hdr.type
             if kind == MSG and receiving:
                 # The common case first: the next message of a member's window, nothing waiting.
-                if msg.src is not run_src:
-                    run_src = msg.src
-                    win = windows.get(run_src)  # type: ignore[arg-type]
-                if win is not None and not msg.flags & _OOB and win.deliver_next(hdr.seqno):
+                src = msg.src
+                if src is not run_src:
+                    run_src = src
+                    win = windows.get(src)  # type: ignore[arg-type]
+                if win is not None and not flags & _OOB and win.deliver_next(hdr.seqno):
                     received += 1
                     out.append(msg)
                 else:

@@ -49,6 +49,7 @@ from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
+from triogroups.protocols._batch import carries
 from triogroups.protocols._stats import reliable_stats, zero
 from triogroups.protocols.unicast3._common import (
     ACK,
@@ -212,6 +213,10 @@ class Unicast3(Protocol):
         self.send_up_one(msg)
 
     def up(self, batch: list[Message], now: float) -> None:
+        if not carries(batch, ID):  # multicasts only (the data path of a group): as it is
+            self.send_up(batch)
+            self._arm(now)
+            return
         others: list[Message] = []
         data: dict[Address, list[DataItem]] = {}
         out: list[Message] = []
