@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import functools
 import random
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ import trio.testing
 from triogroups import Address, ChannelClosed, Received, SimNetwork, StackConfig, open_channel
 from triogroups._cadence import QUEUE_CHECKPOINT_EVERY
 from triogroups._channel._inbox import Inbox, received
+from triogroups._channel._state import Alignment
 
 SRC = Address.random("A")
 
@@ -254,6 +255,43 @@ async def test_inbox_snapshot_waits_until_the_reader_finished_everything_handed_
         await trio.testing.wait_all_tasks_blocked()
         assert taken == [0]
         inbox.put_nowait(msgs(3, 1))
+
+
+def _accept_plain(align: Alignment, src: Address, seqno: int) -> bool:
+    """`Alignment.accept` as it reads without its fast path."""
+    if seqno <= align.floor.get(src, 0):
+        return False
+    last = align.delivered.get(src)
+    if last is not None and seqno > last + 1:
+        align.gaps += 1
+    if last is None or seqno > last:
+        align.delivered[src] = seqno
+    return True
+
+
+def _seqnos(rng: random.Random, senders: list[Address]) -> Iterator[tuple[Address, int]]:
+    nxt = dict.fromkeys(senders, 1)
+    for _ in range(400):
+        src = rng.choice(senders)
+        step = rng.choice((1, 1, 1, 2, 0, -1))
+        yield src, max(1, nxt[src] + step - 1)
+        nxt[src] = max(1, nxt[src] + step)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_alignment_accept_equals_the_plain_rule(seed: int) -> None:
+    """The fast path for a sender's next seqno decides and records as the plain rule
+    does, with a floor from an installed state, gaps and repeats in between."""
+    rng = random.Random(seed)
+    senders = [Address.random(n) for n in "ABC"]
+    fast, plain = Alignment(), Alignment()
+    for step, (src, seqno) in enumerate(_seqnos(rng, senders)):
+        if step == 150:
+            applied = [(s, rng.randint(0, 30)) for s in senders[:2]]
+            fast.install(applied)
+            plain.install(applied)
+        assert fast.accept(src, seqno) == _accept_plain(plain, src, seqno), (step, src, seqno)
+        assert (fast.delivered, fast.gaps) == (plain.delivered, plain.gaps)
 
 
 async def test_channel_with_a_receive_buffer_of_one_delivers_everything_in_order(
