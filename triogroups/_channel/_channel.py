@@ -714,10 +714,10 @@ class Channel:
         """
         allow_pickle = self.allow_pickle
         accept = self._align.accept
-        start, n, end = i, len(batch), len(out) + limit
+        append = out.append
+        start = i
         contained = 0
-        while i < n and len(out) < end:
-            msg = batch[i]
+        for msg in batch[i : i + limit] if i or limit < len(batch) else batch:
             if type(msg) is not Message:
                 break
             headers = msg.headers
@@ -737,7 +737,7 @@ class Channel:
             if hdr is not None and not accept(src, hdr.seqno):
                 contained += 1
                 continue
-            out.append(received(src, value, body, bool(msg.flags & _OOB), msg.dest is None))
+            append(received(src, value, body, bool(msg.flags & _OOB), msg.dest is None))
         if contained:
             self._counters["dropped_in_state"] += contained
         if i - start > contained:
