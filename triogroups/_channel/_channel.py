@@ -827,27 +827,13 @@ class Channel:
         """`_dispatch` of an application message to the `Inbox`, without awaiting: what to
         hand over, None if the state already contains it, or _GENERAL (nothing done yet)
         for everything else (state transfer, RPC, a custom sink, a holding joiner, a
-        payload that does not decode)."""
-        headers = msg.headers
-        hdr = headers.get(_STATE)
-        src = msg.src
-        if (
-            (hdr is not None and hdr.type != MSG)
-            or _RPC in headers
-            or self._holding
-            or src is None
-            or self._sink is not self._inbox
-        ):
+        payload that does not decode). `_ready_run` for one message."""
+        if _RPC in msg.headers or self._holding or self._sink is not self._inbox:
             return _GENERAL
-        try:
-            value, body = decode_payload(msg.payload, allow_pickle=self.allow_pickle)
-        except PayloadError:
+        out: list[Received] = []
+        if not self._ready_run((msg,), 0, out, 1):
             return _GENERAL
-        if hdr is not None and not self._align.accept(src, hdr.seqno):
-            self._counters["dropped_in_state"] += 1
-            return None
-        self._counters["delivered"] += 1
-        return received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
+        return out[0] if out else None
 
     async def _dispatch(self, msg: Message) -> None:
         hdr = msg.headers.get(_STATE)
