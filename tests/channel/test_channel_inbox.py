@@ -13,10 +13,23 @@ import pytest
 import trio
 import trio.testing
 
-from triogroups import Address, ChannelClosed, Received, SimNetwork, StackConfig, open_channel
+from triogroups import (
+    Address,
+    Channel,
+    ChannelClosed,
+    Message,
+    Received,
+    SimNetwork,
+    Stack,
+    StackConfig,
+    open_channel,
+)
 from triogroups._cadence import QUEUE_CHECKPOINT_EVERY
+from triogroups._channel._codec import encode_payload
 from triogroups._channel._inbox import Inbox, received
-from triogroups._channel._state import Alignment
+from triogroups._channel._state import MSG, Alignment, StateHeader
+from triogroups._rpc._dispatcher import RPC_REQ, RPC_RSP, RpcHeader
+from triogroups.protocols import ids
 
 SRC = Address.random("A")
 
@@ -315,3 +328,29 @@ async def test_channel_with_a_receive_buffer_of_one_delivers_everything_in_order
                 got.extend(m.payload for m in await b.receive_batch(7))
         assert got == list(range(300))
         assert b.stats()["delivered"] == 300 and b.stats()["receive_queue"] == 0
+
+
+async def test_reader_hands_runs_to_the_queue_answers_responses_between_and_leaves_requests(
+    stack: StackConfig,
+) -> None:
+    """One batch from the stack mixing kinds: plain multicasts go to the receive queue in
+    order, an RPC answer between them is handled on the spot (here a stale one, counted),
+    and from the first RPC request on everything is left to the dispatcher, in order."""
+    host = Stack(stack, "c", "A")
+    host._new_incarnation()
+    ch = Channel(host)
+    src = Address.random("B")
+
+    def app(value: int) -> Message:
+        hdr = StateHeader(MSG, value + 1)
+        return Message(None, encode_payload(value), src=src, headers={ids.STATE_TRANSFER: hdr})
+
+    answer = Message(None, encode_payload(1), src=src, headers={ids.RPC: RpcHeader(RPC_RSP, 99)})
+    request = Message(
+        None, encode_payload([1]), src=src, headers={ids.RPC: RpcHeader(RPC_REQ, 5, "echo")}
+    )
+    batch = [app(0), app(1), answer, app(2), request, app(3)]
+    assert ch._hand_over(batch) == [request, batch[-1]]
+    assert [ch.receive_nowait().payload for _ in range(3)] == [0, 1, 2]
+    assert ch.rpc.stats()["responses_stale"] == 1
+    assert ch.stats()["direct"] == 3 and ch.stats()["delivered"] == 3

@@ -675,19 +675,22 @@ class Channel:
         if not (self._unfinished or self._closing or self._holding or self._sink is not inbox):
             handed = 0
             while i < n:
+                msg = batch[i]
+                hdr = msg.headers.get(_RPC)
+                if hdr is not None:
+                    if hdr.type == RPC_REQ:
+                        break
+                    response(msg, hdr)
+                    i += 1
+                    continue
                 ready: list[Received] = []
-                i = self._ready_run(batch, i, ready, inbox.room)
+                done = self._ready_run(batch, i, ready, inbox.room)
                 if ready:
                     inbox.put_nowait(ready)
                     handed += len(ready)
-                if i == n:
+                if done == i:
                     break
-                msg = batch[i]
-                hdr = msg.headers.get(_RPC)
-                if hdr is None or hdr.type == RPC_REQ:
-                    break
-                response(msg, hdr)
-                i += 1
+                i = done
             if handed:
                 self._counters["direct"] += handed
             if i == n:
@@ -800,7 +803,8 @@ class Channel:
                 i += 1
                 continue
             assert type(msg) is Message
-            if not self._holding and self._sink is inbox:
+            rpc = _RPC in msg.headers
+            if not (rpc or self._holding or self._sink is not inbox):
                 ready: list[Received] = []
                 done = self._ready_run(batch, i, ready, n)
                 if ready:
@@ -808,7 +812,7 @@ class Channel:
                 if done > i:
                     i = done
                     continue
-            if _RPC not in msg.headers:
+            if not rpc:
                 await self.rpc._flush_replies()
             await self._dispatch(msg)
             i += 1
