@@ -92,13 +92,16 @@ class Inbox:
     A `deque` with parked readers and writers, not a Trio memory channel:
     neither side pays a scheduler pass, nor Trio's per-item bookkeeping,
     per message. Writers put whole runs (`put_nowait`, `deliver_all`); a
-    reader takes what is queued without yielding, and passes through the
-    slow path (`_receive`) only to wait, to checkpoint once every
+    reader takes what is queued with a plain call (`take_ready`), and goes
+    through `receive` only to wait, to checkpoint once every
     `QUEUE_CHECKPOINT_EVERY` messages (so it stays fair and cancellable), or
-    when a writer or `snapshot` needs it (see ``_budget``). A writer that
-    finds the queue full waits until the reader has taken it down to half
-    (``_low``), then puts a run: one wake-up per half queue, not one per
-    message, while the application is behind.
+    to wake a waiting writer (see ``_budget``). A writer that finds the
+    queue full waits until the reader has taken it down to half (``_low``),
+    then puts a run: one wake-up per half queue, not one per message, while
+    the application is behind. The reader records that it finished what it
+    took (for `snapshot`) when it comes back to `receive`; the fast path
+    skips that, which is safe since state is taken only once the queue is
+    empty and the reader is back.
     """
 
     def __init__(self, size: int) -> None:
@@ -109,8 +112,8 @@ class Inbox:
         self._queue: deque[Received] = deque()
         self._readers = trio.lowlevel.ParkingLot()
         self._writers = trio.lowlevel.ParkingLot()
-        # messages the reader may take before its slow path: 0 while a writer or a
-        # snapshot waits for it, or once a checkpoint is due
+        # messages `take_ready` may return before the reader goes through `receive`: until
+        # a checkpoint is due, and while a writer waits, until the queue is down to `_low`
         self._budget = QUEUE_CHECKPOINT_EVERY
         self._checked = 0  # `_returned` at the reader's last checkpoint
         self._delivered = 0
@@ -145,6 +148,7 @@ class Inbox:
         return True
 
     async def deliver(self, item: Received) -> None:
+        """`deliver_all` of one message (the `Sink` method)."""
         await self.deliver_all([item])
 
     async def deliver_all(self, items: list[Received]) -> None:
@@ -220,9 +224,9 @@ class Inbox:
         self._budget = max(budget, 0)
 
     def take_ready(self) -> Received | None:
-        """The next message if the reader may take it at once, without `receive`'s slow
-        path (see ``_budget``); else None. `Channel.receive` and ``async for`` try this
-        first: a plain call costs less than awaiting a coroutine."""
+        """The next message if the reader may take it at once, without `receive` (see
+        ``_budget``); else None. `Channel.receive` and ``async for`` try this first: a
+        plain call costs less than awaiting a coroutine."""
         if self._budget:
             queue = self._queue
             if queue:
