@@ -15,7 +15,7 @@ __all__ = ["QUEUE_CHECKPOINT_EVERY", "SEND_CHECKPOINT_EVERY", "Cadence", "due"]
 
 #: Sends (`Stack.send`, `Channel` sends) between forced checkpoints.
 SEND_CHECKPOINT_EVERY = 32
-#: Messages handed to or taken from a channel's receive queue between forced checkpoints.
+#: Messages taken from a channel's receive queue between forced checkpoints.
 QUEUE_CHECKPOINT_EVERY = 64
 
 

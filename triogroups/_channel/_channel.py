@@ -37,13 +37,13 @@ import logging
 import math
 import weakref
 from collections import Counter, deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import trio
 
 from triogroups._cadence import SEND_CHECKPOINT_EVERY, Cadence
-from triogroups._channel._codec import PayloadError, decode_payload, encode_payload
+from triogroups._channel._codec import RAW, PayloadError, decode_payload, encode_payload
 from triogroups._channel._errors import (
     ChannelClosed,
     JoinFailed,
@@ -460,7 +460,8 @@ class Channel:
         Returning to ``receive`` tells the channel the previous message is
         finished: state for a joiner is taken only between messages.
         """
-        return await self._inbox.receive()
+        item = self._inbox.take_ready()
+        return await self._inbox.receive() if item is None else item
 
     def receive_nowait(self) -> Received:
         """As `receive`; raises trio.WouldBlock when no message is waiting."""
@@ -491,6 +492,9 @@ class Channel:
         return self
 
     async def __anext__(self) -> Received:
+        item = self._inbox.take_ready()
+        if item is not None:
+            return item
         try:
             return await self._inbox.receive()
         except ChannelClosed:
@@ -657,37 +661,91 @@ class Channel:
 
     def _hand_over(self, batch: list[Message]) -> list[Message | Received]:
         """Answer RPC responses; while the dispatcher is idle, put plain application
-        messages into the receive queue; return the rest, in order, for the dispatcher.
+        messages into the receive queue, as many as it has room for; return the rest, in
+        order, for the dispatcher.
 
-        A message made ready for a queue that turned out full is passed on as
-        its `Received`, for the dispatcher to wait for room.
+        Each run of plain messages between responses goes into the queue in one call
+        (`Inbox.put_nowait`); from the first message that needs more (an RPC request,
+        state, a holding joiner, a full queue) on, everything but responses is left to
+        the dispatcher.
         """
-        rest: list[Message | Received] = []
-        direct = not self._unfinished
-        handed = 0
         inbox = self._inbox
         response = self.rpc._response
-        for msg in batch:
+        i, n = 0, len(batch)
+        if not (self._unfinished or self._closing or self._holding or self._sink is not inbox):
+            handed = 0
+            while i < n:
+                msg = batch[i]
+                hdr = msg.headers.get(_RPC)
+                if hdr is not None:
+                    if hdr.type == RPC_REQ:
+                        break
+                    response(msg, hdr)
+                    i += 1
+                    continue
+                ready: list[Received] = []
+                done = self._ready_run(batch, i, ready, inbox.room)
+                if ready:
+                    inbox.put_nowait(ready)
+                    handed += len(ready)
+                if done == i:
+                    break
+                i = done
+            if handed:
+                self._counters["direct"] += handed
+            if i == n:
+                return []
+        rest: list[Message | Received] = []
+        for msg in batch[i:] if i else batch:
             hdr = msg.headers.get(_RPC)
             if hdr is not None and hdr.type != RPC_REQ:
                 response(msg, hdr)
-            elif direct and not self._closing:
-                ready = self._ready(msg)
-                if ready is _GENERAL:
-                    direct = False
-                    rest.append(msg)
-                elif ready is None:
-                    continue
-                elif inbox.put_nowait(ready):  # type: ignore[arg-type]
-                    handed += 1
-                else:
-                    direct = False
-                    rest.append(ready)  # type: ignore[arg-type]
             else:
                 rest.append(msg)
-        if handed:
-            self._counters["direct"] += handed
         return rest
+
+    def _ready_run(
+        self, batch: Sequence[Message | Received], i: int, out: list[Received], limit: int
+    ) -> int:
+        """`_ready` for the run of plain application messages from ``batch[i]`` on, at
+        most ``limit`` of them: appends what to hand over to ``out`` (nothing for one the
+        state already contains) and returns the index of the first message not done.
+
+        The caller has checked what holds for the whole run (not closing, not holding,
+        the sink is the `Inbox`); counters move once per run. A RAW payload, what most
+        applications send, is `decode_payload`'s first case, inlined.
+        """
+        allow_pickle = self.allow_pickle
+        accept = self._align.accept
+        append = out.append
+        start = i
+        contained = 0
+        for msg in batch[i : i + limit] if i or limit < len(batch) else batch:
+            if type(msg) is not Message:
+                break
+            headers = msg.headers
+            hdr = headers.get(_STATE)
+            src = msg.src
+            if (hdr is not None and hdr.type != MSG) or _RPC in headers or src is None:
+                break
+            data = msg.payload
+            if data and data[0] == RAW:
+                value = body = data[1:]
+            else:
+                try:
+                    value, body = decode_payload(data, allow_pickle=allow_pickle)
+                except PayloadError:
+                    break
+            i += 1
+            if hdr is not None and not accept(src, hdr.seqno):
+                contained += 1
+                continue
+            append(received(src, value, body, bool(msg.flags & _OOB), msg.dest is None))
+        if contained:
+            self._counters["dropped_in_state"] += contained
+        if i - start > contained:
+            self._counters["delivered"] += i - start - contained
+        return i
 
     async def _pass_on(self, item: list[Message | Received] | ViewChange) -> None:
         """Give ``item`` to the dispatcher (counted unfinished until it has handled it)."""
@@ -716,27 +774,12 @@ class Channel:
 
     async def _dispatch_loop(self) -> None:
         """Hand over in order; once closed, only drain (so the reader sees Disconnected)."""
-        inbox = self._inbox
         rpc = self.rpc
         rpc._hold_replies()
         async for item in self._ordered_recv:
             try:
                 if type(item) is list:
-                    for msg in item:
-                        if self._closing:
-                            continue
-                        if type(msg) is Received:
-                            await rpc._flush_replies()
-                            await inbox.deliver(msg)
-                            continue
-                        ready = self._ready(msg)  # type: ignore[arg-type]
-                        if ready is _GENERAL:
-                            if _RPC not in msg.headers:  # type: ignore[union-attr]
-                                await rpc._flush_replies()
-                            await self._dispatch(msg)  # type: ignore[arg-type]
-                        elif ready is not None and not inbox.offer(ready):  # type: ignore[arg-type]
-                            await rpc._flush_replies()
-                            await inbox.deliver(ready)  # type: ignore[arg-type]
+                    await self._dispatch_batch(item)
                     await rpc._flush_replies()
                 elif type(item) is Resume:
                     await item.finish()
@@ -748,31 +791,53 @@ class Channel:
             finally:
                 self._unfinished -= 1
 
+    async def _dispatch_batch(self, batch: list[Message | Received]) -> None:
+        """The dispatcher's work on one batch: runs of plain application messages go to
+        the receive queue whole (`_ready_run`, `_to_inbox`), the rest one by one."""
+        inbox = self._inbox
+        i, n = 0, len(batch)
+        while i < n and not self._closing:
+            msg = batch[i]
+            if type(msg) is Received:
+                await self._to_inbox([msg])
+                i += 1
+                continue
+            assert type(msg) is Message
+            rpc = _RPC in msg.headers
+            if not (rpc or self._holding or self._sink is not inbox):
+                ready: list[Received] = []
+                done = self._ready_run(batch, i, ready, n)
+                if ready:
+                    await self._to_inbox(ready)
+                if done > i:
+                    i = done
+                    continue
+            if not rpc:
+                await self.rpc._flush_replies()
+            await self._dispatch(msg)
+            i += 1
+
+    async def _to_inbox(self, ready: list[Received]) -> None:
+        """Put ``ready`` in the receive queue; if it must wait for room, send the RPC
+        answers held back first (see `RpcDispatcher._hold_replies`)."""
+        inbox = self._inbox
+        if len(ready) <= inbox.room:
+            inbox.put_nowait(ready)
+            return
+        await self.rpc._flush_replies()
+        await inbox.deliver_all(ready)
+
     def _ready(self, msg: Message) -> Received | object | None:
         """`_dispatch` of an application message to the `Inbox`, without awaiting: what to
         hand over, None if the state already contains it, or _GENERAL (nothing done yet)
         for everything else (state transfer, RPC, a custom sink, a holding joiner, a
-        payload that does not decode)."""
-        headers = msg.headers
-        hdr = headers.get(_STATE)
-        src = msg.src
-        if (
-            (hdr is not None and hdr.type != MSG)
-            or _RPC in headers
-            or self._holding
-            or src is None
-            or self._sink is not self._inbox
-        ):
+        payload that does not decode). `_ready_run` for one message."""
+        if _RPC in msg.headers or self._holding or self._sink is not self._inbox:
             return _GENERAL
-        try:
-            value, body = decode_payload(msg.payload, allow_pickle=self.allow_pickle)
-        except PayloadError:
+        out: list[Received] = []
+        if not self._ready_run((msg,), 0, out, 1):
             return _GENERAL
-        if hdr is not None and not self._align.accept(src, hdr.seqno):
-            self._counters["dropped_in_state"] += 1
-            return None
-        self._counters["delivered"] += 1
-        return received(src, value, body, bool(msg.flags & _OOB), msg.dest is None)
+        return out[0] if out else None
 
     async def _dispatch(self, msg: Message) -> None:
         hdr = msg.headers.get(_STATE)

@@ -8,13 +8,14 @@ only once the application has finished everything handed to it.
 
 from __future__ import annotations
 
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import trio
 
-from triogroups._cadence import QUEUE_CHECKPOINT_EVERY, due
+from triogroups._cadence import QUEUE_CHECKPOINT_EVERY
 from triogroups._channel._errors import ChannelClosed
 from triogroups.address import Address
 from triogroups.view import View
@@ -88,16 +89,33 @@ class Inbox:
     queue (counted as they go in, so one on its way to a waiting reader is
     not finished yet).
 
-    Neither side pays a scheduler pass per message while the queue has
-    room or messages: the dispatcher puts a whole batch in, and the reader
-    wakes once and takes everything ready (a checkpoint every
-    `QUEUE_CHECKPOINT_EVERY` messages keeps both fair and cancellable).
+    A `deque` with parked readers and writers, not a Trio memory channel:
+    neither side pays a scheduler pass, nor Trio's per-item bookkeeping,
+    per message. Writers put whole runs (`put_nowait`, `deliver_all`); a
+    reader takes what is queued with a plain call (`take_ready`), and goes
+    through `receive` only to wait, to checkpoint once every
+    `QUEUE_CHECKPOINT_EVERY` messages (so it stays fair and cancellable), or
+    to wake a waiting writer (see ``_budget``). A writer that finds the
+    queue full waits until the reader has taken it down to half (``_low``),
+    then puts a run: one wake-up per half queue, not one per message, while
+    the application is behind. The reader records that it finished what it
+    took (for `snapshot`) when it comes back to `receive`; the fast path
+    skips that, which is safe since state is taken only once the queue is
+    empty and the reader is back.
     """
 
     def __init__(self, size: int) -> None:
         if size < 1:
             raise ValueError(f"receive_buffer must be >= 1, got {size}")
-        self._send, self._recv = trio.open_memory_channel[Received](size)
+        self._size = size
+        self._low = size // 2  # a waiting writer resumes once the queue is down to this
+        self._queue: deque[Received] = deque()
+        self._readers = trio.lowlevel.ParkingLot()
+        self._writers = trio.lowlevel.ParkingLot()
+        # messages `take_ready` may return before the reader goes through `receive`: until
+        # a checkpoint is due, and while a writer waits, until the queue is down to `_low`
+        self._budget = QUEUE_CHECKPOINT_EVERY
+        self._checked = 0  # `_returned` at the reader's last checkpoint
         self._delivered = 0
         self._returned = 0
         self._finished = 0
@@ -105,43 +123,55 @@ class Inbox:
         self._changed: trio.Event | None = None  # set while `snapshot` waits
         self.dropped = 0
 
-    async def deliver(self, item: Received) -> None:
-        if self.offer(item):
+    # --- writing -------------------------------------------------------------------
+
+    @property
+    def room(self) -> int:
+        """How many messages `put_nowait` takes now."""
+        return self._size - len(self._queue)
+
+    def put_nowait(self, items: list[Received]) -> None:
+        """Put ``items`` (at most `room` of them) in the queue, in order, and wake a reader."""
+        if self._closed:
+            self.dropped += len(items)
             return
-        try:
-            await self._send.send(item)
-        except trio.BrokenResourceError:
-            self.dropped += 1
-            return
-        self._delivered += 1
+        self._queue.extend(items)
+        self._delivered += len(items)
+        if self._readers:
+            self._readers.unpark(count=len(items))
 
     def offer(self, item: Received) -> bool:
-        """`deliver` without awaiting; False (nothing done) when the queue is full or a
-        checkpoint is due."""
-        if due(self._delivered, QUEUE_CHECKPOINT_EVERY):
+        """`deliver` without awaiting; False (nothing done) when the queue is full."""
+        if len(self._queue) >= self._size:
             return False
-        try:
-            self._send.send_nowait(item)
-        except trio.WouldBlock:
-            return False
-        except trio.BrokenResourceError:
-            self.dropped += 1
-            return True
-        self._delivered += 1
+        self.put_nowait([item])
         return True
 
-    def put_nowait(self, item: Received) -> bool:
-        """Put ``item`` in the queue if it has room, without `offer`'s checkpoint cadence
-        (for a caller that checkpoints on its own); False (nothing done) when full."""
-        try:
-            self._send.send_nowait(item)
-        except trio.WouldBlock:
-            return False
-        except trio.BrokenResourceError:
-            self.dropped += 1
-            return True
-        self._delivered += 1
-        return True
+    async def deliver(self, item: Received) -> None:
+        """`deliver_all` of one message (the `Sink` method)."""
+        await self.deliver_all([item])
+
+    async def deliver_all(self, items: list[Received]) -> None:
+        """Put ``items`` in the queue, in order, waiting for room; once closed, they are
+        dropped (counted). Cancelled, it may have put a first part of them."""
+        done = 0
+        while True:
+            room = self._size - len(self._queue)
+            if done == 0 and len(items) <= room:
+                self.put_nowait(items)
+                return
+            if room:
+                self.put_nowait(items[done : done + room])
+                done += room
+                if done >= len(items):
+                    return
+            if self._closed:
+                self.dropped += len(items) - done
+                return
+            self._budget = min(self._budget, len(self._queue) - self._low)
+            await self._writers.park()
+
+    # --- state transfer and closing ---------------------------------------------------
 
     async def view(self, view: View) -> None:
         """Views reach a reading application through `Channel.view` and `Channel.views`."""
@@ -160,14 +190,19 @@ class Inbox:
         if self._closed:
             return
         self._closed = True
-        self.dropped += self.depth
-        self._recv.close()
+        self.dropped += len(self._queue)
+        self._queue.clear()
+        self._budget = 0
+        self._readers.unpark_all()
+        self._writers.unpark_all()
         if self._changed is not None:
             self._changed.set()
 
     @property
     def depth(self) -> int:
-        return self._send.statistics().current_buffer_used
+        return len(self._queue)
+
+    # --- reading -------------------------------------------------------------------
 
     def _finish(self) -> None:
         """The reader is back: everything returned so far is finished."""
@@ -177,38 +212,69 @@ class Inbox:
                 self._changed.set()
                 self._changed = None
 
+    def _took(self) -> None:
+        """After the reader took messages: wake waiting writers once the queue is down to
+        ``_low``, and set how many the reader may take before its slow path again."""
+        queued = len(self._queue)
+        if self._writers and queued <= self._low:
+            self._writers.unpark_all()
+        budget = QUEUE_CHECKPOINT_EVERY - (self._returned - self._checked)
+        if self._writers:
+            budget = min(budget, queued - self._low)
+        self._budget = max(budget, 0)
+
+    def take_ready(self) -> Received | None:
+        """The next message if the reader may take it at once, without `receive` (see
+        ``_budget``); else None. `Channel.receive` and ``async for`` try this first: a
+        plain call costs less than awaiting a coroutine."""
+        if self._budget:
+            queue = self._queue
+            if queue:
+                self._budget -= 1
+                self._returned += 1
+                return queue.popleft()
+        return None
+
     async def receive(self) -> Received:
+        """The next message: waits for one, checkpoints once every `QUEUE_CHECKPOINT_EVERY`
+        messages, and does what a waiting writer or `snapshot` needs of the reader."""
         self._finish()
-        try:
-            if not due(self._returned, QUEUE_CHECKPOINT_EVERY):
-                try:
-                    item = self._recv.receive_nowait()
-                except trio.WouldBlock:
-                    item = await self._recv.receive()
-            else:
-                item = await self._recv.receive()
-        except (trio.ClosedResourceError, trio.EndOfChannel):
-            raise ChannelClosed("the channel is closed") from None
+        queue = self._queue
+        if self._writers and len(queue) <= self._low:  # `take_ready` took it down to here
+            self._writers.unpark_all()
+        if queue and self._returned - self._checked >= QUEUE_CHECKPOINT_EVERY:
+            await trio.lowlevel.checkpoint()
+            self._checked = self._returned
+        while not queue:
+            if self._closed:
+                raise ChannelClosed("the channel is closed")
+            await self._readers.park()
+            self._checked = self._returned
         self._returned += 1
+        item = queue.popleft()
+        self._took()
         return item
 
     async def receive_batch(self, max_messages: int) -> list[Received]:
         """Wait for one message, then take every one ready, up to ``max_messages``."""
-        batch = [await self.receive()]
-        recv = self._recv
-        while len(batch) < max_messages:
-            try:
-                batch.append(recv.receive_nowait())
-            except (trio.WouldBlock, trio.ClosedResourceError, trio.EndOfChannel):
-                break
-        self._returned += len(batch) - 1
+        first = self.take_ready()
+        batch = [await self.receive() if first is None else first]
+        queue = self._queue
+        more = min(len(queue), max_messages - 1)
+        if more:
+            popleft = queue.popleft
+            batch.extend([popleft() for _ in range(more)])
+            self._returned += more
+            self._took()
         return batch
 
     def receive_nowait(self) -> Received:
         self._finish()
-        try:
-            item = self._recv.receive_nowait()
-        except (trio.ClosedResourceError, trio.EndOfChannel):
-            raise ChannelClosed("the channel is closed") from None
+        if self._closed:
+            raise ChannelClosed("the channel is closed")
+        if not self._queue:
+            raise trio.WouldBlock
         self._returned += 1
+        item = self._queue.popleft()
+        self._took()
         return item

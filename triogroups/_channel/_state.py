@@ -115,7 +115,15 @@ class Alignment:
         self._departed: deque[Address] = deque()
 
     def accept(self, src: Address, seqno: int) -> bool:
-        """Record a delivery; False if the message is already contained in the state."""
+        """Record a delivery; False if the message is already contained in the state.
+
+        The usual case, the sender's next seqno, needs no look at the floor: a sender
+        with a floor has its delivered seqno at or above it (`install`).
+        """
+        delivered = self.delivered
+        if seqno == delivered.get(src, 0) + 1:
+            delivered[src] = seqno
+            return True
         if seqno <= self.floor.get(src, 0):
             return False
         last = self.delivered.get(src)
