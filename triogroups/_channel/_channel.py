@@ -90,6 +90,7 @@ _log = logging.getLogger("triogroups.channel")
 _STATE = ids.STATE_TRANSFER
 _RPC = ids.RPC
 _OOB = int(Flag.OOB)
+_msg_header = StateHeader.msg
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _ORDERED_BUFFER = 4  # batches between the reader and the dispatcher
 _GENERAL = object()  # `Channel._ready`: this message takes the general, awaiting path
@@ -345,7 +346,8 @@ class Channel:
             await self._send_batch(msgs)
 
     def _app_message(self, payload: Any, to: Address | None, pickle: bool, oob: bool) -> Message:
-        self._check_open()
+        if self._closing:  # `_check_open`, inline: this runs for every message sent
+            raise ChannelClosed("the channel is closed")
         if to is not None:
             self._check_member(to)
         if pickle:
@@ -402,7 +404,7 @@ class Channel:
         if msg.dest is not None or msg.flags & (_OOB | _DONT_LOOPBACK):
             return False
         self._seqno += 1
-        msg.headers[_STATE] = StateHeader(MSG, self._seqno)
+        msg.headers[_STATE] = _msg_header(self._seqno)
         return True
 
     async def _send(
@@ -1024,6 +1026,8 @@ def _size_check(stack: Stack) -> Callable[[int], None]:
     if frag is not None:
 
         def check_frag(size: int) -> None:
+            if size <= frag.max_message_size:  # read each time: a property that may change
+                return
             try:
                 frag.check_size(size)
             except ValueError as exc:
