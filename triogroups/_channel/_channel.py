@@ -91,6 +91,7 @@ _STATE = ids.STATE_TRANSFER
 _RPC = ids.RPC
 _OOB = int(Flag.OOB)
 _msg_header = StateHeader.msg
+_fresh = Message.fresh
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _ORDERED_BUFFER = 4  # batches between the reader and the dispatcher
 _GENERAL = object()  # `Channel._ready`: this message takes the general, awaiting path
@@ -354,7 +355,7 @@ class Channel:
             self._check_pickle(to)
         data = encode_payload(payload, pickle=pickle)
         self._check_size(len(data))
-        return Message(to, data, flags=_OOB if oob else 0)
+        return _fresh(to, data, _OOB if oob else 0)
 
     def _check_open(self) -> None:
         if self._closing:
