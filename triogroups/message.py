@@ -104,7 +104,7 @@ class Message:
         return copy
 
     @staticmethod
-    def fresh(dest: Address | None, payload: bytes, flags: int) -> Message:
+    def _fresh(dest: Address | None, payload: bytes, flags: int) -> Message:
         """``Message(dest, payload, flags=flags)`` (no source, no headers; ``flags`` an
         int) with the slots set directly: `Channel.send` makes one per message sent
         (tests/test_model.py checks it equals the constructor's, every slot)."""
