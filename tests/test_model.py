@@ -62,6 +62,21 @@ def test_message_copy_sets_every_slot_and_shares_only_payload_and_header_objects
     assert c.headers is not m.headers and c.headers[3] is m.headers[3]
 
 
+@pytest.mark.parametrize("dest", [None, Address(2, "B")])
+@pytest.mark.parametrize("flags", [0, int(Flag.OOB)])
+def test_message_fresh_equals_the_constructor_in_every_slot(
+    dest: Address | None, flags: int
+) -> None:
+    """_fresh() sets slots by hand (the per-send message); a slot added to Message must be
+    set there too, and each message gets a header map of its own."""
+    fast = Message._fresh(dest, b"p", flags)
+    plain = Message(dest, b"p", flags=flags)
+    for slot in Message.__slots__:
+        assert getattr(fast, slot) == getattr(plain, slot), slot
+    assert type(fast.flags) is int
+    assert fast.headers is not Message._fresh(dest, b"p", flags).headers
+
+
 def test_view_coordinator_membership_and_differences() -> None:
     a, b, c = (Address.random(n) for n in "ABC")
     v1 = View.create(a, 1, [a, b])

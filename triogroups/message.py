@@ -103,6 +103,19 @@ class Message:
         copy.payload = self.payload
         return copy
 
+    @staticmethod
+    def _fresh(dest: Address | None, payload: bytes, flags: int) -> Message:
+        """``Message(dest, payload, flags=flags)`` (no source, no headers; ``flags`` an
+        int) with the slots set directly: `Channel.send` makes one per message sent
+        (tests/test_model.py checks it equals the constructor's, every slot)."""
+        msg = _new(Message)
+        msg.dest = dest
+        msg.src = None
+        msg.flags = flags
+        msg.headers = {}
+        msg.payload = payload
+        return msg
+
     def size(self) -> int:
         """Approximate wire size: payload plus a fixed allowance per header."""
         return len(self.payload) + 8 + 16 * len(self.headers)

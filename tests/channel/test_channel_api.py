@@ -224,6 +224,26 @@ async def test_payload_larger_than_frag_max_message_size_raises_message_too_larg
         assert got.payload == bytes(19_000)
 
 
+async def test_frag_size_check_takes_exactly_max_message_size_and_follows_a_change(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """The channel's size check (read per send, not cached per incarnation) lets an
+    encoded payload of exactly FRAG.max_message_size through, refuses one byte more, and
+    applies a max_message_size changed at run time to the next send."""
+    small = stack.configure("FRAG", max_message_size=20_000, frag_size=4_000)
+    async with open_channel("c", small, "A", network=net) as a:
+        await a.send(bytes(19_999))  # 20_000 with the tag byte
+        with pytest.raises(MessageTooLarge):
+            await a.send(bytes(20_000))
+        assert [len(m.payload) for m in await take(a, 1)] == [19_999]
+        await a.stack.set_property("FRAG", "max_message_size", 10_000)
+        with pytest.raises(MessageTooLarge) as info:
+            await a.send(bytes(19_999))
+        assert info.value.limit == 10_000
+        await a.send(bytes(9_999))
+        assert [len(m.payload) for m in await take(a, 1)] == [9_999]
+
+
 async def test_without_frag_a_payload_must_fit_one_transport_bundle(
     autojump_clock: Any, net: SimNetwork
 ) -> None:

@@ -9,9 +9,12 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
+from hypothesis import given
+from hypothesis import strategies as st
 
 from triogroups import Address, Received, SimNetwork, StackConfig, open_channel
 from triogroups._channel._inbox import received
+from triogroups._channel._state import MSG, StateHeader
 
 
 async def _wait_queued(ch: Any, n: int) -> None:
@@ -125,6 +128,16 @@ def test_received_factory_equals_the_plain_constructor() -> None:
     ]
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.oob = False  # type: ignore[misc]
+
+
+@given(seqno=st.integers(0, 2**64 - 1))
+def test_state_header_msg_factory_equals_the_keyword_form(seqno: int) -> None:
+    """`StateHeader.msg` (the header `Channel.send` stamps on every ordered multicast)
+    builds exactly ``StateHeader(MSG, seqno)``, every field included."""
+    fast = StateHeader.msg(seqno)
+    assert type(fast) is StateHeader
+    assert fast == StateHeader(type=MSG, seqno=seqno)
+    assert fast._asdict() == StateHeader(type=MSG, seqno=seqno)._asdict()
 
 
 async def test_reader_hands_plain_messages_to_the_queue_while_the_dispatcher_is_idle(

@@ -10,7 +10,7 @@ import pytest
 import trio
 import trio.testing
 
-from triogroups import SimNetwork, StackConfig, open_channel
+from triogroups import Channel, ChannelClosed, SimNetwork, Stack, StackConfig, open_channel
 from triogroups._cadence import SEND_CHECKPOINT_EVERY, Cadence, due
 
 
@@ -62,3 +62,31 @@ async def test_a_loop_of_channel_sends_can_be_cancelled(
                 await a.send(b"x")
                 sent += 1
         assert scope.cancelled_caught and sent < SEND_CHECKPOINT_EVERY
+
+
+async def test_a_send_that_yields_while_the_channel_closes_sends_nothing(
+    autojump_clock: Any,
+) -> None:
+    """`Channel.send` checks that the channel is open again after its periodic checkpoint:
+    a channel closed by another task meanwhile refuses the send (ChannelClosed), which took
+    no seqno and put nothing into the stack. (Trio runs the closer and the resumed sender
+    in either order, so the closing send is the 32nd or the 64th: both follow a yield.)"""
+    stack = Stack(StackConfig.of("SIM", "PING", "NAKACK2", "GMS"), "c", "A", channel_size=64)
+    stack._new_incarnation()
+    ch = Channel(stack, leave_timeout=0.1)
+    sent = 0
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ch.aclose)  # runs at one of the loop's checkpoints
+        with pytest.raises(ChannelClosed):
+            while True:
+                await ch.send(b"x")
+                sent += 1
+    assert sent in (SEND_CHECKPOINT_EVERY - 1, 2 * SEND_CHECKPOINT_EVERY - 1)
+    assert ch.stats()["seqno"] == sent
+    queued = []
+    while True:
+        try:
+            queued.append(stack._down.receiver.receive_nowait())
+        except trio.WouldBlock:
+            break
+    assert sum(len(item) for item in queued if isinstance(item, list)) == sent

@@ -22,6 +22,7 @@ __all__ = ["MSGPACK", "PICKLE", "RAW", "PayloadError", "decode_payload", "encode
 RAW = 0
 MSGPACK = 1
 PICKLE = 2
+_RAW_TAG = bytes((RAW,))
 
 
 class PayloadError(Exception):
@@ -38,8 +39,10 @@ def encode_payload(value: Any, *, pickle: bool = False) -> bytes:
     bytes-like values travel as they are; anything else as msgpack, or with
     cloudpickle when ``pickle`` is true.
     """
+    if type(value) is bytes:  # what most sends carry: one copy, the tag in front
+        return _RAW_TAG + value
     if isinstance(value, bytes | bytearray | memoryview):
-        return bytes((RAW,)) + bytes(value)
+        return _RAW_TAG + bytes(value)
     if pickle:
         try:
             body: bytes = cloudpickle.dumps(value)

@@ -80,6 +80,14 @@ class StateHeader(NamedTuple):
     applied: tuple[tuple[Address, int], ...] = ()
     has_state: bool = False
 
+    @staticmethod
+    def msg(seqno: int) -> StateHeader:
+        """``StateHeader(MSG, seqno)`` without the keyword-default call: every ordered
+        multicast an application sends carries one (`Channel._stamp`)."""
+        return _new(StateHeader, (MSG, seqno, (), False))
+
+
+_new = tuple.__new__
 
 register_header(ids.STATE_TRANSFER, StateHeader)
 
