@@ -178,6 +178,30 @@ async def test_a_layer_is_not_reentered_by_what_its_own_output_causes(
         nursery.cancel_scope.cancel()
 
 
+async def test_a_hop_from_a_neighbours_output_queues_behind_what_waits_in_the_inbox(
+    autojump_clock: Any,
+) -> None:
+    """The hop from one layer's output into the next (`_Outbox.put`) runs the next
+    layer inline only while nothing waits in its inbox: TEST_REPLY's reply to m1 goes
+    down while the bottom layer is still forwarding m1, so it waits in that layer's
+    inbox. A batch sent down from the top right after, in the same task, finds the
+    bottom layer idle again but its inbox not empty: it queues behind the reply, and
+    below sees the reply first."""
+    layers, bottom, _top, below = _chain([Protocol(), _Reply(), Protocol()], size=8)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        bottom.send_nowait([Message(None, b"m1", src=_B)])
+        assert layers[0].ready and layers[0]._down_in.queued == 1
+        layers[-1]._down_in.send_nowait([Message(_B, b"later")])
+        got: list[Item] = []
+        with trio.fail_after(5):
+            while len(_payloads(got)) < 2:
+                got.append(await below.receiver.receive())
+        assert _payloads(got) == [b"reply", b"later"]
+        assert [layer.inline for layer in layers] == [1, 2, 2]  # the bottom looped both
+        nursery.cancel_scope.cancel()
+
+
 async def test_a_layer_is_not_reentered_while_it_forwards_what_its_tick_emitted(
     autojump_clock: Any,
 ) -> None:

@@ -369,14 +369,26 @@ class _Outbox:
             rest.extend(items)
             return False
         out = self._out
-        for i, item in enumerate(items):
-            try:
-                out.offer(item, now)
-            except trio.WouldBlock:
-                rest.extend(items[i:])
-                self._empty = trio.Event()
-                self._wake.set()
-                return False
+        layer = out._layer
+        left = iter(items)
+        for item in left:
+            if (  # `Inlet._ready`, spelt out: this is the path of every hop
+                layer is not None
+                and layer.ready
+                and not out.queued
+                and not out._same._rest
+                and len(out._other._rest) <= _MAX_CROSS_BACKLOG
+            ):
+                layer._inline(item, out._batch, out._event, out._counts, now)
+            else:
+                try:
+                    out.offer(item, now)
+                except trio.WouldBlock:
+                    rest.append(item)
+                    rest.extend(left)
+                    self._empty = trio.Event()
+                    self._wake.set()
+                    return False
         return True
 
     def backlog(self) -> int:
@@ -442,6 +454,16 @@ def original_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return leaf
 
 
+def _overridden(protocol: Protocol, name: str) -> Callable[[], Any] | None:
+    """``protocol``'s method ``name`` (`Protocol.next_deadline` or `blocks_down`), None
+    when its class keeps the base class's, whose answer never changes (inf, False):
+    the host then need not ask after every handler."""
+    if getattr(type(protocol), name) is getattr(Protocol, name):
+        return None
+    method: Callable[[], Any] = getattr(protocol, name)
+    return method
+
+
 class LayerActor(Actor):
     """Runs one protocol between two neighbours."""
 
@@ -465,9 +487,12 @@ class LayerActor(Actor):
         self._up_out = _Outbox(up_out)
         self._timer_scope: trio.CancelScope | None = None
         self._deadline = math.inf  # the timer loop asks the protocol once it has started
+        self._next_deadline = _overridden(protocol, "next_deadline")
+        self._blocks_down = _overridden(protocol, "blocks_down")
         self._down_counts = [0, 0]
         self._up_counts = [0, 0]
-        self.events = self.ticks = self.inline = 0
+        self.events = self.ticks = 0
+        self._looped = 0  # items (and runs of batches coalesced) the loops handled
         self.ready = False  # running and not inside a handler: neighbours may call in
         self._failure: Exception | None = None
         self._failed = trio.Event()
@@ -538,13 +563,19 @@ class LayerActor(Actor):
             else:
                 self.events += 1
                 on_event(item, now)  # type: ignore[arg-type]
-            self.inline += 1
             self._emit(now)
         except Exception as exc:
             self._failure = exc
             self._failed.set()
             return
         self.ready = True
+
+    @property
+    def inline(self) -> int:
+        """How many handlers (batches and events, not ticks) ran inline in a neighbour's
+        task: all of them but those the layer's own loops ran. Derived rather than
+        counted, since `_inline` runs on every hop."""
+        return self._down_counts[0] + self._up_counts[0] + self.events - self._looped
 
     async def _raise_failure(self) -> None:
         """Raise, in this actor, the error of a handler that ran inline in another task."""
@@ -554,21 +585,34 @@ class LayerActor(Actor):
 
     def _emit(self, now: float | None) -> None:
         """Forward what the handler emitted without awaiting, re-arm the timer, tell the
-        stack when the protocol starts or stops holding back senders."""
+        stack when the protocol starts or stops holding back senders.
+
+        This runs after every handler, on every hop of a message between idle layers,
+        so it takes the outboxes as `Protocol.take_down` / `take_up` would, without
+        the calls, and asks `next_deadline` / `blocks_down` only of a protocol that
+        overrides them (see `_overridden`)."""
         proto = self.protocol
-        if proto._down_out:
-            self._down_out.put(proto.take_down(), now)
-        if proto._up_out:
-            self._up_out.put(proto.take_up(), now)
-        deadline = proto.next_deadline()
-        if deadline != self._deadline:
-            self._deadline = deadline
-            if self._timer_scope is not None:
-                self._timer_scope.deadline = deadline
-        blocked = proto.blocks_down()
-        if blocked != self._blocked:
-            self._blocked = blocked
-            self._on_blocked(self, blocked)
+        out = proto._down_out
+        if out:
+            proto._down_out = []
+            self._down_out.put(out, now)
+        out = proto._up_out
+        if out:
+            proto._up_out = []
+            self._up_out.put(out, now)
+        next_deadline = self._next_deadline
+        if next_deadline is not None:
+            deadline = next_deadline()
+            if deadline != self._deadline:
+                self._deadline = deadline
+                if self._timer_scope is not None:
+                    self._timer_scope.deadline = deadline
+        blocks_down = self._blocks_down
+        if blocks_down is not None:
+            blocked = blocks_down()
+            if blocked != self._blocked:
+                self._blocked = blocked
+                self._on_blocked(self, blocked)
 
     async def _wait_room(self) -> None:
         await self._down_out.wait_room()
@@ -619,6 +663,7 @@ class LayerActor(Actor):
                 await self._room(same, other)  # left by a handler that ran inline meanwhile
             taken += 1
             inlet.took(item)
+            self._looped += 1
             self.ready = False
             now = trio.current_time()
             if type(item) is list:
@@ -683,7 +728,7 @@ class LayerActor(Actor):
         """Zero the host's counters for this layer (not its queues)."""
         self._down_counts[:] = [0, 0]
         self._up_counts[:] = [0, 0]
-        self.events = self.ticks = self.inline = 0
+        self.events = self.ticks = self._looped = 0
 
     def stats(self) -> dict[str, Any]:
         """The host's counters for this layer: batches and messages each way, events, ticks,
