@@ -259,8 +259,8 @@ class Inlet:
         if self._root and _after is None:
             self._offer_from_source(item, now)
             return
-        if self._ready():
-            layer: LayerActor = self._layer  # type: ignore[assignment]
+        layer = self._layer
+        if layer is not None and self._ready():
             layer._inline(item, self._batch, self._event, self._counts, now)
             return
         consumer = self._consumer
