@@ -133,6 +133,7 @@ class Inlet:
         "_send",
         "_sink",
         "_tail",
+        "_through",
         "merge",
         "messages",
         "queued",
@@ -153,6 +154,7 @@ class Inlet:
         self._consumer: Callable[[Item], bool] | None = None
         self._sink: TransportActor | None = None
         self._root = False  # a transport delivers here: see `after_chain`
+        self._through: _Outbox | None = None
 
     def bind(
         self,
@@ -163,17 +165,20 @@ class Inlet:
         same: _Outbox,
         other: _Outbox,
         *,
+        through: bool = False,
         eager: bool = True,
         max_messages: float = math.inf,
     ) -> None:
         """Let the neighbour run ``layer``'s handlers for this direction inline: on every
         item, or (not ``eager``) only when asked to with `offer_inline`; hold at most
-        ``max_messages`` (see the class docstring)."""
+        ``max_messages`` (see the class docstring). ``through``: ``on_batch`` is the base
+        class's, which passes a batch on as is (see `LayerActor._inline`)."""
         self._layer = layer if eager else None
         self._on_request = layer
         self._limit = max_messages
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
+        self._through = same if through else None
 
     def bind_source(self) -> None:
         """A transport delivers into this inlet: the chains of handlers it starts run
@@ -238,7 +243,7 @@ class Inlet:
             and not self._same._rest
             and len(self._other._rest) <= _MAX_CROSS_BACKLOG
         ):
-            layer._inline(item, self._batch, self._event, self._counts, None)
+            layer._inline(self, item, None)
             return
         self.offer(item, None)
 
@@ -261,7 +266,7 @@ class Inlet:
             return
         layer = self._layer
         if layer is not None and self._ready():
-            layer._inline(item, self._batch, self._event, self._counts, now)
+            layer._inline(self, item, now)
             return
         consumer = self._consumer
         if consumer is not None and not self.queued and consumer(item):
@@ -306,11 +311,11 @@ class Inlet:
                 after: list[Callable[[], None]] = []
                 _after = after
                 try:
-                    layer._inline(item, self._batch, self._event, self._counts, None)
+                    layer._inline(self, item, None)
                 finally:
                     _run_after(after)
             else:
-                layer._inline(item, self._batch, self._event, self._counts, None)
+                layer._inline(self, item, None)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         sink = self._sink
@@ -379,7 +384,7 @@ class _Outbox:
                 and not out._same._rest
                 and len(out._other._rest) <= _MAX_CROSS_BACKLOG
             ):
-                layer._inline(item, out._batch, out._event, out._counts, now)
+                layer._inline(out, item, now)
             else:
                 try:
                     out.offer(item, now)
@@ -454,11 +459,19 @@ def original_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return leaf
 
 
+def _inherited(protocol: Protocol, *names: str) -> bool:
+    """Whether ``protocol`` has every method in ``names`` as `Protocol` defines it."""
+    return all(
+        getattr(getattr(protocol, name), "__func__", None) is getattr(Protocol, name)
+        for name in names
+    )
+
+
 def _overridden(protocol: Protocol, name: str) -> Callable[[], Any] | None:
     """``protocol``'s method ``name`` (`Protocol.next_deadline` or `blocks_down`), None
-    when its class keeps the base class's, whose answer never changes (inf, False):
-    the host then need not ask after every handler."""
-    if getattr(type(protocol), name) is getattr(Protocol, name):
+    when it is the base class's, whose answer never changes (inf, False): the host
+    then need not ask after every handler."""
+    if _inherited(protocol, name):
         return None
     method: Callable[[], Any] = getattr(protocol, name)
     return method
@@ -503,6 +516,7 @@ class LayerActor(Actor):
             self._down_counts,
             self._down_out,
             self._up_out,
+            through=_inherited(protocol, "down", "send_down"),
             eager=inline_down,
         )
         up_in.bind(
@@ -512,6 +526,7 @@ class LayerActor(Actor):
             self._up_counts,
             self._up_out,
             self._down_out,
+            through=_inherited(protocol, "up", "send_up"),
             max_messages=MAX_QUEUED_MESSAGES,
         )
 
@@ -542,27 +557,34 @@ class LayerActor(Actor):
         finally:
             self.ready = False
 
-    def _inline(
-        self,
-        item: Item,
-        on_batch: Callable[[list[Message], float], None],
-        on_event: Callable[[Event, float], None],
-        counts: list[int],
-        now: float | None,
-    ) -> None:
-        """Handle ``item`` now, in the caller's task (see `Inlet`); an error crashes this
-        layer, not the caller."""
+    def _inline(self, inlet: Inlet, item: Item, now: float | None) -> None:
+        """Handle ``item``, come through ``inlet``, now, in the caller's task (see `Inlet`);
+        an error crashes this layer, not the caller.
+
+        A batch for a direction the protocol leaves to the base class (`Protocol.down`:
+        `send_down` as is) goes straight into that direction's outbox while the
+        protocol's own are empty: the handler would emit exactly that and change
+        nothing else, so there is nothing to ask the protocol afterwards (`_emit`).
+        Such a batch still counts, and the layer is not ready while it forwards it."""
         self.ready = False
         try:
             if now is None:
                 now = trio.current_time()
             if type(item) is list:
+                counts = inlet._counts
                 counts[0] += 1
                 counts[1] += len(item)
-                on_batch(item, now)
+                through = inlet._through
+                proto = self.protocol
+                if through is not None and not proto._down_out and not proto._up_out:
+                    if item:
+                        through.put([item], now)
+                    self.ready = True
+                    return
+                inlet._batch(item, now)
             else:
                 self.events += 1
-                on_event(item, now)  # type: ignore[arg-type]
+                inlet._event(item, now)  # type: ignore[arg-type]
             self._emit(now)
         except Exception as exc:
             self._failure = exc
