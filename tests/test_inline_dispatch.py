@@ -90,6 +90,34 @@ class _DownCrasher(Protocol):
         self.send_down(batch)
 
 
+class _Mirror(Protocol):
+    """Sends every batch that comes down back up as b"echo" (and nothing further down)."""
+
+    name = "TEST_MIRROR"
+
+    def down(self, batch: list[Message], now: float) -> None:
+        self.send_up([Message(None, b"echo", src=_A) for _ in batch])
+
+
+class _Tagger(Protocol):
+    """Keeps the base class's `down` but appends b"!" to every payload it sends down."""
+
+    name = "TEST_TAGGER"
+
+    def send_down(self, batch: list[Message]) -> None:
+        super().send_down([Message(m.dest, m.payload + b"!") for m in batch])
+
+
+class _Greeter(Protocol):
+    """Keeps the base class's `down`, and emits b"hello" down when it starts."""
+
+    name = "TEST_GREETER"
+
+    def start(self, local_address: Address, cluster: str, now: float) -> None:
+        super().start(local_address, cluster, now)
+        self.send_down_one(Message(_B, b"hello"))
+
+
 def _chain(protocols: list[Protocol], size: int) -> tuple[list[LayerActor], Inlet, Inlet, Inlet]:
     """Layers bottom to top joined by inlets: (layers, into the bottom from below,
     out of the top, out of the bottom)."""
@@ -175,6 +203,74 @@ async def test_a_layer_is_not_reentered_by_what_its_own_output_causes(
                 got.append(await top.receiver.receive())
         assert _payloads(got) == [b"m1", Suspect((_B,)), b"looped"]
         assert [layer.inline for layer in layers] == [1, 3, 3]  # the reply went the long way
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_hop_from_a_neighbours_output_queues_behind_what_waits_in_the_inbox(
+    autojump_clock: Any,
+) -> None:
+    """The hop from one layer's output into the next (`_Outbox.put`) runs the next
+    layer inline only while nothing waits in its inbox: TEST_REPLY's reply to m1 goes
+    down while the bottom layer is still forwarding m1, so it waits in that layer's
+    inbox. A batch sent down from the top right after, in the same task, finds the
+    bottom layer idle again but its inbox not empty: it queues behind the reply, and
+    below sees the reply first."""
+    layers, bottom, _top, below = _chain([Protocol(), _Reply(), Protocol()], size=8)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        bottom.send_nowait([Message(None, b"m1", src=_B)])
+        assert layers[0].ready and layers[0]._down_in.queued == 1
+        layers[-1]._down_in.send_nowait([Message(_B, b"later")])
+        got: list[Item] = []
+        with trio.fail_after(5):
+            while len(_payloads(got)) < 2:
+                got.append(await below.receiver.receive())
+        assert _payloads(got) == [b"reply", b"later"]
+        assert [layer.inline for layer in layers] == [1, 2, 2]  # the bottom looped both
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_pass_through_layer_forwards_a_batch_as_its_base_handler_would(
+    autojump_clock: Any,
+) -> None:
+    """A layer whose protocol keeps `Protocol.down` and `send_down` has its batches put
+    into its outbox by the host, without the handler; the same output comes out as
+    from the handler: not for TEST_TAGGER, whose `send_down` is its own, nor for
+    TEST_GREETER while its outbox still holds what it emitted when it started (b"hello"
+    goes first, in one batch with m1). Every layer counts the batch as before."""
+    layers, _bottom, _top, below = _chain([Protocol(), _Tagger(), _Greeter()], size=8)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        layers[-1]._down_in.send_nowait([Message(_B, b"m1")])
+        layers[-1]._down_in.send_nowait([])
+        got: list[Item] = []
+        with trio.fail_after(5):
+            while len(_payloads(got)) < 2:
+                got.append(await below.receiver.receive())
+        assert _payloads(got) == [b"hello!", b"m1!"] and len(got) == 1
+        stats = [layer.stats() for layer in layers]
+        assert [s["batches_down"] for s in stats] == [1, 1, 2]
+        assert [s["msgs_down"] for s in stats] == [2, 2, 1]
+        assert [layer.inline for layer in layers] == [1, 1, 2]
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_pass_through_layer_is_not_reentered_while_it_forwards_a_batch(
+    autojump_clock: Any,
+) -> None:
+    """The two pass-through layers above TEST_MIRROR forward m1 down without their
+    handlers; the echo TEST_MIRROR sends back up meanwhile finds the one above it still
+    forwarding, so it waits in that layer's inbox for its loop, as it would behind a
+    handler, and then runs inline in the top layer, which has finished by then."""
+    layers, _bottom, top, _below = _chain([_Mirror(), Protocol(), Protocol()], size=8)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        layers[-1]._down_in.send_nowait([Message(_B, b"m1")])
+        assert layers[1]._up_in.queued == 1
+        with trio.fail_after(5):
+            item = await top.receiver.receive()
+        assert _payloads([item]) == [b"echo"]
+        assert [layer.inline for layer in layers] == [1, 1, 2]
         nursery.cancel_scope.cancel()
 
 

@@ -133,6 +133,7 @@ class Inlet:
         "_send",
         "_sink",
         "_tail",
+        "_through",
         "merge",
         "messages",
         "queued",
@@ -153,6 +154,7 @@ class Inlet:
         self._consumer: Callable[[Item], bool] | None = None
         self._sink: TransportActor | None = None
         self._root = False  # a transport delivers here: see `after_chain`
+        self._through: _Outbox | None = None
 
     def bind(
         self,
@@ -163,17 +165,20 @@ class Inlet:
         same: _Outbox,
         other: _Outbox,
         *,
+        through: bool = False,
         eager: bool = True,
         max_messages: float = math.inf,
     ) -> None:
         """Let the neighbour run ``layer``'s handlers for this direction inline: on every
         item, or (not ``eager``) only when asked to with `offer_inline`; hold at most
-        ``max_messages`` (see the class docstring)."""
+        ``max_messages`` (see the class docstring). ``through``: ``on_batch`` is the base
+        class's, which passes a batch on as is (see `LayerActor._inline`)."""
         self._layer = layer if eager else None
         self._on_request = layer
         self._limit = max_messages
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
+        self._through = same if through else None
 
     def bind_source(self) -> None:
         """A transport delivers into this inlet: the chains of handlers it starts run
@@ -238,7 +243,7 @@ class Inlet:
             and not self._same._rest
             and len(self._other._rest) <= _MAX_CROSS_BACKLOG
         ):
-            layer._inline(item, self._batch, self._event, self._counts, None)
+            layer._inline(self, item, None)
             return
         self.offer(item, None)
 
@@ -259,9 +264,9 @@ class Inlet:
         if self._root and _after is None:
             self._offer_from_source(item, now)
             return
-        if self._ready():
-            layer: LayerActor = self._layer  # type: ignore[assignment]
-            layer._inline(item, self._batch, self._event, self._counts, now)
+        layer = self._layer
+        if layer is not None and self._ready():
+            layer._inline(self, item, now)
             return
         consumer = self._consumer
         if consumer is not None and not self.queued and consumer(item):
@@ -306,11 +311,11 @@ class Inlet:
                 after: list[Callable[[], None]] = []
                 _after = after
                 try:
-                    layer._inline(item, self._batch, self._event, self._counts, None)
+                    layer._inline(self, item, None)
                 finally:
                     _run_after(after)
             else:
-                layer._inline(item, self._batch, self._event, self._counts, None)
+                layer._inline(self, item, None)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         sink = self._sink
@@ -369,14 +374,26 @@ class _Outbox:
             rest.extend(items)
             return False
         out = self._out
-        for i, item in enumerate(items):
-            try:
-                out.offer(item, now)
-            except trio.WouldBlock:
-                rest.extend(items[i:])
-                self._empty = trio.Event()
-                self._wake.set()
-                return False
+        layer = out._layer
+        left = iter(items)
+        for item in left:
+            if (  # `Inlet._ready`, spelt out: this is the path of every hop
+                layer is not None
+                and layer.ready
+                and not out.queued
+                and not out._same._rest
+                and len(out._other._rest) <= _MAX_CROSS_BACKLOG
+            ):
+                layer._inline(out, item, now)
+            else:
+                try:
+                    out.offer(item, now)
+                except trio.WouldBlock:
+                    rest.append(item)
+                    rest.extend(left)
+                    self._empty = trio.Event()
+                    self._wake.set()
+                    return False
         return True
 
     def backlog(self) -> int:
@@ -442,6 +459,24 @@ def original_error(group: BaseExceptionGroup[BaseException]) -> BaseException:
     return leaf
 
 
+def _inherited(protocol: Protocol, *names: str) -> bool:
+    """Whether ``protocol`` has every method in ``names`` as `Protocol` defines it."""
+    return all(
+        getattr(getattr(protocol, name), "__func__", None) is getattr(Protocol, name)
+        for name in names
+    )
+
+
+def _overridden(protocol: Protocol, name: str) -> Callable[[], Any] | None:
+    """``protocol``'s method ``name`` (`Protocol.next_deadline` or `blocks_down`), None
+    when it is the base class's, whose answer never changes (inf, False): the host
+    then need not ask after every handler."""
+    if _inherited(protocol, name):
+        return None
+    method: Callable[[], Any] = getattr(protocol, name)
+    return method
+
+
 class LayerActor(Actor):
     """Runs one protocol between two neighbours."""
 
@@ -465,9 +500,12 @@ class LayerActor(Actor):
         self._up_out = _Outbox(up_out)
         self._timer_scope: trio.CancelScope | None = None
         self._deadline = math.inf  # the timer loop asks the protocol once it has started
+        self._next_deadline = _overridden(protocol, "next_deadline")
+        self._blocks_down = _overridden(protocol, "blocks_down")
         self._down_counts = [0, 0]
         self._up_counts = [0, 0]
-        self.events = self.ticks = self.inline = 0
+        self.events = self.ticks = 0
+        self._looped = 0  # items (and runs of batches coalesced) the loops handled
         self.ready = False  # running and not inside a handler: neighbours may call in
         self._failure: Exception | None = None
         self._failed = trio.Event()
@@ -478,6 +516,7 @@ class LayerActor(Actor):
             self._down_counts,
             self._down_out,
             self._up_out,
+            through=_inherited(protocol, "down", "send_down"),
             eager=inline_down,
         )
         up_in.bind(
@@ -487,6 +526,7 @@ class LayerActor(Actor):
             self._up_counts,
             self._up_out,
             self._down_out,
+            through=_inherited(protocol, "up", "send_up"),
             max_messages=MAX_QUEUED_MESSAGES,
         )
 
@@ -517,34 +557,47 @@ class LayerActor(Actor):
         finally:
             self.ready = False
 
-    def _inline(
-        self,
-        item: Item,
-        on_batch: Callable[[list[Message], float], None],
-        on_event: Callable[[Event, float], None],
-        counts: list[int],
-        now: float | None,
-    ) -> None:
-        """Handle ``item`` now, in the caller's task (see `Inlet`); an error crashes this
-        layer, not the caller."""
+    def _inline(self, inlet: Inlet, item: Item, now: float | None) -> None:
+        """Handle ``item``, come through ``inlet``, now, in the caller's task (see `Inlet`);
+        an error crashes this layer, not the caller.
+
+        A batch for a direction the protocol leaves to the base class (`Protocol.down`:
+        `send_down` as is) goes straight into that direction's outbox while the
+        protocol's own are empty: the handler would emit exactly that and change
+        nothing else, so there is nothing to ask the protocol afterwards (`_emit`).
+        Such a batch still counts, and the layer is not ready while it forwards it."""
         self.ready = False
         try:
             if now is None:
                 now = trio.current_time()
             if type(item) is list:
+                counts = inlet._counts
                 counts[0] += 1
                 counts[1] += len(item)
-                on_batch(item, now)
+                through = inlet._through
+                proto = self.protocol
+                if through is not None and not proto._down_out and not proto._up_out:
+                    if item:
+                        through.put([item], now)
+                    self.ready = True
+                    return
+                inlet._batch(item, now)
             else:
                 self.events += 1
-                on_event(item, now)  # type: ignore[arg-type]
-            self.inline += 1
+                inlet._event(item, now)  # type: ignore[arg-type]
             self._emit(now)
         except Exception as exc:
             self._failure = exc
             self._failed.set()
             return
         self.ready = True
+
+    @property
+    def inline(self) -> int:
+        """How many handlers (batches and events, not ticks) ran inline in a neighbour's
+        task: all of them but those the layer's own loops ran. Derived rather than
+        counted, since `_inline` runs on every hop."""
+        return self._down_counts[0] + self._up_counts[0] + self.events - self._looped
 
     async def _raise_failure(self) -> None:
         """Raise, in this actor, the error of a handler that ran inline in another task."""
@@ -554,21 +607,34 @@ class LayerActor(Actor):
 
     def _emit(self, now: float | None) -> None:
         """Forward what the handler emitted without awaiting, re-arm the timer, tell the
-        stack when the protocol starts or stops holding back senders."""
+        stack when the protocol starts or stops holding back senders.
+
+        This runs after every handler, on every hop of a message between idle layers,
+        so it takes the outboxes as `Protocol.take_down` / `take_up` would, without
+        the calls, and asks `next_deadline` / `blocks_down` only of a protocol that
+        overrides them (see `_overridden`)."""
         proto = self.protocol
-        if proto._down_out:
-            self._down_out.put(proto.take_down(), now)
-        if proto._up_out:
-            self._up_out.put(proto.take_up(), now)
-        deadline = proto.next_deadline()
-        if deadline != self._deadline:
-            self._deadline = deadline
-            if self._timer_scope is not None:
-                self._timer_scope.deadline = deadline
-        blocked = proto.blocks_down()
-        if blocked != self._blocked:
-            self._blocked = blocked
-            self._on_blocked(self, blocked)
+        out = proto._down_out
+        if out:
+            proto._down_out = []
+            self._down_out.put(out, now)
+        out = proto._up_out
+        if out:
+            proto._up_out = []
+            self._up_out.put(out, now)
+        next_deadline = self._next_deadline
+        if next_deadline is not None:
+            deadline = next_deadline()
+            if deadline != self._deadline:
+                self._deadline = deadline
+                if self._timer_scope is not None:
+                    self._timer_scope.deadline = deadline
+        blocks_down = self._blocks_down
+        if blocks_down is not None:
+            blocked = blocks_down()
+            if blocked != self._blocked:
+                self._blocked = blocked
+                self._on_blocked(self, blocked)
 
     async def _wait_room(self) -> None:
         await self._down_out.wait_room()
@@ -619,6 +685,7 @@ class LayerActor(Actor):
                 await self._room(same, other)  # left by a handler that ran inline meanwhile
             taken += 1
             inlet.took(item)
+            self._looped += 1
             self.ready = False
             now = trio.current_time()
             if type(item) is list:
@@ -683,7 +750,7 @@ class LayerActor(Actor):
         """Zero the host's counters for this layer (not its queues)."""
         self._down_counts[:] = [0, 0]
         self._up_counts[:] = [0, 0]
-        self.events = self.ticks = self.inline = 0
+        self.events = self.ticks = self._looped = 0
 
     def stats(self) -> dict[str, Any]:
         """The host's counters for this layer: batches and messages each way, events, ticks,

@@ -99,7 +99,7 @@ class _Call:
         self.pending = set(targets)
         self.arrivals: list[Address] = []
         n = len(targets)
-        self.need = {"all": n, "first": 1, "majority": n // 2 + 1}.get(mode, 0)
+        self.need = n if mode == "all" else 1 if mode == "first" else n // 2 + 1
         self.done = trio.Event()
         self.closed = False
         self.waking = False  # an answer completed it: counted in RpcDispatcher._waking
@@ -483,6 +483,9 @@ class RpcDispatcher:
 
     def _targets(self, to: Address | Iterable[Address] | None, exclude_self: bool) -> list[Address]:
         channel = self._channel
+        if type(to) is Address:  # one member (`call_one`): the checks below, in short
+            channel._check_member(to)
+            return [to]
         if to is None:
             me = channel.address
             return [m for m in channel.view.members if not (exclude_self and m == me)]
