@@ -25,6 +25,7 @@ __all__ = [
     "close_socket",
     "is_interface",
     "is_ipv4",
+    "listen_in_range",
     "multicast_socket",
     "resolve",
     "set_buffers",
@@ -60,6 +61,41 @@ def bind_in_range(sock: socket.socket, host: str, port: int, port_range: int) ->
     raise OSError(
         error.errno, f"no free port on {host} in {port}..{last}: {_text(error)}"
     ) from error
+
+
+def listen_in_range(host: str, port: int, port_range: int, backlog: int) -> socket.socket:
+    """A listening TCP socket (SO_REUSEADDR, blocking) on the first free port in
+    [port, port + port_range]; 0 means any port. Errors as `bind_in_range`.
+
+    Linux lets SO_REUSEADDR sockets that are not listening yet bind the same port,
+    so two members starting together can both bind it; the one that calls listen()
+    second gets EADDRINUSE there. That port is taken as surely as one whose bind
+    failed: move on to the next one with a fresh socket (a bound socket cannot bind
+    again), instead of failing the start.
+    """
+    last = port + port_range if port else 0
+    start = port
+    while True:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            bound = bind_in_range(sock, host, start, last - start if port else 0)
+            try:
+                sock.listen(backlog)
+            except OSError as exc:
+                if exc.errno != errno.EADDRINUSE or not port:
+                    raise
+                if bound >= min(last, 65535):
+                    raise OSError(
+                        exc.errno, f"no free port on {host} in {port}..{last}: {_text(exc)}"
+                    ) from exc
+                sock.close()
+                start = bound + 1
+                continue
+        except BaseException:
+            sock.close()
+            raise
+        return sock
 
 
 def _text(exc: OSError) -> str:

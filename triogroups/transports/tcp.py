@@ -64,7 +64,7 @@ from triogroups.transports._addresses import (
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
 from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
-from triogroups.transports._sockets import bind_in_range, is_interface, resolve, set_buffers
+from triogroups.transports._sockets import is_interface, listen_in_range, resolve, set_buffers
 from triogroups.transports._tcp_conn import (
     Connection,
     FrameError,
@@ -221,16 +221,9 @@ class TcpTransport(Transport):
             self._listener = self._listen()
 
     def _listen(self) -> trio.SocketListener:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-        try:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            port = bind_in_range(sock, self.bind_addr, self.bind_port, self.port_range)
-            sock.listen(128)
-            sock.setblocking(False)
-        except BaseException:
-            sock.close()
-            raise
-        self.physical = (self.bind_addr, port)
+        sock = listen_in_range(self.bind_addr, self.bind_port, self.port_range, 128)
+        sock.setblocking(False)
+        self.physical = (self.bind_addr, int(sock.getsockname()[1]))
         return trio.SocketListener(trio.socket.from_stdlib_socket(sock))
 
     async def serve(
