@@ -99,6 +99,19 @@ class _Mirror(Protocol):
         self.send_up([Message(None, b"echo", src=_A) for _ in batch])
 
 
+class _Relay(Protocol):
+    """Passes everything on, with handlers of its own (no promise the host could use to
+    go past it without calling them: it is busy while it forwards)."""
+
+    name = "TEST_RELAY"
+
+    def up(self, batch: list[Message], now: float) -> None:
+        self.send_up(batch)
+
+    def down(self, batch: list[Message], now: float) -> None:
+        self.send_down(batch)
+
+
 class _Tagger(Protocol):
     """Keeps the base class's `down` but appends b"!" to every payload it sends down."""
 
@@ -215,7 +228,7 @@ async def test_a_hop_from_a_neighbours_output_queues_behind_what_waits_in_the_in
     inbox. A batch sent down from the top right after, in the same task, finds the
     bottom layer idle again but its inbox not empty: it queues behind the reply, and
     below sees the reply first."""
-    layers, bottom, _top, below = _chain([Protocol(), _Reply(), Protocol()], size=8)
+    layers, bottom, _top, below = _chain([_Relay(), _Reply(), Protocol()], size=8)
     async with trio.open_nursery() as nursery:
         await _run(nursery, layers)
         bottom.send_nowait([Message(None, b"m1", src=_B)])
@@ -255,18 +268,27 @@ async def test_a_pass_through_layer_forwards_a_batch_as_its_base_handler_would(
         nursery.cancel_scope.cancel()
 
 
-async def test_a_pass_through_layer_is_not_reentered_while_it_forwards_a_batch(
+async def test_a_pass_through_layer_is_ready_again_once_a_batch_has_gone_past_it(
     autojump_clock: Any,
 ) -> None:
-    """The two pass-through layers above TEST_MIRROR forward m1 down without their
-    handlers; the echo TEST_MIRROR sends back up meanwhile finds the one above it still
-    forwarding, so it waits in that layer's inbox for its loop, as it would behind a
-    handler, and then runs inline in the top layer, which has finished by then."""
+    """The two pass-through layers above TEST_MIRROR let m1 go down without their
+    handlers, and nothing of m1 stays in them: the echo TEST_MIRROR sends back up while
+    m1 is still in its handler goes past both in the same task. Below TEST_RELAY, which
+    is busy forwarding m1 at the time, the same echo waits in its inbox for its loop."""
     layers, _bottom, top, _below = _chain([_Mirror(), Protocol(), Protocol()], size=8)
     async with trio.open_nursery() as nursery:
         await _run(nursery, layers)
         layers[-1]._down_in.send_nowait([Message(_B, b"m1")])
-        assert layers[1]._up_in.queued == 1
+        assert [layer._up_in.queued for layer in layers] == [0, 0, 0]
+        item = top.receiver.receive_nowait()
+        assert _payloads([item]) == [b"echo"]
+        assert [layer.inline for layer in layers] == [1, 2, 2]
+        nursery.cancel_scope.cancel()
+    layers, _bottom, top, _below = _chain([_Mirror(), _Relay(), Protocol()], size=8)
+    async with trio.open_nursery() as nursery:
+        await _run(nursery, layers)
+        layers[-1]._down_in.send_nowait([Message(_B, b"m1")])
+        assert [layer._up_in.queued for layer in layers] == [0, 1, 0]
         with trio.fail_after(5):
             item = await top.receiver.receive()
         assert _payloads([item]) == [b"echo"]

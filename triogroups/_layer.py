@@ -51,7 +51,7 @@ import trio
 from triogroups.actors import Actor, PermanentError
 from triogroups.events import Event, Item
 from triogroups.message import Message
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.transports.base import Transport
 
 __all__ = [
@@ -73,6 +73,12 @@ _MAX_COALESCE = 256  # messages merged into one batch at most
 MAX_QUEUED_MESSAGES = 1024
 _MAX_CROSS_BACKLOG = 1024  # items a loop may leave waiting in the other direction
 
+#: `Inlet._pass`: which batches go past a layer without its handler. Every one (the
+#: protocol keeps the base class's handler), or those `_passes` finds to be made only
+#: of the messages the protocol promised to pass on untouched (`Protocol.passes_up`).
+_PASS_EVERY = 1
+_PASS_MODES: dict[Passes | None, int] = {None: 0, "all": 2, "unicasts": 3, "multicasts": 4}
+
 #: Work to run once the chain of handlers a transport's delivery started has returned
 #: (see `after_chain`); None while no such chain runs. One list for the process is
 #: enough: a chain never awaits, so no other task runs until it has returned.
@@ -90,6 +96,25 @@ def after_chain(work: Callable[[], None]) -> bool:
     if _after is None:
         return False
     _after.append(work)
+    return True
+
+
+def _passes(batch: list[Message], mode: int, pid: int) -> bool:
+    """True if every message of ``batch`` is one a protocol with id ``pid`` promised to
+    pass on untouched (``mode``, from `_PASS_MODES`): a loop over the batch instead of
+    the handler's call, its own loop, its output and the host's checks after it."""
+    if mode == 2:
+        for msg in batch:
+            if pid in msg.headers:
+                return False
+    elif mode == 3:
+        for msg in batch:
+            if msg.dest is None or pid in msg.headers:
+                return False
+    else:
+        for msg in batch:
+            if msg.dest is not None or pid in msg.headers:
+                return False
     return True
 
 
@@ -127,13 +152,14 @@ class Inlet:
         "_limit",
         "_on_request",
         "_other",
+        "_pass",
+        "_pid",
         "_room",
         "_root",
         "_same",
         "_send",
         "_sink",
         "_tail",
-        "_through",
         "merge",
         "messages",
         "queued",
@@ -154,7 +180,8 @@ class Inlet:
         self._consumer: Callable[[Item], bool] | None = None
         self._sink: TransportActor | None = None
         self._root = False  # a transport delivers here: see `after_chain`
-        self._through: _Outbox | None = None
+        self._pass = 0  # which batches go past the layer without its handler (`_passes`)
+        self._pid = 0  # the layer's protocol id, for `_passes`
 
     def bind(
         self,
@@ -166,19 +193,22 @@ class Inlet:
         other: _Outbox,
         *,
         through: bool = False,
+        passes: Passes | None = None,
         eager: bool = True,
         max_messages: float = math.inf,
     ) -> None:
         """Let the neighbour run ``layer``'s handlers for this direction inline: on every
         item, or (not ``eager``) only when asked to with `offer_inline`; hold at most
         ``max_messages`` (see the class docstring). ``through``: ``on_batch`` is the base
-        class's, which passes a batch on as is (see `LayerActor._inline`)."""
+        class's, which passes a batch on as is; ``passes``: the protocol's promise
+        (`Protocol.passes_up`) for this direction (see `LayerActor._inline`)."""
         self._layer = layer if eager else None
         self._on_request = layer
         self._limit = max_messages
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
-        self._through = same if through else None
+        self._pass = _PASS_EVERY if through else _PASS_MODES[passes]
+        self._pid = layer.protocol.id
 
     def bind_source(self) -> None:
         """A transport delivers into this inlet: the chains of handlers it starts run
@@ -368,33 +398,66 @@ class _Outbox:
 
     def put(self, items: list[Item], now: float | None) -> bool:
         """Forward ``items`` without awaiting (``now``: see `Inlet.offer`); False if some
-        had to wait here."""
+        had to wait here.
+
+        A batch that the next layer would pass on untouched (`Protocol.passes_up`, or
+        a protocol that keeps the base class's handler) moves on past it in this loop,
+        without a call: counted by that layer, and gone from it at once, so the layer
+        stays ready. Where it meets a layer that is not ready and whose inbox is full,
+        it waits in the outbox of the last layer it passed (`_wait`), as if that layer
+        had emitted it."""
         rest = self._rest
         if rest:
             rest.extend(items)
             return False
-        out = self._out
-        layer = out._layer
         left = iter(items)
         for item in left:
-            if (  # `Inlet._ready`, spelt out: this is the path of every hop
-                layer is not None
-                and layer.ready
-                and not out.queued
-                and not out._same._rest
-                and len(out._other._rest) <= _MAX_CROSS_BACKLOG
-            ):
+            box = self
+            out = self._out
+            while True:
+                layer = out._layer
+                if not (  # `Inlet._ready`, spelt out: this is the path of every hop
+                    layer is not None
+                    and layer.ready
+                    and not out.queued
+                    and not out._same._rest
+                    and len(out._other._rest) <= _MAX_CROSS_BACKLOG
+                ):
+                    try:
+                        out.offer(item, now)
+                    except trio.WouldBlock:
+                        if box is self:
+                            rest.append(item)
+                            rest.extend(left)
+                            self._wait()
+                            return False
+                        box._rest.append(item)
+                        box._wait()
+                    break
+                mode = out._pass
+                if mode and type(item) is list:
+                    proto = layer.protocol
+                    if (
+                        not proto._down_out
+                        and not proto._up_out
+                        and (mode == _PASS_EVERY or _passes(item, mode, out._pid))
+                    ):
+                        counts = out._counts
+                        counts[0] += 1
+                        counts[1] += len(item)
+                        if not item:
+                            break
+                        box = out._same
+                        out = box._out
+                        continue
                 layer._inline(out, item, now)
-            else:
-                try:
-                    out.offer(item, now)
-                except trio.WouldBlock:
-                    rest.append(item)
-                    rest.extend(left)
-                    self._empty = trio.Event()
-                    self._wake.set()
-                    return False
+                break
         return True
+
+    def _wait(self) -> None:
+        """Something waits in `_rest` now: `forward` sends it as room appears."""
+        self._empty = trio.Event()
+        self._wake.set()
 
     def backlog(self) -> int:
         """Items waiting for room in the neighbour's channel."""
@@ -517,6 +580,7 @@ class LayerActor(Actor):
             self._down_out,
             self._up_out,
             through=_inherited(protocol, "down", "send_down"),
+            passes=protocol.passes_down,
             eager=inline_down,
         )
         up_in.bind(
@@ -527,6 +591,7 @@ class LayerActor(Actor):
             self._up_out,
             self._down_out,
             through=_inherited(protocol, "up", "send_up"),
+            passes=protocol.passes_up,
             max_messages=MAX_QUEUED_MESSAGES,
         )
 
@@ -561,11 +626,27 @@ class LayerActor(Actor):
         """Handle ``item``, come through ``inlet``, now, in the caller's task (see `Inlet`);
         an error crashes this layer, not the caller.
 
-        A batch for a direction the protocol leaves to the base class (`Protocol.down`:
-        `send_down` as is) goes straight into that direction's outbox while the
-        protocol's own are empty: the handler would emit exactly that and change
-        nothing else, so there is nothing to ask the protocol afterwards (`_emit`).
-        Such a batch still counts, and the layer is not ready while it forwards it."""
+        A batch the protocol would pass on untouched (`Protocol.passes_up`, or a
+        direction it leaves to the base class: `Protocol.down` is `send_down` as is)
+        goes straight into that direction's outbox while the protocol's own are empty:
+        the handler would emit exactly that and change nothing else, so there is
+        nothing to ask the protocol afterwards (`_emit`). Such a batch still counts;
+        the layer stays ready, since nothing of it is left here (see `_Outbox.put`)."""
+        if type(item) is list:
+            mode = inlet._pass
+            if mode:
+                proto = self.protocol
+                if (
+                    not proto._down_out
+                    and not proto._up_out
+                    and (mode == _PASS_EVERY or _passes(item, mode, inlet._pid))
+                ):
+                    counts = inlet._counts
+                    counts[0] += 1
+                    counts[1] += len(item)
+                    if item:
+                        inlet._same.put([item], now)
+                    return
         self.ready = False
         try:
             if now is None:
@@ -574,13 +655,6 @@ class LayerActor(Actor):
                 counts = inlet._counts
                 counts[0] += 1
                 counts[1] += len(item)
-                through = inlet._through
-                proto = self.protocol
-                if through is not None and not proto._down_out and not proto._up_out:
-                    if item:
-                        through.put([item], now)
-                    self.ready = True
-                    return
                 inlet._batch(item, now)
             else:
                 self.events += 1

@@ -23,13 +23,18 @@ queued (their number is bounded by the channels between the layers).
 
 A batch handed to a handler belongs to the protocol from then on; it may be
 forwarded as is (no copy) or mutated.
+
+A protocol that passes some messages on untouched may say so (`passes_up`,
+`passes_down`): the host then moves a batch made only of such messages past
+the idle layer without calling the handler, which is most of what a hop of
+the data path costs in the layers that do not look at it.
 """
 
 from __future__ import annotations
 
 import difflib
 import math
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from triogroups.address import Address
 from triogroups.events import Event, Item, ViewChange
@@ -37,7 +42,11 @@ from triogroups.message import Message
 from triogroups.properties import Property, PropertyError
 from triogroups.view import View
 
-__all__ = ["Protocol", "protocol_class", "protocol_names"]
+__all__ = ["Passes", "Protocol", "protocol_class", "protocol_names"]
+
+#: Which messages a protocol passes on untouched (`Protocol.passes_up`): every one
+#: without its header, or only the unicasts (``dest`` set) or multicasts among them.
+Passes = Literal["all", "unicasts", "multicasts"]
 
 _REGISTRY: dict[str, type[Protocol]] = {}
 _IDS: dict[int, str] = {}
@@ -54,6 +63,14 @@ class Protocol:
     name: ClassVar[str] = ""
     id: ClassVar[int] = 0
     _properties: ClassVar[dict[str, Property[Any]]] = {}
+    #: A promise about `up`: a batch in which every message is of this kind and carries
+    #: no header of ``id`` comes out as ``send_up(batch)`` and nothing else (no state,
+    #: counter, timer or blocking change, whatever the time). The host may then forward
+    #: such a batch past the layer without calling `up` while the layer is idle. None:
+    #: no promise. `tests/protocols/test_passes.py` holds every protocol to its word.
+    passes_up: ClassVar[Passes | None] = None
+    #: The same promise about `down` (``send_down(batch)`` and nothing else).
+    passes_down: ClassVar[Passes | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

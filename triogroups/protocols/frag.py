@@ -101,6 +101,7 @@ class Frag(Protocol):
     """Fragmentation and reassembly (see the module docstring)."""
 
     name = "FRAG"
+    passes_up = "all"  # fragments carry its header; whole messages go on
     id = _ID
 
     frag_size = Size(

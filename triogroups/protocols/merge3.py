@@ -66,6 +66,7 @@ class Merge3(Protocol):
     """Detects coexisting views and asks GMS to merge them (see the module docstring)."""
 
     name = "MERGE3"
+    passes_up = "all"  # INFO is the only message MERGE3 reads
     id = _ID
 
     min_interval = Duration(

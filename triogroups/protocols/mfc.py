@@ -41,6 +41,8 @@ class Mfc(FlowControl):
     """Multicast flow control; see the module docstring."""
 
     name = "MFC"
+    passes_up = "unicasts"  # credits are for multicasts
+    passes_down = "unicasts"
     id = ids.MFC
     multicast = True
 

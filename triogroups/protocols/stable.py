@@ -99,6 +99,7 @@ class Stable(Protocol):
     """Stability rounds for the multicast layer below (see the module docstring)."""
 
     name = "STABLE"
+    passes_down = "unicasts"  # max_bytes counts multicasts sent
     id = _ID
 
     desired_avg_gossip = Duration(

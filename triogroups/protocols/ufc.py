@@ -32,6 +32,8 @@ class Ufc(FlowControl):
     """Unicast flow control; see the module docstring."""
 
     name = "UFC"
+    passes_up = "multicasts"  # credits are for unicasts
+    passes_down = "multicasts"
     id = ids.UFC
     multicast = False
 

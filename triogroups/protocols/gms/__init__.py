@@ -120,6 +120,7 @@ class Gms(Protocol):
     """Group membership service (see the module docstring)."""
 
     name = "GMS"
+    passes_up = "all"  # only membership messages are its business
     id = _ID
 
     join_timeout = Duration(

@@ -117,6 +117,8 @@ class Nakack2(Protocol):
     """Reliable per-sender FIFO multicast (see the module docstring)."""
 
     name = "NAKACK2"
+    passes_up = "all"  # numbered multicasts and its control messages carry its header
+    passes_down = "unicasts"  # it numbers multicasts only
     id = _ID
 
     xmit_interval = Duration(
