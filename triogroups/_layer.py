@@ -51,7 +51,7 @@ import trio
 from triogroups.actors import Actor, PermanentError
 from triogroups.events import Event, Item
 from triogroups.message import Message
-from triogroups.protocol import Passes, Protocol
+from triogroups.protocol import Protocol
 from triogroups.transports.base import Transport
 
 __all__ = [
@@ -73,11 +73,13 @@ _MAX_COALESCE = 256  # messages merged into one batch at most
 MAX_QUEUED_MESSAGES = 1024
 _MAX_CROSS_BACKLOG = 1024  # items a loop may leave waiting in the other direction
 
-#: `Inlet._pass`: which batches go past a layer without its handler. Every one (the
-#: protocol keeps the base class's handler), or those `_passes` finds to be made only
-#: of the messages the protocol promised to pass on untouched (`Protocol.passes_up`).
+#: `Inlet._pass`: which batches go past a layer without its handler. None; every one
+#: (the protocol keeps the base class's handler); or those that `_passes` finds to be
+#: made only of the messages the protocol promises, as things stand, to pass on
+#: untouched (`Protocol.passes_up` / `passes_down`, read before every batch).
 _PASS_EVERY = 1
-_PASS_MODES: dict[Passes | None, int] = {None: 0, "all": 2, "unicasts": 3, "multicasts": 4}
+_PASS_ASK_UP = 2
+_PASS_ASK_DOWN = 3
 
 #: Work to run once the chain of handlers a transport's delivery started has returned
 #: (see `after_chain`); None while no such chain runs. One list for the process is
@@ -99,15 +101,19 @@ def after_chain(work: Callable[[], None]) -> bool:
     return True
 
 
-def _passes(batch: list[Message], mode: int, pid: int) -> bool:
-    """True if every message of ``batch`` is one a protocol with id ``pid`` promised to
-    pass on untouched (``mode``, from `_PASS_MODES`): a loop over the batch instead of
+def _passes(proto: Protocol, mode: int, batch: list[Message], pid: int) -> bool:
+    """True if every message of ``batch`` is one ``proto`` (id ``pid``) promises, as
+    things stand, to pass on untouched in the direction of ``mode`` (`_PASS_ASK_UP`
+    or `_PASS_ASK_DOWN`; see `Protocol.passes_up`): a loop over the batch instead of
     the handler's call, its own loop, its output and the host's checks after it."""
-    if mode == 2:
+    kind = proto.passes_up if mode == _PASS_ASK_UP else proto.passes_down
+    if kind is None:
+        return False
+    if kind == "all":
         for msg in batch:
             if pid in msg.headers:
                 return False
-    elif mode == 3:
+    elif kind == "unicasts":
         for msg in batch:
             if msg.dest is None or pid in msg.headers:
                 return False
@@ -193,21 +199,22 @@ class Inlet:
         other: _Outbox,
         *,
         through: bool = False,
-        passes: Passes | None = None,
+        promises: int = 0,
         eager: bool = True,
         max_messages: float = math.inf,
     ) -> None:
         """Let the neighbour run ``layer``'s handlers for this direction inline: on every
         item, or (not ``eager``) only when asked to with `offer_inline`; hold at most
         ``max_messages`` (see the class docstring). ``through``: ``on_batch`` is the base
-        class's, which passes a batch on as is; ``passes``: the protocol's promise
-        (`Protocol.passes_up`) for this direction (see `LayerActor._inline`)."""
+        class's, which passes a batch on as is; ``promises``: `_PASS_ASK_UP` or
+        `_PASS_ASK_DOWN` if the protocol may promise to pass batches on untouched
+        (`Protocol.passes_up`) in this direction (see `LayerActor._inline`)."""
         self._layer = layer if eager else None
         self._on_request = layer
         self._limit = max_messages
         self._batch, self._event, self._counts = on_batch, on_event, counts
         self._same, self._other = same, other
-        self._pass = _PASS_EVERY if through else _PASS_MODES[passes]
+        self._pass = _PASS_EVERY if through else promises
         self._pid = layer.protocol.id
 
     def bind_source(self) -> None:
@@ -435,21 +442,21 @@ class _Outbox:
                         box._wait()
                     break
                 mode = out._pass
-                if mode and type(item) is list:
-                    proto = layer.protocol
-                    if (
-                        not proto._down_out
-                        and not proto._up_out
-                        and (mode == _PASS_EVERY or _passes(item, mode, out._pid))
-                    ):
-                        counts = out._counts
-                        counts[0] += 1
-                        counts[1] += len(item)
-                        if not item:
-                            break
-                        box = out._same
-                        out = box._out
-                        continue
+                if (  # the batch goes past the layer: see `_passes`
+                    mode
+                    and type(item) is list
+                    and not (proto := layer.protocol)._down_out
+                    and not proto._up_out
+                    and (mode == _PASS_EVERY or _passes(proto, mode, item, out._pid))
+                ):
+                    counts = out._counts
+                    counts[0] += 1
+                    counts[1] += len(item)
+                    if not item:
+                        break
+                    box = out._same
+                    out = box._out
+                    continue
                 layer._inline(out, item, now)
                 break
         return True
@@ -530,6 +537,12 @@ def _inherited(protocol: Protocol, *names: str) -> bool:
     )
 
 
+def _promises(protocol: Protocol, name: str) -> bool:
+    """Whether ``protocol`` may promise to pass batches on untouched (`Protocol.passes_up`
+    or `passes_down`, as ``name``): its class overrides the base's "never"."""
+    return getattr(type(protocol), name) is not getattr(Protocol, name)
+
+
 def _overridden(protocol: Protocol, name: str) -> Callable[[], Any] | None:
     """``protocol``'s method ``name`` (`Protocol.next_deadline` or `blocks_down`), None
     when it is the base class's, whose answer never changes (inf, False): the host
@@ -580,7 +593,7 @@ class LayerActor(Actor):
             self._down_out,
             self._up_out,
             through=_inherited(protocol, "down", "send_down"),
-            passes=protocol.passes_down,
+            promises=_PASS_ASK_DOWN if _promises(protocol, "passes_down") else 0,
             eager=inline_down,
         )
         up_in.bind(
@@ -591,7 +604,7 @@ class LayerActor(Actor):
             self._up_out,
             self._down_out,
             through=_inherited(protocol, "up", "send_up"),
-            passes=protocol.passes_up,
+            promises=_PASS_ASK_UP if _promises(protocol, "passes_up") else 0,
             max_messages=MAX_QUEUED_MESSAGES,
         )
 
@@ -634,19 +647,18 @@ class LayerActor(Actor):
         the layer stays ready, since nothing of it is left here (see `_Outbox.put`)."""
         if type(item) is list:
             mode = inlet._pass
-            if mode:
-                proto = self.protocol
-                if (
-                    not proto._down_out
-                    and not proto._up_out
-                    and (mode == _PASS_EVERY or _passes(item, mode, inlet._pid))
-                ):
-                    counts = inlet._counts
-                    counts[0] += 1
-                    counts[1] += len(item)
-                    if item:
-                        inlet._same.put([item], now)
-                    return
+            if (
+                mode
+                and not (proto := self.protocol)._down_out
+                and not proto._up_out
+                and (mode == _PASS_EVERY or _passes(proto, mode, item, inlet._pid))
+            ):
+                counts = inlet._counts
+                counts[0] += 1
+                counts[1] += len(item)
+                if item:
+                    inlet._same.put([item], now)
+                return
         self.ready = False
         try:
             if now is None:

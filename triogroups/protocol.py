@@ -63,14 +63,6 @@ class Protocol:
     name: ClassVar[str] = ""
     id: ClassVar[int] = 0
     _properties: ClassVar[dict[str, Property[Any]]] = {}
-    #: A promise about `up`: a batch in which every message is of this kind and carries
-    #: no header of ``id`` comes out as ``send_up(batch)`` and nothing else (no state,
-    #: counter, timer or blocking change, whatever the time). The host may then forward
-    #: such a batch past the layer without calling `up` while the layer is idle. None:
-    #: no promise. `tests/protocols/test_passes.py` holds every protocol to its word.
-    passes_up: ClassVar[Passes | None] = None
-    #: The same promise about `down` (``send_down(batch)`` and nothing else).
-    passes_down: ClassVar[Passes | None] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -226,6 +218,25 @@ class Protocol:
         view change) can arrive.
         """
         return False
+
+    @property
+    def passes_up(self) -> Passes | None:
+        """A promise about `up`, as things stand: a batch in which every message is of
+        this kind and carries no header of ``id`` comes out as ``send_up(batch)`` and
+        nothing else (no state, counter, timer or blocking change, whatever the time).
+        The host then forwards such a batch past the idle layer without calling `up`.
+        None (the default): no promise.
+
+        A subclass promises with a class attribute (``passes_up = "all"``), or with a
+        property when the promise holds only in some states (while no discovery runs);
+        the host reads it before every batch. `tests/protocols/test_passes.py` holds
+        every protocol to its word."""
+        return None
+
+    @property
+    def passes_down(self) -> Passes | None:
+        """The same promise about `down` (``send_down(batch)`` and nothing else)."""
+        return None
 
     def stats(self) -> dict[str, Any]:
         """A plain snapshot of counters and gauges (msgpack-able values; for the inspector)."""

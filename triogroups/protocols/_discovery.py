@@ -67,7 +67,7 @@ from triogroups.events import (
 )
 from triogroups.message import Flag, Message
 from triogroups.properties import Bool, Duration, Int, at_least, positive
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.protocols._batch import carries
 from triogroups.transports._addresses import Physical, SendToHosts, format_physical, label
 from triogroups.view import View
@@ -191,6 +191,11 @@ class Discovery(Protocol):
         self._run(now)
 
     # --- messages ------------------------------------------------------------------------
+
+    @property
+    def passes_up(self) -> Passes | None:
+        """While no discovery runs, what carries no discovery header goes on untouched."""
+        return "all" if self._find is None else None
 
     def up(self, batch: list[Message], now: float) -> None:
         pid = self.id

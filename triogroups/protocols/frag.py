@@ -43,7 +43,7 @@ from typing import Any, NamedTuple
 from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.properties import PropertyError, Size, positive
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._batch import carries
 from triogroups.view import View
@@ -101,7 +101,7 @@ class Frag(Protocol):
     """Fragmentation and reassembly (see the module docstring)."""
 
     name = "FRAG"
-    passes_up = "all"  # fragments carry its header; whole messages go on
+    passes_up: Passes | None = "all"  # fragments carry its header; whole messages go on
     id = _ID
 
     frag_size = Size(

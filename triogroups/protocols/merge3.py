@@ -40,7 +40,7 @@ from triogroups.address import Address
 from triogroups.events import Disconnect, Event, FindMembers, MembersFound, Merge
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._batch import carries
 from triogroups.protocols._stats import zero
@@ -66,7 +66,7 @@ class Merge3(Protocol):
     """Detects coexisting views and asks GMS to merge them (see the module docstring)."""
 
     name = "MERGE3"
-    passes_up = "all"  # INFO is the only message MERGE3 reads
+    passes_up: Passes | None = "all"  # INFO is the only message MERGE3 reads
     id = _ID
 
     min_interval = Duration(

@@ -24,6 +24,7 @@ from typing import Any
 
 from triogroups.address import Address
 from triogroups.message import Flag, Message
+from triogroups.protocol import Passes
 from triogroups.protocols import ids
 from triogroups.protocols._flow import CREDIT_REQUEST, REPLENISH, FcHeader, FlowControl
 from triogroups.view import View
@@ -41,8 +42,8 @@ class Mfc(FlowControl):
     """Multicast flow control; see the module docstring."""
 
     name = "MFC"
-    passes_up = "unicasts"  # credits are for multicasts
-    passes_down = "unicasts"
+    passes_up: Passes | None = "unicasts"  # credits are for multicasts
+    passes_down: Passes | None = "unicasts"
     id = ids.MFC
     multicast = True
 

@@ -56,7 +56,7 @@ from triogroups.events import (
 )
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, PropertyError, Size, at_least
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.view import Digest, View, ViewId
 from triogroups.wire import register_header
@@ -99,7 +99,7 @@ class Stable(Protocol):
     """Stability rounds for the multicast layer below (see the module docstring)."""
 
     name = "STABLE"
-    passes_down = "unicasts"  # max_bytes counts multicasts sent
+    passes_down: Passes | None = "unicasts"  # max_bytes counts multicasts sent
     id = _ID
 
     desired_avg_gossip = Duration(
@@ -243,6 +243,13 @@ class Stable(Protocol):
             if sent:
                 self._bytes += sent
                 self._check_bytes(now)
+
+    @property
+    def passes_up(self) -> Passes | None:
+        """Unicasts add no bytes, so they change nothing unless max_bytes is reached and
+        its digest request not yet sent (any handler call may send it: `_check_bytes`)."""
+        due = self.max_bytes and self._bytes - self._covered >= self.max_bytes
+        return None if due and not self._awaiting_digest else "unicasts"
 
     def up(self, batch: list[Message], now: float) -> None:
         received = 0

@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from triogroups.address import Address
+from triogroups.protocol import Passes
 from triogroups.protocols import ids
 from triogroups.protocols._flow import CREDIT_REQUEST, REPLENISH, FcHeader, FlowControl
 from triogroups.view import View
@@ -32,8 +33,8 @@ class Ufc(FlowControl):
     """Unicast flow control; see the module docstring."""
 
     name = "UFC"
-    passes_up = "multicasts"  # credits are for unicasts
-    passes_down = "multicasts"
+    passes_up: Passes | None = "multicasts"  # credits are for unicasts
+    passes_down: Passes | None = "multicasts"
     id = ids.UFC
     multicast = False
 

@@ -38,7 +38,7 @@ from triogroups.address import Address
 from triogroups.events import Disconnect, Event, Suspect, Unsuspect
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._batch import carries
 from triogroups.view import View
@@ -132,6 +132,12 @@ class VerifySuspect(Protocol):
         self.pass_down(Unsuspect(member))
 
     # --- messages --------------------------------------------------------------------
+
+    @property
+    def passes_up(self) -> Passes | None:
+        """With no suspect being checked, only its own messages are its business (while
+        one is, any message from it clears the suspicion)."""
+        return None if self._pending else "all"
 
     def up(self, batch: list[Message], now: float) -> None:
         if not self._pending and not carries(batch, _ID):  # nothing to verify, nothing to answer

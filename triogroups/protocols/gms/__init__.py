@@ -62,7 +62,7 @@ from triogroups.events import (
 )
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._batch import carries
 from triogroups.protocols.gms._coordinator import SUSPECT_REQ, Coordinator
@@ -120,7 +120,7 @@ class Gms(Protocol):
     """Group membership service (see the module docstring)."""
 
     name = "GMS"
-    passes_up = "all"  # only membership messages are its business
+    passes_up: Passes | None = "all"  # only membership messages are its business
     id = _ID
 
     join_timeout = Duration(

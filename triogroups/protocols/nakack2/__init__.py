@@ -74,7 +74,7 @@ from triogroups.events import (
 )
 from triogroups.message import Flag, Message
 from triogroups.properties import Bool, Duration, Int, PropertyError, at_least
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._stats import reliable_stats
 from triogroups.protocols.nakack2._header import (
@@ -117,8 +117,10 @@ class Nakack2(Protocol):
     """Reliable per-sender FIFO multicast (see the module docstring)."""
 
     name = "NAKACK2"
-    passes_up = "all"  # numbered multicasts and its control messages carry its header
-    passes_down = "unicasts"  # it numbers multicasts only
+    passes_up: Passes | None = (
+        "all"  # numbered multicasts and its control messages carry its header
+    )
+    passes_down: Passes | None = "unicasts"  # it numbers multicasts only
     id = _ID
 
     xmit_interval = Duration(
