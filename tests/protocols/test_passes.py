@@ -12,6 +12,7 @@ same direction, and nothing else, and change nothing in the protocol's state
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import pytest
@@ -210,3 +211,17 @@ def test_stable_withdraws_its_promise_for_unicasts_while_max_bytes_waits_for_a_h
     stable.up([Message(A, b"x", src=B)], 4.0)
     assert [type(item) for item in stable.take_down()] == [GetDigest]
     assert stable.passes_up == "unicasts"
+
+
+def test_unicast3_withdraws_its_promise_while_its_retransmit_task_is_idle_with_work() -> None:
+    """Any UNICAST3 handler arms the retransmit task if it has work and is not armed, so
+    multicasts are promised only while that call would change nothing."""
+    unicast3 = started(protocol_class("UNICAST3")(), A, view=view_of(A, B, C))
+    unicast3.down([Message(B, b"x")], 1.0)
+    unicast3.take_down()
+    assert unicast3.passes_up == unicast3.passes_down == "multicasts"  # armed
+    unicast3._next_tick = math.inf  # type: ignore[attr-defined]  # as if never armed
+    assert unicast3.passes_up is None and unicast3.passes_down is None
+    unicast3.up([Message(None, b"m", src=B)], 2.0)
+    assert unicast3.next_deadline() < math.inf
+    assert unicast3.passes_up == "multicasts"

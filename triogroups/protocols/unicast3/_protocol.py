@@ -47,7 +47,7 @@ from triogroups.address import Address
 from triogroups.events import Disconnect, Event
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
-from triogroups.protocol import Protocol
+from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._batch import carries
 from triogroups.protocols._stats import reliable_stats, zero
@@ -211,6 +211,17 @@ class Unicast3(Protocol):
         msg.src = self.local_address
         self.loopbacks += 1
         self.send_up_one(msg)
+
+    @property
+    def passes_up(self) -> Passes | None:
+        """Multicasts are not its business, unless its retransmit task is idle while it
+        has work (a view change closed connections): then any handler arms it."""
+        return "multicasts" if self._next_tick != math.inf or not self._busy() else None
+
+    @property
+    def passes_down(self) -> Passes | None:
+        """As `passes_up`."""
+        return "multicasts" if self._next_tick != math.inf or not self._busy() else None
 
     def up(self, batch: list[Message], now: float) -> None:
         if not carries(batch, ID):  # multicasts only (the data path of a group): as it is
