@@ -647,7 +647,7 @@ class LayerActor(Actor):
         the layer stays ready, since nothing of it is left here (see `_Outbox.put`)."""
         if type(item) is list:
             mode = inlet._pass
-            if (
+            if (  # as in `_Outbox.put`, spelt out: a call here would cost what it saves
                 mode
                 and not (proto := self.protocol)._down_out
                 and not proto._up_out
