@@ -248,8 +248,7 @@ class Stable(Protocol):
     def passes_up(self) -> Passes | None:
         """Unicasts add no bytes, so they change nothing unless max_bytes is reached and
         its digest request not yet sent (any handler call may send it: `_check_bytes`)."""
-        due = self.max_bytes and self._bytes - self._covered >= self.max_bytes
-        return None if due and not self._awaiting_digest else "unicasts"
+        return None if self._max_bytes_due() and not self._awaiting_digest else "unicasts"
 
     def up(self, batch: list[Message], now: float) -> None:
         received = 0
@@ -282,11 +281,14 @@ class Stable(Protocol):
         if out:
             self.send_up(out)
 
+    def _max_bytes_due(self) -> bool:
+        """``max_bytes`` were received or sent that no digest we sent covered."""
+        return bool(self.max_bytes) and self._bytes - self._covered >= self.max_bytes
+
     def _check_bytes(self, now: float) -> None:
         """``max_bytes`` that no digest we sent covered: send a digest now (one request
         at a time)."""
-        due = self.max_bytes and self._bytes - self._covered >= self.max_bytes
-        if due and not self._awaiting_digest and now >= self._suspended_until:
+        if self._max_bytes_due() and not self._awaiting_digest and now >= self._suspended_until:
             self._counters["max_bytes_reached"] += 1
             self._request_digest()
 

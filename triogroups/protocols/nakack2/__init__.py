@@ -117,9 +117,7 @@ class Nakack2(Protocol):
     """Reliable per-sender FIFO multicast (see the module docstring)."""
 
     name = "NAKACK2"
-    passes_up: Passes | None = (
-        "all"  # numbered multicasts and its control messages carry its header
-    )
+    passes_up: Passes | None = "all"  # its data and control messages carry its header
     passes_down: Passes | None = "unicasts"  # it numbers multicasts only
     id = _ID
 

@@ -218,10 +218,7 @@ class Unicast3(Protocol):
         has work (a view change closed connections): then any handler arms it."""
         return "multicasts" if self._next_tick != math.inf or not self._busy() else None
 
-    @property
-    def passes_down(self) -> Passes | None:
-        """As `passes_up`."""
-        return "multicasts" if self._next_tick != math.inf or not self._busy() else None
+    passes_down = passes_up  # the same holds for `down`, which arms the task too
 
     def up(self, batch: list[Message], now: float) -> None:
         if not carries(batch, ID):  # multicasts only (the data path of a group): as it is
