@@ -16,7 +16,7 @@ __all__ = ["QUEUE_CHECKPOINT_EVERY", "SEND_CHECKPOINT_EVERY", "Cadence", "due"]
 #: Sends (`Stack.send`, `Channel` sends) between forced checkpoints.
 SEND_CHECKPOINT_EVERY = 32
 #: Messages taken from a channel's receive queue between forced checkpoints.
-QUEUE_CHECKPOINT_EVERY = 64
+QUEUE_CHECKPOINT_EVERY = 256
 
 
 def due(count: int, every: int) -> bool:

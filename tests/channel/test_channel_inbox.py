@@ -206,8 +206,8 @@ async def test_inbox_cancelled_reader_takes_nothing_and_the_next_gets_everything
         nursery.cancel_scope.cancel()
     inbox.put_nowait(msgs(2, 1))
     assert inbox.receive_nowait().payload == 2
-    inbox = Inbox(100)
-    inbox.put_nowait(msgs(0, 100))
+    inbox = Inbox(2 * QUEUE_CHECKPOINT_EVERY)
+    inbox.put_nowait(msgs(0, 2 * QUEUE_CHECKPOINT_EVERY))
     with trio.CancelScope() as scope:
         scope.cancel()
         while True:  # returns queued messages until its checkpoint is due, then is cancelled
@@ -217,7 +217,7 @@ async def test_inbox_cancelled_reader_takes_nothing_and_the_next_gets_everything
 
 
 @deadline
-async def test_inbox_reader_that_always_finds_messages_checkpoints_every_64() -> None:
+async def test_inbox_reader_that_always_finds_messages_checkpoints_every_queue_checkpoint() -> None:
     """Taking queued messages does not yield, except once every `QUEUE_CHECKPOINT_EVERY`
     (so the reader stays fair and cancellable); batches count every message they take."""
     calls = 4 * QUEUE_CHECKPOINT_EVERY

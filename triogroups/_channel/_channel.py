@@ -26,6 +26,17 @@ dispatcher waits, the stack's channels fill, the stack stops reading from
 the network, and flow control (UFC/MFC) or MCAST's window eventually block
 the senders. Nothing is dropped on the way.
 
+Sending: `Channel.send` usually returns without yielding (see `_cadence`) and
+leaves the message in the channel's *outgoing* list; the *flusher* task hands
+the whole list to the stack as one batch as soon as the sending task yields,
+for whatever reason. A loop of sends thus goes down as batches of up to
+`SEND_CHECKPOINT_EVERY` messages: each layer handles them in one call and the
+transport bundles them into few datagrams, where handing each message down
+alone cost every layer, the transport and every receiver a call per message.
+Every other way down (`send_nowait`, `send_many`, RPC, state transfer,
+leaving) takes what is outgoing first, so nothing overtakes a message sent
+earlier, and a send that has to wait for the stack waits for it too.
+
 This module never interprets a protocol's header other than its own
 (`StateHeader`, `RpcHeader`) and never touches the network itself.
 """
@@ -94,6 +105,10 @@ _msg_header = StateHeader.msg
 _fresh = Message._fresh
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _ORDERED_BUFFER = 4  # batches between the reader and the dispatcher
+#: Messages `send` leaves for the flusher at most; beyond, it sends them at once. A task
+#: that sends in a loop yields every SEND_CHECKPOINT_EVERY calls, so this is a bound for
+#: tasks that take turns with the flusher unluckily, not the usual batch size.
+_MAX_OUTGOING = 2 * SEND_CHECKPOINT_EVERY
 _GENERAL = object()  # `Channel._ready`: this message takes the general, awaiting path
 _STATE_RETRY_FIRST = 0.5
 _STATE_RETRY_MAX = 5.0
@@ -153,6 +168,10 @@ class Channel:
         self._closing = False
         self._left = trio.Event()
         self._send_lock = trio.StrictFIFOLock()
+        # messages `send` accepted and `_flush_loop` has yet to hand to the stack (stamped)
+        self._outgoing: list[Message] = []
+        # set to wake `_flush_loop`; None while it does not run (`send` then sends at once)
+        self._flush_wake: trio.Event | None = None
         self._cadence = Cadence(SEND_CHECKPOINT_EVERY)
         self._seqno = 0
         self._align = Alignment()
@@ -255,6 +274,7 @@ class Channel:
             "receive_queue": self._inbox.depth,
             "holding": len(self._held),
             "seqno": self._seqno,
+            "outgoing": len(self._outgoing),
             "seqno_gaps": self._align.gaps,
             "dropped": {**self._drops.snapshot(), "after_close": self._inbox.dropped},
             **self._counters,
@@ -289,10 +309,14 @@ class Channel:
         Awaits while the stack cannot take more (full channels, flow control,
         MCAST's window). Otherwise most calls return without yielding to the
         scheduler, unlike Trio's own ``MemorySendChannel.send``, which always
-        checkpoints: a burst of sends goes down as one batch. Every 32nd call
+        checkpoints. The message waits in the channel until this task yields
+        (at its next checkpoint, whatever it awaits), then leaves with every
+        message sent meanwhile as one batch. Every 32nd call
         (`SEND_CHECKPOINT_EVERY`) checkpoints, so a loop of sends stays
-        cancellable and lets other tasks run. Cancellation-safe: a cancelled
-        send was not sent. Raises ChannelClosed, NotAMember (``to`` is not in the view),
+        cancellable, lets other tasks run and hands its messages over in
+        batches of at most 32. Cancellation-safe: a cancelled send was not
+        sent; one that returned is handed over even if the task is cancelled
+        next. Raises ChannelClosed, NotAMember (``to`` is not in the view),
         MessageTooLarge, TypeError for a ``to`` that is not an Address or a
         payload that cannot be encoded, ValueError for ``pickle`` without
         ``allow_pickle``.
@@ -304,6 +328,22 @@ class Channel:
             await trio.lowlevel.checkpoint()
             self._check_open()
         if not self._send_lock.locked():
+            wake = self._flush_wake
+            if wake is not None:
+                outgoing = self._outgoing
+                if len(outgoing) < _MAX_OUTGOING:
+                    self._stamp(msg)
+                    outgoing.append(msg)
+                    self._counters["sent"] += 1
+                    if not wake.is_set():
+                        wake.set()
+                    return
+                try:  # what waits, and this, at once
+                    self._send_batch_nowait([msg])
+                    return
+                except trio.WouldBlock:
+                    await self._send_waiting([msg])
+                    return
             stamped = self._stamp(msg)
             try:
                 self._stack.send_nowait([msg])
@@ -445,28 +485,84 @@ class Channel:
         await self._send_waiting(msgs)
 
     async def _send_waiting(self, msgs: list[Message]) -> None:
-        """Pass ``msgs`` down once the stack has room, senders in the order they came."""
+        """Pass ``msgs`` down once the stack has room, senders in the order they came
+        (what is outgoing first)."""
         async with self._send_lock:
             stamped = self._stamp_all(msgs)
+            outgoing = self._take_outgoing()
             try:
-                await self._stack.send(msgs)
+                await self._stack.send(outgoing + msgs if outgoing else msgs)
             except BaseException:
                 self._seqno -= stamped
+                self._put_back(outgoing)
                 raise
         self._counters["sent"] += len(msgs)
 
     def _send_batch_nowait(
         self, msgs: list[Message], urgent: bool = False, join: bool = False
     ) -> None:
+        """Pass ``msgs`` down now, after what is outgoing; trio.WouldBlock if the stack
+        cannot take them (nothing was sent, what was outgoing still is)."""
         if self._send_lock.locked():
             raise trio.WouldBlock
         stamped = self._stamp_all(msgs)
+        outgoing = self._outgoing
         try:
-            self._stack.send_nowait(msgs, inline=urgent, join=join)
+            self._stack.send_nowait(outgoing + msgs if outgoing else msgs, inline=urgent, join=join)
         except trio.WouldBlock:
             self._seqno -= stamped
             raise
+        if outgoing:
+            self._outgoing = []
         self._counters["sent"] += len(msgs)
+
+    def _take_outgoing(self) -> list[Message]:
+        """What `send` left for the flusher, now the caller's to send first."""
+        outgoing = self._outgoing
+        if outgoing:
+            self._outgoing = []
+        return outgoing
+
+    def _put_back(self, outgoing: list[Message]) -> None:
+        """``outgoing`` (taken with `_take_outgoing`) could not be sent: it leaves first,
+        with the next flush. Only a holder of the send lock takes and puts back, and
+        `send` adds nothing while the lock is held, so nothing came after it."""
+        if outgoing:
+            self._outgoing[:0] = outgoing
+            if self._flush_wake is not None:
+                self._flush_wake.set()
+
+    async def _flush_loop(self) -> None:
+        """The flusher: hand what `send` left in `_outgoing` to the stack as one batch,
+        once the sending task has yielded; runs for as long as the channel."""
+        wake = self._flush_wake = trio.Event()
+        try:
+            while True:
+                await wake.wait()
+                wake = self._flush_wake = trio.Event()
+                await self._flush_outgoing()
+        finally:
+            self._flush_wake = None
+
+    async def _flush_outgoing(self) -> None:
+        """Hand what is outgoing to the stack, waiting for room if it has none."""
+        if not self._outgoing:
+            return
+        if not self._send_lock.locked():
+            outgoing = self._take_outgoing()
+            try:
+                self._stack.send_nowait(outgoing)
+                return
+            except trio.WouldBlock:
+                self._outgoing = outgoing  # `send` adds nothing without an await between
+        async with self._send_lock:
+            outgoing = self._take_outgoing()
+            if outgoing:
+                try:
+                    await self._stack.send(outgoing)
+                except BaseException:
+                    self._put_back(outgoing)
+                    raise
 
     def _stamp_all(self, msgs: list[Message]) -> int:
         """`_stamp` every message; how many seqnos that took."""
@@ -1055,6 +1151,9 @@ class Channel:
         if stack.incarnation <= 1 or self._nursery is None or self._closing:
             return
         self._counters["rejoins"] += 1
+        if self._outgoing:
+            lost = len(self._take_outgoing())
+            self._drops.drop("restarted", "sent before the member restarted", None, lost)
         self._seqno = 0
         self._reset_membership()
         self._nursery.start_soon(self._join)
@@ -1069,6 +1168,7 @@ class Channel:
             return
         self._shut()
         with trio.move_on_after(self._leave_timeout):
+            await self._flush_outgoing()  # what was sent goes before we leave
             await self._stack.send(Disconnect())
             await self._left.wait()
         if not self._left.is_set():
