@@ -3,6 +3,8 @@ hands every message sent meanwhile to the stack as one batch (see `_channel`'s d
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
@@ -16,6 +18,16 @@ def _top(ch: Channel) -> dict[str, Any]:
     """The top layer's host counters (``batches_down``, ``msgs_down``)."""
     host: dict[str, Any] = ch.stack.stats()["layers"][-1]["host"]
     return host
+
+
+@asynccontextmanager
+async def _a_and_b(net: SimNetwork, stack: StackConfig) -> AsyncIterator[tuple[Channel, Channel]]:
+    """Members A and B of group "c" on ``net``."""
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
+        yield a, b
 
 
 async def _receive(ch: Channel, n: int) -> list[Received]:
@@ -33,10 +45,7 @@ async def test_a_loop_of_sends_goes_down_in_batches_not_one_by_one(
     yield, and the layer may merge some), not 320, and every member gets every message
     once and in order."""
     count = 10 * SEND_CHECKPOINT_EVERY
-    async with (
-        open_channel("c", stack, "A", network=net) as a,
-        open_channel("c", stack, "B", network=net) as b,
-    ):
+    async with _a_and_b(net, stack) as (a, b):
         before = _top(a)
         for i in range(count):
             await a.send(i)
@@ -52,10 +61,7 @@ async def test_a_loop_of_sends_goes_down_in_batches_not_one_by_one(
 async def test_a_sent_message_waits_in_the_channel_until_the_task_yields(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
-    async with (
-        open_channel("c", stack, "A", network=net) as a,
-        open_channel("c", stack, "B", network=net) as b,
-    ):
+    async with _a_and_b(net, stack) as (a, b):
         before = _top(a)["msgs_down"]
         await a.send(b"one")
         await a.send(b"two", to=b.address)
@@ -70,10 +76,7 @@ async def test_every_other_way_down_takes_the_outgoing_messages_first(
 ) -> None:
     """`send_nowait`, `send_many` and an RPC sent after some `send` calls, with no yield
     between, reach every member after them: nothing overtakes a message sent earlier."""
-    async with (
-        open_channel("c", stack, "A", network=net) as a,
-        open_channel("c", stack, "B", network=net) as b,
-    ):
+    async with _a_and_b(net, stack) as (a, b):
         b.rpc.register("delivered", lambda: b.stats().get("delivered", 0))
         await a.send(0)
         await a.send(1)
@@ -90,10 +93,7 @@ async def test_every_other_way_down_takes_the_outgoing_messages_first(
 async def test_a_send_that_returned_is_sent_even_if_its_task_is_cancelled_next(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
-    async with (
-        open_channel("c", stack, "A", network=net) as a,
-        open_channel("c", stack, "B", network=net) as b,
-    ):
+    async with _a_and_b(net, stack) as (a, b):
         with trio.CancelScope() as scope:
             await a.send(b"kept")
             scope.cancel()
