@@ -307,6 +307,67 @@ def test_alignment_accept_equals_the_plain_rule(seed: int) -> None:
         assert (fast.delivered, fast.gaps) == (plain.delivered, plain.gaps)
 
 
+def _runs(rng: random.Random, senders: list[Address]) -> Iterator[tuple[Address, int]]:
+    """`_seqnos` in runs: a sender's messages come several in a row, as in a batch."""
+    seqnos = _seqnos(rng, senders)
+    nxt = dict.fromkeys(senders, 1)
+    for _ in range(60):
+        src = rng.choice(senders)
+        for _ in range(rng.randint(1, 8)):
+            seqno = max(1, nxt[src] + rng.choice((0, 0, 0, 0, 1, -1)))
+            yield src, seqno
+            nxt[src] = seqno + 1
+        yield next(seqnos)
+
+
+@pytest.mark.parametrize("seed", range(8))
+async def test_ready_run_aligns_each_message_as_accept_would(seed: int, stack: StackConfig) -> None:
+    """`Channel._ready_run` accepts a run of one sender's next seqnos without a table
+    write per message: what it hands over, drops as contained, and leaves in the table
+    (with gaps) equals `Alignment.accept` message by message, with runs cut by other
+    senders, repeats, gaps, messages without a state header, a stopper (an RPC request)
+    and a state installed between batches."""
+    rng = random.Random(seed)
+    senders = [Address.random(n) for n in "ABC"]
+    host = Stack(stack, "c", "Z")
+    host._new_incarnation()
+    ch = Channel(host)
+    plain = Alignment()
+    request = Message(
+        None, encode_payload([1]), src=senders[0], headers={ids.RPC: RpcHeader(RPC_REQ, 5, "f")}
+    )
+    items = list(_runs(rng, senders))
+    for first in range(0, len(items), 50):
+        if first == 250:
+            applied = [(s, rng.randint(0, 30)) for s in senders[:2]]
+            ch._align.install(applied)
+            plain.install(applied)
+        batch: list[Message | Received] = []
+        expected: list[tuple[Address, Any]] = []
+        for k, (src, seqno) in enumerate(items[first : first + 50]):
+            if rng.random() < 0.1:  # no state header: a unicast, not aligned
+                batch.append(Message(Address.random("Z"), b"\x00u", src=src))
+                expected.append((src, b"u"))
+                continue
+            hdr = StateHeader.msg(seqno)
+            batch.append(
+                Message(None, b"\x00" + bytes([k]), src=src, headers={ids.STATE_TRANSFER: hdr})
+            )
+            if _accept_plain(plain, src, seqno):
+                expected.append((src, bytes([k])))
+        stop = rng.randrange(len(batch) + 1)
+        batch.insert(stop, request)
+        out: list[Received] = []
+        i = 0
+        while i < len(batch):
+            i = ch._ready_run(batch, i, out, len(batch))
+            if i < len(batch):
+                assert batch[i] is request
+                i += 1
+        assert [(r.src, r.payload) for r in out] == expected
+        assert (ch._align.delivered, ch._align.gaps) == (plain.delivered, plain.gaps)
+
+
 async def test_channel_with_a_receive_buffer_of_one_delivers_everything_in_order(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:

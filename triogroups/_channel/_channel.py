@@ -831,10 +831,17 @@ class Channel:
 
         The caller has checked what holds for the whole run (not closing, not holding,
         the sink is the `Inbox`); counters move once per run. A RAW payload, what most
-        applications send, is `decode_payload`'s first case, inlined.
+        applications send, is `decode_payload`'s first case, inlined. So is
+        `Alignment.accept`'s usual case, once per run of one sender's next seqnos: a
+        batch holds runs from one sender, and the table is written at the run's end
+        instead of twice per message (each an `Address.__hash__` call); every other
+        case goes to `accept`, with the table up to date.
         """
         allow_pickle = self.allow_pickle
-        accept = self._align.accept
+        align = self._align
+        delivered = align.delivered
+        run_src: Address | None = None  # the sender of the current run of next seqnos
+        last = 0  # run_src's last seqno accepted, not yet written to `delivered`
         append = out.append
         start = i
         contained = 0
@@ -855,10 +862,22 @@ class Channel:
                 except PayloadError:
                     break
             i += 1
-            if hdr is not None and not accept(src, hdr.seqno):
-                contained += 1
-                continue
+            if hdr is not None:
+                seqno = hdr.seqno
+                if src is run_src and seqno == last + 1:
+                    last = seqno
+                else:
+                    if run_src is not None:
+                        delivered[run_src] = last
+                        run_src = None
+                    if seqno == delivered.get(src, 0) + 1:
+                        run_src, last = src, seqno
+                    elif not align.accept(src, seqno):
+                        contained += 1
+                        continue
             append(received(src, value, body, bool(msg.flags & _OOB), msg.dest is None))
+        if run_src is not None:
+            delivered[run_src] = last
         if contained:
             self._counters["dropped_in_state"] += contained
         if i - start > contained:
