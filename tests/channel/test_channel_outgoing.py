@@ -122,7 +122,7 @@ async def test_messages_outgoing_when_the_stack_restarts_are_dropped_and_counted
     autojump_clock: Any, stack: StackConfig
 ) -> None:
     """A restarted member starts its seqnos again, so what the old incarnation had yet to
-    hand over cannot go: it is counted as dropped, and the new incarnation sends afresh."""
+    hand over cannot go: it is counted as dropped, and the seqnos start from 0."""
     the_stack = Stack(stack, "c", "A")
     the_stack._new_incarnation()
     ch = Channel(the_stack)
