@@ -208,7 +208,7 @@ class Inlet:
         ``max_messages`` (see the class docstring). ``through``: ``on_batch`` is the base
         class's, which passes a batch on as is; ``promises``: `_PASS_ASK_UP` or
         `_PASS_ASK_DOWN` if the protocol may promise to pass batches on untouched
-        (`Protocol.passes_up`) in this direction (see `LayerActor._inline`)."""
+        (`Protocol.passes_up`) in this direction (see `LayerActor._pass_or_inline`)."""
         self._layer = layer if eager else None
         self._on_request = layer
         self._limit = max_messages
@@ -280,7 +280,7 @@ class Inlet:
             and not self._same._rest
             and len(self._other._rest) <= _MAX_CROSS_BACKLOG
         ):
-            layer._inline(self, item, None)
+            layer._pass_or_inline(self, item, None)
             return
         self.offer(item, None)
 
@@ -303,7 +303,7 @@ class Inlet:
             return
         layer = self._layer
         if layer is not None and self._ready():
-            layer._inline(self, item, now)
+            layer._pass_or_inline(self, item, now)
             return
         consumer = self._consumer
         if consumer is not None and not self.queued and consumer(item):
@@ -348,11 +348,11 @@ class Inlet:
                 after: list[Callable[[], None]] = []
                 _after = after
                 try:
-                    layer._inline(self, item, None)
+                    layer._pass_or_inline(self, item, None)
                 finally:
                     _run_after(after)
             else:
-                layer._inline(self, item, None)
+                layer._pass_or_inline(self, item, None)
             await trio.lowlevel.cancel_shielded_checkpoint()
             return
         sink = self._sink
@@ -635,7 +635,7 @@ class LayerActor(Actor):
         finally:
             self.ready = False
 
-    def _inline(self, inlet: Inlet, item: Item, now: float | None) -> None:
+    def _pass_or_inline(self, inlet: Inlet, item: Item, now: float | None) -> None:
         """Handle ``item``, come through ``inlet``, now, in the caller's task (see `Inlet`);
         an error crashes this layer, not the caller.
 
@@ -659,6 +659,12 @@ class LayerActor(Actor):
                 if item:
                     inlet._same.put([item], now)
                 return
+        self._inline(inlet, item, now)
+
+    def _inline(self, inlet: Inlet, item: Item, now: float | None) -> None:
+        """Run the handler for ``item`` in the caller's task, once it is known not to go
+        past (`_pass_or_inline`; `_Outbox.put` makes that check itself before calling
+        this); an error crashes this layer, not the caller."""
         self.ready = False
         try:
             if now is None:
