@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 import pytest
@@ -114,19 +113,20 @@ async def test_async_for_takes_ready_messages_without_a_scheduler_pass_each(
 
 
 def test_received_factory_equals_the_plain_constructor() -> None:
-    """`received` (the speed trick every delivery uses) builds the same frozen record as
-    ``Received(...)``, with every slot set."""
+    """`received` (the speed trick every delivery uses) builds the same immutable record as
+    ``Received(...)``, with every field set."""
     src = Address.random("A")
     fast = received(src, [1, "x"], b"raw", True, False)
     assert fast == Received(src, [1, "x"], b"raw", True, False)
-    assert [getattr(fast, f.name) for f in dataclasses.fields(Received)] == [
+    assert type(fast) is Received
+    assert [getattr(fast, name) for name in Received._fields] == [
         src,
         [1, "x"],
         b"raw",
         True,
         False,
     ]
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):
         fast.oob = False  # type: ignore[misc]
 
 

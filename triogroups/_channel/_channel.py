@@ -101,6 +101,7 @@ _log = logging.getLogger("triogroups.channel")
 _STATE = ids.STATE_TRANSFER
 _RPC = ids.RPC
 _OOB = int(Flag.OOB)
+_tuple_new = tuple.__new__  # `Received(...)` in one C call: see `_ready_run`
 _msg_header = StateHeader.msg
 _fresh = Message._fresh
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
@@ -835,7 +836,8 @@ class Channel:
         `Alignment.accept`'s usual case, once per run of one sender's next seqnos: a
         batch holds runs from one sender, and the table is written at the run's end
         instead of twice per message (each an `Address.__hash__` call); every other
-        case goes to `accept`, with the table up to date.
+        case goes to `accept`, with the table up to date. The `Received` records are
+        built as `received` builds them, without its call.
         """
         allow_pickle = self.allow_pickle
         align = self._align
@@ -875,7 +877,9 @@ class Channel:
                     elif not align.accept(src, seqno):
                         contained += 1
                         continue
-            append(received(src, value, body, bool(msg.flags & _OOB), msg.dest is None))
+            append(
+                _tuple_new(Received, (src, value, body, (msg.flags & _OOB) != 0, msg.dest is None))
+            )
         if run_src is not None:
             delivered[run_src] = last
         if contained:
