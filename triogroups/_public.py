@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import sys
+import typing
 from collections.abc import Mapping
 from typing import Any
 
@@ -45,7 +46,9 @@ def _resolve_annotations(cls: type, names: Mapping[str, Any]) -> None:
     once that is the package, names imported only by the defining module
     would not be found. Each annotation is evaluated in the defining module,
     with the public names as a fallback (for names imported there only when
-    type checking); one that still does not evaluate stays a string.
+    type checking); one that still does not evaluate stays as it was. A
+    NamedTuple keeps its string annotations as `typing.ForwardRef` objects:
+    those are evaluated the same way.
     """
     own = inspect.get_annotations(cls)
     if not own:
@@ -53,9 +56,10 @@ def _resolve_annotations(cls: type, names: Mapping[str, Any]) -> None:
     scope = {**names, **vars(sys.modules[cls.__module__])}
     resolved = {}
     for name, value in own.items():
-        if isinstance(value, str):
+        source = value.__forward_arg__ if isinstance(value, typing.ForwardRef) else value
+        if isinstance(source, str):
             with contextlib.suppress(Exception):  # what does not evaluate stays as it was
-                value = eval(value, scope, dict(vars(cls)))
+                value = eval(source, scope, dict(vars(cls)))
         resolved[name] = value
     cls.__annotations__ = resolved
 
