@@ -1,10 +1,11 @@
 """The optimized decode loop accepts and rejects exactly what a plain decoder does.
 
 `WireCodec.decode` builds messages in one inline loop (no `Message.__init__`,
-header maps converted in place). These tests keep a straightforward
-reference decoder, written the obvious way, and check on generated bundle
-bodies (valid and subtly broken) that both give the same messages or the same
-`WireError` reason.
+header maps converted in place, the headers registered ``per_message`` checked
+in the loop itself). These tests keep a straightforward reference decoder,
+written the obvious way (every header through its converter), and check on
+generated bundle bodies (valid and subtly broken) that both give the same
+messages or the same `WireError` reason.
 """
 
 from __future__ import annotations
@@ -34,6 +35,18 @@ class _LoopHeader(NamedTuple):
 
 LOOP_ID = 1  # unused by the protocols; 1 so that a msgpack ``True`` key (== 1) must be refused
 register_header(LOOP_ID, _LoopHeader)
+
+
+class _InlineHeader(NamedTuple):
+    """Checked in the decode loop, not by a call: an optional address and an int array."""
+
+    seqno: int
+    sender: Address | None = None
+    ranges: tuple[int, ...] = ()
+
+
+INLINE_ID = 0xFFF0  # unused by the protocols
+register_header(INLINE_ID, _InlineHeader, per_message=True)
 
 
 def _reference_decode(data: bytes) -> Bundle:
@@ -107,13 +120,19 @@ def _outcome(decode: Any, data: bytes) -> Any:
 
 _flags = st.sampled_from([0, 1, 64, ALL_FLAGS, 128, -1, -128, 2**64 - 1, -(2**63), True, 1.0, None])
 _header_values = st.sampled_from(
-    [[1, 2, False], [1, 2], [1, 2, 3], [True, 2, False], (1, 2, False), "x", None]
+    [
+        *([1, 2, False], [1, 2], [1, 2, 3], [True, 2, False], (1, 2, False), "x", None),
+        *([1, None, []], [1, A, [1, 2]], [1, "A", []], [1, None, [1, "x"]], [1, None, 7]),
+        *([1.0, None, []], [1, None, [], 0], [1, None], [1, None, [True]]),
+    ]
 )
 _header_maps = st.one_of(
     st.none(),
     st.sampled_from(["headers", 7, [1, 2]]),
     st.dictionaries(
-        st.sampled_from([LOOP_ID, 65535, 0, True, False, -1, "id"]), _header_values, max_size=3
+        st.sampled_from([LOOP_ID, INLINE_ID, 65535, 0, True, False, -1, "id", float(INLINE_ID)]),
+        _header_values,
+        max_size=3,
     ),
 )
 _payloads = st.sampled_from([b"", b"x" * 100, "text", 5, None, [b"x"]])
@@ -130,6 +149,9 @@ _entries = st.one_of(
 @example(None, A, [[-128, None, b""]])  # negative flags
 @example(None, A, [{0: 0, 1: None, 2: b""}])  # a map unpacks like a 3-entry list
 @example(B, A, [[0, {LOOP_ID: [1, 2, False]}, b"x", B], [1, None, b"y"]])
+@example(None, A, [[0, {INLINE_ID: [1, A, [1, 2]], LOOP_ID: [1, 2, True]}, b"x"]])
+@example(None, A, [[0, {INLINE_ID: [1, None, [1, "x"]]}, b"x"]])  # a bad item, in line
+@example(None, A, [[0, {float(INLINE_ID): [1, None, []]}, b"x"]])  # == INLINE_ID, not an id
 @given(
     st.sampled_from([None, B, "B"]),
     st.sampled_from([A, None, 3]),

@@ -135,29 +135,41 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
     tuple. The generated source is kept on the function as ``__source__`` for
     inspection; tests check it agrees with the generic ``_converter(cls)``.
     """
-    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined,unused-ignore]
-    names = [f"f{i}" for i in range(len(fields))]
-    code = _FieldCode({"_cls": cls, "_new": tuple.__new__})
-    lines = [
-        "def convert(raw):",
-        f"    if type(raw) is not tuple or len(raw) != {len(fields)}:",
-        f"        raise ValueError('{cls.__name__} needs {len(fields)} fields')",
-    ]
-    if fields:
-        lines.append(f"    {', '.join(names)}{',' if len(names) == 1 else ''} = raw")
-    converted = False
-    for name, field in zip(names, fields, strict=True):
-        converted = code.check(name, field, hints[field], "    ", lines) or converted
-    if converted:
-        lines.append(f"    return _new(_cls, ({', '.join(names)}{',' if len(names) == 1 else ''}))")
-    else:
-        lines.append("    return _new(_cls, raw)")
+    code = _FieldCode({"_new": tuple.__new__})
+    lines = ["def convert(raw):"]
+    built = _header_check(cls, hints, code, "_cls", "    ", lines)
+    lines.append(f"    return {built}")
     source = "\n".join(lines)
     env = code.env
     exec(source, env)  # generated from type hints only, never from input
     convert = env["convert"]
     convert.__source__ = source
     return convert  # type: ignore[no-any-return]
+
+
+def _header_check(
+    cls: type, hints: dict[str, Any], code: _FieldCode, ref: str, ind: str, out: list[str]
+) -> str:
+    """Append to ``out`` the lines that check ``raw`` as a ``cls`` header (ValueError or
+    TypeError when it is not one); return the expression that builds the header.
+
+    ``ref`` names ``cls`` in ``code.env``. Shared by a header's converter and the
+    generated decode loop (`_compile_messages`), so both check the same way."""
+    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    code.env[ref] = cls
+    names = [f"f{i}" for i in range(len(fields))]
+    out += [
+        f"{ind}if type(raw) is not tuple or len(raw) != {len(fields)}:",
+        f"{ind}    raise ValueError('{cls.__name__} needs {len(fields)} fields')",
+    ]
+    if fields:
+        out.append(f"{ind}{', '.join(names)}{',' if len(names) == 1 else ''} = raw")
+    converted = False
+    for name, field in zip(names, fields, strict=True):
+        converted = code.check(name, field, hints[field], ind, out) or converted
+    if converted:
+        return f"_new({ref}, ({', '.join(names)}{',' if len(names) == 1 else ''}))"
+    return f"_new({ref}, raw)"
 
 
 class _FieldCode:
@@ -273,13 +285,17 @@ class _FieldCode:
         return converted
 
 
-def register_header(protocol_id: int, cls: type) -> None:
+def register_header(protocol_id: int, cls: type, *, per_message: bool = False) -> None:
     """Register the header NamedTuple of the protocol with this id.
 
     Field annotations drive validation on decode: int, bool, float, str, bytes,
     Address, View, MergeView, Digest, ViewId (ids below 2**63), ``X | None``, ``tuple[X, ...]``,
-    ``dict[K, V]`` and nested registered-style NamedTuples.
+    ``dict[K, V]`` and nested registered-style NamedTuples. ``per_message``: most
+    messages carry this header (NAKACK2's, UNICAST3's, the channel's, RPC's), so the
+    decode loop checks it in line instead of calling its converter (the same checks);
+    the first ids registered so are tried first.
     """
+    global _messages
     if not 0 < protocol_id < 1 << 16:
         raise ValueError(f"protocol id must be in 1..65535, got {protocol_id}")
     existing = _HEADERS.get(protocol_id)
@@ -292,6 +308,9 @@ def register_header(protocol_id: int, cls: type) -> None:
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
     spec = _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), _compile_header(cls, hints))
     _CONVERTERS[protocol_id] = spec.convert
+    if per_message and protocol_id not in _INLINE:
+        _INLINE.append(protocol_id)
+        _messages = _compile_messages(_INLINE)
 
 
 def header_type(protocol_id: int) -> type | None:
@@ -592,17 +611,22 @@ class WireCodec:
         return addr
 
 
-def _messages(entries: tuple[Any, ...], dest: Address | None, src: Address) -> list[Message]:
-    """Check and build every message of a bundle: the receive path's per-message cost.
+_MESSAGES_DOC = """Check and build every message of a bundle: the receive path's per-message cost.
 
-    One loop with every check inline and no call per message except a header's
-    converter: the messages are built with ``object.__new__`` and their slots
-    set here, since each field has just been checked (tests/test_wire.py checks
-    that every `Message` slot is set, so a new slot cannot be forgotten here).
-    A decoded header map is converted in place and becomes the message's
-    ``headers``: one dict per message, not two.
-    """
-    msgs: list[Message] = []
+One loop with every check inline and no call per message: the messages are
+built with ``object.__new__`` and their slots set here, since each field has
+just been checked (tests/test_wire_decode_loop.py checks that every
+`Message` slot is set, so a new slot cannot be forgotten here). A decoded
+header map is converted in place and becomes the message's ``headers``: one
+dict per message, not two. The headers registered ``per_message`` (those most
+messages carry) are checked in the loop itself, by the code their converter
+runs; any other calls its converter. Generated by `_compile_messages`, the
+source kept as ``__source__``.
+"""
+
+_MESSAGES_HEAD = """\
+def _messages(entries, dest, src):
+    msgs = []
     append = msgs.append
     converters = _CONVERTERS
     for entry in entries:
@@ -626,24 +650,72 @@ def _messages(entries: tuple[Any, ...], dest: Address | None, src: Address) -> l
             hdrs = {}
         elif type(hdrs) is dict:
             for pid, raw in hdrs.items():
-                convert = converters.get(pid) if type(pid) is int else None
-                if convert is None:
+                if type(pid) is not int:
                     raise WireError("malformed", f"unknown protocol id {pid!r}")
-                try:
-                    hdrs[pid] = convert(raw)  # same key: safe while iterating
+                try:"""
+
+_MESSAGES_OTHER = (  # a header not checked in line: its converter
+    "convert = converters.get(pid)",
+    "if convert is None:",
+    '    raise WireError("malformed", f"unknown protocol id {pid!r}")',
+    "hdrs[pid] = convert(raw)  # same key: safe while iterating",
+)
+
+_MESSAGES_TAIL = """\
                 except (ValueError, TypeError) as exc:
                     name = _HEADERS[pid].cls.__name__
                     raise WireError("malformed", f"header {name}: {exc}") from None
         else:
             raise WireError("malformed", "headers are not a map")
-        msg = _new(Message)
+        msg = _new_message(Message)
         msg.dest = dest
         msg.src = msrc
         msg.flags = flags
         msg.headers = hdrs
         msg.payload = payload
         append(msg)
-    return msgs
+    return msgs"""
+
+
+def _compile_messages(inline: list[int]) -> Callable[..., list[Message]]:
+    """The decode loop, with the headers of ``inline`` (protocol ids, checked in this
+    order) checked in line; see ``_MESSAGES_DOC``."""
+    code = _FieldCode({"_new": tuple.__new__})
+    code.env.update(
+        _new_message=object.__new__,
+        Address=Address,
+        Message=Message,
+        WireError=WireError,
+        _BAD_ENTRY=_BAD_ENTRY,
+        _BAD_FLAGS=_BAD_FLAGS,
+        _CONVERTERS=_CONVERTERS,
+        _HEADERS=_HEADERS,
+    )
+    lines = [_MESSAGES_HEAD]
+    ind = " " * 20
+    for n, pid in enumerate(inline):
+        spec = _HEADERS[pid]
+        lines.append(f"{ind}{'if' if n == 0 else 'elif'} pid == {pid}:")
+        built = _header_check(
+            spec.cls, typing.get_type_hints(spec.cls), code, f"_h{pid}", ind + "    ", lines
+        )
+        lines.append(f"{ind}    hdrs[pid] = {built}  # same key: safe while iterating")
+    if inline:
+        lines.append(f"{ind}else:")
+    other = ind + "    " if inline else ind
+    lines += [other + line for line in _MESSAGES_OTHER]
+    lines.append(_MESSAGES_TAIL)
+    source = "\n".join(lines)
+    env = code.env
+    exec(source, env)  # generated from type hints only, never from input
+    messages = env["_messages"]
+    messages.__doc__ = _MESSAGES_DOC
+    messages.__source__ = source
+    return messages  # type: ignore[no-any-return]
+
+
+_INLINE: list[int] = []  # protocol ids registered ``per_message``, in registration order
+_messages = _compile_messages(_INLINE)
 
 
 def _check_view_id(vid: Any) -> ViewId:

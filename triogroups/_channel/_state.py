@@ -89,7 +89,7 @@ class StateHeader(NamedTuple):
 
 _new = tuple.__new__
 
-register_header(ids.STATE_TRANSFER, StateHeader)
+register_header(ids.STATE_TRANSFER, StateHeader, per_message=True)
 
 
 @runtime_checkable

@@ -72,7 +72,7 @@ class RpcHeader(NamedTuple):
     method: str = ""
 
 
-register_header(_ID, RpcHeader)
+register_header(_ID, RpcHeader, per_message=True)
 
 
 class Resume(NamedTuple):

@@ -69,7 +69,7 @@ class NakAckHeader2(NamedTuple):
         return [_new(NakAckHeader2, (MSG, s, None, ())) for s in range(seqno, seqno + count)]
 
 
-register_header(ids.NAKACK2, NakAckHeader2)
+register_header(ids.NAKACK2, NakAckHeader2, per_message=True)
 
 
 def to_ranges(seqnos: Iterable[int]) -> tuple[int, ...]:
