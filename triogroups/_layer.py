@@ -421,6 +421,10 @@ class _Outbox:
         for item in left:
             box = self
             out = self._out
+            if type(item) is list:  # the item stays the same past every layer: asked once
+                batch, size = True, len(item)
+            else:
+                batch, size = False, 0
             while True:
                 layer = out._layer
                 if not (  # `Inlet._ready`, spelt out: this is the path of every hop
@@ -444,15 +448,15 @@ class _Outbox:
                 mode = out._pass
                 if (  # the batch goes past the layer: see `_passes`
                     mode
-                    and type(item) is list
+                    and batch
                     and not (proto := layer.protocol)._down_out
                     and not proto._up_out
-                    and (mode == _PASS_EVERY or _passes(proto, mode, item, out._pid))
+                    and (mode == _PASS_EVERY or _passes(proto, mode, item, out._pid))  # type: ignore[arg-type]
                 ):
                     counts = out._counts
                     counts[0] += 1
-                    counts[1] += len(item)
-                    if not item:
+                    counts[1] += size
+                    if not size:
                         break
                     box = out._same
                     out = box._out
