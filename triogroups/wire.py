@@ -70,7 +70,6 @@ _BAD_ENTRY = "message entry is not [flags, headers, payload]"
 _VIEW_ID_LIMIT = 1 << 63
 #: Any bit outside the defined flags; a negative int has all high bits set, so it is caught too.
 _BAD_FLAGS = ~ALL_FLAGS
-_new = object.__new__
 
 
 class WireError(Exception):
