@@ -78,3 +78,26 @@ def test_purge_of_a_gapless_sender_table_beyond_hr_drops_all() -> None:
     t.append_run([4, 5, 6])
     assert t.purge(5) == 2 and list(t.items()) == [(6, 6)]
     assert t.purge(9) == 1 and len(t) == 0 and (t.hd, t.hr) == (9, 9)
+
+
+@given(
+    offset=st.integers(0, 50),
+    runs=st.lists(st.lists(st.integers(), max_size=4), max_size=6),
+    purge_at=st.integers(0, 80),
+)
+def test_append_run_stores_each_item_as_add_would(
+    offset: int, runs: list[list[int]], purge_at: int
+) -> None:
+    """A sender's runs (one message, the usual unicast request or answer, or several) land
+    at the next seqnos exactly as one `add` each after ``hr`` would put them."""
+    fast: SeqnoTable[int] = SeqnoTable(offset=offset)
+    plain: SeqnoTable[int] = SeqnoTable(offset=offset)
+    for run in runs:
+        first = fast.append_run(run)
+        assert first == plain.hr + 1
+        for i, item in enumerate(run):
+            assert plain.add(first + i, item)
+        assert list(fast.items()) == list(plain.items())
+        assert (fast.hd, fast.hr, len(fast)) == (plain.hd, plain.hr, len(plain))
+    assert fast.purge(purge_at) == plain.purge(purge_at)
+    assert list(fast.items()) == list(plain.items()) and fast.hr == plain.hr

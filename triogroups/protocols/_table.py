@@ -54,6 +54,10 @@ class SeqnoTable(Generic[T]):
         """Store ``items`` at the seqnos after ``hr`` (a sender numbering what it
         sends); returns the first seqno used."""
         first = self.hr + 1
+        if len(items) == 1:  # one request or answer: no zip, range and update for it
+            self._items[first] = items[0]
+            self.hr = first
+            return first
         self._items.update(zip(range(first, first + len(items)), items, strict=True))
         self.hr += len(items)
         return first

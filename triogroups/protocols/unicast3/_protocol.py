@@ -229,7 +229,7 @@ class Unicast3(Protocol):
         data: dict[Address, list[DataItem]] = {}
         out: list[Message] = []
         sender = self.sender
-        cap = self.xmit_req_cap
+        cap = 0  # `xmit_req_cap`, read for the first message that is not DATA
         last_src: Address | None = None  # runs from one sender skip the dict (Address.__hash__)
         last_items: list[DataItem] = []
         for msg in batch:
@@ -242,6 +242,8 @@ class Unicast3(Protocol):
             if kind == DATA:  # header_ok's DATA case, inline: this runs for every message
                 ok = hdr.seqno >= 1 and 0 <= hdr.conn_id < _CONN_MOD
             else:
+                if not cap:
+                    cap = self.xmit_req_cap
                 ok = header_ok(hdr, cap)
             if src is None or not ok:
                 self.malformed += 1
