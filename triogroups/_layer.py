@@ -421,10 +421,9 @@ class _Outbox:
         for item in left:
             box = self
             out = self._out
-            if type(item) is list:  # the item stays the same past every layer: asked once
-                batch, size = True, len(item)
-            else:
-                batch, size = False, 0
+            # the item stays the same past every layer: its kind and size are asked once
+            batch = item if type(item) is list else None
+            size = 0 if batch is None else len(batch)
             while True:
                 layer = out._layer
                 if not (  # `Inlet._ready`, spelt out: this is the path of every hop
@@ -448,10 +447,10 @@ class _Outbox:
                 mode = out._pass
                 if (  # the batch goes past the layer: see `_passes`
                     mode
-                    and batch
+                    and batch is not None
                     and not (proto := layer.protocol)._down_out
                     and not proto._up_out
-                    and (mode == _PASS_EVERY or _passes(proto, mode, item, out._pid))  # type: ignore[arg-type]
+                    and (mode == _PASS_EVERY or _passes(proto, mode, batch, out._pid))
                 ):
                     counts = out._counts
                     counts[0] += 1
