@@ -549,13 +549,11 @@ class Channel:
         """Hand what is outgoing to the stack, waiting for room if it has none."""
         if not self._outgoing:
             return
-        if not self._send_lock.locked():
-            outgoing = self._take_outgoing()
-            try:
-                self._stack.send_nowait(outgoing)
-                return
-            except trio.WouldBlock:
-                self._outgoing = outgoing  # `send` adds nothing without an await between
+        try:
+            self._send_batch_nowait([])  # what is outgoing, and nothing after it
+            return
+        except trio.WouldBlock:
+            pass
         async with self._send_lock:
             outgoing = self._take_outgoing()
             if outgoing:
