@@ -46,7 +46,8 @@ preset's property for an experiment. ``--sample S`` records every member's
 RSS, deliveries and CPU time every S seconds and prints them for the last
 run (with a long ``--seconds``: does memory stay flat?). ``--verbose``
 prints every member's result, with its flow-control and retransmission
-counters. With ``BENCH_PROFILE=<dir>`` every member runs under cProfile and
+counters and the messages per datagram (frame) its transport sent and
+received. With ``BENCH_PROFILE=<dir>`` every member runs under cProfile and
 writes ``<dir>/channel-<preset>-<name>.prof``.
 
 This is a measurement, not a test: nothing here asserts a duration.
@@ -117,6 +118,7 @@ def cpu_seconds() -> float:
 
 FC_COUNTERS = ("blockings", "credit_requests_sent", "replenishments_received")
 XMIT_COUNTERS = ("xmit_reqs_sent", "xmit_seqnos_requested", "xmit_rsps_received")
+BUNDLE_COUNTERS = ("avg_bundle_msgs_sent", "avg_bundle_msgs_received")
 
 
 def flow_blocked(stats: dict[str, Any]) -> dict[str, float]:
@@ -129,8 +131,9 @@ def flow_blocked(stats: dict[str, Any]) -> dict[str, float]:
 
 
 def flow_counters(stats: dict[str, Any]) -> dict[str, dict[str, int]]:
-    """How often flow control blocked, asked for and got credits; how much was retransmitted."""
-    wanted = (*FC_COUNTERS, *XMIT_COUNTERS)
+    """How often flow control blocked, asked for and got credits; how much was retransmitted;
+    how many messages the transport's datagrams (or TCP frames) carried on average."""
+    wanted = (*FC_COUNTERS, *XMIT_COUNTERS, *BUNDLE_COUNTERS)
     found = {
         layer["protocol"]: {k: layer["stats"][k] for k in wanted if k in layer["stats"]}
         for layer in stats["layers"]
