@@ -29,8 +29,9 @@ a core (one side runs while the other waits). On two cores each side's
 vCPU goes idle while the other works, and an idle vCPU halts at once (the
 guest's haltpoll driver polls for 0 ns): the wake-up costs tens of
 microseconds and the woken side's code runs slower (more CPU per call). The
-ping-pong pays that too, less (its sides hardly work); unpinned runs land
-in either mode, which is why the p10 is shown beside the p50.
+ping-pong pays the wake-ups too, fewer microseconds but a larger share of
+its round trip (its sides hardly work). Unpinned runs land in either mode,
+which is why the p10 is shown beside the p50.
 
 This is a measurement, not a test: nothing here asserts a duration.
 """
