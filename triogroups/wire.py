@@ -116,6 +116,7 @@ class _HeaderSpec(NamedTuple):
     cls: type
     arity: int
     convert: _Converter  # raw list -> header instance, or ValueError/TypeError
+    hints: dict[str, Any]  # the field types both `convert` and the decode loop check
 
 
 _HEADERS: dict[int, _HeaderSpec] = {}
@@ -305,7 +306,7 @@ def register_header(protocol_id: int, cls: type, *, per_message: bool = False) -
         )
     hints = typing.get_type_hints(cls)
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
-    spec = _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), _compile_header(cls, hints))
+    spec = _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), _compile_header(cls, hints), hints)
     _CONVERTERS[protocol_id] = spec.convert
     if per_message and protocol_id not in _INLINE:
         _INLINE.append(protocol_id)
@@ -695,9 +696,7 @@ def _compile_messages(inline: list[int]) -> Callable[..., list[Message]]:
     for n, pid in enumerate(inline):
         spec = _HEADERS[pid]
         lines.append(f"{ind}{'if' if n == 0 else 'elif'} pid == {pid}:")
-        built = _header_check(
-            spec.cls, typing.get_type_hints(spec.cls), code, f"_h{pid}", ind + "    ", lines
-        )
+        built = _header_check(spec.cls, spec.hints, code, f"_h{pid}", ind + "    ", lines)
         lines.append(f"{ind}    hdrs[pid] = {built}  # same key: safe while iterating")
     if inline:
         lines.append(f"{ind}else:")
