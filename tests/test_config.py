@@ -35,7 +35,8 @@ def test_defaults_are_validated_and_converted() -> None:
 
 
 @pytest.mark.parametrize(
-    ("value", "seconds"), [("500ms", 0.5), ("2s", 2.0), ("1m", 60.0), (3, 3.0), ("0.25", 0.25)]
+    ("value", "seconds"),
+    [("500ms", 0.5), ("2s", 2.0), ("1m", 60.0), (3, 3.0), ("0.25", 0.25), ("200us", 0.0002)],
 )
 def test_durations_accept_units(value: object, seconds: float) -> None:
     assert _Probe(interval=value).interval == seconds

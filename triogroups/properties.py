@@ -18,8 +18,8 @@ TOML stack file is an error that names the protocol and the property instead
 of a silently ignored setting. After construction a property is a plain
 instance attribute, so reading it on a hot path costs nothing extra.
 
-Durations are seconds (trio's unit); strings with a unit ("500ms", "2s",
-"1m") are accepted too, so JGroups-style configs read naturally. Sizes are
+Durations are seconds (trio's unit); strings with a unit ("200us", "500ms",
+"2s", "1m") are accepted too, so JGroups-style configs read naturally. Sizes are
 bytes; "64KB", "2MB" are accepted.
 """
 
@@ -173,24 +173,26 @@ class StrList(Property[tuple[str, ...]]):
         return tuple(value)
 
 
-_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$")
-_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
+_DURATION = re.compile(r"^\s*(-?\d+(?:\.\d+)?)\s*(us|ms|s|m|h)?\s*$")
+_DURATION_UNITS = {"us": 1e-6, "ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 _SIZE = re.compile(r"^\s*(\d+)\s*(b|kb|k|mb|m|gb|g)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30}
 _SIZE_UNITS["gb"] = 1 << 30
 
 
 class Duration(Property[float]):
-    kind = "a duration (seconds, or a string like '500ms')"
+    kind = "a duration (seconds, or a string like '500ms' or '200us')"
 
     def show(self, value: Any) -> str:
-        """Seconds as ``"500ms"``, ``"2s"``, ``"1.5s"``.
+        """Seconds as ``"500ms"``, ``"2s"``, ``"1.5s"``, ``"200us"``.
 
-        >>> [Duration(0, doc="").show(v) for v in (0.5, 2.0, 1.5, 0, -1, 0.0125)]
-        ['"500ms"', '"2s"', '"1.5s"', '"0s"', '"-1s"', '"12.5ms"']
+        >>> [Duration(0, doc="").show(v) for v in (0.5, 2.0, 1.5, 0, -1, 0.0125, 0.0002)]
+        ['"500ms"', '"2s"', '"1.5s"', '"0s"', '"-1s"', '"12.5ms"', '"200us"']
         """
         if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
             return super().show(value)
+        if 0 < abs(value) < 0.001:
+            return f'"{round(value * 1e6, 3):g}us"'
         if 0 < abs(value) < 1:
             return f'"{round(value * 1000, 6):g}ms"'
         return f'"{value:g}s"'
@@ -200,7 +202,8 @@ class Duration(Property[float]):
             match = _DURATION.match(value)
             if match is None:
                 raise ValueError(value)
-            return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+            # rounded to the nanosecond: "200us" is 0.0002, not 0.00019999999999999998
+            return round(float(match.group(1)) * _DURATION_UNITS[match.group(2)], 9)
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise TypeError(value)
         return float(value)
