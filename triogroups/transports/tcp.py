@@ -62,6 +62,12 @@ from triogroups.transports._addresses import (
     label,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
+from triogroups.transports._busy_poll import (
+    BUSY_POLL_DOC,
+    BUSY_POLL_RULE,
+    BusyPoller,
+    busy_poll_stats,
+)
 from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
 from triogroups.transports._sockets import is_interface, listen_in_range, resolve, set_buffers
@@ -172,6 +178,7 @@ class TcpTransport(Transport):
         doc="members kept in the address table",
         check=at_least(1),
     )
+    busy_poll = Duration(0.0, doc=BUSY_POLL_DOC, check=BUSY_POLL_RULE)
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
@@ -209,6 +216,7 @@ class TcpTransport(Transport):
         self._gate = DirectGate()  # `send_now` may queue frames only while it is open
         self._full: list[Connection | _Pending] = []  # queues `serve` waits on before more
         self._listener: trio.SocketListener | None = None
+        self._poller: BusyPoller | None = None
 
     # --- lifecycle ---------------------------------------------------------------------
 
@@ -243,6 +251,9 @@ class TcpTransport(Transport):
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
+                if self.busy_poll > 0:
+                    self._poller = BusyPoller(self.busy_poll)
+                    nursery.start_soon(self._poller.run)
                 await up.send(LocalPhysicalAddress(self.physical))
                 nursery.start_soon(self._accept_loop, listener)
                 if self.conn_expire_time > 0:
@@ -291,6 +302,8 @@ class TcpTransport(Transport):
         if full:
             self._full = full
             self._gate.hand_back()
+        if self._poller is not None:
+            self._poller.arm()  # the answer may come soon: poll for it
         return True
 
     async def _send_batch(self, batch: list[Message], up: UpChannel) -> None:
@@ -298,6 +311,8 @@ class TcpTransport(Transport):
         assert me is not None
         by_dest, local = route(batch, me)
         full = self._enqueue(by_dest)
+        if self._poller is not None:
+            self._poller.arm()
         if local:
             await up.send([m.copy() for m in local])
         for queue in full:
@@ -613,6 +628,8 @@ class TcpTransport(Transport):
             if not frames:
                 return True
             conn.last_used = trio.current_time()
+            if self._poller is not None:
+                self._poller.arm()  # more may follow (the next request, the rest of a burst)
             batch: list[Message] = []
             for data in frames:
                 counters["bytes_received"] += len(data)  # every frame, dropped or not
@@ -673,4 +690,5 @@ class TcpTransport(Transport):
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
             **self.secret_stats(),
+            **busy_poll_stats(self._poller),
         }

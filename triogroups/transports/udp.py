@@ -36,7 +36,7 @@ import trio
 from triogroups.address import Address
 from triogroups.events import Event, Item, LocalPhysicalAddress, ViewChange
 from triogroups.message import Message
-from triogroups.properties import Int, Size, Str, at_least, between
+from triogroups.properties import Duration, Int, Size, Str, at_least, between
 from triogroups.transports._addresses import (
     AddressTable,
     Physical,
@@ -44,6 +44,12 @@ from triogroups.transports._addresses import (
     format_physical,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
+from triogroups.transports._busy_poll import (
+    BUSY_POLL_DOC,
+    BUSY_POLL_RULE,
+    BusyPoller,
+    busy_poll_stats,
+)
 from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
 from triogroups.transports._sockets import (
@@ -121,6 +127,7 @@ class UdpTransport(Transport):
         doc="members kept in the address table",
         check=at_least(1),
     )
+    busy_poll = Duration(0.0, doc=BUSY_POLL_DOC, check=BUSY_POLL_RULE)
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
@@ -139,6 +146,7 @@ class UdpTransport(Transport):
         self._out: socket.socket | None = None
         self._unsent: deque[tuple[bytes, Physical, int]] = deque()
         self.counters["batches_sent_now"] = 0
+        self._poller: BusyPoller | None = None
 
     # --- sockets -------------------------------------------------------------------
 
@@ -193,6 +201,9 @@ class UdpTransport(Transport):
         (ucast, mcast), self._sockets = self._sockets, None
         try:
             async with trio.open_nursery() as nursery:
+                if self.busy_poll > 0:
+                    self._poller = BusyPoller(self.busy_poll)
+                    nursery.start_soon(self._poller.run)
                 await up.send(LocalPhysicalAddress(self.physical))
                 nursery.start_soon(self._receive_loop, ucast, up)
                 nursery.start_soon(self._receive_loop, mcast, up)
@@ -246,6 +257,8 @@ class UdpTransport(Transport):
             counters["msgs_sent"] += count
             counters["bytes_sent"] += len(data)
         counters["batches_sent_now"] += 1
+        if self._poller is not None:
+            self._poller.arm()  # the answer may come soon: poll for it
         return True
 
     # --- sending ------------------------------------------------------------------------
@@ -300,6 +313,8 @@ class UdpTransport(Transport):
                 counters["bundles_sent"] += 1
                 counters["msgs_sent"] += count
                 counters["bytes_sent"] += len(data)
+        if self._poller is not None:
+            self._poller.arm()
 
     async def _sendto(self, sock: socket.socket, data: bytes, where: Physical) -> bool:
         while True:
@@ -333,8 +348,11 @@ class UdpTransport(Transport):
         counters = self.counters
         limit = self.drain_limit
         own = self.physical  # our multicasts come back from here: skipped before decoding
+        poller = self._poller
         while True:
             await trio.lowlevel.wait_readable(sock)
+            if poller is not None:
+                poller.arm()  # more may follow (the next request, the rest of a burst)
             batch: list[Message] = []
             bundles = size = 0
             for _ in range(limit):
@@ -382,4 +400,5 @@ class UdpTransport(Transport):
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
             **self.secret_stats(),
+            **busy_poll_stats(self._poller),
         }
