@@ -1,7 +1,7 @@
 """Request/response through the public API beside a plain Trio UDP ping-pong, in one run.
 
     python benchmarks/bench_rpc.py [--presets udp] [--seconds 3] [--repeat 3]
-        [--size 1000] [--callers 100] [--pin none|same|split]
+        [--size 1000] [--callers 100] [--pin none|same|split] [--busy-poll 200us]
 
 Two member processes open a channel with a shipped preset on loopback (own
 ports and cluster name per run, as in `bench_channel`). One member calls
@@ -33,6 +33,15 @@ ping-pong pays the wake-ups too, fewer microseconds but a larger share of
 its round trip (its sides hardly work). Unpinned runs land in either mode,
 which is why the p10 is shown beside the p50.
 
+``--busy-poll 200us`` adds, interleaved in the same run, each preset with its
+transport's ``busy_poll`` set to that window and a ping-pong whose two sides
+busy-poll the same way (`BusyPoller`, what the transports use): each side
+keeps its event loop polling instead of sleeping while it waits, which
+removes the wake-ups from the round trip and costs a busy CPU per waiting
+side (the ``CPU us`` column shows it). Ratios stay against the plain
+ping-pong, the issue's yardstick; the busy-polling ping-pong is the floor of
+that mode.
+
 This is a measurement, not a test: nothing here asserts a duration.
 """
 
@@ -57,7 +66,9 @@ from _procs import Group, command, emit
 from bench_channel import preset_config
 
 from triogroups import Address, Channel, open_channel
+from triogroups.properties import Duration
 from triogroups.runtime import tune_gc
+from triogroups.transports._busy_poll import BusyPoller
 
 WARMUP = 0.3  # seconds of calls before each timed phase
 
@@ -108,7 +119,9 @@ def _cpu_seconds() -> float:
 
 
 async def _rpc_member(spec: dict[str, Any]) -> None:
-    config = preset_config(spec["preset"], 2, spec["port"])
+    window = spec.get("busy_poll", 0.0)
+    settings = [f"UDP.busy_poll={window}", f"TCP.busy_poll={window}"] if window else []
+    config = preset_config(spec["preset"], 2, spec["port"], settings)
     emit(ready=True)
     await command()
     handlers = {"echo": lambda payload: payload}
@@ -142,16 +155,29 @@ async def _call_phases(ch: Channel, spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def _poller(spec: dict[str, Any], nursery: trio.Nursery) -> BusyPoller | None:
+    """A ping-pong side's busy poller, running, when the run busy-polls."""
+    window = spec.get("busy_poll", 0.0)
+    if not window:
+        return None
+    poller = BusyPoller(window)
+    nursery.start_soon(poller.run)
+    return poller
+
+
 async def _pong(spec: dict[str, Any]) -> None:
     sock = trio.socket.socket(trio.socket.AF_INET, trio.socket.SOCK_DGRAM)
     await sock.bind(("127.0.0.1", 0))
     emit(port=sock.getsockname()[1])
     async with trio.open_nursery() as nursery:
+        poller = _poller(spec, nursery)
 
         async def serve() -> None:
             while True:
                 data, peer = await sock.recvfrom(65536)
                 await sock.sendto(data, peer)
+                if poller is not None:
+                    poller.arm()
 
         nursery.start_soon(serve)
         await command(last=True)  # stdin closes: the run is over
@@ -165,12 +191,17 @@ async def _ping(spec: dict[str, Any]) -> None:
     port = int((await command())["port"])
     await sock.connect(("127.0.0.1", port))
     payload = bytes(int(spec["size"]))
+    async with trio.open_nursery() as nursery:
+        poller = _poller(spec, nursery)
 
-    async def call() -> None:
-        await sock.send(payload)
-        await sock.recv(65536)
+        async def call() -> None:
+            await sock.send(payload)
+            if poller is not None:
+                poller.arm()
+            await sock.recv(65536)
 
-    emit(result=True, one=await timed(call, 1, float(spec["seconds"])))
+        emit(result=True, one=await timed(call, 1, float(spec["seconds"])))
+        nursery.cancel_scope.cancel()
     await command(last=True)
 
 
@@ -197,9 +228,11 @@ def member_main(spec: dict[str, Any]) -> None:
 # --- the driver ----------------------------------------------------------------------------
 
 
-def run_rpc(preset: str, opts: Any) -> dict[str, Any]:
-    """One run of ``preset``: the caller's phases."""
+def run_rpc(preset: str, opts: Any, busy_poll: float = 0.0) -> dict[str, Any]:
+    """One run of ``preset`` (its transport busy-polling for ``busy_poll`` s if not 0):
+    the caller's phases."""
     common = {
+        "busy_poll": busy_poll,
         "preset": preset,
         "port": random.randint(20_000, 59_000 - 20),
         "cluster": f"br-{uuid.uuid4().hex[:12]}",
@@ -218,9 +251,10 @@ def run_rpc(preset: str, opts: Any) -> dict[str, Any]:
         return group.expect("result", timeout=2 * opts.seconds + 120)[0]
 
 
-def run_pingpong(opts: Any) -> dict[str, Any]:
-    """One plain Trio UDP ping-pong run: the pinging side's round trips."""
-    spec = {"size": opts.size, "seconds": opts.seconds, "pin": opts.pin}
+def run_pingpong(opts: Any, busy_poll: float = 0.0) -> dict[str, Any]:
+    """One plain Trio UDP ping-pong run (both sides busy-polling for ``busy_poll`` s if
+    not 0): the pinging side's round trips."""
+    spec = {"size": opts.size, "seconds": opts.seconds, "pin": opts.pin, "busy_poll": busy_poll}
     with Group(__file__, [{**spec, "role": "pong", "name": "pong"}]) as pong:
         (port,) = pong.expect("port")
         with Group(__file__, [{**spec, "role": "ping", "name": "ping"}]) as ping:
@@ -240,27 +274,40 @@ def main() -> None:
     parser.add_argument(
         "--pin", choices=sorted(PINS), default="none", help="CPU affinity (a diagnosis)"
     )
+    parser.add_argument(
+        "--busy-poll",
+        default="",
+        metavar="DURATION",
+        help="also run every preset and the ping-pong busy-polling this long ('200us')",
+    )
     opts = parser.parse_args()
+    busy_poll = 0.0
+    if opts.busy_poll:
+        try:
+            busy_poll = Duration(0.0, doc="").convert(opts.busy_poll)
+        except ValueError:
+            parser.error(f"--busy-poll must be a duration like '200us', got {opts.busy_poll!r}")
+        if not 0 < busy_poll <= 0.1:
+            parser.error(f"--busy-poll must be in (0, 100ms], got {opts.busy_poll!r}")
     if opts.pin == "split" and not {0, 1} <= os.sched_getaffinity(0):
         parser.error("--pin split needs CPUs 0 and 1")
     if opts.pin == "same" and 0 not in os.sched_getaffinity(0):
         parser.error("--pin same needs CPU 0")
     presets = opts.presets.split(",")
+    windows = [0.0, busy_poll] if busy_poll else [0.0]
     load = os.getloadavg()
-    pings: list[dict[str, float]] = []
-    ones: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
-    manys: dict[str, list[dict[str, float]]] = {p: [] for p in presets}
+    pings: dict[float, list[dict[str, float]]] = {w: [] for w in windows}
+    ones: dict[tuple[str, float], list[dict[str, float]]] = {}
+    manys: dict[tuple[str, float], list[dict[str, float]]] = {}
     for _ in range(opts.repeat):
-        pings.append(run_pingpong(opts))
-        for preset in presets:
-            result = run_rpc(preset, opts)
-            ones[preset].append(result["one"])
-            manys[preset].append(result["many"])
+        for window in windows:
+            pings[window].append(run_pingpong(opts, window))
+            for preset in presets:
+                result = run_rpc(preset, opts, window)
+                ones.setdefault((preset, window), []).append(result["one"])
+                manys.setdefault((preset, window), []).append(result["many"])
 
-    def med(rows: list[dict[str, float]], key: str) -> float:
-        return statistics.median(r[key] for r in rows)
-
-    base = med(pings, "p50")
+    base = statistics.median(r["p50"] for r in pings[0.0])
     print(
         f"\n{opts.size} B request, same back; {opts.seconds:g} s per phase; medians of "
         f"{opts.repeat} interleaved runs; load before {load[0]:.2f} {load[1]:.2f} "
@@ -271,24 +318,32 @@ def main() -> None:
         f"{'':<22} {'p10 us':>8} {'p50 us':>8} {'p99 us':>8} {'mean us':>8} {'vs ping-pong':>12} "
         f"{'calls/s':>9} {'CPU us':>7}   runs (p50 us)"
     )
+    for window in windows:
+        label = "Trio UDP ping-pong" + (", busy" if window else "")
+        _row(label, pings[window], base)
+        for preset in presets:
+            name = preset + (" busy" if window else "")
+            _row(f"{name}: 1 caller", ones[preset, window], base)
+            _row(f"{name}: {opts.callers} callers", manys[preset, window], base)
+    if busy_poll:
+        print(
+            f"busy: the transports' busy_poll (and the ping-pong's poller) at "
+            f"{Duration(0.0, doc='').show(busy_poll)}; ratios against the plain ping-pong"
+        )
+
+
+def _row(label: str, rows: list[dict[str, float]], base: float) -> None:
+    """One line of the table: ``rows``' medians, the p50 as a multiple of ``base``."""
+
+    def med(key: str) -> float:
+        return statistics.median(r[key] for r in rows)
+
     print(
-        f"{'Trio UDP ping-pong':<22} {med(pings, 'p10'):>8.0f} {base:>8.0f} "
-        f"{med(pings, 'p99'):>8.0f} "
-        f"{med(pings, 'mean'):>8.0f} {1:>11.2f}x {med(pings, 'calls_per_s'):>9,.0f} "
-        f"{med(pings, 'cpu_us'):>7.0f}   {[round(r['p50']) for r in pings]}"
+        f"{label:<22} {med('p10'):>8.0f} {med('p50'):>8.0f} {med('p99'):>8.0f} "
+        f"{med('mean'):>8.0f} {med('p50') / base:>11.2f}x "
+        f"{med('calls_per_s'):>9,.0f} {med('cpu_us'):>7.0f}   "
+        f"{[round(r['p50']) for r in rows]}"
     )
-    for preset in presets:
-        for label, rows in (
-            (f"{preset}: 1 caller", ones[preset]),
-            (f"{preset}: {opts.callers} callers", manys[preset]),
-        ):
-            print(
-                f"{label:<22} {med(rows, 'p10'):>8.0f} {med(rows, 'p50'):>8.0f} "
-                f"{med(rows, 'p99'):>8.0f} "
-                f"{med(rows, 'mean'):>8.0f} {med(rows, 'p50') / base:>11.2f}x "
-                f"{med(rows, 'calls_per_s'):>9,.0f} {med(rows, 'cpu_us'):>7.0f}   "
-                f"{[round(r['p50']) for r in rows]}"
-            )
 
 
 if __name__ == "__main__":
