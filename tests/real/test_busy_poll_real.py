@@ -71,7 +71,8 @@ async def test_group_rpc_with_busy_polling_answers_every_call_through_the_full_p
 ) -> None:
     """``rpc.call_one`` between two channels on the full preset with ``busy_poll`` set:
     every call comes back with its own answer, both transports busy-polled, and both
-    pollers park once the calls stop."""
+    pollers park once the calls stop. Turned off at run time (`Stack.set_property`),
+    the calls go on answering and no poller spins again."""
     transport = preset.upper()
     config = preset_on_own_ports(preset).configure(transport, busy_poll=WINDOW)
 
@@ -88,3 +89,10 @@ async def test_group_rpc_with_busy_polling_answers_every_call_through_the_full_p
                 assert polled(ch)["windows"] >= 1
                 while polled(ch)["spinning"]:
                     await trio.sleep(0.05)
+            for ch in (a, b):
+                await ch.stack.set_property(transport, "busy_poll", 0)
+            spun = [polled(ch)["windows"] for ch in (a, b)]
+            for i in range(50):
+                payload = i.to_bytes(4, "big") * 250
+                assert await a.rpc.call_one("echo", payload, to=b.address) == payload
+            assert [polled(ch)["windows"] for ch in (a, b)] == spun

@@ -85,9 +85,10 @@ async def test_a_spinning_poller_stops_at_once_when_its_nursery_is_cancelled() -
             nursery.cancel_scope.cancel()
 
 
-def test_a_poller_needs_a_window() -> None:
-    with pytest.raises(ValueError, match="busy-poll window must be > 0 s, got 0"):
-        BusyPoller(0.0)
+def test_a_poller_window_is_never_negative_and_zero_is_off() -> None:
+    with pytest.raises(ValueError, match="busy-poll window must be >= 0 s, got -1"):
+        BusyPoller(-1)
+    assert not BusyPoller(0.0).on and BusyPoller(0.001).on
 
 
 @pytest.mark.parametrize("transport", ["UDP", "TCP"])
@@ -141,3 +142,31 @@ async def test_tcp_busy_polls_after_it_sends_and_receives_and_parks_when_idle(
     assert [m.payload for m in await a.receive(1)] == [b"pong"]
     await _wait_for(lambda: a.transport.stats()["busy_poll"]["windows"] > before)
     await _wait_for(lambda: not a.transport.stats()["busy_poll"]["spinning"])
+
+
+async def test_busy_poll_set_at_run_time_turns_polling_on_and_off(
+    open_endpoint: Any, mcast_port: int
+) -> None:
+    buffers = {"ucast_recv_buf_size": 1 << 20, "mcast_recv_buf_size": 1 << 20}
+    a = await open_endpoint(UdpTransport, "A", mcast_port=mcast_port, **buffers)
+    b = await open_endpoint(UdpTransport, "B", mcast_port=mcast_port, **buffers)
+    await a.down.send([Message(None, b"off")])
+    assert [m.payload for m in await b.receive(1)] == [b"off"]
+    assert [m.payload for m in await a.receive(1)] == [b"off"]
+    assert "busy_poll" not in a.transport.stats()
+    a.transport.set_property("busy_poll", "50ms", trio.current_time())
+    await b.down.send([Message(a.address, b"on")])
+    assert [m.payload for m in await a.receive(1)] == [b"on"]
+    await _wait_for(lambda: a.transport.stats()["busy_poll"]["windows"] >= 1)
+    await _wait_for(lambda: not a.transport.stats()["busy_poll"]["spinning"])
+    a.transport.set_property("busy_poll", 0, trio.current_time())
+    spun = a.transport.stats()["busy_poll"]["windows"]
+    await b.down.send([Message(a.address, b"off again")])
+    assert [m.payload for m in await a.receive(1)] == [b"off again"]
+    await a.down.send([Message(b.address, b"and back")])
+    assert [m.payload for m in await b.receive(1)] == [b"and back"]
+    assert a.transport.stats()["busy_poll"] == {
+        "windows": spun,
+        "seconds": a.transport.stats()["busy_poll"]["seconds"],
+        "spinning": False,
+    }

@@ -30,28 +30,36 @@ import trio
 
 from triogroups.properties import between
 
-__all__ = ["BUSY_POLL_DOC", "BUSY_POLL_RULE", "BusyPoller", "busy_poll_stats"]
+__all__ = ["BUSY_POLL_DOC", "BUSY_POLL_RULE", "BusyPoller", "busy_poll_stats", "retune"]
 
 
 class BusyPoller:
     """Keeps the Trio run loop polling for ``window`` seconds after the last `arm`.
 
-    The transport calls `arm` after it sends or receives (one float write on the hot
-    path, an event only when the poller was parked) and runs `run` in its nursery."""
+    The transport runs `run` in its nursery whether busy polling is on or not (parked,
+    it costs nothing), so that the ``busy_poll`` property can be turned on and off at
+    run time; while it is on, the transport calls `arm` after it sends or receives (one
+    float write on the hot path, an event only when the poller was parked)."""
 
     __slots__ = ("_parked", "_until", "_wake", "seconds", "window", "windows")
 
     def __init__(self, window: float) -> None:
-        if not window > 0:
-            raise ValueError(f"busy-poll window must be > 0 s, got {window}")
+        if not window >= 0:
+            raise ValueError(f"busy-poll window must be >= 0 s, got {window}")
+        #: Seconds to poll after an `arm`; 0 while busy polling is off (nothing arms it).
         self.window = window
         self._until = 0.0
         self._parked = True
         self._wake = trio.Event()
         #: Times the poller started spinning after it had parked, and the seconds it
-        #: spent spinning in all (the CPU busy polling cost, roughly).
+        #: spent spinning in the windows that have ended (the CPU it cost, roughly).
         self.windows = 0
         self.seconds = 0.0
+
+    @property
+    def on(self) -> bool:
+        """Whether the transport should `arm` it (a window longer than 0)."""
+        return self.window > 0
 
     def arm(self) -> None:
         """Keep polling until ``window`` seconds from now."""
@@ -88,9 +96,20 @@ BUSY_POLL_DOC = (
 BUSY_POLL_RULE = between(0.0, 0.1)
 
 
+def retune(spinner: BusyPoller | None, window: float) -> BusyPoller | None:
+    """Give a running transport's ``spinner`` the ``busy_poll`` window it was just set
+    to; returns what the transport arms from now on (None: busy polling is off). A
+    window turned off while spinning ends when its last arm's time is up."""
+    if spinner is None:  # not serving yet: `serve` reads the property when it starts
+        return None
+    spinner.window = window
+    return spinner if spinner.on else None
+
+
 def busy_poll_stats(poller: BusyPoller | None) -> dict[str, Any]:
-    """A transport's ``busy_poll`` stats entry: none while busy polling is off."""
-    if poller is None:
+    """A transport's ``busy_poll`` stats entry: none while busy polling is off and has
+    never been on."""
+    if poller is None or not (poller.on or poller.windows):
         return {}
     return {
         "busy_poll": {

@@ -67,6 +67,7 @@ from triogroups.transports._busy_poll import (
     BUSY_POLL_RULE,
     BusyPoller,
     busy_poll_stats,
+    retune,
 )
 from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
@@ -216,9 +217,16 @@ class TcpTransport(Transport):
         self._gate = DirectGate()  # `send_now` may queue frames only while it is open
         self._full: list[Connection | _Pending] = []  # queues `serve` waits on before more
         self._listener: trio.SocketListener | None = None
-        self._poller: BusyPoller | None = None
+        self._spinner: BusyPoller | None = None  # made by `serve`, parked while off
+        self._poller: BusyPoller | None = None  # the spinner while busy polling is on
 
     # --- lifecycle ---------------------------------------------------------------------
+
+    def property_changed(self, key: str, now: float) -> None:
+        """``busy_poll`` set at run time takes effect at once."""
+        super().property_changed(key, now)
+        if key == "busy_poll":
+            self._poller = retune(self._spinner, self.busy_poll)
 
     def port_span(self) -> int | None:
         return self.port_range if self.bind_port else None
@@ -251,9 +259,9 @@ class TcpTransport(Transport):
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                if self.busy_poll > 0:
-                    self._poller = BusyPoller(self.busy_poll)
-                    nursery.start_soon(self._poller.run)
+                self._spinner = BusyPoller(self.busy_poll)
+                nursery.start_soon(self._spinner.run)
+                self._poller = self._spinner if self._spinner.on else None
                 await up.send(LocalPhysicalAddress(self.physical))
                 nursery.start_soon(self._accept_loop, listener)
                 if self.conn_expire_time > 0:
@@ -690,5 +698,5 @@ class TcpTransport(Transport):
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
             **self.secret_stats(),
-            **busy_poll_stats(self._poller),
+            **busy_poll_stats(self._spinner),
         }

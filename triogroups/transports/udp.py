@@ -49,6 +49,7 @@ from triogroups.transports._busy_poll import (
     BUSY_POLL_RULE,
     BusyPoller,
     busy_poll_stats,
+    retune,
 )
 from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
@@ -146,9 +147,16 @@ class UdpTransport(Transport):
         self._out: socket.socket | None = None
         self._unsent: deque[tuple[bytes, Physical, int]] = deque()
         self.counters["batches_sent_now"] = 0
-        self._poller: BusyPoller | None = None
+        self._spinner: BusyPoller | None = None  # made by `serve`, parked while off
+        self._poller: BusyPoller | None = None  # the spinner while busy polling is on
 
     # --- sockets -------------------------------------------------------------------
+
+    def property_changed(self, key: str, now: float) -> None:
+        """``busy_poll`` set at run time takes effect at once."""
+        super().property_changed(key, now)
+        if key == "busy_poll":
+            self._poller = retune(self._spinner, self.busy_poll)
 
     def port_span(self) -> int | None:
         return self.port_range if self.bind_port else None
@@ -201,9 +209,9 @@ class UdpTransport(Transport):
         (ucast, mcast), self._sockets = self._sockets, None
         try:
             async with trio.open_nursery() as nursery:
-                if self.busy_poll > 0:
-                    self._poller = BusyPoller(self.busy_poll)
-                    nursery.start_soon(self._poller.run)
+                self._spinner = BusyPoller(self.busy_poll)
+                nursery.start_soon(self._spinner.run)
+                self._poller = self._spinner if self._spinner.on else None
                 await up.send(LocalPhysicalAddress(self.physical))
                 nursery.start_soon(self._receive_loop, ucast, up)
                 nursery.start_soon(self._receive_loop, mcast, up)
@@ -348,11 +356,10 @@ class UdpTransport(Transport):
         counters = self.counters
         limit = self.drain_limit
         own = self.physical  # our multicasts come back from here: skipped before decoding
-        poller = self._poller
         while True:
             await trio.lowlevel.wait_readable(sock)
-            if poller is not None:
-                poller.arm()  # more may follow (the next request, the rest of a burst)
+            if self._poller is not None:  # read each time: it may be turned on or off
+                self._poller.arm()  # more may follow (the next request, the rest of a burst)
             batch: list[Message] = []
             bundles = size = 0
             for _ in range(limit):
@@ -400,5 +407,5 @@ class UdpTransport(Transport):
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
             **self.secret_stats(),
-            **busy_poll_stats(self._poller),
+            **busy_poll_stats(self._spinner),
         }
