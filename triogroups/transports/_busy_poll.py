@@ -28,7 +28,7 @@ from typing import Any
 
 import trio
 
-from triogroups.properties import between
+from triogroups.properties import Rule
 
 __all__ = ["BUSY_POLL_DOC", "BUSY_POLL_RULE", "BusyPoller", "busy_poll_stats", "retune"]
 
@@ -93,7 +93,7 @@ BUSY_POLL_DOC = (
     "after each send or receive, keep polling the sockets this long instead of sleeping: "
     "lower request/response latency for a busy CPU while waiting; 0 = off"
 )
-BUSY_POLL_RULE = between(0.0, 0.1)
+BUSY_POLL_RULE = Rule(lambda value: 0 <= value <= 0.1, "in [0, 100ms]")
 
 
 def retune(spinner: BusyPoller | None, window: float) -> BusyPoller | None:
