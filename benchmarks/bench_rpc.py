@@ -315,7 +315,7 @@ def main() -> None:
         + ("" if opts.pin == "none" else f"; pinned: {opts.pin}")
     )
     print(
-        f"{'':<22} {'p10 us':>8} {'p50 us':>8} {'p99 us':>8} {'mean us':>8} {'vs ping-pong':>12} "
+        f"{'':<26} {'p10 us':>8} {'p50 us':>8} {'p99 us':>8} {'mean us':>8} {'vs ping-pong':>12} "
         f"{'calls/s':>9} {'CPU us':>7}   runs (p50 us)"
     )
     for window in windows:
@@ -339,7 +339,7 @@ def _row(label: str, rows: list[dict[str, float]], base: float) -> None:
         return statistics.median(r[key] for r in rows)
 
     print(
-        f"{label:<22} {med('p10'):>8.0f} {med('p50'):>8.0f} {med('p99'):>8.0f} "
+        f"{label:<26} {med('p10'):>8.0f} {med('p50'):>8.0f} {med('p99'):>8.0f} "
         f"{med('mean'):>8.0f} {med('p50') / base:>11.2f}x "
         f"{med('calls_per_s'):>9,.0f} {med('cpu_us'):>7.0f}   "
         f"{[round(r['p50']) for r in rows]}"
