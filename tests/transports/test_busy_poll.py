@@ -106,24 +106,37 @@ def test_busy_poll_out_of_range_names_the_property(cls: Any, value: object) -> N
         cls(busy_poll=value)
 
 
+def _polled(endpoint: Any) -> dict[str, Any]:
+    return endpoint.transport.stats()["busy_poll"]  # type: ignore[no-any-return]
+
+
+async def _polls_after_send_and_receive(a: Any, b: Any, *, loops_back: bool) -> None:
+    """``a`` busy-polls (``b`` does not): a window after it sends, another after it
+    receives, and it parks after each."""
+    assert "busy_poll" not in b.transport.stats()  # off: no entry
+    assert _polled(a) == {"windows": 0, "seconds": 0.0, "spinning": False}
+    await a.down.send([Message(b.address, b"ping")])
+    assert [m.payload for m in await b.receive(1)] == [b"ping"]
+    await _wait_for(lambda: _polled(a)["windows"] >= 1 and not _polled(a)["spinning"])
+    before = _polled(a)["windows"]
+    await b.down.send([Message(a.address, b"pong")])
+    assert [m.payload for m in await a.receive(1)] == [b"pong"]
+    await _wait_for(lambda: _polled(a)["windows"] > before and not _polled(a)["spinning"])
+    if loops_back:  # a multicast comes back to its sender too
+        await a.down.send([Message(None, b"all")])
+        assert [m.payload for m in await a.receive(1)] == [b"all"]
+        assert [m.payload for m in await b.receive(1)] == [b"all"]
+
+
 async def test_udp_busy_polls_after_it_sends_and_receives_and_parks_when_idle(
     open_endpoint: Any, mcast_port: int
 ) -> None:
-    buffers = {"ucast_recv_buf_size": 1 << 20, "mcast_recv_buf_size": 1 << 20}
-    a = await open_endpoint(UdpTransport, "A", mcast_port=mcast_port, busy_poll=WINDOW, **buffers)
-    b = await open_endpoint(UdpTransport, "B", mcast_port=mcast_port, **buffers)
-    assert "busy_poll" not in b.transport.stats()  # off: no poller, no entry
-    assert a.transport.stats()["busy_poll"] == {"windows": 0, "seconds": 0.0, "spinning": False}
-    await a.down.send([Message(None, b"ping")])
-    assert [m.payload for m in await b.receive(1)] == [b"ping"]
-    assert [m.payload for m in await a.receive(1)] == [b"ping"]  # its own, looped back
-    await _wait_for(lambda: a.transport.stats()["busy_poll"]["windows"] >= 1)
-    await _wait_for(lambda: not a.transport.stats()["busy_poll"]["spinning"])
-    before = a.transport.stats()["busy_poll"]["windows"]
-    await b.down.send([Message(a.address, b"pong")])
-    assert [m.payload for m in await a.receive(1)] == [b"pong"]
-    await _wait_for(lambda: a.transport.stats()["busy_poll"]["windows"] > before)
-    await _wait_for(lambda: not a.transport.stats()["busy_poll"]["spinning"])
+    udp = {"mcast_port": mcast_port, "ucast_recv_buf_size": 1 << 20, "mcast_recv_buf_size": 1 << 20}
+    a = await open_endpoint(UdpTransport, "A", busy_poll=WINDOW, **udp)
+    b = await open_endpoint(UdpTransport, "B", **udp)
+    for x, y in ((a, b), (b, a)):  # each learns the other's endpoint
+        await x.down.send(AddPhysicalAddress(y.address, y.physical))
+    await _polls_after_send_and_receive(a, b, loops_back=True)
 
 
 async def test_tcp_busy_polls_after_it_sends_and_receives_and_parks_when_idle(
@@ -131,17 +144,8 @@ async def test_tcp_busy_polls_after_it_sends_and_receives_and_parks_when_idle(
 ) -> None:
     a = await open_endpoint(TcpTransport, "A", bind_port=0, busy_poll=WINDOW)
     b = await open_endpoint(TcpTransport, "B", bind_port=0)
-    assert "busy_poll" not in b.transport.stats()
     await a.down.send(AddPhysicalAddress(b.address, b.physical))
-    await a.down.send([Message(b.address, b"ping")])
-    assert [m.payload for m in await b.receive(1)] == [b"ping"]
-    await _wait_for(lambda: a.transport.stats()["busy_poll"]["windows"] >= 1)
-    await _wait_for(lambda: not a.transport.stats()["busy_poll"]["spinning"])
-    before = a.transport.stats()["busy_poll"]["windows"]
-    await b.down.send([Message(a.address, b"pong")])
-    assert [m.payload for m in await a.receive(1)] == [b"pong"]
-    await _wait_for(lambda: a.transport.stats()["busy_poll"]["windows"] > before)
-    await _wait_for(lambda: not a.transport.stats()["busy_poll"]["spinning"])
+    await _polls_after_send_and_receive(a, b, loops_back=False)
 
 
 async def test_busy_poll_set_at_run_time_turns_polling_on_and_off(

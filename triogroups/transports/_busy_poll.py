@@ -28,9 +28,10 @@ from typing import Any
 
 import trio
 
-from triogroups.properties import Rule
+from triogroups.properties import Duration, Rule
+from triogroups.transports.base import Transport
 
-__all__ = ["BUSY_POLL_DOC", "BUSY_POLL_RULE", "BusyPoller", "busy_poll_stats", "retune"]
+__all__ = ["BusyPoller", "BusyPollingTransport"]
 
 
 class BusyPoller:
@@ -88,33 +89,51 @@ class BusyPoller:
             self._parked = True
 
 
-#: The transports' ``busy_poll`` property: its help text and its rule.
-BUSY_POLL_DOC = (
-    "after each send or receive, keep polling the sockets this long instead of sleeping: "
-    "lower request/response latency for a busy CPU while waiting; 0 = off"
-)
-BUSY_POLL_RULE = Rule(lambda value: 0 <= value <= 0.1, "in [0, 100ms]")
+class BusyPollingTransport(Transport):
+    """A transport whose sockets may be busy-polled (UDP, TCP): the ``busy_poll``
+    property, its `BusyPoller` and its stats entry.
 
+    A subclass starts the poller in its `serve` nursery (`_start_busy_poll`) and, after
+    each send and receive, arms ``self._poller`` when it is not None (busy polling on);
+    a run-time change of ``busy_poll`` takes effect at once."""
 
-def retune(spinner: BusyPoller | None, window: float) -> BusyPoller | None:
-    """Give a running transport's ``spinner`` the ``busy_poll`` window it was just set
-    to; returns what the transport arms from now on (None: busy polling is off). A
-    window turned off while spinning ends when its last arm's time is up."""
-    if spinner is None:  # not serving yet: `serve` reads the property when it starts
-        return None
-    spinner.window = window
-    return spinner if spinner.on else None
+    busy_poll = Duration(
+        0.0,
+        doc="after each send or receive, keep polling the sockets this long instead of "
+        "sleeping: lower request/response latency for a busy CPU while waiting; 0 = off",
+        check=Rule(lambda value: 0 <= value <= 0.1, "in [0, 100ms]"),
+    )
 
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self._spinner: BusyPoller | None = None  # made by `serve`, parked while off
+        self._poller: BusyPoller | None = None  # the spinner while busy polling is on
 
-def busy_poll_stats(poller: BusyPoller | None) -> dict[str, Any]:
-    """A transport's ``busy_poll`` stats entry: none while busy polling is off and has
-    never been on."""
-    if poller is None or not (poller.on or poller.windows):
-        return {}
-    return {
-        "busy_poll": {
-            "windows": poller.windows,
-            "seconds": round(poller.seconds, 6),
-            "spinning": poller.spinning,
+    def _start_busy_poll(self, nursery: trio.Nursery) -> None:
+        """Start the poller (parked unless ``busy_poll`` is on), before any I/O."""
+        self._spinner = BusyPoller(self.busy_poll)
+        nursery.start_soon(self._spinner.run)
+        self._poller = self._spinner if self._spinner.on else None
+
+    def property_changed(self, key: str, now: float) -> None:
+        """``busy_poll`` set at run time takes effect at once (a window turned off while
+        spinning ends when its last arm's time is up)."""
+        super().property_changed(key, now)
+        spinner = self._spinner
+        if key == "busy_poll" and spinner is not None:  # not serving: `serve` reads it
+            spinner.window = self.busy_poll
+            self._poller = spinner if spinner.on else None
+
+    def busy_poll_stats(self) -> dict[str, Any]:
+        """The ``busy_poll`` stats entry: none while busy polling is off and has never
+        been on."""
+        spinner = self._spinner
+        if spinner is None or not (spinner.on or spinner.windows):
+            return {}
+        return {
+            "busy_poll": {
+                "windows": spinner.windows,
+                "seconds": round(spinner.seconds, 6),
+                "spinning": spinner.spinning,
+            }
         }
-    }

@@ -62,13 +62,7 @@ from triogroups.transports._addresses import (
     label,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._busy_poll import (
-    BUSY_POLL_DOC,
-    BUSY_POLL_RULE,
-    BusyPoller,
-    busy_poll_stats,
-    retune,
-)
+from triogroups.transports._busy_poll import BusyPollingTransport
 from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
 from triogroups.transports._sockets import is_interface, listen_in_range, resolve, set_buffers
@@ -79,7 +73,7 @@ from triogroups.transports._tcp_conn import (
     decode_hello,
     encode_hello,
 )
-from triogroups.transports.base import Transport, UpChannel, fan_out_targets
+from triogroups.transports.base import UpChannel, fan_out_targets
 from triogroups.view import View
 from triogroups.wire import WireCodec, WireError
 
@@ -117,7 +111,7 @@ class _Pending:
             await self.done.wait()
 
 
-class TcpTransport(Transport):
+class TcpTransport(BusyPollingTransport):
     """The TCP transport (JGroups ``TCP``): lossless, one connection per member pair."""
 
     name = "TCP"
@@ -179,7 +173,6 @@ class TcpTransport(Transport):
         doc="members kept in the address table",
         check=at_least(1),
     )
-    busy_poll = Duration(0.0, doc=BUSY_POLL_DOC, check=BUSY_POLL_RULE)
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
@@ -217,16 +210,8 @@ class TcpTransport(Transport):
         self._gate = DirectGate()  # `send_now` may queue frames only while it is open
         self._full: list[Connection | _Pending] = []  # queues `serve` waits on before more
         self._listener: trio.SocketListener | None = None
-        self._spinner: BusyPoller | None = None  # made by `serve`, parked while off
-        self._poller: BusyPoller | None = None  # the spinner while busy polling is on
 
     # --- lifecycle ---------------------------------------------------------------------
-
-    def property_changed(self, key: str, now: float) -> None:
-        """``busy_poll`` set at run time takes effect at once."""
-        super().property_changed(key, now)
-        if key == "busy_poll":
-            self._poller = retune(self._spinner, self.busy_poll)
 
     def port_span(self) -> int | None:
         return self.port_range if self.bind_port else None
@@ -259,9 +244,7 @@ class TcpTransport(Transport):
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
-                self._spinner = BusyPoller(self.busy_poll)
-                nursery.start_soon(self._spinner.run)
-                self._poller = self._spinner if self._spinner.on else None
+                self._start_busy_poll(nursery)
                 await up.send(LocalPhysicalAddress(self.physical))
                 nursery.start_soon(self._accept_loop, listener)
                 if self.conn_expire_time > 0:
@@ -698,5 +681,5 @@ class TcpTransport(Transport):
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
             **self.secret_stats(),
-            **busy_poll_stats(self._spinner),
+            **self.busy_poll_stats(),
         }

@@ -36,7 +36,7 @@ import trio
 from triogroups.address import Address
 from triogroups.events import Event, Item, LocalPhysicalAddress, ViewChange
 from triogroups.message import Message
-from triogroups.properties import Duration, Int, Size, Str, at_least, between
+from triogroups.properties import Int, Size, Str, at_least, between
 from triogroups.transports._addresses import (
     AddressTable,
     Physical,
@@ -44,13 +44,7 @@ from triogroups.transports._addresses import (
     format_physical,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._busy_poll import (
-    BUSY_POLL_DOC,
-    BUSY_POLL_RULE,
-    BusyPoller,
-    busy_poll_stats,
-    retune,
-)
+from triogroups.transports._busy_poll import BusyPollingTransport
 from triogroups.transports._direct import DirectGate
 from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
 from triogroups.transports._sockets import (
@@ -62,7 +56,7 @@ from triogroups.transports._sockets import (
     resolve,
     set_buffers,
 )
-from triogroups.transports.base import Transport, UpChannel
+from triogroups.transports.base import UpChannel
 from triogroups.wire import WireCodec, WireError
 
 __all__ = ["UdpTransport"]
@@ -75,7 +69,7 @@ def _multicast(value: str) -> bool:
     return is_ipv4(value) and ipaddress.IPv4Address(value).is_multicast
 
 
-class UdpTransport(Transport):
+class UdpTransport(BusyPollingTransport):
     """The UDP transport (JGroups ``UDP``): lossy, multicast-capable."""
 
     name = "UDP"
@@ -128,7 +122,6 @@ class UdpTransport(Transport):
         doc="members kept in the address table",
         check=at_least(1),
     )
-    busy_poll = Duration(0.0, doc=BUSY_POLL_DOC, check=BUSY_POLL_RULE)
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
@@ -147,16 +140,8 @@ class UdpTransport(Transport):
         self._out: socket.socket | None = None
         self._unsent: deque[tuple[bytes, Physical, int]] = deque()
         self.counters["batches_sent_now"] = 0
-        self._spinner: BusyPoller | None = None  # made by `serve`, parked while off
-        self._poller: BusyPoller | None = None  # the spinner while busy polling is on
 
     # --- sockets -------------------------------------------------------------------
-
-    def property_changed(self, key: str, now: float) -> None:
-        """``busy_poll`` set at run time takes effect at once."""
-        super().property_changed(key, now)
-        if key == "busy_poll":
-            self._poller = retune(self._spinner, self.busy_poll)
 
     def port_span(self) -> int | None:
         return self.port_range if self.bind_port else None
@@ -209,9 +194,7 @@ class UdpTransport(Transport):
         (ucast, mcast), self._sockets = self._sockets, None
         try:
             async with trio.open_nursery() as nursery:
-                self._spinner = BusyPoller(self.busy_poll)
-                nursery.start_soon(self._spinner.run)
-                self._poller = self._spinner if self._spinner.on else None
+                self._start_busy_poll(nursery)
                 await up.send(LocalPhysicalAddress(self.physical))
                 nursery.start_soon(self._receive_loop, ucast, up)
                 nursery.start_soon(self._receive_loop, mcast, up)
@@ -407,5 +390,5 @@ class UdpTransport(Transport):
             "buffers": dict(self.buffers),
             **self.table.snapshot(),
             **self.secret_stats(),
-            **busy_poll_stats(self._spinner),
+            **self.busy_poll_stats(),
         }
