@@ -49,6 +49,7 @@ async def test_an_armed_poller_keeps_the_run_loop_from_blocking_until_its_window
             poller.arm()
             assert poller.spinning
             await _wait_for(lambda: not poller.spinning)
+            await trio.sleep(0.02)  # nothing runnable now: the loop must sleep in its wait
         finally:
             trio.lowlevel.remove_instrument(waits)
         nursery.cancel_scope.cancel()
