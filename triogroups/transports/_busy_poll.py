@@ -14,8 +14,8 @@ is read within one pass instead of after a wake-up. After the window, the
 task parks on an event until the next send or receive; an idle member does
 not spin. The trade is CPU for latency, as with Linux's ``SO_BUSY_POLL`` or
 the Erlang VM's scheduler busy-wait: a waiting member keeps a CPU busy for up
-to the window, which costs throughput where members share fewer cores than
-they are (off by default; the README says when to turn it on).
+to the window, which costs throughput where members outnumber the cores
+(off by default; the README says when to turn it on).
 
 Only Trio's public API is used: the spinning task yields at every pass, so
 every other task runs as usual.
