@@ -170,8 +170,5 @@ async def test_busy_poll_set_at_run_time_turns_polling_on_and_off(
     assert [m.payload for m in await a.receive(1)] == [b"off again"]
     await a.down.send([Message(b.address, b"and back")])
     assert [m.payload for m in await b.receive(1)] == [b"and back"]
-    assert a.transport.stats()["busy_poll"] == {
-        "windows": spun,
-        "seconds": a.transport.stats()["busy_poll"]["seconds"],
-        "spinning": False,
-    }
+    polled = a.transport.stats()["busy_poll"]  # kept: it was on once
+    assert polled["windows"] == spun and not polled["spinning"]
