@@ -31,14 +31,12 @@ from __future__ import annotations
 import argparse
 import gc
 import os
-import re
-import shutil
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+
+from _callgrind import instructions, require_valgrind
 
 from triogroups import Address, Message, View, ViewId
 from triogroups.extend import WireCodec
@@ -143,19 +141,12 @@ def _child(case: int, phase: str, batches: int, size: int) -> None:
 
 
 def _instructions(case: int, phase: str, batches: int, size: int) -> int:
-    args = [sys.executable, __file__, "--child", str(case), phase]
-    args += ["--batches", str(batches), "--size", str(size)]
-    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    result = subprocess.run(valgrind + args, capture_output=True, text=True, check=True)
-    found = re.search(r"Collected : (\d+)", result.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count from valgrind: {result.stderr[-500:]}")
-    return int(found.group(1))
+    args = ["--child", str(case), phase, "--batches", str(batches), "--size", str(size)]
+    return instructions(__file__, args)
 
 
 def _count_all(batches: int, size: int) -> None:
-    if shutil.which("valgrind") is None:
-        sys.exit("--instructions needs valgrind (callgrind) on the PATH")
+    require_valgrind()
     messages = batches * BATCH
     print(f"instructions per message, batches of {BATCH}, {size} B payloads, {batches} batches")
     print(f"{'protocol':<18}{'down':>8}{'up':>8}{'codec':>8}{'total':>8}  vs PASS")

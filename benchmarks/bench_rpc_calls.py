@@ -27,15 +27,12 @@ import argparse
 import cProfile
 import pstats
 import random
-import re
-import shutil
-import subprocess
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
 import trio
+from _callgrind import instructions, require_valgrind
 from bench_channel import preset_config
 
 from triogroups import open_channel
@@ -76,23 +73,12 @@ async def measure(calls: int, preset: str, profile: bool) -> None:
         stats.sort_stats("tottime").print_stats(25)
 
 
-def _instructions(calls: int, preset: str) -> int:
-    """Instructions valgrind counted for a whole run of ``calls`` timed round trips."""
-    args = [sys.executable, __file__, "--calls", str(calls), "--preset", preset]
-    valgrind = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
-    result = subprocess.run(valgrind + args, capture_output=True, text=True, check=True)
-    found = re.search(r"Collected : (\d+)", result.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count from valgrind: {result.stderr[-500:]}")
-    return int(found.group(1))
-
-
 def count_instructions(calls: int, preset: str) -> None:
     """Print the instructions per round trip: two runs' difference over ``calls``."""
-    if shutil.which("valgrind") is None:
-        sys.exit("--instructions needs valgrind (callgrind) on the PATH")
+    require_valgrind()
+    runs = [["--calls", str(n), "--preset", preset] for n in (calls, 2 * calls)]
     with ThreadPoolExecutor(max_workers=2) as pool:
-        one, two = pool.map(lambda n: _instructions(n, preset), (calls, 2 * calls))
+        one, two = pool.map(lambda args: instructions(__file__, args), runs)
     print(f"{preset}: {(two - one) / calls:,.0f} instructions per round trip ({calls} calls)")
 
 
