@@ -3,16 +3,15 @@ the full presets, deliver as without it, and each transport parks its poller onc
 
 from __future__ import annotations
 
-import uuid
 from typing import Any
 
 import pytest
 import trio
 
 from tests.real.conftest import PresetOnOwnPorts, TwoChannels
-from tests.real.test_three_members import STACKS, tcp_props, udp_props
+from tests.real.test_three_members import STACKS, run_three, tcp_props, udp_props
 from triogroups import Channel
-from triogroups.testing._processes import MemberProcess, exchange_and_check, layer_stats
+from triogroups.testing._processes import MemberProcess, layer_stats
 
 pytestmark = pytest.mark.real
 
@@ -36,33 +35,20 @@ async def test_busy_polling_member_processes_deliver_everything_and_stop_spinnin
     """Three member processes with ``busy_poll`` set exchange unicasts and multicasts
     (all delivered, multicasts in order per sender); every member's poller ran, and
     once the traffic has stopped none of them is spinning."""
-    cluster = f"real-{uuid.uuid4().hex[:8]}"
     layers = props()
     layers[transport]["busy_poll"] = WINDOW
-    members: list[MemberProcess] = []
-    try:
-        async with trio.open_nursery() as nursery:
-            with trio.fail_after(60):
-                for name in "ABC":
-                    members.append(
-                        await MemberProcess.start(
-                            nursery, name, stack=str(STACKS / stack), cluster=cluster, props=layers
-                        )
-                    )
-                await exchange_and_check(
-                    members, find_timeout=find_timeout, multicasts=40, unicasts=15
-                )
-                for m in members:
-                    while True:
-                        polled = _busy_poll(await m.stats(), transport)
-                        if polled["windows"] >= 1 and not polled["spinning"]:
-                            break
-                        await trio.sleep(0.05)
-                for m in members:
-                    assert await m.stop() == 0
-    finally:
+
+    async def every_poller_ran_and_parked(members: list[MemberProcess]) -> None:
         for m in members:
-            m.kill()
+            while True:
+                polled = _busy_poll(await m.stats(), transport)
+                if polled["windows"] >= 1 and not polled["spinning"]:
+                    break
+                await trio.sleep(0.05)
+
+    await run_three(
+        str(STACKS / stack), layers, find_timeout, then=every_poller_ran_and_parked, seconds=60
+    )
 
 
 @pytest.mark.parametrize("preset", ["udp", "tcp"])

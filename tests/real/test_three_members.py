@@ -10,6 +10,7 @@ from __future__ import annotations
 import random
 import signal
 import uuid
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -35,12 +36,21 @@ def tcp_props() -> dict[str, dict[str, Any]]:
     }
 
 
-async def run_three(stack: str, props: dict[str, dict[str, Any]], find_timeout: float) -> None:
+async def run_three(
+    stack: str,
+    props: dict[str, dict[str, Any]],
+    find_timeout: float,
+    *,
+    then: Callable[[list[MemberProcess]], Awaitable[None]] | None = None,
+    seconds: float = 30,
+) -> None:
+    """Three member processes exchange and check everything arrived (`exchange_and_check`);
+    ``then`` checks more of them before they stop cleanly."""
     cluster = f"real-{uuid.uuid4().hex[:8]}"
     members: list[MemberProcess] = []
     try:
         async with trio.open_nursery() as nursery:
-            with trio.fail_after(30):
+            with trio.fail_after(seconds):
                 for name in "ABC":
                     members.append(
                         await MemberProcess.start(
@@ -50,6 +60,8 @@ async def run_three(stack: str, props: dict[str, dict[str, Any]], find_timeout: 
                 await exchange_and_check(
                     members, find_timeout=find_timeout, multicasts=40, unicasts=15
                 )
+                if then is not None:
+                    await then(members)
                 for m in members:
                     assert await m.stop() == 0
                     await m.wait_for(lambda e: e["event"] == "bye")
