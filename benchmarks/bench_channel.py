@@ -2,7 +2,7 @@
 
     python benchmarks/bench_channel.py [--presets udp,tcp,udp-mcast] [--members 3]
         [--seconds 3] [--repeat 3] [--size 1000] [--no-baselines] [--rate 0]
-        [--set PROTOCOL.property=value ...] [--sample 0] [--verbose]
+        [--set PROTOCOL.property=value ...] [--sample 0] [--young-threshold 0] [--verbose]
 
 Every member is its own OS process with ``open_channel`` and a shipped
 preset, all of it (discovery, failure detection, GMS, flow control,
@@ -30,6 +30,10 @@ a member reports once it delivered all of them (or after 60 s). Per member:
 - peak RSS (``ru_maxrss``), the largest member's;
 - time blocked in flow control: MFC's and UFC's ``time_blocked`` (MCAST's
   for ``udp-mcast``) over the sending time, the most blocked member's;
+- GC: the share of that CPU time spent in CPython's cyclic collector (timed by
+  a ``gc.callbacks`` hook), the largest member's; every member process calls
+  `triogroups.runtime.tune_gc` first, as ``triogroups member`` does
+  (``--young-threshold N`` passes it another threshold);
 - behind: the share of all messages sent that a member had still to deliver
   when the sending ended, the largest (a few percent: the receivers kept up;
   flow control should block the senders only when they did not).
@@ -57,6 +61,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import json
 import math
 import os
@@ -144,6 +149,26 @@ def flow_counters(stats: dict[str, Any]) -> dict[str, dict[str, int]]:
 # --- the member process --------------------------------------------------------------------
 
 
+class _GcClock:
+    """Seconds the cyclic collector has run in this process since `install`."""
+
+    def __init__(self) -> None:
+        self.seconds = 0.0
+        self._started = 0.0
+
+    def install(self) -> None:
+        gc.callbacks.append(self._tick)
+
+    def _tick(self, phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            self._started = time.perf_counter()
+        else:
+            self.seconds += time.perf_counter() - self._started
+
+
+_GC = _GcClock()
+
+
 class _Counter:
     """Counts deliveries per sender and checks each sender's sequence numbers."""
 
@@ -154,6 +179,7 @@ class _Counter:
         self.doubled = 0
         self.last = 0.0
         self.last_cpu = 0.0
+        self.last_gc = 0.0
         self.target = math.inf
         self.done = trio.Event()
 
@@ -173,6 +199,7 @@ class _Counter:
     def finish(self) -> None:
         self.last = time.perf_counter()
         self.last_cpu = cpu_seconds()
+        self.last_gc = _GC.seconds
         self.done.set()
 
     def expect(self, sent: dict[str, int]) -> None:
@@ -199,7 +226,7 @@ async def _member(spec: dict[str, Any]) -> None:
         await command()  # start
         counter = _Counter()
         samples: list[tuple[int, int, float]] = []
-        start, start_cpu = time.perf_counter(), cpu_seconds()
+        start, start_cpu, start_gc = time.perf_counter(), cpu_seconds(), _GC.seconds
 
         async def count() -> None:
             async for msg in ch:
@@ -239,6 +266,7 @@ async def _member(spec: dict[str, Any]) -> None:
                 count=counter.count,
                 seconds=counter.last - start,
                 cpu_seconds=counter.last_cpu - start_cpu,
+                gc_seconds=counter.last_gc - start_gc,
                 send_seconds=send_seconds,
                 delivered_then=delivered_then,
                 missing=counter.shortfall(totals),
@@ -253,7 +281,11 @@ async def _member(spec: dict[str, Any]) -> None:
 
 
 def member_main(spec: dict[str, Any]) -> None:
-    tune_gc()
+    if spec["young"]:
+        tune_gc(spec["young"])
+    else:
+        tune_gc()
+    _GC.install()
     folder = os.environ.get("BENCH_PROFILE")
     if not folder:
         trio.run(_member, spec)
@@ -282,6 +314,7 @@ def run_channel(preset: str, opts: Any) -> list[dict[str, Any]]:
             "sample": opts.sample,
             "rate": opts.rate,
             "set": opts.set,
+            "young": opts.young_threshold,
         }
         for i in range(opts.members)
     ]
@@ -309,6 +342,7 @@ def summary(results: list[dict[str, Any]]) -> dict[str, float]:
         "cpu_us": statistics.mean(r["cpu_seconds"] / max(r["count"], 1) * 1e6 for r in results),
         "peak_mib": max(r["peak_rss_kb"] for r in results) / 1024,
         "blocked": max(sum(r["blocked"].values()) / r["send_seconds"] for r in results),
+        "gc": max(r["gc_seconds"] / max(r["cpu_seconds"], 1e-9) for r in results),
         "lost": sum(r["missing"] + r["doubled"] for r in results),
     }
 
@@ -339,6 +373,12 @@ def main() -> None:
         default=[],
         metavar="PROTOCOL.property=value",
         help="change a property of the preset (value as JSON), e.g. MFC.max_credits=10000000",
+    )
+    parser.add_argument(
+        "--young-threshold",
+        type=int,
+        default=0,
+        help="the members' tune_gc(young_threshold) (0: tune_gc's default)",
     )
     parser.add_argument("--verbose", action="store_true", help="every member's result")
     opts = parser.parse_args()
@@ -376,7 +416,8 @@ def main() -> None:
     )
     print(
         f"{'preset':<10} {'msgs/s/member':>13} {'vs Stack':>8} {'vs transport':>12} "
-        f"{'CPU us/msg':>10} {'peak MiB':>8} {'FC blocked':>10} {'behind':>6} {'lost':>4}"
+        f"{'CPU us/msg':>10} {'GC':>5} {'peak MiB':>8} {'FC blocked':>10} {'behind':>6} "
+        f"{'lost':>4}"
         "   runs (msgs/s)"
     )
     for preset in presets:
@@ -390,8 +431,9 @@ def main() -> None:
         print(
             f"{preset:<10} {rate:>13,.0f} {_ratio(rate, _median(internal.get(reliable, []))):>8} "
             f"{_ratio(rate, _median(internal.get(transport, []))):>12} {med('cpu_us'):>10.2f} "
-            f"{med('peak_mib'):>8.1f} {med('blocked'):>10.1%} {med('behind'):>6.0%} "
-            f"{sum(r['lost'] for r in rows):>4.0f}   {[round(r['rate']) for r in rows]}"
+            f"{med('gc'):>5.1%} {med('peak_mib'):>8.1f} {med('blocked'):>10.1%} "
+            f"{med('behind'):>6.0%} {sum(r['lost'] for r in rows):>4.0f}   "
+            f"{[round(r['rate']) for r in rows]}"
         )
     if stacks:
         print("\nStack API (bench_multicast, batches of 64), same runs:")

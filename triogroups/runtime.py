@@ -16,8 +16,19 @@ import gc
 __all__ = ["tune_gc"]
 
 
-def tune_gc(young_threshold: int = 10_000) -> None:
-    """Freeze start-up objects and collect the young generation less often."""
+def tune_gc(young_threshold: int = 100_000) -> None:
+    """Freeze start-up objects and collect the young generation less often.
+
+    The young generation's count is allocations less deallocations of tracked
+    objects, so it reaches a threshold only when that many objects outlive their
+    moment: at full speed the messages NAKACK2 keeps until STABLE purges them
+    (tens of thousands in a three-member group) rise and fall by more than 10,000
+    all the time. At 10,000 a member collected ten times a second, each time
+    scanning those messages only to promote them, 6-9% of its CPU with nothing
+    to collect (`benchmarks/bench_channel.py --verbose` shows it); at 100,000 it
+    hardly ever collects while the table stays the size it is. Cyclic garbage,
+    which only the collector frees, waits for the count like anything else.
+    """
     if young_threshold < 700:
         raise ValueError(f"young_threshold must be >= 700 (the default), got {young_threshold}")
     gc.collect()
