@@ -32,7 +32,7 @@ a member reports once it delivered all of them (or after 60 s). Per member:
   for ``udp-mcast``) over the sending time, the most blocked member's;
 - GC: the share of that CPU time spent in CPython's cyclic collector (timed by
   a ``gc.callbacks`` hook), the largest member's; every member process calls
-  `triogroups.runtime.tune_gc` first, as ``triogroups member`` does
+  `triogroups.runtime.tune_gc` first, as the members of ``triogroups launch`` do
   (``--young-threshold N`` passes it another threshold);
 - behind: the share of all messages sent that a member had still to deliver
   when the sending ended, the largest (a few percent: the receivers kept up;

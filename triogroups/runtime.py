@@ -5,8 +5,8 @@ temporaries, so with CPython's default collector thresholds young messages
 get promoted and re-scanned. A member process calls `tune_gc` once after
 start-up: it freezes what start-up allocated (modules, classes) out of
 future collections and lets the young generation grow larger before it is
-collected. A library import never does this by itself; `triogroups member`
-and the demo do, and an application that hosts members may.
+collected. A library import never does this by itself; the member processes
+of `triogroups launch` and the demo do, and an application that hosts members may.
 """
 
 from __future__ import annotations
