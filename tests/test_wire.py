@@ -296,3 +296,25 @@ def test_merge_view_of_a_merge_view_round_trips() -> None:
     header = _RichHeader(second, None, (), 0.0, "", b"", {}, None)
     bundle = codec.decode(codec.encode(None, A, [Message(None, b"", headers={RICH_ID: header})]))
     assert bundle.messages[0].headers[RICH_ID].view == second
+
+
+def test_a_version_1_bundle_is_refused_since_its_bytes_payloads_carry_a_tag() -> None:
+    """Version 1 tagged every channel payload; version 2 sends bytes untagged (`Flag.TAGGED`
+    marks the rest). Read by the other version a payload would lose or keep a byte it should
+    not, so the versions refuse each other's bundles, each naming both versions."""
+    codec = _codec()
+    data = bytearray(codec.encode(None, A, [Message(None, b"\x00payload")]))
+    assert data[2] == WIRE_VERSION == 2
+    data[2] = 1
+    with pytest.raises(WireError, match="wire version 1, this member speaks 2") as info:
+        codec.decode(bytes(data))
+    assert info.value.reason == "version"
+
+
+def test_the_tagged_flag_travels_on_the_wire() -> None:
+    codec = _codec()
+    flags = int(Flag.TAGGED | Flag.OOB)
+    (got,) = codec.decode(
+        codec.encode(None, A, [Message(None, b"\x01\xa1x", flags=flags)])
+    ).messages
+    assert got.flags == flags

@@ -118,7 +118,9 @@ def _outcome(decode: Any, data: bytes) -> Any:
     )
 
 
-_flags = st.sampled_from([0, 1, 64, ALL_FLAGS, 128, -1, -128, 2**64 - 1, -(2**63), True, 1.0, None])
+_flags = st.sampled_from(
+    [0, 1, 64, ALL_FLAGS, 128, 256, -1, -128, 2**64 - 1, -(2**63), True, 1.0, None]
+)
 _header_values = st.sampled_from(
     [
         *([1, 2, False], [1, 2], [1, 2, 3], [True, 2, False], (1, 2, False), "x", None),

@@ -26,6 +26,9 @@ class Flag(enum.IntFlag):
     NO_FC: skips flow control.
     DONT_BLOCK: flow control drops it rather than block the sender.
     INTERNAL: sent by a protocol, not by the application.
+    TAGGED: the payload starts with a channel's one-byte encoding tag (msgpack,
+    pickle); a channel sends the application's bytes as they are, untagged, so
+    that a receiver hands them over without copying them to strip a tag.
     """
 
     OOB = 1
@@ -35,11 +38,12 @@ class Flag(enum.IntFlag):
     NO_FC = 16
     DONT_BLOCK = 32
     INTERNAL = 64
+    TAGGED = 128
 
 
 #: All flag bits a decoder accepts; anything else is malformed.
 ALL_FLAGS = int(Flag.OOB | Flag.DONT_BUNDLE | Flag.DONT_LOOPBACK | Flag.NO_RELIABILITY)
-ALL_FLAGS |= int(Flag.NO_FC | Flag.DONT_BLOCK | Flag.INTERNAL)
+ALL_FLAGS |= int(Flag.NO_FC | Flag.DONT_BLOCK | Flag.INTERNAL | Flag.TAGGED)
 
 
 _new = object.__new__

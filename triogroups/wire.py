@@ -53,7 +53,9 @@ __all__ = [
 ]
 
 MAGIC = b"TG"
-WIRE_VERSION = 1
+#: 2: a channel's bytes payloads travel untagged (`Flag.TAGGED` marks the others); a
+#: member of version 1 would cut their first byte off, so the versions refuse each other.
+WIRE_VERSION = 2
 #: Prefix flag: the body is sealed by a `Keyring` (shared-secret mode).
 SEALED = 0x01
 _PREFIX_MIN = 6

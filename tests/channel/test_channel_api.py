@@ -12,6 +12,7 @@ import trio
 from triogroups import (
     Address,
     ChannelClosed,
+    Flag,
     JoinFailed,
     MessageTooLarge,
     NotAMember,
@@ -20,6 +21,7 @@ from triogroups import (
     StackConfig,
     open_channel,
 )
+from triogroups._channel._codec import MSGPACK
 
 
 async def take(ch: object, n: int, timeout: float = 30.0) -> list[Received]:
@@ -98,6 +100,30 @@ async def test_payloads_round_trip_as_bytes_msgpack_and_pickle_when_asked(
         assert [m.payload for m in got[:-1]] == values
         assert got[0].raw == b"\x00raw"
         assert got[-1].payload == Point(1, 2)
+
+
+async def test_bytes_travel_untagged_and_other_values_tagged(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """Bytes leave as the very object sent, without TAGGED, so a receiver hands them over
+    without a copy; a value leaves encoded behind its tag, with TAGGED. Bytes that start
+    like a pickle's tag are still bytes to a receiver that refuses pickles."""
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
+        data = b"\x02not a pickle"
+        msg = a._app_message(data, None, False, False)
+        assert msg.payload is data and not msg.flags & Flag.TAGGED
+        encoded = a._app_message({"k": 1}, None, False, True)
+        assert encoded.flags & Flag.TAGGED and encoded.flags & Flag.OOB
+        assert encoded.payload[:1] == bytes((MSGPACK,))
+        await a.send(data)
+        await a.send(bytearray(b"\x01also bytes"))
+        got = await take(b, 2)
+        assert [m.payload for m in got] == [data, b"\x01also bytes"]
+        assert [m.raw for m in got] == [data, b"\x01also bytes"]
+        assert "pickle_refused" not in b.stats()["dropped"]
 
 
 async def test_pickled_payload_refused_by_a_receiver_is_reported_to_the_sender(
@@ -217,9 +243,11 @@ async def test_payload_larger_than_frag_max_message_size_raises_message_too_larg
         open_channel("c", small, "B", network=net) as b,
     ):
         with pytest.raises(MessageTooLarge) as info:
-            await a.send(bytes(20_000))
+            await a.send(bytes(20_001))
         assert info.value.limit == 20_000
-        await a.send(bytes(19_000))  # the tag byte counts too
+        with pytest.raises(MessageTooLarge):  # a value's encoding tag counts too
+            await a.send("x" * 19_997)  # 19_999 bytes of msgpack, 20_000 with the tag
+        await a.send(bytes(19_000))
         (got,) = await take(b, 1)
         assert got.payload == bytes(19_000)
 
@@ -232,16 +260,16 @@ async def test_frag_size_check_takes_exactly_max_message_size_and_follows_a_chan
     applies a max_message_size changed at run time to the next send."""
     small = stack.configure("FRAG", max_message_size=20_000, frag_size=4_000)
     async with open_channel("c", small, "A", network=net) as a:
-        await a.send(bytes(19_999))  # 20_000 with the tag byte
+        await a.send(bytes(20_000))  # bytes travel untagged: the payload is all there is
         with pytest.raises(MessageTooLarge):
-            await a.send(bytes(20_000))
-        assert [len(m.payload) for m in await take(a, 1)] == [19_999]
+            await a.send(bytes(20_001))
+        assert [len(m.payload) for m in await take(a, 1)] == [20_000]
         await a.stack.set_property("FRAG", "max_message_size", 10_000)
         with pytest.raises(MessageTooLarge) as info:
             await a.send(bytes(19_999))
         assert info.value.limit == 10_000
-        await a.send(bytes(9_999))
-        assert [len(m.payload) for m in await take(a, 1)] == [9_999]
+        await a.send(bytes(10_000))
+        assert [len(m.payload) for m in await take(a, 1)] == [10_000]
 
 
 async def test_without_frag_a_payload_must_fit_one_transport_bundle(

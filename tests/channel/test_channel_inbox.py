@@ -17,6 +17,7 @@ from triogroups import (
     Address,
     Channel,
     ChannelClosed,
+    Flag,
     Message,
     Received,
     SimNetwork,
@@ -32,6 +33,7 @@ from triogroups._rpc._dispatcher import RPC_REQ, RPC_RSP, RpcHeader
 from triogroups.protocols import ids
 
 SRC = Address.random("A")
+_TAGGED = int(Flag.TAGGED)  # a channel's payload that is not bytes: tagged, decoded
 
 
 def msgs(first: int, count: int) -> list[Received]:
@@ -346,15 +348,21 @@ async def test_ready_run_aligns_each_message_as_accept_would(seed: int, stack: S
         expected: list[tuple[Address, Any]] = []
         for k, (src, seqno) in enumerate(items[first : first + 50]):
             if rng.random() < 0.1:  # no state header: a unicast, not aligned
-                batch.append(Message(Address.random("Z"), b"\x00u", src=src))
+                batch.append(Message(Address.random("Z"), b"u", src=src))
                 expected.append((src, b"u"))
                 continue
             hdr = StateHeader.msg(seqno)
-            batch.append(
-                Message(None, b"\x00" + bytes([k]), src=src, headers={ids.STATE_TRANSFER: hdr})
-            )
+            headers = {ids.STATE_TRANSFER: hdr}
+            if rng.random() < 0.3:  # a value, tagged: decoded
+                value: Any = k
+                batch.append(
+                    Message(None, encode_payload(k), src=src, flags=_TAGGED, headers=headers)
+                )
+            else:  # bytes, untagged: handed over as they are
+                value = bytes([k])
+                batch.append(Message(None, value, src=src, headers=headers))
             if _accept_plain(plain, src, seqno):
-                expected.append((src, bytes([k])))
+                expected.append((src, value))
         stop = rng.randrange(len(batch) + 1)
         batch.insert(stop, request)
         out: list[Received] = []
@@ -404,7 +412,8 @@ async def test_reader_hands_runs_to_the_queue_answers_responses_between_and_leav
 
     def app(value: int) -> Message:
         hdr = StateHeader(MSG, value + 1)
-        return Message(None, encode_payload(value), src=src, headers={ids.STATE_TRANSFER: hdr})
+        headers = {ids.STATE_TRANSFER: hdr}
+        return Message(None, encode_payload(value), src=src, flags=_TAGGED, headers=headers)
 
     answer = Message(None, encode_payload(1), src=src, headers={ids.RPC: RpcHeader(RPC_RSP, 99)})
     request = Message(

@@ -54,7 +54,12 @@ from typing import Any
 import trio
 
 from triogroups._cadence import SEND_CHECKPOINT_EVERY, Cadence
-from triogroups._channel._codec import RAW, PayloadError, decode_payload, encode_payload
+from triogroups._channel._codec import (
+    PayloadError,
+    decode_app_payload,
+    decode_payload,
+    encode_payload,
+)
 from triogroups._channel._errors import (
     ChannelClosed,
     JoinFailed,
@@ -105,6 +110,7 @@ _tuple_new = tuple.__new__  # `Received(...)` in one C call: see `_ready_run`
 _msg_header = StateHeader.msg
 _fresh = Message._fresh
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+_TAGGED = int(Flag.TAGGED)  # the payload carries its encoding tag (`decode_app_payload`)
 _ORDERED_BUFFER = 4  # batches between the reader and the dispatcher
 #: Messages `send` leaves for the flusher at most; beyond, it sends them at once. A task
 #: that sends in a loop yields every SEND_CHECKPOINT_EVERY calls, so this is a bound for
@@ -394,9 +400,12 @@ class Channel:
             self._check_member(to)
         if pickle:
             self._check_pickle(to)
-        data = encode_payload(payload, pickle=pickle)
+        if type(payload) is bytes:  # what most sends carry: as it is, untagged
+            data, flags = payload, 0
+        else:
+            data, flags = encode_payload(payload, pickle=pickle), _TAGGED
         self._check_size(len(data))
-        return _fresh(to, data, _OOB if oob else 0)
+        return _fresh(to, data, flags | _OOB if oob else flags)
 
     def _check_open(self) -> None:
         if self._closing:
@@ -829,8 +838,8 @@ class Channel:
         state already contains) and returns the index of the first message not done.
 
         The caller has checked what holds for the whole run (not closing, not holding,
-        the sink is the `Inbox`); counters move once per run. A RAW payload, what most
-        applications send, is `decode_payload`'s first case, inlined. So is
+        the sink is the `Inbox`); counters move once per run. An untagged payload, what
+        most applications send, is `decode_app_payload`'s first case, inlined. So is
         `Alignment.accept`'s usual case, once per run of one sender's next seqnos: a
         batch holds runs from one sender, and the table is written at the run's end
         instead of twice per message (each an `Address.__hash__` call); every other
@@ -854,8 +863,8 @@ class Channel:
             if (hdr is not None and hdr.type != MSG) or _RPC in headers or src is None:
                 break
             data = msg.payload
-            if data and data[0] == RAW:
-                value = body = data[1:]
+            if not msg.flags & _TAGGED:
+                value = body = data
             else:
                 try:
                     value, body = decode_payload(data, allow_pickle=allow_pickle)
@@ -1034,7 +1043,9 @@ class Channel:
         if self._closing:
             return
         try:
-            value, body = decode_payload(msg.payload, allow_pickle=self.allow_pickle)
+            value, body = decode_app_payload(
+                msg.payload, (msg.flags & _TAGGED) != 0, allow_pickle=self.allow_pickle
+            )
         except PayloadError as exc:
             self._drops.drop(exc.reason, str(exc), src)
             if exc.reason == "pickle_refused" and src not in self._told_pickle_refused:

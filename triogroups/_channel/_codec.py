@@ -7,6 +7,12 @@ None, bool, int, float, str, bytes, lists, tuples as lists, dicts) or
 unpickles only when its channel allows pickle; otherwise the payload is
 refused (`PayloadError` with reason ``pickle_refused``), never unpickled.
 Nothing here sends or receives; these are pure functions.
+
+An application message (`Channel.send`) whose payload is bytes travels
+without the tag, as it is, and every other one with the tag and the
+message's `Flag.TAGGED` set (`decode_app_payload`): a receiver hands bytes
+over without copying them to cut a tag off. RPC and state-transfer payloads,
+which their headers mark, are always tagged.
 """
 
 from __future__ import annotations
@@ -17,7 +23,15 @@ from typing import Any
 import cloudpickle
 import msgpack
 
-__all__ = ["MSGPACK", "PICKLE", "RAW", "PayloadError", "decode_payload", "encode_payload"]
+__all__ = [
+    "MSGPACK",
+    "PICKLE",
+    "RAW",
+    "PayloadError",
+    "decode_app_payload",
+    "decode_payload",
+    "encode_payload",
+]
 
 RAW = 0
 MSGPACK = 1
@@ -81,3 +95,11 @@ def decode_payload(data: bytes, *, allow_pickle: bool) -> tuple[Any, bytes]:
         except Exception as exc:
             raise PayloadError("malformed", f"cannot unpickle: {type(exc).__name__}") from None
     raise PayloadError("malformed", f"unknown payload tag {tag}")
+
+
+def decode_app_payload(data: bytes, tagged: bool, *, allow_pickle: bool) -> tuple[Any, bytes]:
+    """An application message's value and bytes: an untagged payload is the bytes the
+    application sent; a tagged one (`Flag.TAGGED`) is `decode_payload`'s."""
+    if not tagged:
+        return data, data
+    return decode_payload(data, allow_pickle=allow_pickle)
