@@ -11,9 +11,10 @@ import trio.testing
 from hypothesis import given
 from hypothesis import strategies as st
 
-from triogroups import Address, Received, SimNetwork, StackConfig, open_channel
+from triogroups import Address, Message, Received, SimNetwork, StackConfig, open_channel
 from triogroups._channel._inbox import received
 from triogroups._channel._state import MSG, StateHeader
+from triogroups.protocols import ids
 
 
 async def _wait_queued(ch: Any, n: int) -> None:
@@ -128,6 +129,29 @@ def test_received_factory_equals_the_plain_constructor() -> None:
     ]
     with pytest.raises(AttributeError):
         fast.oob = False  # type: ignore[misc]
+
+
+async def test_send_builds_in_line_the_message_the_general_path_builds(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """`Channel.send` builds an ordered multicast of bytes, and stamps it, in line: every
+    `Message` slot is set, and it equals what `_app_message` and `_stamp` make (a slot
+    added to Message and forgotten there fails here)."""
+    async with open_channel("c", stack, "A", network=net) as a:
+        await a.send(b"in line")  # left in the channel until this task yields
+        (fast,) = a._outgoing
+        assert type(fast) is Message and fast.payload == b"in line"
+        general = a._app_message(b"in line", None, False, False)
+        a._stamp(general)
+        slots = Message.__slots__
+        assert [getattr(fast, n) for n in slots if n != "headers"] == [
+            getattr(general, n) for n in slots if n != "headers"
+        ]
+        assert fast.headers.keys() == general.headers.keys() == {ids.STATE_TRANSFER}
+        assert type(fast.headers[ids.STATE_TRANSFER]) is StateHeader
+        assert fast.headers[ids.STATE_TRANSFER] == StateHeader.msg(
+            general.headers[ids.STATE_TRANSFER].seqno - 1
+        )
 
 
 @given(seqno=st.integers(0, 2**64 - 1))
