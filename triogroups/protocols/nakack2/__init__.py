@@ -106,6 +106,8 @@ _ID = ids.NAKACK2
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
+_new_tuple = tuple.__new__  # a header with every field given, in one C call (see `down`)
+_new_message = object.__new__  # a `Message` with its slots set in line (see `down`)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _DEFAULT_BUNDLE = 65_507  # the largest UDP datagram, until check_stack learns the transport's
 _JOINING = Phase.JOINING
@@ -240,15 +242,23 @@ class Nakack2(Protocol):
         local: list[Message] = []
         kept = [m for m in batch if m.dest is None and not m.flags & _NO_RELIABILITY]
         state = self._state
-        for msg, hdr in zip(kept, NakAckHeader2.msg_run(state.seqno + 1, len(kept)), strict=True):
-            msg.headers[_ID] = hdr
-            if not msg.flags & _DONT_LOOPBACK:
-                mine = msg.copy()
+        seqno = state.seqno
+        for msg in kept:  # `NakAckHeader2.msg` and `Message.copy`, in line: per message
+            seqno += 1
+            headers = msg.headers
+            headers[_ID] = _new_tuple(NakAckHeader2, (MSG, seqno, None, ()))
+            flags = msg.flags
+            if not flags & _DONT_LOOPBACK:
+                mine = _new_message(Message)
+                mine.dest = None
                 mine.src = me
+                mine.flags = flags
+                mine.headers = headers.copy()
+                mine.payload = msg.payload
                 local.append(mine)
-                msg.flags |= _DONT_LOOPBACK
+                msg.flags = flags | _DONT_LOOPBACK
         if kept:
-            state.seqno += len(kept)
+            state.seqno = seqno
             state.sent.append_run(kept)
             state.counters["msgs_sent"] += len(kept)
             state.sent_since_xmit = True

@@ -43,9 +43,6 @@ TYPE_NAMES = {
 }
 
 
-_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
-
-
 class NakAckHeader2(NamedTuple):
     """``type`` is MSG, XMIT_REQ, XMIT_RSP, HIGHEST_SEQNO or VIEW_SEQNO.
 
@@ -60,13 +57,6 @@ class NakAckHeader2(NamedTuple):
     seqno: int = 0
     sender: Address | None = None
     ranges: tuple[int, ...] = ()
-
-    @staticmethod
-    def msg_run(seqno: int, count: int) -> list[NakAckHeader2]:
-        """The MSG headers of ``count`` multicasts from ``seqno`` on: ``NakAckHeader2(MSG,
-        s)`` for each, built without the keyword-default call and with one call per run
-        (the send path's per-message cost)."""
-        return [_new(NakAckHeader2, (MSG, s, None, ())) for s in range(seqno, seqno + count)]
 
 
 register_header(ids.NAKACK2, NakAckHeader2, per_message=True)
