@@ -10,6 +10,8 @@ import re
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 _VALGRIND = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
 
@@ -28,3 +30,12 @@ def instructions(script: str, args: list[str]) -> int:
     if found is None:
         raise RuntimeError(f"no instruction count from valgrind: {result.stderr[-500:]}")
     return int(found.group(1))
+
+
+def instructions_per(script: str, args: Callable[[int], list[str]], units: int) -> float:
+    """Instructions per unit of work (a round trip, a message): ``python script
+    *args(units)`` and ``*args(2 * units)`` run side by side, and the difference over
+    ``units`` leaves out what both runs share (start-up, joining, warm-up)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        one, two = pool.map(lambda n: instructions(script, args(n)), (units, 2 * units))
+    return (two - one) / units

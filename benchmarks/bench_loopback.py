@@ -26,16 +26,16 @@ import argparse
 import random
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import trio
-from _callgrind import instructions, require_valgrind
+from _callgrind import instructions_per, require_valgrind
 from bench_channel import preset_config
 
 from triogroups import Channel, open_channel
 from triogroups.runtime import tune_gc
 
 PAYLOAD_SIZE = 1000
+WARMUP_MESSAGES = 2000  # the same in every run: `--instructions` takes two runs' difference
 
 
 async def _round(ch: Channel, messages: int) -> float:
@@ -61,7 +61,7 @@ async def measure(messages: int, preset: str, repeat: int) -> None:
     config = preset_config(preset, 1, random.randint(20_000, 50_000))
     cluster = f"lb-{uuid.uuid4().hex[:12]}"
     async with open_channel(cluster, config, "a", handle_signals=False) as ch:
-        await _round(ch, min(messages, 2000))  # warm-up
+        await _round(ch, WARMUP_MESSAGES)
         best = min([await _round(ch, messages) for _ in range(repeat)])
     print(
         f"{preset}: {messages} multicasts of {PAYLOAD_SIZE} B sent and delivered back, "
@@ -70,15 +70,12 @@ async def measure(messages: int, preset: str, repeat: int) -> None:
 
 
 def count_instructions(messages: int, preset: str) -> None:
-    """Print the instructions per multicast: two runs' difference over ``messages``."""
+    """Print the instructions per multicast (see `instructions_per`)."""
     require_valgrind()
-    runs = [
-        ["--messages", str(n), "--preset", preset, "--repeat", "1"]
-        for n in (messages, 2 * messages)
-    ]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        one, two = pool.map(lambda args: instructions(__file__, args), runs)
-    print(f"{preset}: {(two - one) / messages:,.0f} instructions per multicast ({messages})")
+    per = instructions_per(
+        __file__, lambda n: ["--messages", str(n), "--preset", preset, "--repeat", "1"], messages
+    )
+    print(f"{preset}: {per:,.0f} instructions per multicast ({messages})")
 
 
 def main() -> None:

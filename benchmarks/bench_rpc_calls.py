@@ -29,10 +29,9 @@ import pstats
 import random
 import time
 import uuid
-from concurrent.futures import ThreadPoolExecutor
 
 import trio
-from _callgrind import instructions, require_valgrind
+from _callgrind import instructions_per, require_valgrind
 from bench_channel import preset_config
 
 from triogroups import open_channel
@@ -74,12 +73,10 @@ async def measure(calls: int, preset: str, profile: bool) -> None:
 
 
 def count_instructions(calls: int, preset: str) -> None:
-    """Print the instructions per round trip: two runs' difference over ``calls``."""
+    """Print the instructions per round trip (see `instructions_per`)."""
     require_valgrind()
-    runs = [["--calls", str(n), "--preset", preset] for n in (calls, 2 * calls)]
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        one, two = pool.map(lambda args: instructions(__file__, args), runs)
-    print(f"{preset}: {(two - one) / calls:,.0f} instructions per round trip ({calls} calls)")
+    per = instructions_per(__file__, lambda n: ["--calls", str(n), "--preset", preset], calls)
+    print(f"{preset}: {per:,.0f} instructions per round trip ({calls} calls)")
 
 
 def main() -> None:
