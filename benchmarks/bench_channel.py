@@ -384,6 +384,10 @@ def main() -> None:
     opts = parser.parse_args()
     if opts.size < 8:
         parser.error(f"--size must be >= 8, got {opts.size}")
+    if opts.young_threshold and opts.young_threshold < 700:
+        parser.error(
+            f"--young-threshold must be 0 (tune_gc's default) or >= 700, got {opts.young_threshold}"
+        )
     presets = opts.presets.split(",")
     for preset in presets:
         if preset not in BASELINES:

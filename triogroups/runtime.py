@@ -25,7 +25,7 @@ def tune_gc(young_threshold: int = 100_000) -> None:
     (tens of thousands in a three-member group) rise and fall by more than 10,000
     all the time. At 10,000 a member collected ten times a second, each time
     scanning those messages only to promote them, 6-9% of its CPU with nothing
-    to collect (`benchmarks/bench_channel.py --verbose` shows it); at 100,000 it
+    to collect (the GC column of `benchmarks/bench_channel.py`); at 100,000 it
     hardly ever collects while the table stays the size it is. Cyclic garbage,
     which only the collector frees, waits for the count like anything else.
     """
