@@ -20,8 +20,6 @@ from triogroups.protocols.nakack2._header import MSG, NakAckHeader2
 from triogroups.protocols.unicast3._common import DATA, Unicast3Header
 from triogroups.testing import addresses, down_messages, started, up_messages, view_of
 
-_SEQNOS = st.integers(0, 2**64 - 1)
-
 
 @given(seqno=st.integers(1, 2**64 - 1), conn_id=st.integers(0, 2**16 - 1), count=st.integers(0, 5))
 def test_unicast3_header_data_run_equals_the_keyword_form(
