@@ -89,6 +89,22 @@ def test_an_address_renamed_under_the_same_uuid_is_encoded_with_its_new_name() -
     assert bundle.src.name == "A2"
 
 
+def test_bundles_in_a_row_carry_each_its_own_source_and_destination() -> None:
+    """The encoder knows the last bundle's addresses by identity: whatever the order of
+    sources and destinations (the group, a peer, another peer, a renamed one), each
+    bundle decodes with its own."""
+    codec = _codec()
+    renamed = Address(B.uuid, "B2")
+    pairs = [(None, A), (B, A), (B, A), (C, A), (None, A), (A, B), (A, renamed), (renamed, C)]
+    for dest, src in pairs:
+        bundle = codec.decode(codec.encode(dest, src, [Message(dest, b"m")]))
+        assert (bundle.dest, bundle.src) == (dest, src)
+        assert (bundle.dest and bundle.dest.name, bundle.src.name) == (
+            dest and dest.name,
+            src.name,
+        )
+
+
 def test_round_trip_headers_with_views_digests_and_containers() -> None:
     codec = _codec()
     sub1 = View.create(A, 3, [A, C])

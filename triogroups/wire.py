@@ -447,6 +447,8 @@ class WireCodec:
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True)
         self._addresses: dict[bytes, Address] = {}
         self._address_exts: dict[Address, tuple[str, msgpack.ExtType]] = {}
+        # the last bundle's source, its extension type, destination, its extension type
+        self._last_bundle: list[Any] = [None, None, None, None]
 
     # encoding ---------------------------------------------------------------
 
@@ -460,7 +462,21 @@ class WireCodec:
                 append((m.flags, m.headers or None, m.payload))
             else:
                 append((m.flags, m.headers or None, m.payload, msrc))
-        body: bytes = self._packer.pack((dest, src, entries))
+        # The bundle's addresses go in as their extension types, without a `_default`
+        # call; the last source and destination are known by identity, without the
+        # cache's `Address.__hash__` (a Python call): a member's bundles come from one
+        # source, mostly to one peer or the group.
+        last = self._last_bundle
+        if src is not last[0]:
+            last[0], last[1] = src, self._address_ext(src)
+        if dest is None:
+            dest_ext = None
+        elif dest is last[2]:
+            dest_ext = last[3]
+        else:
+            dest_ext = self._address_ext(dest)
+            last[2], last[3] = dest, dest_ext
+        body: bytes = self._packer.pack((dest_ext, last[1], entries))
         if self.keyring is not None:
             data = self.keyring.seal(self._prefix, body)
         elif self.authenticator is None:

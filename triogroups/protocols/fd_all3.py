@@ -160,6 +160,7 @@ class FdAll3(Protocol):
 
     def up(self, batch: list[Message], now: float) -> None:
         bits = self._bits
+        suspected = self._suspected
         mark = 1 << self._slot
         heartbeats = 0
         last: Address | None = None  # a batch holds runs from one sender: mark each run once
@@ -167,9 +168,12 @@ class FdAll3(Protocol):
             src = msg.src
             if src is not last:
                 last = src
-                if src is not None and src in bits:
-                    bits[src] |= mark
-                    if src in self._suspected:
+                # two `Address.__hash__` calls (Python calls) per run, and none for the
+                # suspects while there are none
+                seen = None if src is None else bits.get(src)
+                if src is not None and seen is not None:
+                    bits[src] = seen | mark
+                    if suspected and src in suspected:
                         self._unsuspect(src)
             if _ID in msg.headers:
                 heartbeats += 1
