@@ -447,8 +447,11 @@ class WireCodec:
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True)
         self._addresses: dict[bytes, Address] = {}
         self._address_exts: dict[Address, tuple[str, msgpack.ExtType]] = {}
-        # the last bundle's source, its extension type, destination, its extension type
-        self._last_bundle: list[Any] = [None, None, None, None]
+        # the last bundle's source and destination, and their extension types: `encode`
+        self._last_src: Address | None = None
+        self._last_src_ext: msgpack.ExtType | None = None
+        self._last_dest: Address | None = None
+        self._last_dest_ext: msgpack.ExtType | None = None
 
     # encoding ---------------------------------------------------------------
 
@@ -466,17 +469,16 @@ class WireCodec:
         # call; the last source and destination are known by identity, without the
         # cache's `Address.__hash__` (a Python call): a member's bundles come from one
         # source, mostly to one peer or the group.
-        last = self._last_bundle
-        if src is not last[0]:
-            last[0], last[1] = src, self._address_ext(src)
+        if src is not self._last_src:
+            self._last_src, self._last_src_ext = src, self._address_ext(src)
         if dest is None:
             dest_ext = None
-        elif dest is last[2]:
-            dest_ext = last[3]
+        elif dest is self._last_dest:
+            dest_ext = self._last_dest_ext
         else:
             dest_ext = self._address_ext(dest)
-            last[2], last[3] = dest, dest_ext
-        body: bytes = self._packer.pack((dest_ext, last[1], entries))
+            self._last_dest, self._last_dest_ext = dest, dest_ext
+        body: bytes = self._packer.pack((dest_ext, self._last_src_ext, entries))
         if self.keyring is not None:
             data = self.keyring.seal(self._prefix, body)
         elif self.authenticator is None:
