@@ -314,15 +314,18 @@ def test_merge_view_of_a_merge_view_round_trips() -> None:
     assert bundle.messages[0].headers[RICH_ID].view == second
 
 
-def test_a_version_1_bundle_is_refused_since_its_bytes_payloads_carry_a_tag() -> None:
+@pytest.mark.parametrize("older", [1, 2])
+def test_an_older_versions_bundle_is_refused_since_it_means_something_else(older: int) -> None:
     """Version 1 tagged every channel payload; version 2 sends bytes untagged (`Flag.TAGGED`
-    marks the rest). Read by the other version a payload would lose or keep a byte it should
-    not, so the versions refuse each other's bundles, each naming both versions."""
+    marks the rest); version 3 carries a channel's application seqno in a plain-int header
+    of its own (``APP_SEQNO``) instead of a `StateHeader`. Read by another version a payload
+    would lose or keep a byte, or a message its place in the state, so the versions refuse
+    each other's bundles, each naming both versions."""
     codec = _codec()
     data = bytearray(codec.encode(None, A, [Message(None, b"\x00payload")]))
-    assert data[2] == WIRE_VERSION == 2
-    data[2] = 1
-    with pytest.raises(WireError, match="wire version 1, this member speaks 2") as info:
+    assert data[2] == WIRE_VERSION == 3
+    data[2] = older
+    with pytest.raises(WireError, match=f"wire version {older}, this member speaks 3") as info:
         codec.decode(bytes(data))
     assert info.value.reason == "version"
 

@@ -29,6 +29,7 @@ from triogroups.wire import (
     WireError,
     _compile_header,
     _converter,
+    register_header,
 )
 
 
@@ -141,6 +142,11 @@ def test_generated_and_generic_header_converters_agree(
 ) -> None:
     """Every registered header; valid fields (arrays with junk items), one junk field, or
     the wrong length: what one accepts the other builds the same, what one refuses both do."""
+    if cls is int:  # a plain-int header (the channel's APP_SEQNO): the value itself
+        raw = data.draw(_valid(int) | _JUNK, label="value")
+        assert _outcome(convert, raw) == _outcome(_converter(int), raw)
+        assert _outcome(convert, raw)[0] == ("ok" if type(raw) is int else "refused")
+        return
     hints = typing.get_type_hints(cls)
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
     body: tuple[Any, ...] = tuple(data.draw(_valid(hints[f]), label=f) for f in fields)
@@ -163,9 +169,13 @@ def test_generated_and_generic_header_converters_agree(
 def test_generated_converter_accepts_every_valid_body(data: st.DataObject) -> None:
     """Valid fields alone are never refused by the generated converter (nor by the generic)."""
     cls, convert = data.draw(st.sampled_from(_CASES))
-    hints = typing.get_type_hints(cls)
-    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
-    body = tuple(data.draw(_strict(hints[f]), label=f) for f in fields)
+    body: Any
+    if cls is int:  # a plain-int header: the value itself
+        body = data.draw(_valid(int), label="value")
+    else:
+        hints = typing.get_type_hints(cls)
+        fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+        body = tuple(data.draw(_strict(hints[f]), label=f) for f in fields)
     assert _outcome(convert, body) == _outcome(_converter(cls), body)
     assert _outcome(convert, body)[0] == "ok", (cls, body)
 
@@ -194,9 +204,27 @@ def _decode_header(protocol_id: int, raw: Any) -> Any:
 def test_state_header_with_applied_pairs_decodes_to_the_same_header() -> None:
     """The channel's ``applied`` (per sender, a seqno) is checked inline: empty and full."""
     B = Address.random("B")
-    for header in (StateHeader(1, 5), StateHeader(3, 9, ((A, 4), (B, 0)), True)):
+    for header in (StateHeader(2, 5), StateHeader(3, 9, ((A, 4), (B, 0)), True)):
         decoded = _decode_header(ids.STATE_TRANSFER, tuple(header))
         assert decoded == header and type(decoded) is StateHeader
+
+
+def test_an_int_header_decodes_to_the_int_itself() -> None:
+    """The channel's application seqno (``APP_SEQNO``) is a plain int on the wire and in
+    the decoded message, checked in the decode loop: anything else is refused."""
+    for seqno in (0, 1, 2**64 - 1, -5):
+        decoded = _decode_header(ids.APP_SEQNO, seqno)
+        assert decoded == seqno and type(decoded) is int
+    for bad in ("5", 5.0, True, None, [5], {1: 2}):
+        with pytest.raises(WireError, match="header int: expected int"):
+            _decode_header(ids.APP_SEQNO, bad)
+
+
+def test_register_header_refuses_a_class_that_is_neither_namedtuple_nor_int() -> None:
+    for cls in (str, tuple, dict, object()):
+        with pytest.raises(TypeError, match="a header is a NamedTuple or int"):
+            register_header(60_000, cls)  # type: ignore[arg-type]
+    assert 60_000 not in _HEADERS
 
 
 @pytest.mark.parametrize(

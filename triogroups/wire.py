@@ -19,9 +19,10 @@ Decoding is hostile-input safe: whatever the bytes, `WireCodec.decode` either
 returns a bundle or raises `WireError`, never anything else. Its ``reason``
 is a short code suitable as a stats counter key.
 
-Headers are NamedTuples registered per protocol id with `register_header`;
-the codec validates every field against the NamedTuple's annotations, so a
-protocol never sees a header of the wrong shape.
+Headers are NamedTuples registered per protocol id with `register_header`
+(or a plain ``int``, for a header that is one number); the codec validates
+every field against the NamedTuple's annotations, so a protocol never sees a
+header of the wrong shape.
 """
 
 from __future__ import annotations
@@ -55,7 +56,9 @@ __all__ = [
 MAGIC = b"TG"
 #: 2: a channel's bytes payloads travel untagged (`Flag.TAGGED` marks the others); a
 #: member of version 1 would cut their first byte off, so the versions refuse each other.
-WIRE_VERSION = 2
+#: 3: a channel's application seqno is a plain int header of its own (``APP_SEQNO``),
+#: which a member of version 2 would not look for; again the versions refuse each other.
+WIRE_VERSION = 3
 #: Prefix flag: the body is sealed by a `Keyring` (shared-secret mode).
 SEALED = 0x01
 _PREFIX_MIN = 6
@@ -157,6 +160,9 @@ def _header_check(
 
     ``ref`` names ``cls`` in ``code.env``. Shared by a header's converter and the
     generated decode loop (`_compile_messages`), so both check the same way."""
+    if cls is int:  # a header that is one number: the raw value itself, no tuple
+        out += [f"{ind}if type(raw) is not int:", f"{ind}    raise ValueError('expected int')"]
+        return "raw"
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
     code.env[ref] = cls
     names = [f"f{i}" for i in range(len(fields))]
@@ -288,7 +294,9 @@ class _FieldCode:
 
 
 def register_header(protocol_id: int, cls: type, *, per_message: bool = False) -> None:
-    """Register the header NamedTuple of the protocol with this id.
+    """Register the header NamedTuple of the protocol with this id, or ``int`` for a
+    header that is one number (the channel's application seqno): an int on the
+    wire and in ``Message.headers``, with no tuple to build or to take apart.
 
     Field annotations drive validation on decode: int, bool, float, str, bytes,
     Address, View, MergeView, Digest, ViewId (ids below 2**63), ``X | None``, ``tuple[X, ...]``,
@@ -306,8 +314,12 @@ def register_header(protocol_id: int, cls: type, *, per_message: bool = False) -
             f"protocol id {protocol_id} already has header {existing.cls.__name__}, "
             f"cannot register {cls.__name__}"
         )
-    hints = typing.get_type_hints(cls)
-    fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
+    if cls is not int and not (
+        isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+    ):
+        raise TypeError(f"a header is a NamedTuple or int, not {cls!r}")
+    hints = {} if cls is int else typing.get_type_hints(cls)
+    fields: tuple[str, ...] = getattr(cls, "_fields", ())
     spec = _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), _compile_header(cls, hints), hints)
     _CONVERTERS[protocol_id] = spec.convert
     if per_message and protocol_id not in _INLINE:

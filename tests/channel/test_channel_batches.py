@@ -8,12 +8,9 @@ from typing import Any
 import pytest
 import trio
 import trio.testing
-from hypothesis import given
-from hypothesis import strategies as st
 
 from triogroups import Address, Message, Received, SimNetwork, StackConfig, open_channel
 from triogroups._channel._inbox import received
-from triogroups._channel._state import MSG, StateHeader
 from triogroups.protocols import ids
 
 
@@ -147,21 +144,8 @@ async def test_send_builds_in_line_the_message_the_general_path_builds(
         assert [getattr(fast, n) for n in slots if n != "headers"] == [
             getattr(general, n) for n in slots if n != "headers"
         ]
-        assert fast.headers.keys() == general.headers.keys() == {ids.STATE_TRANSFER}
-        assert type(fast.headers[ids.STATE_TRANSFER]) is StateHeader
-        assert fast.headers[ids.STATE_TRANSFER] == StateHeader.msg(
-            general.headers[ids.STATE_TRANSFER].seqno - 1
-        )
-
-
-@given(seqno=st.integers(0, 2**64 - 1))
-def test_state_header_msg_factory_equals_the_keyword_form(seqno: int) -> None:
-    """`StateHeader.msg` (the header `Channel.send` stamps on every ordered multicast)
-    builds exactly ``StateHeader(MSG, seqno)``, every field included."""
-    fast = StateHeader.msg(seqno)
-    assert type(fast) is StateHeader
-    assert fast == StateHeader(type=MSG, seqno=seqno)
-    assert fast._asdict() == StateHeader(type=MSG, seqno=seqno)._asdict()
+        assert fast.headers == {ids.APP_SEQNO: 1}
+        assert general.headers == {ids.APP_SEQNO: 2}
 
 
 async def test_reader_hands_plain_messages_to_the_queue_while_the_dispatcher_is_idle(

@@ -80,7 +80,7 @@ async def test_a_cancelled_send_was_not_sent_and_gives_its_seqno_back(
     assert isinstance(first, list)
     ch.send_nowait(b"five")
     queued = [first, await stack._down.receiver.receive(), await stack._down.receiver.receive()]
-    seen = [(m.payload, m.headers[ids.STATE_TRANSFER].seqno) for b in queued for m in b]
+    seen = [(m.payload, m.headers[ids.APP_SEQNO]) for b in queued for m in b]
     assert seen == [(b"one", 1), (b"two", 2), (b"five", 3)]
 
 
@@ -94,7 +94,7 @@ async def test_senders_that_wait_reach_the_stack_in_seqno_order(autojump_clock: 
         seqnos = []
         for _ in range(20):
             (msg,) = await stack._down.receiver.receive()  # type: ignore[misc]
-            seqnos.append(msg.headers[ids.STATE_TRANSFER].seqno)
+            seqnos.append(msg.headers[ids.APP_SEQNO])
     assert seqnos == list(range(1, 21))
 
 

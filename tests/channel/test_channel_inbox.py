@@ -28,7 +28,7 @@ from triogroups import (
 from triogroups._cadence import QUEUE_CHECKPOINT_EVERY
 from triogroups._channel._codec import encode_payload
 from triogroups._channel._inbox import Inbox, received
-from triogroups._channel._state import MSG, Alignment, StateHeader
+from triogroups._channel._state import Alignment
 from triogroups._rpc._dispatcher import RPC_REQ, RPC_RSP, RpcHeader
 from triogroups.protocols import ids
 
@@ -351,8 +351,7 @@ async def test_ready_run_aligns_each_message_as_accept_would(seed: int, stack: S
                 batch.append(Message(Address.random("Z"), b"u", src=src))
                 expected.append((src, b"u"))
                 continue
-            hdr = StateHeader.msg(seqno)
-            headers = {ids.STATE_TRANSFER: hdr}
+            headers = {ids.APP_SEQNO: seqno}
             if rng.random() < 0.3:  # a value, tagged: decoded
                 value: Any = k
                 batch.append(
@@ -411,8 +410,7 @@ async def test_reader_hands_runs_to_the_queue_answers_responses_between_and_leav
     src = Address.random("B")
 
     def app(value: int) -> Message:
-        hdr = StateHeader(MSG, value + 1)
-        headers = {ids.STATE_TRANSFER: hdr}
+        headers = {ids.APP_SEQNO: value + 1}
         return Message(None, encode_payload(value), src=src, flags=_TAGGED, headers=headers)
 
     answer = Message(None, encode_payload(1), src=src, headers={ids.RPC: RpcHeader(RPC_RSP, 99)})

@@ -38,7 +38,8 @@ leaving) takes what is outgoing first, so nothing overtakes a message sent
 earlier, and a send that has to wait for the stack waits for it too.
 
 This module never interprets a protocol's header other than its own
-(`StateHeader`, `RpcHeader`) and never touches the network itself.
+(`StateHeader` and the application seqno, `RpcHeader`) and never touches the network
+itself.
 """
 
 from __future__ import annotations
@@ -69,7 +70,6 @@ from triogroups._channel._errors import (
 )
 from triogroups._channel._inbox import Inbox, Received, Sink, received
 from triogroups._channel._state import (
-    MSG,
     PICKLE_REFUSED,
     STATE_REQ,
     STATE_RSP,
@@ -104,10 +104,10 @@ __all__ = ["Channel"]
 _log = logging.getLogger("triogroups.channel")
 
 _STATE = ids.STATE_TRANSFER
+_SEQNO = ids.APP_SEQNO  # an ordered multicast's application seqno: a plain int header
 _RPC = ids.RPC
 _OOB = int(Flag.OOB)
 _tuple_new = tuple.__new__  # `Received(...)` in one C call: see `_ready_run`
-_msg_header = StateHeader.msg
 _fresh = Message._fresh
 _new_message = object.__new__  # `Message` with its slots set in line: see `send`
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
@@ -360,7 +360,7 @@ class Channel:
                 if len(outgoing) < _MAX_OUTGOING:
                     if plain:  # `_stamp`, inline
                         self._seqno = seqno = self._seqno + 1
-                        msg.headers[_STATE] = _tuple_new(StateHeader, (MSG, seqno, (), False))
+                        msg.headers[_SEQNO] = seqno
                     else:
                         self._stamp(msg)
                     outgoing.append(msg)
@@ -482,7 +482,7 @@ class Channel:
         if msg.dest is not None or msg.flags & (_OOB | _DONT_LOOPBACK):
             return False
         self._seqno += 1
-        msg.headers[_STATE] = _msg_header(self._seqno)
+        msg.headers[_SEQNO] = self._seqno
         return True
 
     async def _send(
@@ -783,7 +783,7 @@ class Channel:
                     hdr is None
                     or hdr.type != RPC_REQ
                     or self._holding
-                    or _STATE in msg.headers
+                    or _SEQNO in msg.headers
                     or msg.flags & _OOB
                 ):
                     return None, batch[i:]
@@ -885,9 +885,8 @@ class Channel:
             if type(msg) is not Message:
                 break
             headers = msg.headers
-            hdr = headers.get(_STATE)
             src = msg.src
-            if (hdr is not None and hdr.type != MSG) or _RPC in headers or src is None:
+            if _STATE in headers or _RPC in headers or src is None:
                 break
             data = msg.payload
             if not msg.flags & _TAGGED:
@@ -898,8 +897,8 @@ class Channel:
                 except PayloadError:
                     break
             i += 1
-            if hdr is not None:
-                seqno = hdr.seqno
+            seqno = headers.get(_SEQNO)
+            if seqno is not None:
                 if src is run_src and seqno == last + 1:
                     last = seqno
                 else:
@@ -1055,15 +1054,15 @@ class Channel:
             self._drops.drop("malformed", "message without a source")
             return
         rpc = msg.headers.get(_RPC)
-        if hdr is not None:
-            if hdr.type == STATE_REQ:
-                await self._serve_state(src, hdr)
-                return
-            if hdr.type == MSG and not self._align.accept(src, hdr.seqno):
-                self._counters["dropped_in_state"] += 1
-                if rpc is not None:
-                    await self.rpc._not_executed(msg, rpc)
-                return
+        if hdr is not None and hdr.type == STATE_REQ:
+            await self._serve_state(src, hdr)
+            return
+        seqno = msg.headers.get(_SEQNO)
+        if seqno is not None and not self._align.accept(src, seqno):
+            self._counters["dropped_in_state"] += 1
+            if rpc is not None:
+                await self.rpc._not_executed(msg, rpc)
+            return
         if rpc is not None:
             await self.rpc._execute(msg, rpc)
             return
@@ -1145,12 +1144,11 @@ class Channel:
         if hdr.has_state:
             assert self._provider is not None
             held = [
-                (m.src, h.seqno)
+                (m.src, seqno)
                 for m in self._held
                 if isinstance(m, Message)
                 and m.src is not None
-                and (h := m.headers.get(_STATE)) is not None
-                and h.type == MSG
+                and (seqno := m.headers.get(_SEQNO)) is not None
             ]
             if first_gap(held, hdr.applied) is not None:
                 self._counters["state_responses_behind"] += 1

@@ -1,8 +1,9 @@
 """State transfer on join: the joiner gets the group's state before its first message.
 
 Design. Every ordered multicast a channel sends (regular, not OOB, looped
-back) carries a `StateHeader` with the sender's *application seqno*: 1, 2,
-3 ... per sender address. Every member remembers, per sender, the highest
+back) carries the sender's *application seqno* (1, 2, 3 ... per sender
+address) as a header of its own, ``APP_SEQNO``: a plain int, since every
+such message pays for building and decoding it. Every member remembers, per sender, the highest
 seqno it has handed to its application (`Alignment.delivered`).
 
 1. A joiner with a state provider holds back everything it delivers from
@@ -49,7 +50,6 @@ from triogroups.view import View
 from triogroups.wire import register_header
 
 __all__ = [
-    "MSG",
     "PICKLE_REFUSED",
     "STATE_REQ",
     "STATE_RSP",
@@ -59,7 +59,6 @@ __all__ = [
     "first_gap",
 ]
 
-MSG = 1
 STATE_REQ = 2
 STATE_RSP = 3
 #: Not state transfer: "I refused your pickled payload (allow_pickle is off here)",
@@ -72,24 +71,18 @@ _DEPARTED_KEPT = 256
 
 
 class StateHeader(NamedTuple):
-    """MSG: ``seqno`` is the application seqno. STATE_REQ/RSP: ``seqno`` is the request id;
-    a response carries ``applied`` (per sender, the highest seqno in the state)."""
+    """STATE_REQ/RSP: ``seqno`` is the request id; a response carries ``applied`` (per
+    sender, the highest application seqno in the state). PICKLE_REFUSED: no fields.
+    (Type 1, an application seqno, went to the ``APP_SEQNO`` header.)"""
 
     type: int
     seqno: int = 0
     applied: tuple[tuple[Address, int], ...] = ()
     has_state: bool = False
 
-    @staticmethod
-    def msg(seqno: int) -> StateHeader:
-        """``StateHeader(MSG, seqno)`` without the keyword-default call: every ordered
-        multicast an application sends carries one (`Channel._stamp`)."""
-        return _new(StateHeader, (MSG, seqno, (), False))
 
-
-_new = tuple.__new__
-
-register_header(ids.STATE_TRANSFER, StateHeader, per_message=True)
+register_header(ids.STATE_TRANSFER, StateHeader)
+register_header(ids.APP_SEQNO, int, per_message=True)
 
 
 @runtime_checkable

@@ -19,6 +19,8 @@ UFC = 31
 MFC = 32
 FRAG = 33
 STATE_TRANSFER = 34
+#: The channel's application seqno on every ordered multicast: a plain int header.
+APP_SEQNO = 35
 DIAG = 40
 RPC = 50
 AUTH = 60
