@@ -1,11 +1,12 @@
 """Reliable multicast among three member processes, beside the transport alone, in one run.
 
     python benchmarks/bench_multicast.py [--seconds 3] [--repeat 3] [--members 3]
-                                         [--size 1000] [--stacks ...] [--long [--sample 10]]
+                                         [--size 1000] [--batch 64] [--stacks ...]
+                                         [--long [--sample 10]]
 
 Every member (see `_members`) runs a `Stack` and multicasts batches of 64
-messages of 1 KB for ``--seconds`` while it counts every message delivered
-to it, its own included. The stacks:
+(``--batch``) messages of 1 KB for ``--seconds`` while it counts every
+message delivered to it, its own included. The stacks:
 
 - ``udp``: UDP with a PASS layer above it (a stack needs a layer above its
   transport): IP multicast with no reliability and no flow control;
@@ -20,6 +21,12 @@ to it, its own included. The stacks:
   and each keeps 120k-240k sent messages that STABLE has not yet seen
   delivered everywhere (~200 MiB per member, where MFC keeps ~45 MiB); MFC
   costs CPU per message in return (credit messages, smaller batches).
+- ``udp-full``: the ``udp`` preset's layers but for discovery and GMS
+  (the view is installed by hand, as for every stack here): MERGE3,
+  FD_ALL3, VERIFY_SUSPECT, NAKACK2, UNICAST3, STABLE, UFC, MFC and FRAG,
+  with the preset's properties. Not run by default: it is there to split
+  what `bench_channel.py` measures into the full stack's share and the
+  channel's (a diagnosis, beside ``--batch 1``).
 
 Per member, the rate is the messages delivered per second between its first
 and its last delivery; the table shows the lowest member's rate (what every
@@ -60,7 +67,23 @@ STACKS: dict[str, tuple[str, list[tuple[str, dict[str, Any]]]]] = {
     "tcp": ("tcp", [("PASS", {})]),
     "tcp-nakack2": ("tcp", [("NAKACK2", {"xmit_interval": 0}), ("STABLE", {}), ("MFC", {})]),
     "tcp-nakack2-nofc": ("tcp", [("NAKACK2", {"xmit_interval": 0}), ("STABLE", {})]),
+    "udp-full": (
+        "udp",
+        [
+            ("MERGE3", {}),
+            ("FD_ALL3", {"interval": "1s", "timeout": "5s"}),
+            ("VERIFY_SUSPECT", {"timeout": "1s"}),
+            ("NAKACK2", {}),
+            ("UNICAST3", {}),
+            ("STABLE", {}),
+            ("UFC", {}),
+            ("MFC", {}),
+            ("FRAG", {}),
+        ],
+    ),
 }
+#: The stacks run when ``--stacks`` is not given.
+DEFAULT_STACKS = [name for name in STACKS if name != "udp-full"]
 #: The transport-only stack each protocol stack is compared with.
 BASELINE = {name: kind for name, (kind, _) in STACKS.items()}
 
@@ -83,6 +106,7 @@ def run(
     """One run: every member's result (count, seconds, sent, peak_rss_kb, rss_kb).
 
     ``transport_props`` are added to the transport's (e.g. a ``secret_file``).
+    Each `Stack.send` takes ``opts.batch`` messages (64 where ``opts`` has none).
     """
     kind, layers = STACKS[stack]
     cluster = f"bench-{uuid.uuid4().hex[:12]}"
@@ -96,7 +120,7 @@ def run(
             "name": f"M{i}",
             "role": "mcast",
             "size": opts.size,
-            "batch": BATCH,
+            "batch": getattr(opts, "batch", BATCH),
             "seconds": opts.seconds,
             "idle": IDLE,
             "sample": sample,
@@ -137,7 +161,7 @@ def short(opts: Any) -> None:
             cpus[stack].append(_cpu_per_message(results))
     print(
         f"\n{opts.members} members each multicasting {opts.size} B messages in batches of "
-        f"{BATCH}; medians of {opts.repeat} interleaved runs"
+        f"{opts.batch}; medians of {opts.repeat} interleaved runs"
     )
     print(
         f"{'stack':<16} {'msgs/s/member':>13} {'ratio':>6} {'delivered':>9} "
@@ -176,10 +200,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3, help="interleaved runs; medians shown")
     parser.add_argument("--members", type=int, default=3)
     parser.add_argument("--size", type=int, default=1000, help="payload bytes")
-    parser.add_argument("--stacks", default=",".join(STACKS))
+    parser.add_argument("--batch", type=int, default=BATCH, help="messages per Stack.send")
+    parser.add_argument("--stacks", default=",".join(DEFAULT_STACKS))
     parser.add_argument("--long", action="store_true", help="one long run per protocol stack")
     parser.add_argument("--sample", type=float, default=10.0, help="RSS sampling period (--long)")
     opts = parser.parse_args()
+    if opts.batch < 1:
+        parser.error(f"--batch must be at least 1, got {opts.batch}")
     if opts.seconds is None:
         opts.seconds = 60.0 if opts.long else 3.0
     if opts.long:
