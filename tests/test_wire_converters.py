@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from triogroups import Address, Digest, MergeView, View
 from triogroups._channel._state import StateHeader
 from triogroups.protocols import ids
+from triogroups.protocols.nakack2._header import XMIT_RSP, NakAckHeader2
 from triogroups.view import ViewId
 from triogroups.wire import (
     _HEADERS,
@@ -218,6 +219,24 @@ def test_an_int_header_decodes_to_the_int_itself() -> None:
     for bad in ("5", 5.0, True, None, [5], {1: 2}):
         with pytest.raises(WireError, match="header int: expected int"):
             _decode_header(ids.APP_SEQNO, bad)
+
+
+def test_a_bare_int_header_decodes_as_the_int_and_its_namedtuple_form_still_decodes() -> None:
+    """NAKACK2 registers ``bare_int``: a MSG travels as its bare seqno. The decode loop and
+    the converter keep an int as it is, build the NamedTuple from an array as before, and
+    refuse anything else (a bool is not an int)."""
+    spec = _HEADERS[ids.NAKACK2]
+    assert spec.bare_int
+    for seqno in (1, 2**64 - 1):
+        decoded = _decode_header(ids.NAKACK2, seqno)
+        assert decoded == seqno and type(decoded) is int
+        assert spec.convert(seqno) == seqno
+    full = NakAckHeader2(XMIT_RSP, 3, A)
+    decoded = _decode_header(ids.NAKACK2, tuple(full))
+    assert decoded == full and type(decoded) is NakAckHeader2
+    for bad in (True, "5", 5.0, None, {1: 2}):
+        with pytest.raises(WireError, match="header NakAckHeader2"):
+            _decode_header(ids.NAKACK2, bad)
 
 
 def test_register_header_refuses_a_class_that_is_neither_namedtuple_nor_int() -> None:

@@ -57,7 +57,8 @@ MAGIC = b"TG"
 #: 2: a channel's bytes payloads travel untagged (`Flag.TAGGED` marks the others); a
 #: member of version 1 would cut their first byte off, so the versions refuse each other.
 #: 3: a channel's application seqno is a plain int header of its own (``APP_SEQNO``),
-#: which a member of version 2 would not look for; again the versions refuse each other.
+#: which a member of version 2 would not look for, and NAKACK2's MSG header is its bare
+#: seqno, which version 2 refuses; again the versions refuse each other.
 WIRE_VERSION = 3
 #: Prefix flag: the body is sealed by a `Keyring` (shared-secret mode).
 SEALED = 0x01
@@ -122,6 +123,7 @@ class _HeaderSpec(NamedTuple):
     arity: int
     convert: _Converter  # raw list -> header instance, or ValueError/TypeError
     hints: dict[str, Any]  # the field types both `convert` and the decode loop check
+    bare_int: bool = False  # an int is accepted as it is: the protocol's seqno form
 
 
 _HEADERS: dict[int, _HeaderSpec] = {}
@@ -129,7 +131,7 @@ _CONVERTERS: dict[int, _Converter] = {}  # protocol id -> its spec's convert, fo
 _EXACT = {int: "int", bool: "bool", str: "str", bytes: "bytes"}
 
 
-def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
+def _compile_header(cls: type, hints: dict[str, Any], bare_int: bool = False) -> _Converter:
     """One function per header class: unpack, check each field inline, build the tuple.
 
     Decoding runs for every header of every message received, so instead of
@@ -139,9 +141,12 @@ def _compile_header(cls: type, hints: dict[str, Any]) -> _Converter:
     needed a conversion the raw tuple itself becomes the header: no second
     tuple. The generated source is kept on the function as ``__source__`` for
     inspection; tests check it agrees with the generic ``_converter(cls)``.
+    With ``bare_int`` an int is returned as it is (see `register_header`).
     """
     code = _FieldCode({"_new": tuple.__new__})
     lines = ["def convert(raw):"]
+    if bare_int:
+        lines += ["    if type(raw) is int:", "        return raw"]
     built = _header_check(cls, hints, code, "_cls", "    ", lines)
     lines.append(f"    return {built}")
     source = "\n".join(lines)
@@ -293,7 +298,9 @@ class _FieldCode:
         return converted
 
 
-def register_header(protocol_id: int, cls: type, *, per_message: bool = False) -> None:
+def register_header(
+    protocol_id: int, cls: type, *, per_message: bool = False, bare_int: bool = False
+) -> None:
     """Register the header NamedTuple of the protocol with this id, or ``int`` for a
     header that is one number (the channel's application seqno): an int on the
     wire and in ``Message.headers``, with no tuple to build or to take apart.
@@ -303,7 +310,10 @@ def register_header(protocol_id: int, cls: type, *, per_message: bool = False) -
     ``dict[K, V]`` and nested registered-style NamedTuples. ``per_message``: most
     messages carry this header (NAKACK2's, UNICAST3's, the channel's, RPC's), so the
     decode loop checks it in line instead of calling its converter (the same checks);
-    the first ids registered so are tried first.
+    the first ids registered so are tried first. ``bare_int``: besides the NamedTuple,
+    the header may be a bare int, on the wire and in ``Message.headers``, which the
+    protocol reads as its most common message (NAKACK2: a MSG's seqno), so that message
+    has no tuple to build, encode, decode or check.
     """
     global _messages
     if not 0 < protocol_id < 1 << 16:
@@ -320,7 +330,9 @@ def register_header(protocol_id: int, cls: type, *, per_message: bool = False) -
         raise TypeError(f"a header is a NamedTuple or int, not {cls!r}")
     hints = {} if cls is int else typing.get_type_hints(cls)
     fields: tuple[str, ...] = getattr(cls, "_fields", ())
-    spec = _HEADERS[protocol_id] = _HeaderSpec(cls, len(fields), _compile_header(cls, hints), hints)
+    spec = _HEADERS[protocol_id] = _HeaderSpec(
+        cls, len(fields), _compile_header(cls, hints, bare_int and cls is not int), hints, bare_int
+    )
     _CONVERTERS[protocol_id] = spec.convert
     if per_message and protocol_id not in _INLINE:
         _INLINE.append(protocol_id)
@@ -728,8 +740,12 @@ def _compile_messages(inline: list[int]) -> Callable[..., list[Message]]:
     for n, pid in enumerate(inline):
         spec = _HEADERS[pid]
         lines.append(f"{ind}{'if' if n == 0 else 'elif'} pid == {pid}:")
-        built = _header_check(spec.cls, spec.hints, code, f"_h{pid}", ind + "    ", lines)
-        lines.append(f"{ind}    hdrs[pid] = {built}  # same key: safe while iterating")
+        body = ind + "    "
+        if spec.bare_int:  # an int stays as it is: the protocol's seqno form
+            lines.append(f"{body}if type(raw) is not int:")
+            body += "    "
+        built = _header_check(spec.cls, spec.hints, code, f"_h{pid}", body, lines)
+        lines.append(f"{body}hdrs[pid] = {built}  # same key: safe while iterating")
     if inline:
         lines.append(f"{ind}else:")
     other = ind + "    " if inline else ind

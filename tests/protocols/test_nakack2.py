@@ -35,11 +35,20 @@ from triogroups.protocols.nakack2._header import (
     XMIT_REQ,
     XMIT_RSP,
     NakAckHeader2,
+    as_header,
     expand_ranges,
     fit_ranges,
     to_ranges,
 )
-from triogroups.testing import SansIONetwork, addresses, split
+from triogroups.testing import (
+    SansIONetwork,
+    addresses,
+    down_messages,
+    split,
+    started,
+    up_messages,
+    view_of,
+)
 from triogroups.transports.sim import SimTransport
 
 ID = ids.NAKACK2
@@ -115,7 +124,11 @@ class _Net(SansIONetwork):
             moved += self.deliver_all(drop=drop)
 
     def sent(self, kind: int) -> list[tuple[Address, Message]]:
-        return [(s, m) for s, m in self.wire if m.headers.get(ID, NakAckHeader2(0)).type == kind]
+        return [
+            (s, m)
+            for s, m in self.wire
+            if (as_header(m.headers.get(ID)) or NakAckHeader2(0)).type == kind
+        ]
 
 
 def _payloads(n: int, start: int = 1) -> list[bytes]:
@@ -124,7 +137,7 @@ def _payloads(n: int, start: int = 1) -> list[bytes]:
 
 def _seqno_is(seqnos: set[int], src: Address | None = None) -> Drop:
     def drop(s: Address, d: Address, msg: Message) -> bool:
-        hdr = msg.headers.get(ID)
+        hdr = as_header(msg.headers.get(ID))
         mine = src is None or s == src
         return mine and hdr is not None and hdr.type == MSG and hdr.seqno in seqnos
 
@@ -148,12 +161,7 @@ def test_nakack2_multicasts_get_consecutive_seqnos_unicasts_pass_through() -> No
     a.down([Message(None, b"x"), uni, best, Message(None, b"y")], 0.0)
     (batch,) = a.take_down()
     assert isinstance(batch, list)
-    assert [m.headers.get(ID) for m in batch] == [
-        NakAckHeader2(MSG, 1),
-        None,
-        None,
-        NakAckHeader2(MSG, 2),
-    ]
+    assert [m.headers.get(ID) for m in batch] == [1, None, None, 2]  # MSG: a bare seqno
     assert a.stats()["seqno"] == 2 and a.stats()["sent_retained"] == 2
     joiner = _joiner()  # not a server yet: still passes what is not NAKACK2's
     plain = [
@@ -343,7 +351,7 @@ def test_nakack2_xmit_req_fits_one_bundle_and_the_rest_is_asked_at_the_next_runs
     net.view()
     b = net.addrs[1]
     net.send(0, *_payloads(20_000))
-    net.pump(drop=_to(b, lambda s, d, m: m.headers[ID].seqno % 2 == 0))
+    net.pump(drop=_to(b, lambda s, d, m: as_header(m.headers[ID]).seqno % 2 == 0))
     assert net.delivered[b] == [b"m1"]
     now = 0.0
     while len(net.delivered[b]) < 20_000 and now < 10:
@@ -465,7 +473,11 @@ def test_nakack2_highest_seqno_resent_up_to_max_times() -> None:
 def _highest_seqnos(proto: Nakack2) -> list[int]:
     """The seqnos of the HIGHEST_SEQNO announcements ``proto`` emitted since the last call."""
     out = [m for item in proto.take_down() if isinstance(item, list) for m in item]
-    return [m.headers[ID].seqno for m in out if m.headers[ID].type == HIGHEST_SEQNO]
+    return [
+        as_header(m.headers[ID]).seqno
+        for m in out
+        if as_header(m.headers[ID]).type == HIGHEST_SEQNO
+    ]
 
 
 def test_nakack2_highest_seqno_repeated_while_not_stable_and_stops_once_stable() -> None:
@@ -527,7 +539,7 @@ def test_nakack2_last_message_and_first_announcement_lost_are_healed_by_the_next
     lost_announcement = [False]
 
     def first_announcement(src: Address, dst: Address, msg: Message) -> bool:
-        hdr = msg.headers.get(ID)
+        hdr = as_header(msg.headers.get(ID))
         if hdr is None or hdr.type != HIGHEST_SEQNO or lost_announcement[0]:
             return False
         lost_announcement[0] = True
@@ -943,7 +955,7 @@ def _after_a_gap_then_quiet(xmit_interval: float) -> tuple[Nakack2, Nakack2, dic
         for name, proto in (("A", a), ("B", b)):
             for item in proto.take_down():
                 assert isinstance(item, list)
-                sent[name] += [m.headers[ID].type for m in item]
+                sent[name] += [as_header(m.headers[ID]).type for m in item]
 
     stable = StableDigest(Digest({net.addrs[0]: (1, 9)}))
     b.down_event(stable, 0.0)
@@ -1154,3 +1166,36 @@ def test_nakack2_member_that_leaves_and_comes_back_is_not_delivered_twice() -> N
     assert net.delivered[a] == [b"1", b"2", b"3", b"4"]
     assert net[0].stats()["windows"][str(b)]["hd"] == 4
     assert net[0].stats()["windows_reopened"] == 1
+
+
+def test_nakack2_msg_as_bare_seqno_or_as_header_is_delivered_alike() -> None:
+    """A MSG travels as its bare seqno (an int, see `NakAckHeader2`); the NamedTuple form
+    still means the same. One sender's mix, with a gap and a duplicate: each delivered
+    once, in seqno order, and `as_header` reads both forms as the same header."""
+    a, b = addresses("AB")
+    nak = started(Nakack2(), b, view=view_of(a, b))
+
+    def msg(seqno: int) -> Message:
+        hdr = seqno if seqno % 2 else NakAckHeader2(MSG, seqno)
+        return Message(None, b"%d" % seqno, src=a, headers={ID: hdr})
+
+    nak.up([msg(1), msg(2), msg(4), msg(5)], 0.0)  # 3 missing: 4 and 5 wait for it
+    assert [m.payload for m in up_messages(nak)] == [b"1", b"2"]
+    nak.up([msg(2), msg(3), msg(6)], 0.0)
+    assert [m.payload for m in up_messages(nak)] == [b"3", b"4", b"5", b"6"]
+    assert nak.stats()["duplicates"] == 1
+    assert as_header(5) == as_header(NakAckHeader2(MSG, 5)) == NakAckHeader2(MSG, 5)
+    assert as_header(None) is None
+
+
+def test_nakack2_bare_seqnos_cross_the_wire_codec_and_are_delivered() -> None:
+    """What NAKACK2 sends (bare seqnos) crosses the real codec and another member's
+    NAKACK2 delivers it in order."""
+    a, b = addresses("AB")
+    sender = started(Nakack2(), a, view=view_of(a, b))
+    receiver = started(Nakack2(), b, view=view_of(a, b))
+    sender.down([Message(None, b"m%d" % i) for i in range(5)], 0.0)
+    sent = down_messages(sender, wire=True)
+    assert [m.headers[ID] for m in sent] == [1, 2, 3, 4, 5]
+    receiver.up(sent, 0.0)
+    assert [m.payload for m in up_messages(receiver)] == [b"m%d" % i for i in range(5)]

@@ -17,7 +17,7 @@ from triogroups.events import DigestReply, GetDigest
 from triogroups.extend import BecomeServer, SetDigest, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import VIEW as GMS_VIEW
-from triogroups.protocols.nakack2._header import HIGHEST_SEQNO
+from triogroups.protocols.nakack2._header import HIGHEST_SEQNO, as_header
 from triogroups.testing import SimCluster, SimMember, open_cluster
 from triogroups.view import Digest
 
@@ -43,7 +43,7 @@ def _got(member: SimMember, src: SimMember | None = None) -> list[bytes]:
 
 def _is_msg(payload: bytes) -> Callable[[Message], bool]:
     def match(msg: Message) -> bool:
-        hdr = msg.headers.get(ids.NAKACK2)
+        hdr = as_header(msg.headers.get(ids.NAKACK2))
         return msg.payload == payload and hdr is not None and hdr.type == 1
 
     return match
@@ -107,7 +107,7 @@ async def test_nakack2_xmit_reqs_for_many_scattered_gaps_fit_one_bundle(
         lost: set[int] = set()
 
         def every_other_first_copy(msg: Message) -> bool:
-            hdr = msg.headers.get(ids.NAKACK2)
+            hdr = as_header(msg.headers.get(ids.NAKACK2))
             if hdr is None or hdr.type != 1 or hdr.seqno % 2 or hdr.seqno in lost:
                 return False
             lost.add(hdr.seqno)
@@ -196,7 +196,7 @@ async def test_nakack2_member_that_lost_the_last_view_and_first_announcement_cat
             return hdr is not None and hdr.type == GMS_VIEW and d.address in hdr.view
 
         def its_announcement(msg: Message) -> bool:
-            hdr = msg.headers.get(ids.NAKACK2)
+            hdr = as_header(msg.headers.get(ids.NAKACK2))
             return hdr is not None and hdr.type == HIGHEST_SEQNO and hdr.seqno == view_seqno
 
         c_drops = c.protocol("DISCARD")

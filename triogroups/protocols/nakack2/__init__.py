@@ -106,7 +106,6 @@ _ID = ids.NAKACK2
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
-_new_tuple = tuple.__new__  # a header with every field given, in one C call (see `down`)
 _new_message = object.__new__  # a `Message` with its slots set in line (see `down`)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _DEFAULT_BUNDLE = 65_507  # the largest UDP datagram, until check_stack learns the transport's
@@ -243,10 +242,10 @@ class Nakack2(Protocol):
         kept = [m for m in batch if m.dest is None and not m.flags & _NO_RELIABILITY]
         state = self._state
         seqno = state.seqno
-        for msg in kept:  # `NakAckHeader2.msg` and `Message.copy`, in line: per message
+        for msg in kept:  # a MSG header is its bare seqno; `Message.copy` in line
             seqno += 1
             headers = msg.headers
-            headers[_ID] = _new_tuple(NakAckHeader2, (MSG, seqno, None, ()))
+            headers[_ID] = seqno
             flags = msg.flags
             if not flags & _DONT_LOOPBACK:
                 mine = _new_message(Message)
@@ -292,6 +291,7 @@ class Nakack2(Protocol):
         # A batch holds runs from one sender: one window lookup per run, not per message.
         run_src: Address | None = None
         win: Window | None = None
+        hdr: Any  # a NakAckHeader2, or a MSG's bare seqno
         for msg in batch:
             hdr = msg.headers.get(_ID)
             flags = msg.flags
@@ -299,18 +299,21 @@ class Nakack2(Protocol):
                 out.append(msg)
                 passed += 1
                 continue
-            kind = hdr.type
+            if type(hdr) is int:  # a MSG: its bare seqno (see `NakAckHeader2`)
+                kind, seqno = MSG, hdr
+            else:
+                kind, seqno = hdr.type, hdr.seqno
             if kind == MSG and receiving:
                 # The common case first: the next message of a member's window, nothing waiting.
                 src = msg.src
                 if src is not run_src:
                     run_src = src
                     win = windows.get(src)  # type: ignore[arg-type]
-                if win is not None and not flags & _OOB and win.deliver_next(hdr.seqno):
+                if win is not None and not flags & _OOB and win.deliver_next(seqno):
                     received += 1
                     out.append(msg)
                 else:
-                    self._receive(msg, hdr.seqno, out)
+                    self._receive(msg, seqno, out)
             elif kind in (MSG, XMIT_RSP):
                 if not receiving:
                     self._membership.enqueue(msg)
@@ -320,7 +323,7 @@ class Nakack2(Protocol):
                     state.counters["malformed"] += 1
                     continue
                 msg.src, msg.dest = hdr.sender, None
-                self._receive(msg, hdr.seqno, out)
+                self._receive(msg, seqno, out)
             elif kind == XMIT_REQ:
                 self._xmit.on_xmit_req(msg, hdr, now)
             elif kind == HIGHEST_SEQNO:

@@ -1,7 +1,10 @@
 """NAKACK2's header, its message types, and the seqno-range encoding of XMIT_REQ.
 
-One NamedTuple for every NAKACK2 message; a regular multicast uses only
-``type`` and ``seqno``, so the header stays a few bytes on the wire.
+One NamedTuple for every NAKACK2 message but the most common: a regular
+multicast (MSG) carries its bare seqno, an int (``bare_int`` in
+`register_header`), since every multicast pays for building, encoding,
+decoding and checking its header. A MSG header as the NamedTuple is still
+understood.
 `fit_ranges` sizes an XMIT_REQ's ranges in encoded bytes (the wire codec
 packs the tuple as a msgpack array of ints), so a request fits one bundle.
 """
@@ -23,6 +26,7 @@ __all__ = [
     "XMIT_REQ",
     "XMIT_RSP",
     "NakAckHeader2",
+    "as_header",
     "expand_ranges",
     "fit_ranges",
     "to_ranges",
@@ -59,7 +63,16 @@ class NakAckHeader2(NamedTuple):
     ranges: tuple[int, ...] = ()
 
 
-register_header(ids.NAKACK2, NakAckHeader2, per_message=True)
+register_header(ids.NAKACK2, NakAckHeader2, per_message=True, bare_int=True)
+
+
+def as_header(raw: NakAckHeader2 | int | None) -> NakAckHeader2 | None:
+    """A NAKACK2 header as found in ``Message.headers``, as the NamedTuple: a bare
+    seqno is a MSG's. For code that looks at NAKACK2's messages from outside (tests,
+    diagnostics); the protocol reads the int itself."""
+    if type(raw) is int:
+        return NakAckHeader2(MSG, raw)
+    return raw  # type: ignore[return-value]
 
 
 def to_ranges(seqnos: Iterable[int]) -> tuple[int, ...]:
