@@ -318,8 +318,8 @@ def test_merge_view_of_a_merge_view_round_trips() -> None:
 def test_an_older_versions_bundle_is_refused_since_it_means_something_else(older: int) -> None:
     """Version 1 tagged every channel payload; version 2 sends bytes untagged (`Flag.TAGGED`
     marks the rest); version 3 carries a channel's application seqno in a plain-int header
-    of its own (``APP_SEQNO``) instead of a `StateHeader`, and NAKACK2's MSG as its bare
-    seqno. Read by another version a payload
+    of its own (``APP_SEQNO``) instead of a `StateHeader`, and NAKACK2's and MCAST's MSG as
+    its bare seqno. Read by another version a payload
     would lose or keep a byte, or a message its place in the state, so the versions refuse
     each other's bundles, each naming both versions."""
     codec = _codec()

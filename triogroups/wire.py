@@ -57,8 +57,8 @@ MAGIC = b"TG"
 #: 2: a channel's bytes payloads travel untagged (`Flag.TAGGED` marks the others); a
 #: member of version 1 would cut their first byte off, so the versions refuse each other.
 #: 3: a channel's application seqno is a plain int header of its own (``APP_SEQNO``),
-#: which a member of version 2 would not look for, and NAKACK2's MSG header is its bare
-#: seqno, which version 2 refuses; again the versions refuse each other.
+#: which a member of version 2 would not look for, and NAKACK2's and MCAST's MSG header
+#: is its bare seqno, which version 2 refuses; again the versions refuse each other.
 WIRE_VERSION = 3
 #: Prefix flag: the body is sealed by a `Keyring` (shared-secret mode).
 SEALED = 0x01

@@ -108,7 +108,7 @@ from triogroups.protocols._stats import reliable_stats
 from triogroups.view import Digest, View
 from triogroups.wire import register_header
 
-__all__ = ["ACK", "MSG", "PURGED", "XMIT_REQ", "XMIT_RSP", "Mcast", "McastHeader"]
+__all__ = ["ACK", "MSG", "PURGED", "XMIT_REQ", "XMIT_RSP", "Mcast", "McastHeader", "as_header"]
 
 #: Header types.
 MSG = 0
@@ -121,11 +121,13 @@ _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
-_new = tuple.__new__  # a header without the NamedTuple's keyword-default call
 
 
 class McastHeader(NamedTuple):
-    """On every reliable multicast; also on ACK, XMIT_REQ and retransmissions.
+    """On ACK, XMIT_REQ, PURGED and retransmissions. A regular multicast (MSG) carries
+    its bare seqno instead, an int (``bare_int`` in `register_header`): every multicast
+    would pay for building, encoding, decoding and checking the tuple. The tuple form of
+    MSG is still understood.
 
     ``seqno``: the message's seqno (MSG, XMIT_RSP), the highest delivered
     (ACK), or the highest purged from the send window (PURGED). ``sender``:
@@ -139,7 +141,17 @@ class McastHeader(NamedTuple):
     missing: tuple[int, ...] = ()
 
 
-register_header(ids.MCAST, McastHeader)
+register_header(ids.MCAST, McastHeader, per_message=True, bare_int=True)
+
+
+def as_header(raw: McastHeader | int | None) -> McastHeader | None:
+    """An MCAST header as found in ``Message.headers``, as the NamedTuple: a bare seqno
+    is a MSG's. For code that looks at MCAST's messages from outside (tests,
+    diagnostics); the protocol reads the int itself."""
+    if type(raw) is int:
+        return McastHeader(MSG, raw)
+    return raw  # type: ignore[return-value]
+
 
 #: Marks a slot whose OOB message was delivered on arrival.
 _DELIVERED = Message()
@@ -279,7 +291,7 @@ class Mcast(Protocol):
         counts both (`_count_sent`): once per batch, not per message.
         """
         seqno = self._send.high + 1
-        msg.headers[ids.MCAST] = _new(McastHeader, (MSG, seqno, None, ()))
+        msg.headers[ids.MCAST] = seqno  # a MSG: its bare seqno
         self._send.add(seqno, msg)
         if self.view is not None and not self._acks:
             self._send.purge(seqno)  # alone in the view: nobody will ever ask for it
@@ -320,22 +332,26 @@ class Mcast(Protocol):
         deliver: list[Message] = []
         windows = self._windows
         in_order = 0
+        hdr: Any  # a McastHeader, or a MSG's bare seqno
         for msg in batch:
             hdr = msg.headers.get(ids.MCAST)
             if hdr is None:
                 deliver.append(msg)
                 continue
-            kind = hdr.type
+            if type(hdr) is int:  # a MSG: its bare seqno (see `McastHeader`)
+                kind, seqno = MSG, hdr
+            else:
+                kind, seqno = hdr.type, hdr.seqno
             if kind == MSG:
                 # The common case first: the next message of a member's window, nothing waiting.
                 win = windows.get(msg.src)  # type: ignore[arg-type]
-                if win is not None and not msg.flags & _OOB and win.deliver_next(hdr.seqno):
+                if win is not None and not msg.flags & _OOB and win.deliver_next(seqno):
                     deliver.append(msg)
                     in_order += 1
                     self.counters["msgs_delivered"] += 1
                     self._count_for_ack(msg.src, 1)  # type: ignore[arg-type]
                 else:
-                    self._receive(msg, hdr, deliver)
+                    self._receive(msg, McastHeader(MSG, seqno), deliver)
             elif kind == XMIT_RSP:
                 self._receive(msg, hdr, deliver)
             elif kind == ACK:
