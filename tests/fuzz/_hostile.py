@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 
 from triogroups import Address, Digest, Flag, MergeView, Message, View, ViewId
 from triogroups.events import Event, MembersFound, Merge, PingData, Suspect, Unsuspect
-from triogroups.wire import header_type
+from triogroups.wire import _INT_HEADERS, header_type
 
 #: Integers a protocol must take from a peer: small ones near real seqnos and ids,
 #: the edges of fixed-width counters, and msgpack's whole range.
@@ -103,12 +103,16 @@ def values(tp: Any, pool: Sequence[Address], field: str = "") -> st.SearchStrate
 
 
 def headers(protocol_id: int, pool: Sequence[Address]) -> st.SearchStrategy[Any]:
-    """A header of the class registered for ``protocol_id``, every field drawn by `values`."""
+    """A header of the class registered for ``protocol_id``, every field drawn by `values`;
+    where the header may also be a bare int (NAKACK2's and MCAST's MSG), often that."""
     cls = header_type(protocol_id)
     assert cls is not None, protocol_id
+    if cls is int:
+        return ints
     hints = typing.get_type_hints(cls)
     fields: tuple[str, ...] = cls._fields  # type: ignore[attr-defined]
-    return st.builds(cls, *(values(hints[f], pool, f) for f in fields))
+    built = st.builds(cls, *(values(hints[f], pool, f) for f in fields))
+    return st.one_of(built, ints) if protocol_id in _INT_HEADERS else built
 
 
 FLAGS = [Flag.OOB, Flag.DONT_BUNDLE, Flag.DONT_LOOPBACK, Flag.NO_RELIABILITY, Flag.NO_FC]
@@ -154,6 +158,9 @@ def mutated(msg: Message, pool: Sequence[Address]) -> st.SearchStrategy[Message]
             return out
         pid = draw(st.sampled_from(sorted(out.headers)))
         hdr = out.headers[pid]
+        if type(hdr) is int:  # a bare seqno: another hostile int
+            out.headers[pid] = draw(ints)
+            return out
         if not hdr._fields:
             return out
         hints = typing.get_type_hints(type(hdr))

@@ -194,7 +194,10 @@ def _got(node: SansIOMember, start: dict[Address, int], sender: Address, kind: s
 
 def _scrub(header: Any) -> Any:
     """``header`` with H named nowhere (X instead): re-sent by X, an honest header that
-    names H (a retransmission of H's message, say) would forge H's traffic."""
+    names H (a retransmission of H's message, say) would forge H's traffic. A bare
+    seqno (an int) names nobody."""
+    if type(header) is int:
+        return header
     return header._replace(**{f: X for f, v in header._asdict().items() if v == H})
 
 
