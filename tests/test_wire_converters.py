@@ -25,6 +25,7 @@ from triogroups.protocols.nakack2._header import XMIT_RSP, NakAckHeader2
 from triogroups.view import ViewId
 from triogroups.wire import (
     _HEADERS,
+    _INT_HEADERS,
     WIRE_VERSION,
     WireCodec,
     WireError,
@@ -237,6 +238,17 @@ def test_a_bare_int_header_decodes_as_the_int_and_its_namedtuple_form_still_deco
     for bad in (True, "5", 5.0, None, {1: 2}):
         with pytest.raises(WireError, match="header NakAckHeader2"):
             _decode_header(ids.NAKACK2, bad)
+
+
+def test_only_ids_whose_header_may_be_an_int_keep_an_int_in_the_decode_loop() -> None:
+    """The decode loop keeps an int as it is only under `_INT_HEADERS` (``int`` headers and
+    ``bare_int``); under any other id, registered or not, an int is refused as before."""
+    assert {ids.APP_SEQNO, ids.NAKACK2, ids.MCAST} <= _INT_HEADERS
+    assert ids.UNICAST3 not in _INT_HEADERS and ids.RPC not in _INT_HEADERS
+    with pytest.raises(WireError, match="header Unicast3Header"):
+        _decode_header(ids.UNICAST3, 7)
+    with pytest.raises(WireError, match="unknown protocol id 60001"):
+        _decode_header(60_001, 7)
 
 
 def test_register_header_refuses_a_class_that_is_neither_namedtuple_nor_int() -> None:
