@@ -3,8 +3,9 @@
 Design. Every ordered multicast a channel sends (regular, not OOB, looped
 back) carries the sender's *application seqno* (1, 2, 3 ... per sender
 address) as a header of its own, ``APP_SEQNO``: a plain int, since every
-such message pays for building and decoding it. Every member remembers, per sender, the highest
-seqno it has handed to its application (`Alignment.delivered`).
+such message pays for building and decoding it. Every member remembers, per
+sender, the highest seqno it has handed to its application
+(`Alignment.delivered`).
 
 1. A joiner with a state provider holds back everything it delivers from
    the moment its stack starts: messages, RPC requests and views go into a
