@@ -319,9 +319,9 @@ def test_an_older_versions_bundle_is_refused_since_it_means_something_else(older
     """Version 1 tagged every channel payload; version 2 sends bytes untagged (`Flag.TAGGED`
     marks the rest); version 3 carries a channel's application seqno in a plain-int header
     of its own (``APP_SEQNO``) instead of a `StateHeader`, and NAKACK2's and MCAST's MSG as
-    its bare seqno. Read by another version a payload
-    would lose or keep a byte, or a message its place in the state, so the versions refuse
-    each other's bundles, each naming both versions."""
+    its bare seqno. Read by another version a payload would lose or keep a byte, or a
+    message its place in the state, so the versions refuse each other's bundles, each
+    naming both versions."""
     codec = _codec()
     data = bytearray(codec.encode(None, A, [Message(None, b"\x00payload")]))
     assert data[2] == WIRE_VERSION == 3
