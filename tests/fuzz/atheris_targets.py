@@ -28,7 +28,7 @@ with atheris.instrument_imports(include=["triogroups"]):
     from triogroups import Address, Message, View
     from triogroups.events import ViewChange
     from triogroups.protocol import Protocol, protocol_class
-    from triogroups.wire import WireCodec, WireError, header_type
+    from triogroups.wire import _INT_HEADERS, WireCodec, WireError, header_type
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.fuzz._protocol_ids import registered_ids
@@ -98,6 +98,9 @@ def _seed_corpus() -> str:
             except (ValueError, TypeError, WireError):
                 continue
             Path(directory, f"seed-{i}-{kind}").write_bytes(data)
+        if pid in _INT_HEADERS:  # a bare seqno: NAKACK2's and MCAST's MSG
+            msg = Message(None, b"seed", src=PEER, headers={pid: 1})
+            Path(directory, f"seed-{i}-int").write_bytes(CODEC.encode(None, PEER, [msg]))
     return directory
 
 
