@@ -123,7 +123,6 @@ class _HeaderSpec(NamedTuple):
     arity: int
     convert: _Converter  # raw list -> header instance, or ValueError/TypeError
     hints: dict[str, Any]  # the field types both `convert` and the decode loop check
-    bare_int: bool = False  # an int is accepted as it is: the protocol's seqno form
 
 
 _HEADERS: dict[int, _HeaderSpec] = {}
@@ -334,7 +333,7 @@ def register_header(
     hints = {} if cls is int else typing.get_type_hints(cls)
     fields: tuple[str, ...] = getattr(cls, "_fields", ())
     spec = _HEADERS[protocol_id] = _HeaderSpec(
-        cls, len(fields), _compile_header(cls, hints, bare_int and cls is not int), hints, bare_int
+        cls, len(fields), _compile_header(cls, hints, bare_int and cls is not int), hints
     )
     _CONVERTERS[protocol_id] = spec.convert
     if cls is int or bare_int:
