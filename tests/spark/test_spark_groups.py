@@ -126,6 +126,19 @@ def test_spark_session_fails_an_oversized_barrier_stage_within_seconds(spark: An
         stage.collect()
 
 
+def test_spark_session_gives_python_workers_a_socket_timeout_for_a_loaded_machine(
+    spark: Any,
+) -> None:
+    """barrier() and allGather() connect to the executor's JVM within the worker's
+    SPARK_AUTH_SOCKET_TIMEOUT, which Spark sets from spark.python.authenticate.socketTimeout
+    (15 s by default): the session makes it 120 s, so a JVM slow to accept on a loaded
+    machine does not fail the stage."""
+    got = spark.sparkContext.parallelize(range(4), 4).map(
+        lambda _: os.environ.get("SPARK_AUTH_SOCKET_TIMEOUT")
+    )
+    assert got.collect() == ["120"] * 4
+
+
 def test_spark_formation_timeout_is_an_error_naming_it(spark: Any) -> None:
     """A group that cannot form within formation_timeout fails the stage and says so."""
 

@@ -33,6 +33,11 @@ SESSION_CONF: dict[str, str] = {
     "spark.scheduler.barrier.maxConcurrentTasksCheck.maxFailures": "1",
     "spark.scheduler.barrier.maxConcurrentTasksCheck.interval": "1s",
     "spark.barrier.sync.timeout": "300s",
+    # A task's barrier()/allGather() opens a local socket to its executor's JVM and gives up
+    # after this long without an answer (15 s by default, handed to the Python workers as
+    # SPARK_AUTH_SOCKET_TIMEOUT); a JVM busy on a loaded machine can take longer to accept
+    # (seen in CI: the stage failed with CANNOT_OPEN_SOCKET).
+    "spark.python.authenticate.socketTimeout": "120s",
     # Python workers forked with triogroups already imported (see `_daemon`).
     "spark.python.daemon.module": "triogroups.supervisor.spark._daemon",
     "spark.ui.enabled": "false",
