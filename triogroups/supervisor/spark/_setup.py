@@ -125,7 +125,8 @@ def spark_session(
 
     Checks pyspark and Java first (SparkUnavailable, one line). Python workers run this
     interpreter with the driver's ``sys.path`` (``PYSPARK_PYTHON``, ``PYTHONPATH``), slot
-    checks fail within seconds instead of ten minutes, ``barrier()`` waits at most 300 s,
+    checks fail within seconds instead of ten minutes, ``barrier()`` waits at most 300 s
+    (and up to 120 s, not 15, for its executor's JVM to accept its local socket),
     Python workers start with triogroups imported, and the web UI and progress bar are off.
     ``conf`` adds or overrides Spark settings.
     """
