@@ -751,9 +751,8 @@ def _compile_messages(inline: list[int]) -> Callable[..., list[Message]]:
         spec = _HEADERS[pid]
         lines.append(f"{ind}{'if' if n == 0 else 'elif'} pid == {pid}:")
         # An int under an `_INT_HEADERS` id never gets here (``bare_int``, ``int``).
-        body = ind + "    "
-        built = _header_check(spec.cls, spec.hints, code, f"_h{pid}", body, lines)
-        lines.append(f"{body}hdrs[pid] = {built}  # same key: safe while iterating")
+        built = _header_check(spec.cls, spec.hints, code, f"_h{pid}", ind + "    ", lines)
+        lines.append(f"{ind}    hdrs[pid] = {built}  # same key: safe while iterating")
     if inline:
         lines.append(f"{ind}else:")
     other = ind + "    " if inline else ind
