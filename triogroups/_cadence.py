@@ -15,8 +15,11 @@ __all__ = ["QUEUE_CHECKPOINT_EVERY", "SEND_CHECKPOINT_EVERY", "Cadence", "due"]
 
 #: Sends (`Stack.send`, `Channel` sends) between forced checkpoints.
 SEND_CHECKPOINT_EVERY = 32
-#: Messages taken from a channel's receive queue between forced checkpoints.
-QUEUE_CHECKPOINT_EVERY = 256
+#: Messages taken from a channel's receive queue between forced checkpoints. A reader that
+#: has fallen behind drains this many per scheduler pass, where a member at full speed gets a
+#: few hundred per socket per pass: with 256 the reader could not catch up and the queue stayed
+#: full; a handler of 100 us per message still yields every ~0.1 s.
+QUEUE_CHECKPOINT_EVERY = 1024
 
 
 def due(count: int, every: int) -> bool:

@@ -68,7 +68,7 @@ from triogroups._channel._errors import (
     NotAMember,
     StateTransferFailed,
 )
-from triogroups._channel._inbox import Inbox, Received, Sink, received
+from triogroups._channel._inbox import RECEIVE_BUFFER, Inbox, Received, Sink, received
 from triogroups._channel._state import (
     PICKLE_REFUSED,
     STATE_REQ,
@@ -135,7 +135,7 @@ class Channel:
         allow_pickle: bool = False,
         state: StateProvider | None = None,
         handlers: Mapping[str, Callable[..., Any]] | None = None,
-        receive_buffer: int = 256,
+        receive_buffer: int = RECEIVE_BUFFER,
         join_timeout: float = 60.0,
         state_timeout: float = 30.0,
         leave_timeout: float = 2.0,

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import trio
 
 from triogroups._channel._channel import Channel
+from triogroups._channel._inbox import RECEIVE_BUFFER
 from triogroups._channel._signals import SignalLeave
 from triogroups._channel._state import StateProvider
 from triogroups.config import StackConfig
@@ -46,7 +47,7 @@ async def open_channel(
     allow_pickle: bool = False,
     state: StateProvider | None = None,
     handlers: Mapping[str, Callable[..., Any]] | None = None,
-    receive_buffer: int = 256,
+    receive_buffer: int = RECEIVE_BUFFER,
     join_timeout: float = 60.0,
     state_timeout: float = 30.0,
     leave_timeout: float = 2.0,
