@@ -13,8 +13,10 @@ from __future__ import annotations
 
 __all__ = ["QUEUE_CHECKPOINT_EVERY", "SEND_CHECKPOINT_EVERY", "Cadence", "due"]
 
-#: Sends (`Stack.send`, `Channel` sends) between forced checkpoints.
-SEND_CHECKPOINT_EVERY = 32
+#: Sends (`Stack.send`, `Channel` sends) between forced checkpoints. A loop of channel sends
+#: goes down in batches of this many 1 KB messages, about one datagram each: against 32,
+#: `bench_channel` spent 3-8% less CPU per delivered message.
+SEND_CHECKPOINT_EVERY = 64
 #: Messages taken from a channel's receive queue between forced checkpoints. A reader that
 #: has fallen behind drains this many per scheduler pass, where a member at full speed gets a
 #: few hundred per socket per pass: with 256 the reader could not catch up and the queue stayed

@@ -34,8 +34,9 @@ async def _yields(send: Any) -> bool:
 async def test_channel_send_yields_once_every_32_calls_unlike_trios_send(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
-    """With room in the stack, exactly every 32nd send checkpoints and the others return
-    without yielding (so a loop of sends stays cancellable, and a burst is one batch).
+    """With room in the stack, exactly every `SEND_CHECKPOINT_EVERY`th send checkpoints and
+    the others return without yielding (so a loop of sends stays cancellable, and a burst is
+    one batch).
     Trio's own memory channel checkpoints on every send."""
     calls = 4 * SEND_CHECKPOINT_EVERY
     yielded = []

@@ -319,10 +319,10 @@ class Channel:
         scheduler, unlike Trio's own ``MemorySendChannel.send``, which always
         checkpoints. The message waits in the channel until this task yields
         (at its next checkpoint, whatever it awaits), then leaves with every
-        message sent meanwhile as one batch. Every 32nd call
+        message sent meanwhile as one batch. Every 64th call
         (`SEND_CHECKPOINT_EVERY`) checkpoints, so a loop of sends stays
         cancellable, lets other tasks run and hands its messages over in
-        batches of at most 32. Cancellation-safe: a cancelled send was not
+        batches of at most 64. Cancellation-safe: a cancelled send was not
         sent; one that returned is handed over even if the task is cancelled
         next. Raises ChannelClosed, NotAMember (``to`` is not in the view),
         MessageTooLarge, TypeError for a ``to`` that is not an Address or a
