@@ -31,7 +31,7 @@ async def _yields(send: Any) -> bool:
     return False
 
 
-async def test_channel_send_yields_once_every_32_calls_unlike_trios_send(
+async def test_channel_send_yields_once_per_send_checkpoint_interval_unlike_trios_send(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
     """With room in the stack, exactly every `SEND_CHECKPOINT_EVERY`th send checkpoints and

@@ -27,7 +27,8 @@ _T = TypeVar("_T")
 #: an upward batch carries a few hundred messages and a member gets one from each socket per
 #: scheduler pass; a queue that holds several passes' worth takes them without the
 #: dispatcher's hop and lets the reader drain more per wake-up (with 256, three quarters of a
-#: `bench_channel` member's deliveries overflowed to the dispatcher and each cost ~15% more).
+#: `bench_channel` member's deliveries overflowed to the dispatcher, and it spent ~15% more
+#: CPU per message).
 #: An application that stops reading holds at most this many messages before back-pressure.
 RECEIVE_BUFFER = 4096
 
