@@ -11,7 +11,14 @@ stay long.
 
 from __future__ import annotations
 
-__all__ = ["QUEUE_CHECKPOINT_EVERY", "SEND_CHECKPOINT_EVERY", "Cadence", "due"]
+__all__ = [
+    "QUEUE_CHECKPOINT_AFTER",
+    "QUEUE_CHECKPOINT_EVERY",
+    "QUEUE_CLOCK_EVERY",
+    "SEND_CHECKPOINT_EVERY",
+    "Cadence",
+    "due",
+]
 
 #: Sends (`Stack.send`, `Channel` sends) between forced checkpoints. A loop of channel sends
 #: goes down in batches of this many 1 KB messages, about one datagram each: against 32,
@@ -20,8 +27,13 @@ SEND_CHECKPOINT_EVERY = 64
 #: Messages taken from a channel's receive queue between forced checkpoints. A reader that
 #: has fallen behind drains this many per scheduler pass, where a member at full speed gets a
 #: few hundred per socket per pass: with 256 the reader could not catch up and the queue stayed
-#: full; a handler of 100 us per message still yields every ~0.1 s.
+#: full.
 QUEUE_CHECKPOINT_EVERY = 1024
+#: Seconds after which a reader that keeps finding messages checkpoints anyway, however few it
+#: took: a handler that takes 1 ms a message would otherwise hold every other task of its
+#: process back for a second. The clock is read once every `QUEUE_CLOCK_EVERY` messages.
+QUEUE_CHECKPOINT_AFTER = 0.01
+QUEUE_CLOCK_EVERY = 128
 
 
 def due(count: int, every: int) -> bool:

@@ -25,7 +25,7 @@ from triogroups import (
     StackConfig,
     open_channel,
 )
-from triogroups._cadence import QUEUE_CHECKPOINT_EVERY
+from triogroups._cadence import QUEUE_CHECKPOINT_AFTER, QUEUE_CHECKPOINT_EVERY, QUEUE_CLOCK_EVERY
 from triogroups._channel._codec import encode_payload
 from triogroups._channel._inbox import Inbox, received
 from triogroups._channel._state import Alignment
@@ -219,9 +219,12 @@ async def test_inbox_cancelled_reader_takes_nothing_and_the_next_gets_everything
 
 
 @deadline
-async def test_inbox_reader_that_always_finds_messages_checkpoints_every_queue_checkpoint() -> None:
+async def test_inbox_reader_that_always_finds_messages_checkpoints_every_queue_checkpoint(
+    mock_clock: Any,
+) -> None:
     """Taking queued messages does not yield, except once every `QUEUE_CHECKPOINT_EVERY`
-    (so the reader stays fair and cancellable); batches count every message they take."""
+    (so the reader stays fair and cancellable); batches count every message they take.
+    The clock stands still here: only the count makes a checkpoint due."""
     calls = 4 * QUEUE_CHECKPOINT_EVERY
     inbox = Inbox(calls)
     inbox.put_nowait(msgs(0, calls))
@@ -240,6 +243,34 @@ async def test_inbox_reader_that_always_finds_messages_checkpoints_every_queue_c
             await inbox.receive_batch(batch)
             inbox.put_nowait(msgs(0, batch))
     assert scope.cancelled_caught
+
+
+@deadline
+async def test_inbox_reader_with_a_slow_handler_checkpoints_after_queue_checkpoint_after(
+    mock_clock: Any,
+) -> None:
+    """A reader whose handler takes 1 ms a message yields once `QUEUE_CHECKPOINT_AFTER`
+    has passed, each time it asks the clock (every `QUEUE_CLOCK_EVERY` messages), not only
+    every `QUEUE_CHECKPOINT_EVERY`: its process's other tasks wait at most ~0.13 s, not
+    ~1 s. The clock starts at the reader's first visit, so the first interval is two."""
+    step = 0.001
+    assert QUEUE_CLOCK_EVERY * step >= QUEUE_CHECKPOINT_AFTER
+    calls = 1000
+    inbox = Inbox(calls)
+    inbox.put_nowait(msgs(0, calls))
+    at = []
+    for i in range(calls):
+        if await yields(lambda: take(inbox)):
+            at.append(i)
+        mock_clock.jump(step)  # the handler's millisecond
+    period = QUEUE_CLOCK_EVERY + 1  # taken without a call, and the one `receive` returns
+    assert at == list(range(2 * QUEUE_CLOCK_EVERY + 1, calls, period))
+    # a fast handler: the clock is asked as often, and the count decides
+    inbox = Inbox(calls)
+    inbox.put_nowait(msgs(0, calls))
+    at = [i for i in range(calls) if await yields(lambda: take(inbox))]
+    assert at == []  # fewer than QUEUE_CHECKPOINT_EVERY, and no time passed
+    assert calls < QUEUE_CHECKPOINT_EVERY
 
 
 @deadline

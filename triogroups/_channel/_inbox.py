@@ -14,7 +14,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 
 import trio
 
-from triogroups._cadence import QUEUE_CHECKPOINT_EVERY
+from triogroups._cadence import QUEUE_CHECKPOINT_AFTER, QUEUE_CHECKPOINT_EVERY, QUEUE_CLOCK_EVERY
 from triogroups._channel._errors import ChannelClosed
 from triogroups.address import Address
 from triogroups.view import View
@@ -92,8 +92,9 @@ class Inbox:
     per message. Writers put whole runs (`put_nowait`, `deliver_all`); a
     reader takes what is queued with a plain call (`take_ready`), and goes
     through `receive` only to wait, to checkpoint once every
-    `QUEUE_CHECKPOINT_EVERY` messages (so it stays fair and cancellable), or
-    to wake a waiting writer (see ``_budget``). A writer that finds the
+    `QUEUE_CHECKPOINT_EVERY` messages or `QUEUE_CHECKPOINT_AFTER` seconds (so
+    it stays fair and cancellable, whatever its handler costs), or to wake a
+    waiting writer (see ``_budget``). A writer that finds the
     queue full waits until the reader has taken it down to half (``_low``),
     then puts a run: one wake-up per half queue, not one per message, while
     the application is behind. The reader records that it finished what it
@@ -112,8 +113,9 @@ class Inbox:
         self._writers = trio.lowlevel.ParkingLot()
         # messages `take_ready` may return before the reader goes through `receive`: until
         # a checkpoint is due, and while a writer waits, until the queue is down to `_low`
-        self._budget = QUEUE_CHECKPOINT_EVERY
+        self._budget = QUEUE_CLOCK_EVERY
         self._checked = 0  # `_returned` at the reader's last checkpoint
+        self._yielded_at: float | None = None  # when the reader last checkpointed or waited
         self._delivered = 0
         self._returned = 0
         self._finished = 0
@@ -216,7 +218,7 @@ class Inbox:
         queued = len(self._queue)
         if self._writers and queued <= self._low:
             self._writers.unpark_all()
-        budget = QUEUE_CHECKPOINT_EVERY - (self._returned - self._checked)
+        budget = min(QUEUE_CHECKPOINT_EVERY - (self._returned - self._checked), QUEUE_CLOCK_EVERY)
         if self._writers:
             budget = min(budget, queued - self._low)
         self._budget = max(budget, 0)
@@ -233,21 +235,35 @@ class Inbox:
                 return queue.popleft()
         return None
 
+    def _checkpoint_due(self) -> bool:
+        """Whether a reader that finds messages queued must yield now: it took
+        `QUEUE_CHECKPOINT_EVERY` since it last did, or `QUEUE_CHECKPOINT_AFTER` seconds
+        passed (asked once every `QUEUE_CLOCK_EVERY` messages at most: see `_took`)."""
+        if self._returned - self._checked >= QUEUE_CHECKPOINT_EVERY:
+            return True
+        now = trio.current_time()
+        if self._yielded_at is None:  # the reader's first time here: the clock starts now
+            self._yielded_at = now
+            return False
+        return now - self._yielded_at >= QUEUE_CHECKPOINT_AFTER
+
     async def receive(self) -> Received:
-        """The next message: waits for one, checkpoints once every `QUEUE_CHECKPOINT_EVERY`
-        messages, and does what a waiting writer or `snapshot` needs of the reader."""
+        """The next message: waits for one, checkpoints when due (`_checkpoint_due`), and
+        does what a waiting writer or `snapshot` needs of the reader."""
         self._finish()
         queue = self._queue
         if self._writers and len(queue) <= self._low:  # `take_ready` took it down to here
             self._writers.unpark_all()
-        if queue and self._returned - self._checked >= QUEUE_CHECKPOINT_EVERY:
+        if queue and self._checkpoint_due():
             await trio.lowlevel.checkpoint()
             self._checked = self._returned
+            self._yielded_at = trio.current_time()
         while not queue:
             if self._closed:
                 raise ChannelClosed("the channel is closed")
             await self._readers.park()
             self._checked = self._returned
+            self._yielded_at = trio.current_time()
         self._returned += 1
         item = queue.popleft()
         self._took()
