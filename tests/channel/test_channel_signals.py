@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -32,6 +32,22 @@ from triogroups import (
 
 def _own_handler(signum: int, frame: object) -> None:
     raise AssertionError("the application's own handler must not run in these tests")
+
+
+@pytest.fixture(autouse=True)
+def _python_default_handlers() -> Iterator[None]:
+    """Each test starts from Python's own SIGTERM and SIGINT handlers, as a fresh process
+    does, and gives back what it found: a test worker that ran the Spark tests before has
+    pyspark's SIGINT handler installed (SparkContext sets one), which a channel rightly
+    leaves alone as the application's own."""
+    found = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        for signum, handler in found.items():
+            signal.signal(signum, handler)
 
 
 async def test_open_channel_takes_unhandled_sigterm_and_sigint_and_gives_them_back(
