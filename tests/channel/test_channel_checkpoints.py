@@ -83,12 +83,13 @@ async def test_a_send_that_yields_while_the_channel_closes_sends_nothing(
     stack._new_incarnation()
     ch = Channel(stack, leave_timeout=0.1)
     sent = 0
-    async with trio.open_nursery() as nursery:
-        nursery.start_soon(ch.aclose)  # runs at one of the loop's checkpoints
-        with pytest.raises(ChannelClosed):
-            while True:
-                await ch.send(b"x")
-                sent += 1
+    with trio.fail_after(60):  # a send left waiting for room fails here, not hangs
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(ch.aclose)  # runs at one of the loop's checkpoints
+            with pytest.raises(ChannelClosed):
+                while True:
+                    await ch.send(b"x")
+                    sent += 1
     assert sent in (SEND_CHECKPOINT_EVERY - 1, 2 * SEND_CHECKPOINT_EVERY - 1)
     assert ch.stats()["seqno"] == sent
     queued = []
