@@ -112,7 +112,8 @@ class Inbox:
         self._readers = trio.lowlevel.ParkingLot()
         self._writers = trio.lowlevel.ParkingLot()
         # messages `take_ready` may return before the reader goes through `receive`: until
-        # a checkpoint is due, and while a writer waits, until the queue is down to `_low`
+        # the clock is due to be asked or a checkpoint is due, and while a writer waits,
+        # until the queue is down to `_low`
         self._budget = QUEUE_CLOCK_EVERY
         self._checked = 0  # `_returned` at the reader's last checkpoint
         self._yielded_at: float | None = None  # when the reader last checkpointed or waited
