@@ -6,8 +6,18 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
-from triogroups import Channel, Message, Received, SimNetwork, Stack, StackConfig, open_channel
+from triogroups import (
+    Channel,
+    ChannelClosed,
+    Message,
+    Received,
+    SimNetwork,
+    Stack,
+    StackConfig,
+    open_channel,
+)
 from triogroups.protocols import ids
 
 #: MFC with little credit: a sender blocks soon when a receiver stops reading.
@@ -82,6 +92,47 @@ async def test_a_cancelled_send_was_not_sent_and_gives_its_seqno_back(
     queued = [first, await stack._down.receiver.receive(), await stack._down.receiver.receive()]
     seen = [(m.payload, m.headers[ids.APP_SEQNO]) for b in queued for m in b]
     assert seen == [(b"one", 1), (b"two", 2), (b"five", 3)]
+
+
+async def test_sends_waiting_for_room_raise_channel_closed_when_another_task_closes(
+    autojump_clock: Any,
+) -> None:
+    """A send waiting for room in the stack, and one waiting behind it for its turn, raise
+    ChannelClosed once another task closes the channel (as a Trio channel's waiting
+    senders do), give their seqnos back and put nothing into the stack; what was sent
+    before stays sent, in order."""
+    stack = Stack(FLOW, "c", "A", channel_size=2)
+    stack._new_incarnation()
+    ch = Channel(stack, leave_timeout=0.1)
+    await ch.send(b"one")
+    await ch.send(b"two")
+    outcomes: list[str] = []
+
+    async def blocked(payload: bytes) -> None:
+        try:
+            await ch.send(payload)
+        except ChannelClosed:
+            outcomes.append(f"{payload.decode()} closed")
+        else:
+            outcomes.append(f"{payload.decode()} sent")
+
+    with trio.fail_after(60):
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(blocked, b"three")  # waits for room in the stack
+            await trio.testing.wait_all_tasks_blocked()
+            nursery.start_soon(blocked, b"four")  # waits for the send lock behind it
+            await trio.testing.wait_all_tasks_blocked()
+            await ch.aclose()
+    assert sorted(outcomes) == ["four closed", "three closed"]
+    assert ch.stats()["seqno"] == 2 and ch.stats()["sent"] == 2
+    queued = []
+    while True:
+        try:
+            queued.append(stack._down.receiver.receive_nowait())
+        except trio.WouldBlock:
+            break
+    seen = [m.payload for item in queued if isinstance(item, list) for m in item]
+    assert seen == [b"one", b"two"]
 
 
 async def test_senders_that_wait_reach_the_stack_in_seqno_order(autojump_clock: Any) -> None:

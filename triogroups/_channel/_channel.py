@@ -176,6 +176,7 @@ class Channel:
         self._closing = False
         self._left = trio.Event()
         self._send_lock = trio.StrictFIFOLock()
+        self._waiting_sends: set[trio.CancelScope] = set()  # application sends `_shut` ends
         # messages `send` accepted and `_flush_loop` has yet to hand to the stack (stamped)
         self._outgoing: list[Message] = []
         # set to wake `_flush_loop`; None while it does not run (`send` then sends at once)
@@ -519,12 +520,33 @@ class Channel:
                 return
             except trio.WouldBlock:
                 pass
-        await self._send_waiting(msgs)
+        await self._send_waiting(msgs, internal)
 
-    async def _send_waiting(self, msgs: list[Message]) -> None:
+    async def _send_waiting(self, msgs: list[Message], internal: bool = False) -> None:
         """Pass ``msgs`` down once the stack has room, senders in the order they came
-        (what is outgoing first)."""
+        (what is outgoing first).
+
+        An application's send that still waits when the channel closes raises
+        ChannelClosed and sent nothing, as a Trio channel's waiting senders do; the
+        channel's own (``internal``: RPC answers, state) keep waiting while it leaves."""
+        if internal:
+            await self._send_in_turn(msgs)
+            return
+        scope = trio.CancelScope()
+        self._waiting_sends.add(scope)
+        try:
+            with scope:
+                await self._send_in_turn(msgs, check_open=True)
+                return
+        finally:
+            self._waiting_sends.discard(scope)
+        raise ChannelClosed("the channel closed while the send waited")
+
+    async def _send_in_turn(self, msgs: list[Message], check_open: bool = False) -> None:
+        """`_send_waiting`'s work: under the send lock, what is outgoing first."""
         async with self._send_lock:
+            if check_open:
+                self._check_open()  # it may have closed while this send waited for the lock
             stamped = self._stamp_all(msgs)
             outgoing = self._take_outgoing()
             try:
@@ -1218,8 +1240,9 @@ class Channel:
     async def aclose(self) -> None:
         """Leave the group gracefully (at most ``leave_timeout``) and close; idempotent.
 
-        Pending receives and RPC calls fail with ChannelClosed, `views`
-        iterators end, messages not read yet are dropped (counted).
+        Pending receives and RPC calls fail with ChannelClosed, and so do sends
+        still waiting for room (they sent nothing), `views` iterators end,
+        messages not read yet are dropped (counted).
         """
         if self._closing:
             return
@@ -1236,6 +1259,8 @@ class Channel:
         if self._closing:
             return
         self._closing = True
+        for scope in self._waiting_sends:
+            scope.cancel()
         self._sink.close()
         self._inbox.close()
         self.rpc._close()
