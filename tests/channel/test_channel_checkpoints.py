@@ -3,6 +3,7 @@ the channel and its receive queue, and the behaviour `Channel.send` documents.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from itertools import pairwise
 from typing import Any
 
@@ -10,7 +11,15 @@ import pytest
 import trio
 import trio.testing
 
-from triogroups import Channel, ChannelClosed, SimNetwork, Stack, StackConfig, open_channel
+from triogroups import (
+    Channel,
+    ChannelClosed,
+    Message,
+    SimNetwork,
+    Stack,
+    StackConfig,
+    open_channel,
+)
 from triogroups._cadence import SEND_CHECKPOINT_EVERY, Cadence, due
 
 
@@ -66,7 +75,7 @@ async def test_a_loop_of_channel_sends_can_be_cancelled(
 
 
 async def test_a_send_that_yields_while_the_channel_closes_sends_nothing(
-    autojump_clock: Any,
+    autojump_clock: Any, sent_down: Callable[[Stack], list[Message]]
 ) -> None:
     """`Channel.send` checks that the channel is open again after its periodic checkpoint:
     a channel closed by another task meanwhile refuses the send (ChannelClosed), which took
@@ -92,10 +101,4 @@ async def test_a_send_that_yields_while_the_channel_closes_sends_nothing(
                     sent += 1
     assert sent in (SEND_CHECKPOINT_EVERY - 1, 2 * SEND_CHECKPOINT_EVERY - 1)
     assert ch.stats()["seqno"] == sent
-    queued = []
-    while True:
-        try:
-            queued.append(stack._down.receiver.receive_nowait())
-        except trio.WouldBlock:
-            break
-    assert sum(len(item) for item in queued if isinstance(item, list)) == sent
+    assert len(sent_down(stack)) == sent

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -95,7 +96,7 @@ async def test_a_cancelled_send_was_not_sent_and_gives_its_seqno_back(
 
 
 async def test_sends_waiting_for_room_raise_channel_closed_when_another_task_closes(
-    autojump_clock: Any,
+    autojump_clock: Any, sent_down: Callable[[Stack], list[Message]]
 ) -> None:
     """A send waiting for room in the stack, and one waiting behind it for its turn, raise
     ChannelClosed once another task closes the channel (as a Trio channel's waiting
@@ -125,14 +126,7 @@ async def test_sends_waiting_for_room_raise_channel_closed_when_another_task_clo
             await ch.aclose()
     assert sorted(outcomes) == ["four closed", "three closed"]
     assert ch.stats()["seqno"] == 2 and ch.stats()["sent"] == 2
-    queued = []
-    while True:
-        try:
-            queued.append(stack._down.receiver.receive_nowait())
-        except trio.WouldBlock:
-            break
-    seen = [m.payload for item in queued if isinstance(item, list) for m in item]
-    assert seen == [b"one", b"two"]
+    assert [m.payload for m in sent_down(stack)] == [b"one", b"two"]
 
 
 async def test_senders_that_wait_reach_the_stack_in_seqno_order(autojump_clock: Any) -> None:
