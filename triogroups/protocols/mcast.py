@@ -147,7 +147,8 @@ register_header(ids.MCAST, McastHeader, per_message=True, bare_int=True)
 def as_header(raw: McastHeader | int | None) -> McastHeader | None:
     """An MCAST header as found in ``Message.headers``, as the NamedTuple: a bare seqno
     is a MSG's. For code that looks at MCAST's messages from outside (tests,
-    diagnostics); the protocol reads the int itself."""
+    diagnostics), and for the protocol's slower paths; its in-order path reads the
+    int itself."""
     if type(raw) is int:
         return McastHeader(MSG, raw)
     return raw  # type: ignore[return-value]
@@ -351,7 +352,7 @@ class Mcast(Protocol):
                     self.counters["msgs_delivered"] += 1
                     self._count_for_ack(msg.src, 1)  # type: ignore[arg-type]
                 else:
-                    self._receive(msg, McastHeader(MSG, seqno), deliver)
+                    self._receive(msg, as_header(hdr), deliver)  # type: ignore[arg-type]  # not None
             elif kind == XMIT_RSP:
                 self._receive(msg, hdr, deliver)
             elif kind == ACK:
