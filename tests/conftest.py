@@ -1,8 +1,12 @@
-"""What every test may assume of the process it runs in."""
+"""What every test may assume of the process it runs in, and how long it may run."""
 
 from __future__ import annotations
 
 import signal
+
+import pytest
+
+from tests._deadline import TEST_TIMEOUT, deadline_run
 
 # A shell without job control starts background commands (`.ci/run &`, nohup) with SIGINT
 # ignored, and Python keeps an ignored SIGINT ignored. The signal tests (open_channel takes
@@ -10,3 +14,17 @@ import signal
 # Python's KeyboardInterrupt handler, which an exec'd member turns back into the default.
 if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-trio has marked the async tests
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Every Trio test runs under a wall-clock deadline (tests/_deadline.py) that cancels
+    it through Trio, so its cleanup runs. pytest-timeout (``timeout`` in pyproject.toml)
+    stays the last resort at twice that: for a Trio test by its ``thread`` method (stacks
+    dumped, the worker ends), since a SIGALRM raised inside Trio's run loop would leave
+    every later Trio test of that worker failing."""
+    run = deadline_run(TEST_TIMEOUT)
+    for item in items:
+        if item.get_closest_marker("trio") is not None:
+            item.add_marker(pytest.mark.trio(run=run), append=False)
+            item.add_marker(pytest.mark.timeout(2 * TEST_TIMEOUT, method="thread"))
