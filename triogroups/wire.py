@@ -120,7 +120,6 @@ _Converter = Callable[[Any], Any]
 
 class _HeaderSpec(NamedTuple):
     cls: type
-    arity: int
     convert: _Converter  # raw list -> header instance, or ValueError/TypeError
     hints: dict[str, Any]  # the field types both `convert` and the decode loop check
 
@@ -331,9 +330,8 @@ def register_header(
             f"cannot register {cls.__name__}"
         )
     hints = {} if cls is int else typing.get_type_hints(cls)
-    fields: tuple[str, ...] = getattr(cls, "_fields", ())
     spec = _HEADERS[protocol_id] = _HeaderSpec(
-        cls, len(fields), _compile_header(cls, hints, bare_int and cls is not int), hints
+        cls, _compile_header(cls, hints, bare_int and cls is not int), hints
     )
     _CONVERTERS[protocol_id] = spec.convert
     if cls is int or bare_int:
