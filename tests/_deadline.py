@@ -32,9 +32,7 @@ class TestTimedOut(Exception):
     __test__ = False  # not a test class, whatever its name says
 
 
-def deadline_run(
-    seconds: float,
-) -> Callable[..., Any]:
+def deadline_run(seconds: float) -> Callable[..., Any]:
     """A ``trio.run`` that cancels its function after ``seconds`` of wall time and then
     raises `TestTimedOut` (whatever the cancelled function raised becomes its cause)."""
 
