@@ -22,8 +22,9 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     it through Trio, so its cleanup runs. pytest-timeout (``timeout`` in pyproject.toml)
     stays the last resort at twice that: for a Trio test by its ``thread`` method (stacks
     dumped, the worker ends), since a SIGALRM raised inside Trio's run loop would leave
-    every later Trio test of that worker failing. (pytest-trio runs a Hypothesis test's
-    inner test with ``trio.run`` itself: those have the last resort only.)"""
+    every later Trio test of that worker failing. (pytest-trio would run the inner test of
+    a Trio test driven by Hypothesis with ``trio.run`` itself, so such a test, of which the
+    suite has none, would have the last resort only.)"""
     run = deadline_run(TEST_TIMEOUT)
     for item in items:
         if item.get_closest_marker("trio") is not None:
