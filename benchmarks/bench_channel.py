@@ -355,7 +355,8 @@ def _ratio(a: float, b: float) -> str:
     return f"{a / b:>6.2f}x" if b and not math.isnan(b) else f"{'-':>7}"
 
 
-def main() -> None:
+def command_line() -> argparse.ArgumentParser:
+    """The command line; `run_options` takes its defaults."""
     parser = argparse.ArgumentParser(description="multicast through open_channel and presets")
     parser.add_argument("--presets", default=",".join(PRESETS))
     parser.add_argument("--members", type=int, default=3)
@@ -381,6 +382,23 @@ def main() -> None:
         help="the members' tune_gc(young_threshold) (0: tune_gc's default)",
     )
     parser.add_argument("--verbose", action="store_true", help="every member's result")
+    return parser
+
+
+def run_options(**given: Any) -> argparse.Namespace:
+    """Options for `run_channel` from another benchmark: the command line's defaults, with
+    ``given`` (``members``, ``seconds``, ``set``...) over them, so an option added here
+    reaches every caller with its default."""
+    opts = command_line().parse_args([])
+    for name, value in given.items():
+        if not hasattr(opts, name):
+            raise TypeError(f"bench_channel has no option {name!r}")
+        setattr(opts, name, value)
+    return opts
+
+
+def main() -> None:
+    parser = command_line()
     opts = parser.parse_args()
     if opts.size < 8:
         parser.error(f"--size must be >= 8, got {opts.size}")

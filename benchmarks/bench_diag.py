@@ -31,7 +31,6 @@ import statistics
 import threading
 import time
 import uuid
-from types import SimpleNamespace
 from typing import Any
 
 import bench_channel
@@ -48,10 +47,9 @@ def _throughput_run(mode: str, opts: Any) -> dict[str, float]:
         f"UDP.diagnostics_port={port}",
         f"UDP.enable_diagnostics={'false' if mode == 'off' else 'true'}",
     ]
-    run_opts = SimpleNamespace(
-        members=opts.members, size=opts.size, seconds=opts.seconds, sample=0.0, rate=0.0,
-        set=settings,
-    )  # fmt: skip
+    run_opts = bench_channel.run_options(
+        members=opts.members, size=opts.size, seconds=opts.seconds, set=settings
+    )
     stop = threading.Event()
     probes: list[int] = []
     prober = threading.Thread(target=_probe_loop, args=(port, opts.members, stop, probes))
