@@ -46,6 +46,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from _procs import DIE_WITH_PARENT
 
 from triogroups import Address, Message, Stack, StackConfig
 from triogroups.events import AddPhysicalAddress, LocalPhysicalAddress, ViewChange
@@ -245,6 +246,7 @@ class _Process:
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
         self.proc = subprocess.Popen(
             [sys.executable, os.path.abspath(__file__), json.dumps(spec)],
+            preexec_fn=DIE_WITH_PARENT,
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             text=True,

@@ -29,10 +29,19 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 WAIT = 120.0  # longest the driver waits for any one report before giving up on a run
 
 
+# looked up here, not in the child: a forked child of a threaded driver must not dlopen
+_prctl = ctypes.CDLL(None, use_errno=True).prctl if sys.platform == "linux" else None
+
+
 def _die_with_parent() -> None:
     """In the child before exec (Linux): SIGKILL when the driver dies, however it dies."""
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    assert _prctl is not None
+    _prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+#: ``preexec_fn`` for every process a benchmark starts: it dies with the benchmark (Linux;
+#: elsewhere, None: it ends when its stdin closes).
+DIE_WITH_PARENT = _die_with_parent if sys.platform == "linux" else None
 
 
 def emit(**fields: Any) -> None:
@@ -63,7 +72,7 @@ class _Proc:
             stderr=subprocess.PIPE,
             text=True,
             env=env,
-            preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            preexec_fn=DIE_WITH_PARENT,
         )
         self.name = str(spec.get("name", "?"))
         self.reports: queue.Queue[dict[str, Any]] = queue.Queue()

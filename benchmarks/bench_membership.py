@@ -72,6 +72,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import trio
+from _procs import DIE_WITH_PARENT
 
 from triogroups import Channel, StackConfig, open_channel
 from triogroups.protocols.fd_all3 import FdAll3
@@ -222,6 +223,7 @@ class _Group:
             member_spec = json.dumps({**spec, "name": f"m{i}"})
             proc = subprocess.Popen(
                 [sys.executable, os.path.abspath(__file__), "_member", member_spec],
+                preexec_fn=DIE_WITH_PARENT,
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,

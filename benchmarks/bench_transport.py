@@ -50,6 +50,7 @@ import time
 from typing import Any, NamedTuple
 
 import trio
+from _procs import DIE_WITH_PARENT
 
 from triogroups import Address, Message
 from triogroups.events import AddPhysicalAddress, Item
@@ -200,6 +201,7 @@ async def transport_sender(
 def _child(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
         [sys.executable, os.path.abspath(__file__), "_child", *args],
+        preexec_fn=DIE_WITH_PARENT,
         stdout=subprocess.PIPE,
         text=True,
     )
