@@ -48,7 +48,7 @@ import inspect
 import logging
 import math
 import weakref
-from collections import Counter, deque
+from collections import defaultdict, deque
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
@@ -185,7 +185,9 @@ class Channel:
         self._seqno = 0
         self._align = Alignment()
         self._limit: _SizeLimit | None = None
-        self._counters = Counter[str]()
+        # a plain dict subclass in C: `Counter` is a Python subclass, and `c[k] += 1` on it
+        # costs 97 ns against 35 (Channel.send counts every message)
+        self._counters: defaultdict[str, int] = defaultdict(int)
         self._drops = DropLog(_log, f"channel {stack.name or stack.cluster}")
         self._membership_changed = trio.Event()
         self._refuses_pickle: set[Address] = set()

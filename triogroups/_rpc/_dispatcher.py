@@ -24,7 +24,7 @@ from __future__ import annotations
 import heapq
 import inspect
 import math
-from collections import Counter
+from collections import defaultdict
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Literal, NamedTuple
 
@@ -147,7 +147,7 @@ class RpcDispatcher:
         self._calls: dict[int, _Call] = {}
         self._next_id = 0
         self._closed = False
-        self._counters = Counter[str]()
+        self._counters: defaultdict[str, int] = defaultdict(int)  # not `Counter`: see Channel
         self._waking = 0  # callers an answer woke that have not run yet
         # (deadline, req_id) of calls waiting, for `_expire_loop`; entries of calls that
         # are over are dropped from the front as new calls come
