@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.machinery
 import sys
+import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from triogroups.supervisor.spark._arrow import arrow_stage
 from triogroups.supervisor.spark._errors import translate_member_failures
 from triogroups.supervisor.spark._setup import (
     SparkGroupError,
+    registered_slots,
     require_arrow,
     require_pyspark,
     task_slots,
@@ -63,13 +65,31 @@ def _spec(
     return TaskSpec(member_fn, config, cluster, bind_addr, formation_timeout, allow_pickle)
 
 
-def _check_slots(sc: Any, n: int) -> None:
+_SLOTS_POLL = 0.1  # seconds between two looks at the registered executors
+
+
+def _check_slots(sc: Any, n: int, wait: float) -> None:
+    """Fail at once when ``sc`` cannot run ``n`` tasks at once; otherwise wait up to ``wait``
+    seconds for executors with ``n`` slots to have registered.
+
+    A ``local-cluster`` master has its slots (from its master string) before its executor
+    processes have registered, and the session checks a barrier stage against the registered
+    ones once, a second after submitting it (`SESSION_CONF`): submitted while an executor is
+    still starting (seconds, on a loaded machine), the stage would fail at once."""
     slots = task_slots(sc)
     if n > slots:
         raise SparkGroupError(
             f"a group of {n} needs {n} task slots at once, {sc.master} has {slots}: "
             f"use fewer members or a master with more slots"
         )
+    deadline = time.monotonic() + wait
+    while (registered := registered_slots(sc)) < n:
+        if time.monotonic() >= deadline:
+            raise SparkGroupError(
+                f"a group of {n} needs {n} task slots at once; after {wait:g} s the executors "
+                f"registered with {sc.master} have {registered}"
+            )
+        time.sleep(_SLOTS_POLL)
 
 
 def _default_bind(sc: Any, bind_addr: str | None) -> str | None:
@@ -99,7 +119,8 @@ def run_group(
     `SparkTask`). Returns once every member returned and met the others at a final barrier.
 
     Raises SparkGroupError before anything starts when the session has fewer than ``n`` task
-    slots, when no view of ``n`` forms within ``formation_timeout`` seconds, and when a member
+    slots (or its executors have not registered ``n`` within ``formation_timeout`` seconds),
+    when no view of ``n`` forms within ``formation_timeout`` seconds, and when a member
     raises (the message is that member's traceback). With ``retry`` the stage is followed by a
     shuffle, so Spark reruns the whole group after a failure (up to
     ``spark.stage.maxConsecutiveAttempts``), each attempt a fresh group with a new generation.
@@ -113,7 +134,7 @@ def run_group(
     spec = _spec(
         member_fn, stack, cluster, _default_bind(sc, bind_addr), formation_timeout, allow_pickle
     )
-    _check_slots(sc, n)
+    _check_slots(sc, n, formation_timeout)
 
     def one(index: int, rows: Iterable[Any]) -> Iterator[tuple[int, Any]]:
         yield index, run_task(spec, rows)
@@ -180,7 +201,7 @@ def map_in_group(
     spec = _spec(
         member_fn, stack, cluster, _default_bind(sc, bind_addr), formation_timeout, allow_pickle
     )
-    _check_slots(sc, rdd.getNumPartitions())
+    _check_slots(sc, rdd.getNumPartitions(), formation_timeout)
     translate_member_failures()
     if arrow:
         return data.mapInArrow(arrow_stage(spec, _arrow_schema(data, schema)), schema, barrier=True)

@@ -20,6 +20,7 @@ __all__ = [
     "SparkGroupError",
     "SparkUnavailable",
     "find_java",
+    "registered_slots",
     "require_arrow",
     "require_pyspark",
     "spark_session",
@@ -165,6 +166,12 @@ def task_slots(sc: Any) -> int:
     cluster = _LOCAL_CLUSTER.match(master)
     if cluster:
         return int(cluster.group(1)) * (int(cluster.group(2)) // cpus)
+    return registered_slots(sc)
+
+
+def registered_slots(sc: Any) -> int:
+    """Spark's own count of the tasks ``sc`` can run at once on the executors registered so
+    far: what its scheduler checks a barrier stage against when the stage is submitted."""
     jsc = sc._jsc.sc()
     profile = jsc.resourceProfileManager().defaultResourceProfile()
     return int(jsc.maxNumConcurrentTasks(profile))
