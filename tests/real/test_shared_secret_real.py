@@ -8,6 +8,8 @@
   with the secret it decodes, so what was captured really was their traffic.
 - A key rollover under continuous traffic: every message is delivered exactly
   once and in order, and afterwards only the new key is accepted.
+- A member without a secret never loads `cryptography` (its memory is spent
+  only where a key is).
 """
 
 from __future__ import annotations
@@ -15,9 +17,12 @@ from __future__ import annotations
 import logging
 import socket
 import struct
+import subprocess
+import sys
 import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -385,3 +390,37 @@ async def test_replayed_or_tampered_tcp_hello_is_refused(
                     assert (await b.receive()).payload == b"still sealed"
     finally:
         listener.close()
+
+
+_LAZY_CRYPTO_SCRIPT = """
+import sys, uuid, trio
+from tests.real.conftest import _preset_on_own_ports
+from triogroups import open_channel
+
+async def exchange(secret):
+    config = _preset_on_own_ports("udp")
+    async with open_channel(f"lazy-{uuid.uuid4().hex[:8]}", config, "A", secret=secret) as ch:
+        await ch.send(b"hello")
+        async for msg in ch:
+            assert msg.raw == b"hello", msg
+            break
+    return "cryptography" in sys.modules
+
+print(trio.run(exchange, None), trio.run(exchange, b"the shared secret of this cluster"))
+"""
+
+
+def test_a_member_without_a_secret_never_loads_cryptography() -> None:
+    """`cryptography` holds ~6.5 MiB of a process: it is imported with the first key,
+    so a member with no secret, which sends and delivers for real, never has it, and
+    one with a secret in the same process then does (its traffic is sealed)."""
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run(
+        [sys.executable, "-c", _LAZY_CRYPTO_SCRIPT],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["False", "True"], done.stderr
