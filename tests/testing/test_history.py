@@ -345,43 +345,39 @@ def test_history_view_missed_by_a_member_that_ended_soon_after_is_no_violation(
     assert run.end(20) == []
 
 
+def _missed_removed_merged(root: Path, removed_at: float, merged_at: float) -> list[str]:
+    """C's view 2 at t = 2 lists A, which never gets it; C's view 3 removes A at
+    ``removed_at``, the merge view 4 takes it back at ``merged_at`` (``settle`` 5 s)."""
+    root.mkdir(exist_ok=True)
+    run = Run(root, A, B, C)
+    run.at(1).view(View.create(C, 1, [C, A, B]))
+    run.at(2).view(View.create(C, 2, [C, A, B]), C, B)
+    run.at(removed_at).view(View.create(C, 3, [C, B]), C, B)
+    subgroups = [View.create(C, 3, [C, B]), View.create(C, 1, [C, A, B])]
+    run.at(merged_at).view(MergeView(ViewId(4, C), [C, B, A], subgroups))
+    return run.end(30)
+
+
 def test_history_view_missed_by_a_member_removed_soon_after_and_merged_back_is_no_violation(
     tmp_path: Path,
 ) -> None:
-    """Chaos run udp-mcast seed 1015048817: C's view 2 still listed A, but loss, a one-way
-    partition (nobody heard A's retransmission requests) and a pause kept it from A; C's
-    view 3 removed A 5 s later, and the merge view 4 took A back 7 s after that, 12 s
-    after view 2 (``settle`` 10 s; here 5 s, and 3 s and 4 s). A was unreachable, not
-    left behind."""
-    run = Run(tmp_path, A, B, C)
-    run.at(1).view(View.create(C, 1, [C, A, B]))
-    run.at(2).view(View.create(C, 2, [C, A, B]), C, B)
-    run.at(5).view(View.create(C, 3, [C, B]), C, B)
-    subgroups = [View.create(C, 3, [C, B]), View.create(C, 1, [C, A, B])]
-    run.at(9).view(MergeView(ViewId(4, C), [C, B, A], subgroups))
-    assert run.end(30) == []
+    """Chaos run udp-mcast seed 1015048817: C's view 81 still listed A, but loss, a one-way
+    partition (nobody heard A's retransmission requests) and a pause kept it from A; view
+    82 removed A 5 s later, and the merge view 83 took A back 7 s after that, 12 s after
+    view 81 (``settle`` 10 s). A was unreachable, not left behind."""
+    assert _missed_removed_merged(tmp_path, removed_at=5, merged_at=9) == []
 
 
 def test_history_member_removed_but_not_merged_back_within_settle_is_a_violation(
     tmp_path: Path,
 ) -> None:
     """As above, but the merge comes 6 s after the view that removed A, more than
-    ``settle``: A was left out too long. So is a member removed later than ``settle``
-    after the view it missed (below)."""
-    run = Run(tmp_path, A, B, C)
-    run.at(1).view(View.create(C, 1, [C, A, B]))
-    run.at(2).view(View.create(C, 2, [C, A, B]), C, B)
-    run.at(5).view(View.create(C, 3, [C, B]), C, B)
-    subgroups = [View.create(C, 3, [C, B]), View.create(C, 1, [C, A, B])]
-    run.at(11).view(MergeView(ViewId(4, C), [C, B, A], subgroups))
-    assert run.end(30) == ["view_order", "view_order"]  # A against C, and against B
-    (tmp_path / "late").mkdir()
-    late = Run(tmp_path / "late", A, B, C)
-    late.at(1).view(View.create(C, 1, [C, A, B]))
-    late.at(2).view(View.create(C, 2, [C, A, B]), C, B)
-    late.at(8).view(View.create(C, 3, [C, B]), C, B)
-    late.at(10).view(MergeView(ViewId(4, C), [C, B, A], subgroups))
-    assert late.end(30) == ["view_order", "view_order"]
+    ``settle``: A was left out too long. So is a member removed more than ``settle``
+    after the view it missed."""
+    found = _missed_removed_merged(tmp_path / "slow merge", removed_at=5, merged_at=11)
+    assert found == ["view_order", "view_order"]  # A against C, and against B
+    found = _missed_removed_merged(tmp_path / "late removal", removed_at=8, merged_at=10)
+    assert found == ["view_order", "view_order"]
 
 
 def test_history_two_coordinators_installing_the_same_counter_is_no_view_order_violation(
