@@ -329,6 +329,39 @@ def test_mcast_windows_follow_the_views() -> None:
     assert proto.stats()["ack_map"] == {"C": 0, "D": 0}
 
 
+def test_mcast_member_that_leaves_and_comes_back_is_not_delivered_twice() -> None:
+    """Chaos run udp-mcast seed 1633779744: a partition took D out of the others' view
+    and a merge view brought it back; its window reopened at 0 and D's retransmissions
+    were delivered a second time (424 messages at each of three members). A sender's
+    seqnos never restart within its incarnation: the window comes back where it was,
+    OOB seqnos delivered above its low included, and a digest never moves it back."""
+    proto = _mcast(members=(A, B))
+    oob = _data(B, 4, flags=Flag.OOB)
+    proto.up([_data(B, 1), _data(B, 2), oob], 0.0)  # #3 missing: #4 delivered (OOB)
+    assert [m.payload for m in up_messages(proto)] == [b"B1", b"B2", b"B4"]
+    proto.view_changed(view_of(A, counter=2), 1.0)
+    proto.view_changed(view_of(A, B, counter=3), 2.0)
+    assert proto.stats()["receive_windows"]["B"] == {"low": 2, "high": 4, "size": 1}
+    proto.down_event(MergeDigest(Digest({B: (1, 1)})), 2.0)  # a stale subgroup's digest
+    proto.up([_data(B, 1), _data(B, 2), _data(B, 3), oob.copy(), _data(B, 5)], 2.1)
+    assert [m.payload for m in up_messages(proto)] == [b"B3", b"B5"]
+    assert proto.stats()["receive_windows"]["B"]["low"] == 5
+    assert proto.stats()["windows_reopened"] == 1
+
+
+def test_mcast_window_reopened_by_a_digest_starts_where_it_was_or_further() -> None:
+    """A window a digest opens for a member we knew starts at the further of the two."""
+    proto = _mcast(members=(A, B))
+    proto.up([_data(B, 1), _data(B, 2)], 0.0)
+    up_messages(proto)
+    proto.view_changed(view_of(A, counter=2), 1.0)
+    proto.down_event(MergeDigest(Digest({B: (5, 5)})), 2.0)
+    assert proto.stats()["receive_windows"]["B"]["low"] == 5
+    proto.view_changed(view_of(A, counter=3), 3.0)
+    proto.down_event(MergeDigest(Digest({B: (1, 1)})), 4.0)
+    assert proto.stats()["receive_windows"]["B"]["low"] == 5
+
+
 def test_mcast_new_member_ack_starts_at_the_send_window_low() -> None:
     proto = _mcast(members=(A, B))
     _send(proto, 4)

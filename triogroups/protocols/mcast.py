@@ -39,7 +39,14 @@ The seed's rules, as implemented here:
 Choices where the seed is open:
 
 - A window starts at 0 for members of a view installed without a digest
-  (the first view; GMS hands joiners a digest).
+  (the first view; GMS hands joiners a digest), except for a member that was
+  in an earlier view of ours: its window comes back where it was when it left
+  (its ``low`` and the OOB seqnos delivered above it), or further if a digest
+  says so, never lower, as NAKACK2's does. A sender's seqnos never restart
+  within its incarnation, so a window opened lower would deliver its
+  retransmissions again (found by a chaos run: a member excluded during a
+  partition and merged back had 424 of its multicasts delivered twice at each
+  of three members).
 - The sender delivers its own multicasts itself, a copy each, when it sends
   them (unless DONT_LOOPBACK), and sends them down with DONT_LOOPBACK (as
   NAKACK2 does), so the transport does not copy them back up; a copy that
@@ -156,6 +163,7 @@ def as_header(raw: McastHeader | int | None) -> McastHeader | None:
 
 #: Marks a slot whose OOB message was delivered on arrival.
 _DELIVERED = Message()
+_MAX_RETIRED = 1024  # windows of members that left, remembered for their return
 
 
 def _window_stats(win: RingBuffer[Message]) -> dict[str, int]:
@@ -196,6 +204,9 @@ class Mcast(Protocol):
         self._budget = PeerBudget()
         self._pending: deque[Message] = deque()
         self._windows: dict[Address, RingBuffer[Message]] = {}
+        #: Per member that left our view: its window's ``low`` and the OOB seqnos above it
+        #: already delivered, so a window opened for it again delivers nothing twice.
+        self._retired: dict[Address, tuple[int, list[int]]] = {}
         self._acks: dict[Address, int] = {}
         self._unacked: dict[Address, int] = {}
         self._ack_due: set[Address] = set()
@@ -221,6 +232,7 @@ class Mcast(Protocol):
                 "xmits_capped",
                 "purged_sent",
                 "windows_moved_by_purged",
+                "windows_reopened",
                 "purged_ignored",
                 "last_seqno_resends",
                 "dropped_outside_window",
@@ -541,7 +553,7 @@ class Mcast(Protocol):
         super().view_changed(view, now)
         me = self.local_address
         for member in [m for m in self._windows if m not in view]:
-            del self._windows[member]
+            self._retire(member, self._windows.pop(member))
             self._unacked.pop(member, None)
         for member in [m for m in self._acks if m not in view]:
             del self._acks[member]
@@ -549,10 +561,35 @@ class Mcast(Protocol):
             if member == me:
                 continue
             if member not in self._windows:
-                self._windows[member] = RingBuffer(self.capacity)
+                self._open(member, 0)
             if member not in self._acks:
                 self._acks[member] = self._send.low
         self._purge(now)
+
+    def _retire(self, member: Address, win: RingBuffer[Message]) -> None:
+        """Remember where ``member``'s window was (what it held undelivered is dropped:
+        a window opened again asks for it)."""
+        retired = self._retired
+        retired.pop(member, None)
+        if len(retired) >= _MAX_RETIRED:
+            del retired[next(iter(retired))]
+        oob = [s for s in range(win.low + 1, win.high + 1) if win.get(s) is _DELIVERED]
+        retired[member] = (win.low, oob)
+
+    def _open(self, member: Address, start: int) -> None:
+        """A window for ``member`` from ``start``, or from where it was when ``member`` left
+        our view if that is further: its seqnos never restart within one incarnation."""
+        back = self._retired.pop(member, None)
+        if back is None:
+            self._windows[member] = RingBuffer(self.capacity, start)
+            return
+        low, oob = back
+        win: RingBuffer[Message] = RingBuffer(self.capacity, max(start, low))
+        for seqno in oob:
+            win.add(seqno, _DELIVERED)  # at or below the start, or too far: not added
+        win.remove_ready()  # markers right after the start: passed, nothing to deliver
+        self._windows[member] = win
+        self.counters["windows_reopened"] += 1
 
     def down_event(self, event: Event, now: float) -> None:
         if isinstance(event, GetDigest):
@@ -576,6 +613,7 @@ class Mcast(Protocol):
         """
         self.view = None
         self._windows.clear()
+        self._retired.clear()
         self._acks.clear()
         self._unacked.clear()
         self._ack_due.clear()
@@ -599,7 +637,7 @@ class Mcast(Protocol):
                 continue
             win = self._windows.get(member)
             if win is None:
-                self._windows[member] = RingBuffer(self.capacity, delivered)
+                self._open(member, delivered)
             elif win.low < delivered:
                 win.purge(delivered)
                 deliver.extend(m for m in win.remove_ready() if m is not _DELIVERED)
