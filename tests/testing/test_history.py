@@ -380,6 +380,43 @@ def test_history_member_removed_but_not_merged_back_within_settle_is_a_violation
     assert found == ["view_order", "view_order"]
 
 
+def _coordinator_gone_after_its_view(root: Path, gone_at: float, next_at: float) -> list[str]:
+    """A's view 2 at t = 2 reaches B, not C; A's history ends at ``gone_at`` (it crashed
+    or left, and could retransmit no more); C, the heir, installs view 3 with B at
+    ``next_at`` (``settle`` 5 s)."""
+    root.mkdir(exist_ok=True)
+    run = Run(root, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, C, B]))
+    run.at(2).view(View.create(A, 2, [A, C, B]), A, B)
+    run.at(gone_at).w[A].sample(1000, {"MCAST": 3})  # its last record
+    run.w.pop(A).close()
+    run.at(next_at).view(View.create(C, 3, [C, B]), C, B)
+    return run.end(30)
+
+
+def test_history_view_missed_when_its_coordinator_went_soon_after_counts_from_then(
+    tmp_path: Path,
+) -> None:
+    """Chaos run udp-mcast seed 1633779744: loss kept view 51 from C; its coordinator D
+    left 2.4 s later, before it retransmitted it, and C, D's heir, installed a newer
+    view 9.8 s after D left, 12.2 s after view 51 (``settle`` 10 s). Only failure
+    detection tells C that D is gone: the ``settle`` seconds run from D's end."""
+    assert _coordinator_gone_after_its_view(tmp_path, gone_at=4, next_at=8.5) == []
+
+
+def test_history_view_missed_is_owed_from_a_late_coordinator_end_or_too_slow_a_takeover(
+    tmp_path: Path,
+) -> None:
+    """As above, but C takes over more than ``settle`` after A went; or A went more
+    than ``settle`` after its view, which it could have retransmitted meanwhile."""
+    assert _coordinator_gone_after_its_view(tmp_path / "slow", gone_at=4, next_at=9.5) == [
+        "view_order"
+    ]
+    assert _coordinator_gone_after_its_view(tmp_path / "late", gone_at=8, next_at=12) == [
+        "view_order"
+    ]
+
+
 def test_history_two_coordinators_installing_the_same_counter_is_no_view_order_violation(
     tmp_path: Path,
 ) -> None:

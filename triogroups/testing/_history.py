@@ -55,7 +55,9 @@ What the checker proves (the delivery contract without FLUSH):
   change in one subgroup can; MERGE3 then merges the two). A member that missed W
   is also excused when a view after W, within ``settle`` seconds of it, removed
   it (it was unreachable) and it installed one at least as new within ``settle``
-  seconds of that (it was merged back).
+  seconds of that (it was merged back). When W's coordinator crashed or left
+  within ``settle`` seconds of W, the ``settle`` seconds run from then: only
+  failure detection tells the others it is gone.
 - **view_id**: each incarnation's view ids strictly increase; **view_members**:
   one view id names one membership, whoever installed it.
 - **memory**: no sample above ``max_rss`` bytes or ``max_window`` messages held.
@@ -338,7 +340,8 @@ def _missed_excused(
 ) -> bool:
     """Whether ``skipper``, which installed another view where ``peer`` installed ``view``,
     may lack ``view``: it installed it after all, or it caught up within ``settle`` seconds
-    of the view (`_caught_up`), or it was excluded meanwhile and merged back: a view the
+    of the view (`_caught_up`; of the end of the view's coordinator, if that came within
+    ``settle`` seconds of the view), or it was excluded meanwhile and merged back: a view the
     peer installed after ``view``, within ``settle`` seconds of it, lacks the skipper, and
     the skipper caught up with that one. A member left out of the next view was
     unreachable (suspected and removed: a partition, a pause), so it was in no position to
@@ -349,6 +352,14 @@ def _missed_excused(
     if any(_vid(line) == vid for line in skipper.views):
         return True
     t = _installed_at(members, view)
+    coord = members.get(vid[1])
+    if coord is not None and t < coord.history.end < t + settle:
+        # Its coordinator went (crashed or left) before it could retransmit the view:
+        # the skipper learns that only from failure detection, so it has ``settle``
+        # seconds from then (chaos run udp-mcast seed 1633779744: loss kept view 51 from
+        # C, its coordinator D left 2.4 s later, and C, D's heir, installed a newer view
+        # 9.8 s after that, when its takeover had raced a merge).
+        t = coord.history.end
     if _caught_up(skipper, vid[0], t, settle):
         return True
     for line in peer.views:
