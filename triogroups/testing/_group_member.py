@@ -80,10 +80,13 @@ class Ledger:
         emit("state", applied=self.applied)
 
 
-def stack_with_discard(stack: str, props: dict[str, dict[str, Any]]) -> StackConfig:
-    """The stack named ``stack`` with ``props`` applied and DISCARD right above the transport."""
+def stack_with_discard(
+    stack: str, props: dict[str, dict[str, Any]], *, discard: bool = True
+) -> StackConfig:
+    """The stack named ``stack`` with ``props`` applied and DISCARD right above the transport
+    (not with ``discard`` False: the preset as it is, e.g. ``tcp`` without retransmission)."""
     config = StackConfig.resolve(stack)
-    if "DISCARD" not in config.names():
+    if discard and "DISCARD" not in config.names():
         config = config.insert_above(config.names()[0], "DISCARD")
     for layer, values in props.items():
         config = config.configure(layer, **values)

@@ -34,14 +34,16 @@ class GroupMember(SupervisedMember):
         stack: str,
         cluster: str,
         props: dict[str, dict[str, Any]],
+        discard: bool = True,
     ) -> GroupMember:
-        """Launch a member and return once it joined and printed ``ready``."""
+        """Launch a member and return once it joined and printed ``ready``; its stack has
+        DISCARD above the transport unless ``discard`` is False."""
         ledger = Ledger()
         member = cls(name)
         await member._launch(
             nursery,
             group_member,
-            stack=stack_with_discard(stack, props),
+            stack=stack_with_discard(stack, props, discard=discard),
             cluster=cluster,
             args=(ledger,),
             state=ledger,

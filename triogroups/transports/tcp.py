@@ -23,15 +23,20 @@ an EOF inside a frame or a bad hello (garbage, a newer wire version, another
 cluster) closes the connection; after a good hello a frame that does not
 decode is dropped alone. Either way it is counted by reason in `stats`.
 
-Unicasts to a member with no known physical address, and frames for a member
-that cannot be reached within ``sock_conn_timeout``, are dropped and counted.
-A drop to a member that cannot be reached is a warning (rate-limited) when
-that member should be there, and a DEBUG line when it is part of a
-departure: this member is stopping, the peer is no longer in the installed
-view, or the peer has stopped (its endpoint refuses connections, or another
-member listens there now). A peer that exits leaves acks and retransmissions
-queued to it; failure detection and GMS report the departure, not the
-transport.
+Frames for a member of the view are kept until it can take them, since the
+``tcp`` preset's NAKACK2 does not retransmit: while its physical address is
+unknown they wait for discovery to learn it (``waited_for_address``), and a
+connection attempt that times out or fails without being refused is made
+again while it is in the view (``connect_retries``; see `_connect`). Frames for
+a non-member without a known address, or whose endpoint does not answer
+within ``sock_conn_timeout``, and for a member whose endpoint refuses or
+that left the view, are dropped and counted. A drop to a member that cannot
+be reached is a warning (rate-limited) when that member should be there, and
+a DEBUG line when it is part of a departure: this member is stopping, the
+peer is no longer in the installed view, or the peer has stopped (its
+endpoint refuses connections, or another member listens there now). A peer
+that exits leaves acks and retransmissions queued to it; failure detection
+and GMS report the departure, not the transport.
 """
 
 from __future__ import annotations
@@ -83,6 +88,12 @@ _log = logging.getLogger(__name__)
 _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
+#: Seconds between attempts to connect to a member that did not answer: this times the
+#: attempt number, at most _RETRY_BACKOFF_MAX.
+_RETRY_BACKOFF = 0.1
+_RETRY_BACKOFF_MAX = 1.0
+
+
 def _refused(exc: BaseException) -> bool:
     """Whether a failed connect was refused: nothing listens at that endpoint (any more)."""
     cause = exc.__cause__  # open_tcp_stream raises from a group of one error per attempt
@@ -91,15 +102,17 @@ def _refused(exc: BaseException) -> bool:
 
 
 class _Pending:
-    """Bundles waiting for a connection that is being opened."""
+    """Bundles waiting for a connection that is being opened (``connecting``), or, for a
+    member of the view whose endpoint is not known yet, for its endpoint."""
 
-    __slots__ = ("done", "frames", "msgs", "out_bytes")
+    __slots__ = ("connecting", "done", "frames", "msgs", "out_bytes")
 
-    def __init__(self) -> None:
+    def __init__(self, connecting: bool = True) -> None:
         self.frames: list[bytes] = []
         self.msgs = 0
         self.out_bytes = 0
         self.done = trio.Event()
+        self.connecting = connecting
 
     def add(self, data: bytes, count: int) -> None:
         self.frames.append(data)
@@ -191,6 +204,8 @@ class TcpTransport(BusyPollingTransport):
                 "connections_accepted",
                 "connections_closed",
                 "connect_failures",
+                "connect_retries",
+                "waited_for_address",
                 "connections_reaped",
                 "duplicate_connections_retired",
                 "bytes_sent",
@@ -356,24 +371,49 @@ class TcpTransport(BusyPollingTransport):
         if pending is None:
             physical = self.table.get(dest)
             if physical is None:
-                self.send_drops.drop("no_physical", "unknown physical address", dest, count)
-                return None
-            pending = self._pending[dest] = _Pending()
-            assert self._nursery is not None
-            self._nursery.start_soon(self._connect, physical, dest)
+                if self.view is None or not self._member(dest):
+                    self.send_drops.drop("no_physical", "unknown physical address", dest, count)
+                    return None
+                # A member we have not heard from (it was paused while we joined): its
+                # bundles wait for discovery (MERGE3's finds) or its own connection to say
+                # where it is; over TCP nothing would resend them (`_address_learned`).
+                pending = self._pending[dest] = _Pending(connecting=False)
+                self.counters["waited_for_address"] += 1
+            else:
+                pending = self._pending[dest] = _Pending()
+                assert self._nursery is not None
+                self._nursery.start_soon(self._connect, physical, dest)
         pending.add(data, count)
         return pending
+
+    def _address_learned(self) -> None:
+        """Connect to the members whose bundles waited for their endpoint, now known."""
+        assert self._nursery is not None
+        for peer, pending in self._pending.items():
+            if not pending.connecting:
+                physical = self.table.get(peer)
+                if physical is not None:
+                    pending.connecting = True
+                    self._nursery.start_soon(self._connect, physical, peer)
+
+    def _drop_unreachable(self) -> None:
+        """Drop, quietly, what waits for the endpoint of a member that left the view."""
+        for peer in [p for p, q in self._pending.items() if not q.connecting]:
+            if not self._member(peer):
+                self._fail_pending(None, peer, "left the view before its endpoint was known")
 
     async def _handle_event(self, event: Event) -> None:
         if isinstance(event, ViewChange):
             self.view_changed(event.view, trio.current_time())
             self._next_view = None
+            self._drop_unreachable()
         elif isinstance(event, TmpView):
             self._next_view = event.view
         elif isinstance(event, SendToHosts):
             await self._send_to_hosts(event)
         else:
             self.table.learn(event)
+            self._address_learned()
 
     async def _send_to_hosts(self, event: SendToHosts) -> None:
         me = self.local_address
@@ -398,9 +438,61 @@ class TcpTransport(BusyPollingTransport):
     # --- connections ---------------------------------------------------------------------
 
     async def _connect(self, where: Physical, expected: Address | None) -> None:
-        """Open a connection to ``where`` and run it; queued bundles go out once it is up."""
+        """Open a connection to ``where`` and run it; queued bundles go out once it is up.
+
+        An attempt to a member of the view that times out or fails without being
+        refused (the member is paused, or slow to send its hello) is made again, the
+        bundles kept, while the member stays in the view (or the one being installed)
+        and it has not connected to us meanwhile: NAKACK2 does not retransmit over TCP,
+        so bundles dropped here would be lost for good (a chaos run: a member paused for
+        4 s lost a joiner's first multicasts this way, and its window for the joiner
+        stayed stuck before them). Senders get back-pressure meanwhile, as from a member
+        that does not read. Refused means nothing listens there: it is gone.
+        """
+        pending = None if expected is None else self._pending.get(expected)
+        attempts = 0
+        while True:
+            opened = await self._open(where)
+            if isinstance(opened, Connection):
+                break
+            if expected is None or not self._retries(expected, pending, opened):
+                if expected is None and isinstance(opened, FrameError | WireError):
+                    # a discovery probe reached something that does not speak for this cluster
+                    assert self._up is not None
+                    await self._up.send(ForeignEndpoint(where, f"{opened.reason}: {opened.detail}"))
+                why = f"{type(opened).__name__} {opened}"
+                self._fail_pending(
+                    where,
+                    expected,
+                    f"cannot connect to {format_physical(where)}: {why}",
+                    gone=_refused(opened),
+                )
+                return
+            attempts += 1
+            self.counters["connect_retries"] += 1
+            await trio.sleep(min(_RETRY_BACKOFF * attempts, _RETRY_BACKOFF_MAX))
+            if self._pending.get(expected) is not pending:
+                return  # it connected to us, or left the view: nothing waits for this
+        self.counters["connections_opened"] += 1
+        await self._run(opened, where, expected)
+
+    def _retries(self, peer: Address, pending: _Pending | None, error: Exception) -> bool:
+        """Whether a failed attempt to connect to ``peer`` is made again (see `_connect`)."""
+        return (
+            pending is not None
+            and self._pending.get(peer) is pending  # it has not connected to us meanwhile
+            and isinstance(error, trio.TooSlowError | OSError)
+            and not _refused(error)
+            and self.view is not None
+            and self._member(peer)
+        )
+
+    async def _open(self, where: Physical) -> Connection | Exception:
+        """One attempt at a connection to ``where``, hellos exchanged; the error if it failed
+        (counted in ``connect_failures``)."""
         codec = self._codec
-        assert codec is not None
+        me = self.local_address
+        assert codec is not None and me is not None
         stream: trio.SocketStream | None = None
         try:
             with trio.fail_after(self.sock_conn_timeout):
@@ -417,21 +509,8 @@ class TcpTransport(BusyPollingTransport):
             if stream is not None:
                 await trio.aclose_forcefully(stream)
             self.counters["connect_failures"] += 1
-            if expected is None and isinstance(exc, FrameError | WireError):
-                # a discovery probe reached something that does not speak for this cluster
-                assert self._up is not None
-                await self._up.send(ForeignEndpoint(where, f"{exc.reason}: {exc.detail}"))
-            self._fail_pending(
-                where,
-                expected,
-                f"cannot connect to {format_physical(where)}: {type(exc).__name__} {exc}",
-                gone=_refused(exc),
-            )
-            return
-        self.counters["connections_opened"] += 1
-        me = self.local_address
-        assert me is not None
-        await self._run(Connection(stream, reader, peer, listening, me), where, expected)
+            return exc
+        return Connection(stream, reader, peer, listening, me)
 
     async def _accept_loop(self, listener: trio.SocketListener) -> None:
         assert self._nursery is not None
