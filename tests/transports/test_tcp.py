@@ -331,6 +331,26 @@ async def test_bundles_for_a_member_without_a_known_endpoint_wait_for_it(
     assert [m.payload for m in await a.receive(2)] == [b"one", b"two"]
 
 
+async def test_a_full_queue_for_a_member_without_an_endpoint_never_stalls_the_transport(
+    open_endpoint: Any,
+) -> None:
+    """Bundles for a member of the view whose endpoint is unknown fill its queue past
+    ``send_queue_size``: senders are held back a while at a time, not for ever, so the
+    transport still takes the view that drops that member, and sends on to the others."""
+    a = await open_endpoint(TcpTransport, "A", **TCP)
+    b = await open_endpoint(TcpTransport, "B", **{**TCP, "send_queue_size": 4096})
+    ghost = Address.random("G")
+    await b.down.send(AddPhysicalAddress(a.address, a.physical))
+    await b.down.send(ViewChange(View.create(b.address, 1, [b.address, a.address, ghost])))
+    for i in range(8):
+        await b.down.send([Message(None, bytes(1000) + b"%d" % i)])
+    await b.down.send(ViewChange(View.create(b.address, 2, [b.address, a.address])))
+    await b.down.send([Message(a.address, b"after")])
+    got = await a.receive(9)
+    assert got[-1].payload == b"after" and len(got) == 9
+    assert b.transport.stats()["dropped_connect_failed"] == 8
+
+
 async def test_what_a_stopping_member_could_not_send_is_counted_without_a_warning(
     caplog: pytest.LogCaptureFixture,
 ) -> None:

@@ -92,6 +92,8 @@ _STREAM_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 #: attempt number, at most _RETRY_BACKOFF_MAX.
 _RETRY_BACKOFF = 0.1
 _RETRY_BACKOFF_MAX = 1.0
+#: Longest a sender waits at once for room in bundles queued for a connection not open yet.
+_PENDING_WAIT = 0.5
 
 
 def _refused(exc: BaseException) -> bool:
@@ -120,8 +122,14 @@ class _Pending:
         self.out_bytes += len(data)
 
     async def wait_room(self, limit: int) -> None:
+        """Once the bundles went out or were dropped, or after ``_PENDING_WAIT`` seconds:
+        the loop that waits here (`serve`'s) must still take the events that end the
+        wait, the member's address or a view without it, and for a paused member that
+        may take longer (see `TcpTransport._connect`). The sender is held back meanwhile,
+        a batch per wait."""
         if self.out_bytes >= limit:
-            await self.done.wait()
+            with trio.move_on_after(_PENDING_WAIT):
+                await self.done.wait()
 
 
 class TcpTransport(BusyPollingTransport):
@@ -455,6 +463,8 @@ class TcpTransport(BusyPollingTransport):
             opened = await self._open(where)
             if isinstance(opened, Connection):
                 break
+            if expected is not None and self._pending.get(expected) is not pending:
+                return  # what waited went out on the member's own connection to us
             if expected is None or not self._retries(expected, pending, opened):
                 if expected is None and isinstance(opened, FrameError | WireError):
                     # a discovery probe reached something that does not speak for this cluster
@@ -480,7 +490,6 @@ class TcpTransport(BusyPollingTransport):
         """Whether a failed attempt to connect to ``peer`` is made again (see `_connect`)."""
         return (
             pending is not None
-            and self._pending.get(peer) is pending  # it has not connected to us meanwhile
             and isinstance(error, trio.TooSlowError | OSError)
             and not _refused(error)
             and self.view is not None
