@@ -57,27 +57,12 @@ async def test_member_paused_while_another_joins_gets_the_joiners_multicasts() -
                     a = await start("A")
                     everyone = {b.uuid, c.uuid, a.uuid}
                     await a.wait_until(lambda _: a.view_members() == everyone)  # C, paused, too
-                    early = [f"a{i}" for i in range(20)]
-                    await a.command("send", to=None, payloads=early)
-                    await trio.sleep(2.0)  # A's attempts to reach C time out meanwhile
-                    c.signal(signal.SIGCONT)
-                    late = [f"a{i}" for i in range(20, 30)]
-                    await a.command("send", to=None, payloads=late)
-                    from_a = [(a.uuid, p) for p in early + late]
-
-                    def got_all(delivered: list[tuple[str, str]]) -> bool:
-                        return [d for d in delivered if d[0] == a.uuid] == from_a
-
-                    await c.wait_delivered_since(0, got_all)
+                    await _multicast_across_the_pause(a, c, [])
             except trio.TooSlowError:
-                got = [p for src, p in c.delivered_since(0) if src == a.uuid]
-                raise AssertionError(f"C delivered {got} from A; {describe(members)}") from None
-            for m in members:
-                assert await m.stop() == 0, f"{m.name} did not leave cleanly"
+                raise AssertionError(_what_c_got(a, c, members)) from None
+            await _stop(members)
     finally:
-        for m in members:
-            m.signal(signal.SIGCONT)
-            m.kill()
+        _reap(members)
 
 
 async def test_member_paused_when_a_connection_to_it_times_out_gets_every_multicast() -> None:
@@ -111,28 +96,44 @@ async def test_member_paused_when_a_connection_to_it_times_out_gets_every_multic
                     while c.name in await _connected(a):  # wait for the idle connection to go
                         await trio.sleep(0.5)
                     c.signal(signal.SIGSTOP)
-                    early = [f"a{i}" for i in range(20)]
-                    await a.command("send", to=None, payloads=early)
-                    await trio.sleep(2.0)  # A's attempts to reach C time out meanwhile
-                    c.signal(signal.SIGCONT)
-                    late = [f"a{i}" for i in range(20, 30)]
-                    await a.command("send", to=None, payloads=late)
-                    from_a = [(a.uuid, p) for p in ["hello", *early, *late]]
-
-                    def got_all(delivered: list[tuple[str, str]]) -> bool:
-                        return [d for d in delivered if d[0] == a.uuid] == from_a
-
-                    await c.wait_delivered_since(0, got_all)
+                    await _multicast_across_the_pause(a, c, ["hello"])
                     assert (await _tcp_stats(a))["connect_retries"] >= 1
             except trio.TooSlowError:
-                got = [p for src, p in c.delivered_since(0) if src == a.uuid]
-                raise AssertionError(f"C delivered {got} from A; {describe(members)}") from None
-            for m in members:
-                assert await m.stop() == 0, f"{m.name} did not leave cleanly"
+                raise AssertionError(_what_c_got(a, c, members)) from None
+            await _stop(members)
     finally:
-        for m in members:
-            m.signal(signal.SIGCONT)
-            m.kill()
+        _reap(members)
+
+
+async def _multicast_across_the_pause(a: GroupMember, c: GroupMember, before: list[str]) -> None:
+    """With C paused, A multicasts 20 messages; 2 s later (A's attempts to reach C time out
+    meanwhile) C resumes and A multicasts 10 more. Returns once C delivered every one of
+    A's multicasts, ``before`` first, in order."""
+    early = [f"a{i}" for i in range(20)]
+    await a.command("send", to=None, payloads=early)
+    await trio.sleep(2.0)
+    c.signal(signal.SIGCONT)
+    late = [f"a{i}" for i in range(20, 30)]
+    await a.command("send", to=None, payloads=late)
+    from_a = [(a.uuid, p) for p in [*before, *early, *late]]
+    await c.wait_delivered_since(0, lambda got: [d for d in got if d[0] == a.uuid] == from_a)
+
+
+def _what_c_got(a: GroupMember, c: GroupMember, members: list[GroupMember]) -> str:
+    got = [p for src, p in c.delivered_since(0) if src == a.uuid]
+    return f"C delivered {got} from A; {describe(members)}"
+
+
+async def _stop(members: list[GroupMember]) -> None:
+    for m in members:
+        assert await m.stop() == 0, f"{m.name} did not leave cleanly"
+
+
+def _reap(members: list[GroupMember]) -> None:
+    """No member outlives the test, paused or not."""
+    for m in members:
+        m.signal(signal.SIGCONT)
+        m.kill()
 
 
 async def _tcp_stats(member: GroupMember) -> dict[str, Any]:
