@@ -110,6 +110,7 @@ from triogroups.properties import Duration, Int, PropertyError, at_least, positi
 from triogroups.protocol import Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._budget import PeerBudget
+from triogroups.protocols._retired import RetiredWindows
 from triogroups.protocols._ring import RingBuffer
 from triogroups.protocols._stats import reliable_stats
 from triogroups.view import Digest, View
@@ -163,7 +164,6 @@ def as_header(raw: McastHeader | int | None) -> McastHeader | None:
 
 #: Marks a slot whose OOB message was delivered on arrival.
 _DELIVERED = Message()
-_MAX_RETIRED = 1024  # windows of members that left, remembered for their return
 
 
 def _window_stats(win: RingBuffer[Message]) -> dict[str, int]:
@@ -206,7 +206,7 @@ class Mcast(Protocol):
         self._windows: dict[Address, RingBuffer[Message]] = {}
         #: Per member that left our view: its window's ``low`` and the OOB seqnos above it
         #: already delivered, so a window opened for it again delivers nothing twice.
-        self._retired: dict[Address, tuple[int, list[int]]] = {}
+        self._retired = RetiredWindows()
         self._acks: dict[Address, int] = {}
         self._unacked: dict[Address, int] = {}
         self._ack_due: set[Address] = set()
@@ -569,17 +569,13 @@ class Mcast(Protocol):
     def _retire(self, member: Address, win: RingBuffer[Message]) -> None:
         """Remember where ``member``'s window was (what it held undelivered is dropped:
         a window opened again asks for it)."""
-        retired = self._retired
-        retired.pop(member, None)
-        if len(retired) >= _MAX_RETIRED:
-            del retired[next(iter(retired))]
         oob = [s for s in range(win.low + 1, win.high + 1) if win.get(s) is _DELIVERED]
-        retired[member] = (win.low, oob)
+        self._retired.remember(member, win.low, oob)
 
     def _open(self, member: Address, start: int) -> None:
         """A window for ``member`` from ``start``, or from where it was when ``member`` left
         our view if that is further: its seqnos never restart within one incarnation."""
-        back = self._retired.pop(member, None)
+        back = self._retired.take(member)
         if back is None:
             self._windows[member] = RingBuffer(self.capacity, start)
             return

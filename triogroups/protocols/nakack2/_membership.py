@@ -80,6 +80,7 @@ from typing import TYPE_CHECKING
 
 from triogroups.address import Address
 from triogroups.message import Message
+from triogroups.protocols._retired import RetiredWindows
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.nakack2._header import VIEW_SEQNO, NakAckHeader2
 from triogroups.protocols.nakack2._state import Input, NakState, Phase, Window
@@ -91,7 +92,6 @@ if TYPE_CHECKING:
 __all__ = ["Membership"]
 
 _MAX_FLOORS = 1024  # VIEW_SEQNOs kept from members we have no window for
-_MAX_RETIRED = 1024  # windows of members that left, remembered for their return
 
 
 def _push(queue: deque[Message], msg: Message) -> bool:
@@ -125,7 +125,7 @@ class Membership:
         #: Per member that left our view: its window's highest delivered seqno and the OOB
         #: seqnos above it already delivered, so a window opened again for it (a merge, a
         #: view that has it back) delivers nothing twice.
-        self.retired: dict[Address, tuple[int, list[int]]] = {}
+        self.retired = RetiredWindows()
 
     # --- the become_server_queue -----------------------------------------------------------
 
@@ -267,16 +267,12 @@ class Membership:
     def _retire(self, member: Address, win: Window) -> None:
         """Remember where ``member``'s window was (what it held undelivered is dropped:
         a window opened again asks for it)."""
-        retired = self.retired
-        retired.pop(member, None)
-        if len(retired) >= _MAX_RETIRED:
-            del retired[next(iter(retired))]
-        retired[member] = (win.hd, [s for s, m in win.items() if m is None])
+        self.retired.remember(member, win.hd, [s for s, m in win.items() if m is None])
 
     def _open(self, member: Address, start: int) -> None:
         """A window for ``member`` from ``start``, or from where it was when ``member`` left
         our view if that is further: its seqnos never restart within one incarnation."""
-        back = self.retired.pop(member, None)
+        back = self.retired.take(member)
         if back is None:
             self.state.windows[member] = SeqnoTable(start)
             return
