@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import trio
@@ -166,14 +167,21 @@ async def test_member_that_never_starts_makes_launch_fail_with_name_reason_and_o
     assert re.search(r"launch \| A restarted \(incarnation 2\)", text), text
 
 
-async def test_log_format_json_gives_one_record_per_line_with_the_member(tmp_path: Path) -> None:
-    """``--log-format json``: every line is a JSON object with member, level, logger, message
-    and time; the member's log records keep their level and logger, a plain print becomes a
-    ``stdout`` record, and the supervisor's own lines carry the event."""
+async def _json_records(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
+    """The lines of ``triogroups launch -n 1 --log-format json *options`` running the ``logs``
+    app until it printed, then stopped with SIGTERM, as records."""
     stack = write_toml(fast_udp(), tmp_path / "stack.toml")
     async with trio.open_nursery() as nursery:
         launch = await start_launch(
-            nursery, "-n", "1", "--stack", str(stack), "--log-format", "json", f"{APPS}:logs"
+            nursery,
+            "-n",
+            "1",
+            "--stack",
+            str(stack),
+            "--log-format",
+            "json",
+            *options,
+            f"{APPS}:logs",
         )
         try:
             with trio.fail_after(STEP):
@@ -185,10 +193,28 @@ async def test_log_format_json_gives_one_record_per_line_with_the_member(tmp_pat
         finally:
             launch.process.kill()
     assert status == 0
-    records = [json.loads(line) for line in launch.lines if line]
+    return [json.loads(line) for line in launch.lines if line]
+
+
+async def test_log_format_json_gives_one_record_per_line_with_the_member(tmp_path: Path) -> None:
+    """``--log-format json``: every line is a JSON object with member, level, logger, message
+    and time; the member's log records keep their level and logger, a plain print becomes a
+    ``stdout`` record, and the supervisor's own lines carry the event. The members log from
+    WARNING up by default: none of the stack's INFO records."""
+    records = await _json_records(tmp_path)
     assert all({"member", "level", "logger", "message", "time"} <= set(r) for r in records)
     picked = {(r["member"], r["level"], r["logger"], r["message"]) for r in records}
     assert ("A", "WARNING", "app", "hello from A") in picked
     assert ("A", "INFO", "stdout", "a plain line") in picked
     events = [r["event"] for r in records if r["logger"] == "triogroups.launch"]
     assert events[0] == "joined" and events[-1] == "exited"
+    assert not [r for r in records if r["logger"].startswith("triogroups.protocols")]
+
+
+async def test_log_level_info_adds_the_members_views_to_their_logs(tmp_path: Path) -> None:
+    """``--log-level INFO``: the stack's INFO records come too, such as the view GMS installed
+    when the member started its group, and the member's leave."""
+    records = await _json_records(tmp_path, "--log-level", "INFO")
+    gms = [r for r in records if r["logger"] == "triogroups.protocols.gms"]
+    assert any(r["level"] == "INFO" and " installed view " in r["message"] for r in gms), gms
+    assert any(r["level"] == "INFO" and " leaving " in r["message"] for r in gms), gms

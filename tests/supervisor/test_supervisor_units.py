@@ -67,6 +67,11 @@ def test_payload_round_trips_a_local_function_by_value() -> None:
         ({"max_restarts": -1}, ValueError, "max_restarts must be >= 0, got -1"),
         ({"names": ["A", "A"]}, ValueError, "member names must be unique"),
         ({"log_format": "xml"}, ValueError, "log_format must be one of text, json, got 'xml'"),
+        (
+            {"log_level": "info"},
+            ValueError,
+            "log_level must be one of DEBUG, INFO, WARNING, ERROR, got 'info'",
+        ),
     ],
 )
 async def test_open_process_group_refuses_bad_arguments_before_starting(

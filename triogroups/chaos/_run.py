@@ -11,6 +11,11 @@ At the end the members are stopped and `check_histories` judges every history
 file; the summary gives members, messages, faults by kind, views, violations
 (each with its excerpt), the largest RSS and windows per member, and the seed
 that replays the schedule. Exit status 0 only without violations.
+
+Beside the histories and ``faults.jsonl``, ``members.log`` keeps every member's
+log records from INFO up, one JSON object per line (member, level, logger,
+message, time): the views and merges GMS installed, suspicions, takeovers and
+warnings, which say why a history is as it is.
 """
 
 from __future__ import annotations
@@ -28,7 +33,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import trio
 from rich.console import Console
@@ -47,6 +52,7 @@ from triogroups.chaos._schedule import (
 )
 from triogroups.config import StackConfig
 from triogroups.supervisor._group import ProcessGroup, open_process_group
+from triogroups.supervisor._logs import json_line
 from triogroups.supervisor._members import default_name
 from triogroups.testing._history import (
     HistoryViolation,
@@ -136,15 +142,13 @@ class _Board:
     active: list[Fault] = field(default_factory=list)
     done: Counter[str] = field(default_factory=Counter)
     last: str = ""
+    log: TextIO | None = None  # members.log: every line that is not a progress line
 
     def output(self, name: str, line: str) -> None:
-        if not line.startswith("{"):
-            return
-        try:
-            record = json.loads(line)
-        except ValueError:
-            return
-        if not isinstance(record, dict) or record.get("chaos") != "progress":
+        record = _progress(line)
+        if record is None:
+            if self.log is not None:
+                self.log.write(json_line(name, line) + "\n")
             return
         self.latest[name] = record
         known = self.uuids.setdefault(name, [])
@@ -172,6 +176,19 @@ class _Board:
                 f"{row.get('rss', 0) / 2**20:.0f}",
             )
         return table
+
+
+def _progress(line: str) -> dict[str, Any] | None:
+    """The record of a member's progress line; None for any other line (a log record)."""
+    if not line.startswith('{"chaos"'):
+        return None
+    try:
+        record = json.loads(line)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or record.get("chaos") != "progress":
+        return None
+    return record
 
 
 class _Runner:
@@ -366,7 +383,10 @@ async def run_chaos_async(console: Console, args: argparse.Namespace) -> ChaosRe
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="triogroups-chaos-"))
     root.mkdir(parents=True, exist_ok=True)
     board = _Board()
-    with HistoryWriter(root / "faults.jsonl", None, time.time) as logs:
+    with (
+        HistoryWriter(root / "faults.jsonl", None, time.time) as logs,
+        open(root / "members.log", "w", encoding="utf-8") as board.log,
+    ):
         async with open_process_group(
             _MEMBER_APP,
             args.members,
@@ -378,6 +398,8 @@ async def run_chaos_async(console: Console, args: argparse.Namespace) -> ChaosRe
             backoff_max=1.0,
             stop_timeout=5.0,
             output=board.output,
+            log_format="json",
+            log_level="INFO",
         ) as group:
             with trio.fail_after(_FORM_TIMEOUT):
                 await group.wait_for_view(args.members)

@@ -23,7 +23,7 @@ from triogroups.config import StackConfig
 from triogroups.supervisor._app import App, Payload, load_app, resolve_stack
 from triogroups.supervisor._commands import encode_command
 from triogroups.supervisor._events import GroupEvent, MemberView
-from triogroups.supervisor._logs import LOG_FORMATS
+from triogroups.supervisor._logs import check_log_options
 from triogroups.supervisor._members import MemberInfo, MemberSlot, default_name
 from triogroups.supervisor._supervisor import Output, Supervisor
 
@@ -57,6 +57,7 @@ class ProcessGroup:
         tail_lines: int,
         output: Output | None,
         log_format: str,
+        log_level: str = "WARNING",
         state: Any = None,
         bare: bool = False,
         launcher: Sequence[str] = (),
@@ -71,9 +72,7 @@ class ProcessGroup:
             raise TypeError(f"restart must be a Restart, got {restart!r}")
         if not stop_timeout > 0:
             raise ValueError(f"stop_timeout must be > 0, got {stop_timeout}")
-        if log_format not in LOG_FORMATS:
-            formats = ", ".join(LOG_FORMATS)
-            raise ValueError(f"log_format must be one of {formats}, got {log_format!r}")
+        check_log_options(log_format, log_level)
         if isinstance(app, str):
             load_app(app)
         elif not callable(app):
@@ -110,6 +109,7 @@ class ProcessGroup:
             stop_timeout=stop_timeout,
             tail_lines=tail_lines,
             log_format=log_format,
+            log_level=log_level,
             output=output or _print_output,
             launcher=launcher,
         )
@@ -260,6 +260,7 @@ async def open_process_group(
     tail_lines: int = 20,
     output: Output | None = None,
     log_format: str = "text",
+    log_level: str = "WARNING",
     state: Any = None,
     bare: bool = False,
     launcher: Sequence[str] = (),
@@ -276,7 +277,8 @@ async def open_process_group(
     member is stopped and `ProcessGroupFailed` (a `RestartIntensityExceeded`) is raised here,
     naming the member, why it ended and its last ``tail_lines`` of output. Output lines go to
     ``output(name, line)`` (default: stderr, prefixed with the member's name); members write
-    their log records as text or, with ``log_format="json"``, as JSON lines. ``state`` (an
+    their log records from ``log_level`` up (DEBUG, INFO, WARNING, ERROR) as text or, with
+    ``log_format="json"``, as JSON lines. ``state`` (an
     object with ``get_state``/``set_state``) is shipped to each member, which gets its own
     copy, and given to `open_channel`, so a member that joins gets the group's state; put the
     same object in ``args`` to reach it from ``app`` (one pickle keeps them one object).
@@ -310,6 +312,7 @@ async def open_process_group(
         tail_lines=tail_lines,
         output=output,
         log_format=log_format,
+        log_level=log_level,
         state=state,
         bare=bare,
         launcher=launcher,

@@ -32,7 +32,7 @@ from triogroups.supervisor._events import (
     ProcessGroupFailed,
 )
 from triogroups.supervisor._group import ProcessGroup, open_process_group
-from triogroups.supervisor._logs import LOG_FORMATS, json_line
+from triogroups.supervisor._logs import LOG_FORMATS, LOG_LEVELS, json_line
 from triogroups.supervisor._members import default_name
 
 __all__ = ["add_launch_parser", "run_launch"]
@@ -79,6 +79,12 @@ def add_launch_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         choices=LOG_FORMATS,
         default="text",
         help="text: name | line, coloured; json: one JSON object per line (default text)",
+    )
+    launch.add_argument(
+        "--log-level",
+        choices=LOG_LEVELS,
+        default="WARNING",
+        help="the members' log records from this level up (default WARNING; INFO adds views)",
     )
     launch.add_argument("app", metavar="APP", help="module:function or file.py:function")
     launch.add_argument("args", metavar="ARGS", nargs=argparse.REMAINDER, help="the app's args")
@@ -192,6 +198,7 @@ async def _launch(args: argparse.Namespace, console: Console) -> int:
                     within=args.restart_window,
                     output=printer.line,
                     log_format=args.log_format,
+                    log_level=args.log_level,
                 ) as group:
                     for event in group.history:
                         printer.event(event)

@@ -15,9 +15,16 @@ import sys
 import time
 from typing import Any
 
-__all__ = ["LOG_FORMATS", "configure_member_logging", "json_line"]
+__all__ = [
+    "LOG_FORMATS",
+    "LOG_LEVELS",
+    "check_log_options",
+    "configure_member_logging",
+    "json_line",
+]
 
 LOG_FORMATS = ("text", "json")
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR")
 
 
 class _JsonFormatter(logging.Formatter):
@@ -34,10 +41,18 @@ class _JsonFormatter(logging.Formatter):
         return json.dumps(fields)
 
 
-def configure_member_logging(log_format: str, level: int = logging.WARNING) -> None:
-    """Send the member's log records to stderr (which the supervisor reads) in ``log_format``."""
+def check_log_options(log_format: str, log_level: str) -> None:
+    """Raise `ValueError` naming ``log_format`` or ``log_level`` when it is not one we know."""
     if log_format not in LOG_FORMATS:
         raise ValueError(f"log_format must be one of {', '.join(LOG_FORMATS)}, got {log_format!r}")
+    if log_level not in LOG_LEVELS:
+        raise ValueError(f"log_level must be one of {', '.join(LOG_LEVELS)}, got {log_level!r}")
+
+
+def configure_member_logging(log_format: str, log_level: str = "WARNING") -> None:
+    """Send the member's log records from ``log_level`` up to stderr (which the supervisor
+    reads) in ``log_format``."""
+    check_log_options(log_format, log_level)
     handler = logging.StreamHandler(sys.stderr)
     if log_format == "json":
         handler.setFormatter(_JsonFormatter())
@@ -45,7 +60,7 @@ def configure_member_logging(log_format: str, level: int = logging.WARNING) -> N
         handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.addHandler(handler)
-    root.setLevel(level)
+    root.setLevel(log_level)
 
 
 def json_line(member: str, line: str, **extra: Any) -> str:

@@ -6,8 +6,9 @@ application, its arguments and the stack) on stdin, its length first, and then k
 open; the member joins ``C`` as ``A`` and awaits ``app(channel, *args)``. It tells the
 supervisor what happens on the status pipe (fd N, JSON lines: ``joined`` with its address,
 ``view`` per installed view) and reads the group's commands from fd M (`_commands`, through
-`member_commands`); stdout and stderr are the application's own, and its log records go to
-stderr as text or, with ``--log-format json``, as JSON lines (`_logs`).
+`member_commands`); stdout and stderr are the application's own, and its log records from
+``--log-level`` up (WARNING by default) go to stderr as text or, with ``--log-format json``,
+as JSON lines (`_logs`).
 
 How it ends, and with which status:
 - the application returns: the member leaves the group, exit status 0;
@@ -37,7 +38,7 @@ from triogroups.runtime import tune_gc
 from triogroups.stack import Stack
 from triogroups.supervisor._app import Payload
 from triogroups.supervisor._commands import attach
-from triogroups.supervisor._logs import LOG_FORMATS, configure_member_logging
+from triogroups.supervisor._logs import LOG_FORMATS, LOG_LEVELS, configure_member_logging
 from triogroups.supervisor._parent import die_with_parent, wait_parent_gone
 from triogroups.view import View
 
@@ -159,10 +160,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--command-fd", required=True, type=int)
     parser.add_argument("--parent", required=True, type=int)
     parser.add_argument("--log-format", choices=LOG_FORMATS, default="text")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default="WARNING")
     args = parser.parse_args(argv)
     die_with_parent(args.parent)
     attach(args.command_fd)
-    configure_member_logging(args.log_format)
+    configure_member_logging(args.log_format, args.log_level)
     payload = Payload.loads(_read_payload())
     emit = _status_emitter(args.status_fd)
     tune_gc()

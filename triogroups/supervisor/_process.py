@@ -40,6 +40,7 @@ def member_argv(
     command_fd: int,
     log_format: str,
     launcher: Sequence[str] = (),
+    log_level: str = "WARNING",
 ) -> list[str]:
     """The member program's command line, behind ``launcher`` (a command that execs the rest,
     such as ``ip netns exec NS``)."""
@@ -60,6 +61,8 @@ def member_argv(
         str(os.getpid()),
         "--log-format",
         log_format,
+        "--log-level",
+        log_level,
     ]
 
 

@@ -68,6 +68,7 @@ class Supervisor:
         log_format: str,
         output: Output,
         launcher: Sequence[str] = (),
+        log_level: str = "WARNING",
     ) -> None:
         self.name = name
         self.launcher = tuple(launcher)
@@ -76,6 +77,7 @@ class Supervisor:
         self.stop_timeout = stop_timeout
         self.tail_lines = tail_lines
         self.log_format = log_format
+        self.log_level = log_level
         self.output = output
         self.members: list[MemberSlot] = []
         self.state = "new"
@@ -247,7 +249,13 @@ class Supervisor:
 
         def argv(status_fd: int, command_fd: int) -> list[str]:
             return member_argv(
-                member.name, self.name, status_fd, command_fd, self.log_format, self.launcher
+                member.name,
+                self.name,
+                status_fd,
+                command_fd,
+                self.log_format,
+                self.launcher,
+                self.log_level,
             )
 
         def on_output(line: str) -> None:
