@@ -65,7 +65,6 @@ import gc
 import json
 import math
 import os
-import random
 import resource
 import statistics
 import sys
@@ -82,6 +81,7 @@ from _procs import Group, command, emit
 
 from triogroups import StackConfig, open_channel
 from triogroups.runtime import tune_gc
+from triogroups.testing import free_ports
 
 PRESETS = ("udp", "tcp", "udp-mcast")
 #: Per preset: bench_multicast's reliable stack of the same transport, and the transport alone.
@@ -300,7 +300,7 @@ def member_main(spec: dict[str, Any]) -> None:
 
 def run_channel(preset: str, opts: Any) -> list[dict[str, Any]]:
     """One run of ``preset``: every member's result."""
-    port = random.randint(20_000, 59_000 - opts.members - 20)
+    port = free_ports(opts.members + 11)
     cluster = f"bc-{uuid.uuid4().hex[:12]}"
     specs = [
         {

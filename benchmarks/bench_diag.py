@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import random
 import statistics
 import threading
 import time
@@ -37,12 +36,13 @@ import bench_channel
 import trio
 
 from triogroups import Channel, StackConfig, open_process_group, probe
+from triogroups.testing import free_ports
 
 MODES = ("off", "on", "probed")
 
 
 def _throughput_run(mode: str, opts: Any) -> dict[str, float]:
-    port = random.randint(41_000, 60_000)
+    port = free_ports(9)
     settings = [
         f"UDP.diagnostics_port={port}",
         f"UDP.enable_diagnostics={'false' if mode == 'off' else 'true'}",
@@ -112,9 +112,9 @@ def _quiet(name: str, line: str) -> None:
 
 
 async def round_trip(n: int, probes: int) -> tuple[list[float], int]:
-    port = random.randint(41_000, 60_000)
+    port = free_ports(9)
     config = StackConfig.preset("udp").configure(
-        "UDP", mcast_port=random.randint(20_000, 40_000), diagnostics_port=port
+        "UDP", mcast_port=free_ports(), diagnostics_port=port
     )
     cluster = f"bd-{uuid.uuid4().hex[:8]}"
     names = [f"M{i}" for i in range(n)]

@@ -23,7 +23,6 @@ these shared machines for comparing two versions of the send path.
 from __future__ import annotations
 
 import argparse
-import random
 import time
 import uuid
 
@@ -33,6 +32,7 @@ from bench_channel import preset_config
 
 from triogroups import Channel, open_channel
 from triogroups.runtime import tune_gc
+from triogroups.testing import free_ports
 
 PAYLOAD_SIZE = 1000
 WARMUP_MESSAGES = 2000  # the same in every run: `--instructions` takes two runs' difference
@@ -58,7 +58,7 @@ async def _round(ch: Channel, messages: int) -> float:
 
 
 async def measure(messages: int, preset: str, repeat: int) -> None:
-    config = preset_config(preset, 1, random.randint(20_000, 50_000))
+    config = preset_config(preset, 1, free_ports(11))
     cluster = f"lb-{uuid.uuid4().hex[:12]}"
     async with open_channel(cluster, config, "a", handle_signals=False) as ch:
         await _round(ch, WARMUP_MESSAGES)

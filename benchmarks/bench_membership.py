@@ -77,6 +77,7 @@ from _procs import DIE_WITH_PARENT
 from triogroups import Channel, StackConfig, open_channel
 from triogroups.protocols.fd_all3 import FdAll3
 from triogroups.protocols.verify_suspect import VerifySuspect
+from triogroups.testing import free_ports
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAST_FD = {"interval": 0.5, "timeout": 2.0, "verify_timeout": 0.5}
@@ -205,7 +206,7 @@ class _Group:
     tcp_hosts = "listed"
 
     def __init__(self, kind: str, n: int, fd: dict[str, float] | None) -> None:
-        port = random.randint(20_000, 59_000 - n)
+        port = free_ports(n + 11)
         spec = {
             "kind": kind,
             "members": n,

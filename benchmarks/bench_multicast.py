@@ -49,12 +49,13 @@ This is a measurement, not a test: nothing here asserts a duration.
 from __future__ import annotations
 
 import argparse
-import random
 import statistics
 import uuid
 from typing import Any
 
 from _members import run_group
+
+from triogroups.testing import free_ports
 
 BATCH = 64  # messages per Stack.send
 IDLE = 2.0  # a member stops counting this long after its last delivery
@@ -92,7 +93,7 @@ def _transport(kind: str) -> tuple[str, dict[str, Any]]:
     if kind == "udp":
         return "UDP", {
             "bind_port": 0,
-            "mcast_port": random.randint(20_000, 60_000),
+            "mcast_port": free_ports(),
             "ip_ttl": 0,
             "ucast_recv_buf_size": BUFFER,
             "mcast_recv_buf_size": BUFFER,

@@ -51,7 +51,6 @@ import argparse
 import json
 import math
 import os
-import random
 import resource
 import statistics
 import sys
@@ -68,6 +67,7 @@ from bench_channel import preset_config
 from triogroups import Address, Channel, open_channel
 from triogroups.properties import Duration
 from triogroups.runtime import tune_gc
+from triogroups.testing import free_ports
 from triogroups.transports._busy_poll import BusyPoller
 
 WARMUP = 0.3  # seconds of calls before each timed phase
@@ -234,7 +234,7 @@ def run_rpc(preset: str, opts: Any, busy_poll: float = 0.0) -> dict[str, Any]:
     common = {
         "busy_poll": busy_poll,
         "preset": preset,
-        "port": random.randint(20_000, 59_000 - 20),
+        "port": free_ports(13),
         "cluster": f"br-{uuid.uuid4().hex[:12]}",
         "size": opts.size,
         "seconds": opts.seconds,

@@ -26,7 +26,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import random
 import time
 import uuid
 
@@ -36,13 +35,14 @@ from bench_channel import preset_config
 
 from triogroups import open_channel
 from triogroups.runtime import tune_gc
+from triogroups.testing import free_ports
 
 WARMUP_CALLS = 500
 
 
 async def measure(calls: int, preset: str, profile: bool) -> None:
     """Time ``calls`` round trips after a warm-up and print the figures."""
-    config = preset_config(preset, 2, random.randint(20_000, 50_000))
+    config = preset_config(preset, 2, free_ports(12))
     cluster = f"rc-{uuid.uuid4().hex[:12]}"
     handlers = {"echo": lambda payload: payload}
     async with (

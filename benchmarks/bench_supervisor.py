@@ -22,7 +22,6 @@ Medians of ``--repeat`` runs; nothing here is asserted.
 from __future__ import annotations
 
 import argparse
-import random
 import signal
 import statistics
 import time
@@ -31,6 +30,7 @@ from pathlib import Path
 import trio
 
 from triogroups import MemberJoined, StackConfig, open_process_group
+from triogroups.testing import free_ports
 
 
 async def idle(ch: object) -> None:
@@ -44,9 +44,9 @@ def _quiet(name: str, line: str) -> None:
 def _stack(kind: str, members: int, fast_fd: bool = False) -> StackConfig:
     config = StackConfig.preset(kind)
     if kind == "udp":
-        config = config.configure("UDP", mcast_port=random.randint(20_000, 60_000))
+        config = config.configure("UDP", mcast_port=free_ports())
     else:
-        base = random.randint(20_000, 59_000)
+        base = free_ports(members + 6)
         config = config.configure("TCP", bind_port=base, port_range=members + 5)
         hosts = [f"127.0.0.1[{base + i}]" for i in range(members)]
         config = config.configure("TCPPING", initial_hosts=hosts, port_range=0)

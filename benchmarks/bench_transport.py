@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import json
 import os
-import random
 import socket
 import statistics
 import subprocess
@@ -54,6 +53,7 @@ from _procs import DIE_WITH_PARENT
 
 from triogroups import Address, Message
 from triogroups.events import AddPhysicalAddress, Item
+from triogroups.testing import free_ports
 from triogroups.transports import TcpTransport, UdpTransport
 
 IDLE = 1.0  # the receiver stops this long after its last message
@@ -137,7 +137,7 @@ def raw_sender(kind: str, size: int, port: int, seconds: float) -> None:
 
 def _transport(kind: str, name: str) -> Any:
     if kind == "udp":
-        transport: Any = UdpTransport(mcast_port=random.randint(20_000, 60_000))
+        transport: Any = UdpTransport(mcast_port=free_ports())
     else:
         transport = TcpTransport(bind_port=0)
     transport.start(Address.random(name), "bench", 0.0)

@@ -2,11 +2,29 @@
 
 from __future__ import annotations
 
+import os
 import signal
 
 import pytest
 
 from tests._deadline import TEST_TIMEOUT, deadline_run
+from triogroups.testing._ports import DEFAULT_BLOCK, PORTS_ENV
+
+
+def _worker_block() -> str:
+    """This pytest-xdist worker's share of `DEFAULT_BLOCK`, as ``LOW-HIGH``: workers draw
+    ports side by side, and with a block each they never draw the same one."""
+    low, high = DEFAULT_BLOCK
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0")
+    index = int(worker[2:]) if worker[2:].isdigit() else 0
+    workers = max(int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")), index + 1)
+    size = (high - low + 1) // workers
+    return f"{low + index * size}-{low + (index + 1) * size - 1}"
+
+
+# Set before any test runs, so member processes, chaos runs and benchmarks started by a test
+# inherit it (triogroups/testing/_ports.py).
+os.environ[PORTS_ENV] = _worker_block()
 
 # A shell without job control starts background commands (`.ci/run &`, nohup) with SIGINT
 # ignored, and Python keeps an ignored SIGINT ignored. The signal tests (open_channel takes

@@ -8,7 +8,6 @@ after four identical retries, the real error hidden in its reports.
 from __future__ import annotations
 
 import errno
-import random
 import socket
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -17,6 +16,7 @@ import pytest
 import trio
 
 from triogroups import Stack, StackConfig, StartupError, open_channel
+from triogroups.testing import free_ports
 
 FOREIGN = "10.255.255.1"  # TEST-NET-like: never an address of this host, only ever bound
 
@@ -25,7 +25,7 @@ FOREIGN = "10.255.255.1"  # TEST-NET-like: never an address of this host, only e
 def taken_ports(count: int) -> Iterator[int]:
     """Listen on ``count`` consecutive loopback ports; yields the first."""
     for _ in range(50):
-        base = random.randrange(20_000, 60_000)
+        base = free_ports(count)
         with ExitStack() as held:
             try:
                 for port in range(base, base + count):

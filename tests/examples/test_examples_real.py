@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -15,6 +14,8 @@ from pathlib import Path
 import pytest
 import trio
 
+from triogroups.testing import free_ports
+
 pytestmark = pytest.mark.real
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -23,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def stack_file(tmp_path: Path) -> Path:
     """UDP on a free-looking multicast port, with membership and reliability."""
     path = tmp_path / "stack.toml"
-    port = random.randint(20_000, 60_000)
+    port = free_ports()
     layers = [
         f'name = "UDP"\nbind_addr = "127.0.0.1"\nmcast_port = {port}\nip_ttl = 0',
         'name = "PING"',

@@ -4,7 +4,6 @@ started by the supervisor: its screen shows the members and their view, and q en
 
 from __future__ import annotations
 
-import random
 import re
 import shutil
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 import trio
 
 from triogroups import Channel, StackConfig, open_process_group
+from triogroups.testing import free_ports
 
 pytestmark = [
     pytest.mark.real,
@@ -49,7 +49,7 @@ def quiet(name: str, line: str) -> None:
 def fast_udp(diagnostics_port: int) -> StackConfig:
     """The udp preset on ports of its own (cluster and diagnostics), with short join timers."""
     config = StackConfig.preset("udp").configure(
-        "UDP", mcast_port=random.randint(20_000, 40_000), diagnostics_port=diagnostics_port
+        "UDP", mcast_port=free_ports(), diagnostics_port=diagnostics_port
     )
     return config.configure("GMS", join_timeout=1.0, view_ack_collection_timeout=1.0)
 
@@ -78,7 +78,7 @@ async def test_inspect_in_tmux_shows_the_live_cluster_and_quits_on_q() -> None:
     (`stty -a` run after it in the same pane)."""
     cluster = f"tui-{uuid.uuid4().hex[:8]}"
     server = f"tg-inspect-{uuid.uuid4().hex[:8]}"
-    port = random.randint(41_000, 60_000)
+    port = free_ports()
     # without the COLUMNS and LINES pytest's environment may carry: rich would size by them
     command = (
         f"env -u COLUMNS -u LINES {sys.executable} -m triogroups.cli inspect "

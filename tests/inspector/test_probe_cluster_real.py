@@ -4,7 +4,6 @@ supervisor (`open_process_group`) over loopback UDP multicast (issue 16)."""
 from __future__ import annotations
 
 import json
-import random
 import sys
 import uuid
 from typing import Any
@@ -13,6 +12,7 @@ import pytest
 import trio
 
 from triogroups import Channel, StackConfig, open_process_group, probe
+from triogroups.testing import free_ports
 
 pytestmark = pytest.mark.real
 
@@ -36,7 +36,7 @@ def quiet(name: str, line: str) -> None:
 
 def _stack(diag_port: int) -> StackConfig:
     config = StackConfig.preset("udp").configure(
-        "UDP", mcast_port=random.randint(20_000, 40_000), diagnostics_port=diag_port
+        "UDP", mcast_port=free_ports(), diagnostics_port=diag_port
     )
     return config.configure("GMS", join_timeout=1.0)
 
@@ -60,7 +60,7 @@ async def test_probe_json_reset_and_xmit_interval_on_a_supervised_cluster() -> N
     """``probe --json`` gets all three members with one view and counters that add up;
     ``reset`` zeroes them; a run-time ``xmit_interval`` shows in the next probe and in how
     often the retransmit task runs; another cluster's name gets no answer (exit 1)."""
-    port = random.randint(41_000, 60_000)
+    port = free_ports()
     cluster = f"probe-{uuid.uuid4().hex[:8]}"
     where: dict[str, Any] = {"diagnostics_port": port, "port_range": 0, "tcp": False}
     async with open_process_group(

@@ -6,7 +6,6 @@ diagnostics'), so parallel runs on this host do not answer each other.
 
 from __future__ import annotations
 
-import random
 import socket
 import struct
 import uuid
@@ -19,6 +18,7 @@ import trio
 
 from triogroups import Channel, StackConfig, open_channel, probe
 from triogroups.inspector._messages import encode_map
+from triogroups.testing import free_ports
 from triogroups.wire import WireCodec
 
 pytestmark = pytest.mark.real
@@ -28,8 +28,8 @@ SECRET = b"the shared secret of this cluster"
 
 def _config(preset: str, **diag: Any) -> tuple[StackConfig, dict[str, Any]]:
     """``preset`` on ports of its own; and the probe options that reach its diagnostics."""
-    base = random.randint(20000, 40000)
-    diag_port = random.randint(41000, 60000)
+    base = free_ports(21)
+    diag_port = free_ports(9)
     config = StackConfig.preset(preset)
     bottom = config.names()[0]
     if bottom == "UDP":

@@ -3,7 +3,6 @@ two channels that have formed one view."""
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -12,6 +11,7 @@ import pytest
 import trio
 
 from triogroups import Channel, StackConfig, open_channel
+from triogroups.testing import free_ports
 
 PresetOnOwnPorts = Callable[[str], StackConfig]
 TwoChannels = Callable[[StackConfig], AbstractAsyncContextManager[tuple[Channel, Channel]]]
@@ -21,8 +21,8 @@ def _preset_on_own_ports(name: str) -> StackConfig:
     """A UDP or TCP preset on ports of its own, so parallel runs on this host do not meet."""
     config = StackConfig.preset(name)
     if config.names()[0] == "UDP":
-        return config.configure("UDP", mcast_port=random.randint(20000, 40000))
-    base = random.randint(20000, 40000)
+        return config.configure("UDP", mcast_port=free_ports())
+    base = free_ports(21)
     config = config.configure("TCP", bind_port=base, port_range=20)
     return config.configure("TCPPING", initial_hosts=[f"127.0.0.1[{base}]"], port_range=3)
 

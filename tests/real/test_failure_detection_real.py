@@ -7,7 +7,6 @@ view about 45 s. The presets now suspect after 5 s and verify for 1 s, so it goe
 
 from __future__ import annotations
 
-import random
 import signal
 import uuid
 from typing import Any
@@ -15,6 +14,7 @@ from typing import Any
 import pytest
 import trio
 
+from triogroups.testing import free_ports
 from triogroups.testing._group_processes import GroupMember, describe, start_group, wait_same_view
 
 pytestmark = pytest.mark.real
@@ -25,8 +25,8 @@ KILLED_GONE_WITHIN = 30.0  # seconds; expected 6-7 s with the defaults, 45 s bef
 def _own_ports(stack: str) -> dict[str, dict[str, Any]]:
     """Only ports of this run's own: FD_ALL3, VERIFY_SUSPECT and GMS keep the preset's values."""
     if stack == "udp":
-        return {"UDP": {"mcast_port": random.randint(20_000, 60_000)}}
-    base = random.randint(20_000, 59_000)
+        return {"UDP": {"mcast_port": free_ports()}}
+    base = free_ports(8)
     return {
         "TCP": {"bind_port": base},
         "TCPPING": {"initial_hosts": [f"127.0.0.1[{base}]"]},

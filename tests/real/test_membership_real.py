@@ -12,7 +12,6 @@ bounded by a generous deadline and nothing asserts on durations.
 from __future__ import annotations
 
 import functools
-import random
 import signal
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -22,6 +21,7 @@ from typing import Any
 import pytest
 import trio
 
+from triogroups.testing import free_ports
 from triogroups.testing._group_processes import (
     GroupMember,
     describe,
@@ -52,8 +52,8 @@ STEP_TIMEOUT = 60  # per step; a quiet machine needs a few seconds
 def _props(stack: str, members: int) -> dict[str, dict[str, Any]]:
     """`FAST` plus ports of this run's own, so parallel runs on this host never meet."""
     if stack == "udp":
-        return {**FAST, "UDP": {"mcast_port": random.randint(20_000, 60_000)}}
-    base = random.randint(20_000, 59_000)
+        return {**FAST, "UDP": {"mcast_port": free_ports()}}
+    base = free_ports(members + 6)
     return {
         **FAST,
         "TCP": {"bind_port": base, "port_range": members + 5},

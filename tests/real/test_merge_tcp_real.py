@@ -9,7 +9,6 @@ the members discovery finds, or the two views never merge.
 
 from __future__ import annotations
 
-import random
 import uuid
 
 import pytest
@@ -17,6 +16,7 @@ import trio
 
 from triogroups import StackConfig, open_channel
 from triogroups.events import SetPhysicalAddresses
+from triogroups.testing import free_ports
 
 pytestmark = pytest.mark.real
 
@@ -29,7 +29,7 @@ def _alone_on(port: int) -> StackConfig:
 
 
 async def test_merge3_over_tcp_merges_two_members_that_started_alone() -> None:
-    port_a = random.randint(20000, 40000)
+    port_a = free_ports(2)
     port_b = port_a + 1
     cluster = f"merge-tcp-{uuid.uuid4().hex[:8]}"
     with trio.fail_after(60):

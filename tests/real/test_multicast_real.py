@@ -18,7 +18,6 @@ MCAST's window.
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -27,6 +26,7 @@ from typing import Any
 import pytest
 import trio
 
+from triogroups.testing import free_ports
 from triogroups.testing._processes import MemberProcess, check_tally, layer_stats
 
 pytestmark = pytest.mark.real
@@ -59,7 +59,7 @@ async def _start(
     nursery: trio.Nursery, stack: str, props: Any, members: list[MemberProcess]
 ) -> None:
     """Three tallying members that found each other and installed the view [A, B, C]."""
-    base = random.randint(20_000, 60_000)
+    base = free_ports(11)
     cluster = f"mc-real-{uuid.uuid4().hex[:8]}"
     for name in NAMES:
         members.append(

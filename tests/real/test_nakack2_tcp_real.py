@@ -10,7 +10,6 @@ a server, then more; C delivers 101 onwards, every one, in order, once.
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
@@ -23,6 +22,7 @@ from triogroups import Address, Channel, Message, StackConfig, open_channel
 from triogroups.extend import Discard
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import VIEW_ACK
+from triogroups.testing import free_ports
 
 pytestmark = pytest.mark.real
 
@@ -43,7 +43,7 @@ def _tcp_stack(*, probe: int, flow_control: bool = True, **tcp: Any) -> StackCon
     connects to it (discovery, a join): with ``probe=0`` only the first
     member's port is probed, so no probe hits a port nobody listens on.
     """
-    base = random.randint(20_000, 40_000)
+    base = free_ports(21)
     config = StackConfig.preset("tcp")
     if not flow_control:
         config = config.remove("UFC").remove("MFC")

@@ -8,12 +8,12 @@ cluster's hello) and each installed a view of itself alone.
 
 from __future__ import annotations
 
-import random
 import uuid
 
 import pytest
 import trio
 
+from triogroups.testing import free_ports
 from triogroups.testing._group_processes import describe, start_group, wait_same_view
 
 pytestmark = pytest.mark.real
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.real
 async def test_two_members_of_a_second_cluster_on_the_tcp_presets_ports_form_one_view() -> None:
     """Five members of X run, then two of Y start with the same ``tcp`` preset (only its base
     port moved off 7800 so parallel runs never meet): Y's two members form one view of 2."""
-    base = random.randint(20_000, 59_000)
+    base = free_ports(12)
     props = {
         "TCP": {"bind_port": base},
         "TCPPING": {"initial_hosts": [f"127.0.0.1[{base}]"]},

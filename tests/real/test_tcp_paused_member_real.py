@@ -11,7 +11,6 @@ view. Real member processes on loopback, the preset as it is (no DISCARD).
 
 from __future__ import annotations
 
-import random
 import signal
 import uuid
 from typing import Any
@@ -19,6 +18,7 @@ from typing import Any
 import pytest
 import trio
 
+from triogroups.testing import free_ports
 from triogroups.testing._group_processes import GroupMember, describe, wait_same_view
 
 pytestmark = pytest.mark.real
@@ -29,7 +29,7 @@ async def test_member_paused_while_another_joins_gets_the_joiners_multicasts() -
     four times ``sock_conn_timeout`` (0.5 s), well inside failure detection (30 s):
     resumed, C delivers every one of A's multicasts, those sent while it was paused first,
     in order."""
-    base = random.randint(20_000, 59_000)
+    base = free_ports(8)
     props = {
         "TCP": {"bind_port": base, "sock_conn_timeout": 0.5},
         "TCPPING": {"initial_hosts": [f"127.0.0.1[{base}]"]},
@@ -69,7 +69,7 @@ async def test_member_paused_when_a_connection_to_it_times_out_gets_every_multic
     """A knows where C listens, but their connection was retired as idle (``conn_expire_time``
     1 s, nothing periodic in between); C is paused, and A's multicasts open a new connection
     whose hello times out (0.5 s) four times over. Resumed, C delivers all of them, in order."""
-    base = random.randint(20_000, 59_000)
+    base = free_ports(8)
     props = {
         "TCP": {"bind_port": base, "sock_conn_timeout": 0.5, "conn_expire_time": 1.0},
         "TCPPING": {"initial_hosts": [f"127.0.0.1[{base}]"]},

@@ -7,7 +7,6 @@ multicast for UDP, TCPPING over the members' listed ports for TCP.
 
 from __future__ import annotations
 
-import random
 import signal
 import uuid
 from collections.abc import Awaitable, Callable
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from triogroups.testing import free_ports
 from triogroups.testing._processes import MemberProcess, exchange_and_check
 
 pytestmark = pytest.mark.real
@@ -25,11 +25,11 @@ STACKS = Path(__file__).parent / "stacks"  # transport and discovery only
 
 
 def udp_props() -> dict[str, dict[str, Any]]:
-    return {"UDP": {"mcast_port": random.randint(20_000, 60_000)}}
+    return {"UDP": {"mcast_port": free_ports()}}
 
 
 def tcp_props() -> dict[str, dict[str, Any]]:
-    base = random.randint(20_000, 60_000)
+    base = free_ports(11)
     return {
         "TCP": {"bind_port": base, "port_range": 10},
         "TCPPING": {"initial_hosts": [f"127.0.0.1[{base + i}]" for i in range(3)], "port_range": 0},

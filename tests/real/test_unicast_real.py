@@ -9,7 +9,6 @@ acks must purge both send windows in the end.
 
 from __future__ import annotations
 
-import random
 import uuid
 from pathlib import Path
 from typing import Any
@@ -17,6 +16,7 @@ from typing import Any
 import pytest
 import trio
 
+from triogroups.testing import free_ports
 from triogroups.testing._processes import MemberProcess, check_tally, layer_stats
 
 pytestmark = pytest.mark.real
@@ -54,7 +54,7 @@ async def _connect(members: list[MemberProcess], find_timeout: float) -> None:
 async def test_unicast3_delivers_10000_each_way_exactly_once_in_order_with_10_percent_loss(
     transport: str,
 ) -> None:
-    base = random.randint(20_000, 60_000)
+    base = free_ports(11)
     cluster = f"uc-real-{uuid.uuid4().hex[:8]}"
     stack = str(STACKS / f"unicast3-{transport}.toml")
     members: list[MemberProcess] = []

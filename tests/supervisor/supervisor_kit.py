@@ -4,10 +4,10 @@ as TOML files for the command, and checks that a process is gone."""
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
 
 from triogroups import StackConfig
+from triogroups.testing import free_ports
 
 HERE = Path(__file__).resolve().parent
 APPS = HERE / "member_apps.py"
@@ -17,7 +17,7 @@ STEP = 60  # seconds per awaited condition: generous, a busy 2-core machine need
 def fast_udp(*, fd_timeout: float = 3.0) -> StackConfig:
     """The udp preset on a multicast port of its own, with short join and leave timers and
     failure detection that suspects a silent member after ``fd_timeout`` (+1 s to verify)."""
-    config = StackConfig.preset("udp").configure("UDP", mcast_port=random.randint(20_000, 60_000))
+    config = StackConfig.preset("udp").configure("UDP", mcast_port=free_ports())
     config = config.configure("FD_ALL3", interval=0.5, timeout=fd_timeout)
     config = config.configure("VERIFY_SUSPECT", timeout=1.0)
     return config.configure(

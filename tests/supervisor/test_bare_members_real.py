@@ -3,7 +3,6 @@ launcher: what the test kit's protocol-level members stand on (issue 13)."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
 
 import pytest
@@ -12,6 +11,7 @@ from member_apps import Notes, bare
 from supervisor_kit import STEP
 
 from triogroups import AppError, StackConfig, open_process_group
+from triogroups.testing import free_ports
 
 pytestmark = pytest.mark.real
 
@@ -20,7 +20,7 @@ TRANSPORT_ONLY = Path(__file__).resolve().parents[1] / "real" / "stacks" / "udp-
 
 def _transport_only() -> StackConfig:
     config = StackConfig.resolve(str(TRANSPORT_ONLY))
-    return config.configure("UDP", mcast_port=random.randint(20_000, 60_000))
+    return config.configure("UDP", mcast_port=free_ports())
 
 
 async def test_bare_member_gets_its_started_stack_without_gms_behind_a_launcher() -> None:

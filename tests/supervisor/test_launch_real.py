@@ -47,6 +47,15 @@ class Launch:
                 return True
         return False
 
+    async def wait_line(self, text: str) -> None:
+        """Wait until a line contains ``text``."""
+        try:
+            while not any(text in line for line in self.lines):
+                await trio.sleep(0.05)
+        except trio.Cancelled:
+            print("\n".join(self.lines))  # shown when the test fails
+            raise
+
     async def wait_views(self, names: str, members: str) -> None:
         """Wait until each of ``names`` reported a view of exactly ``members``."""
         try:
@@ -185,8 +194,7 @@ async def _json_records(tmp_path: Path, *options: str) -> list[dict[str, Any]]:
         )
         try:
             with trio.fail_after(STEP):
-                while not any("a plain line" in line for line in launch.lines):
-                    await trio.sleep(0.05)
+                await launch.wait_line("a plain line")
             launch.process.send_signal(signal.SIGTERM)
             with trio.fail_after(STEP):
                 status = await launch.process.wait()

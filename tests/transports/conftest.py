@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -13,6 +12,7 @@ import trio
 
 from triogroups import Address, Message
 from triogroups.events import Item, LocalPhysicalAddress
+from triogroups.testing import free_ports
 from triogroups.transports.base import Transport
 
 
@@ -51,7 +51,7 @@ def cluster_name() -> str:
 
 @pytest.fixture
 def mcast_port() -> int:
-    return random.randint(20_000, 60_000)
+    return free_ports()
 
 
 @pytest.fixture

@@ -60,6 +60,7 @@ from triogroups.testing._history import (
     check_histories,
     read_histories,
 )
+from triogroups.testing._ports import free_ports
 
 __all__ = ["ChaosResult", "add_chaos_parser", "chaos_config", "run_chaos", "run_chaos_async"]
 
@@ -75,13 +76,13 @@ def chaos_config(kind: str, members: int) -> StackConfig:
     (DISCARD only where NAKACK2 retransmits), fast failure detection and merging."""
     config = StackConfig.preset(kind)
     if kind == "tcp":
-        base = random.randint(20_000, 59_000)
+        base = free_ports(members + 5)
         hosts = [f"127.0.0.1[{base + i}]" for i in range(members + 4)]
         config = config.configure("TCP", bind_port=base, port_range=members + 4)
         config = config.configure("TCPPING", initial_hosts=hosts, port_range=0)
         bottom = "TCP"
     else:
-        config = config.configure("UDP", mcast_port=random.randint(20_000, 60_000))
+        config = config.configure("UDP", mcast_port=free_ports())
         config = config.insert_above("UDP", "DISCARD")
         bottom = "DISCARD"
     config = config.insert_above(bottom, "DUPL").insert_above("DUPL", "DELAY")

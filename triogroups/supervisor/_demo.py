@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import random
 import shutil
 import signal
 import tempfile
@@ -33,6 +32,7 @@ from triogroups.config import StackConfig
 from triogroups.supervisor._demo_check import MemberLog, check_logs
 from triogroups.supervisor._events import MemberJoined, MemberRestarted, MemberView
 from triogroups.supervisor._group import ProcessGroup, open_process_group
+from triogroups.testing._ports import free_ports
 
 __all__ = ["demo_config", "run_real_demo"]
 
@@ -45,10 +45,10 @@ def demo_config(kind: str, loss: float, members: int) -> StackConfig:
     """The preset on ports of its own, DISCARD above UDP, fast failure detection."""
     config = StackConfig.preset(kind)
     if kind == "udp":
-        config = config.configure("UDP", mcast_port=random.randint(20_000, 60_000))
+        config = config.configure("UDP", mcast_port=free_ports())
         config = config.insert_above("UDP", "DISCARD", up_loss=loss)
     else:
-        base = random.randint(20_000, 59_000)
+        base = free_ports(members + 3)
         hosts = [f"127.0.0.1[{base + i}]" for i in range(members + 2)]
         config = config.configure("TCP", bind_port=base, port_range=members + 2)
         config = config.configure("TCPPING", initial_hosts=hosts, port_range=0)

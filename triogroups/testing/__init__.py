@@ -30,6 +30,10 @@ and reordering:
 >>> net.run(20.0)  # what is lost is asked for and sent again on the protocols' timers
 >>> b.payloads
 [b'1', b'2', b'3']
+
+Tests with real member processes give each cluster ports of its own with `free_ports`
+(a run of ports free now, below the kernel's ephemeral range; ``TRIOGROUPS_PORTS=LOW-HIGH``
+narrows where they are drawn from, so runs side by side can split the range).
 """
 
 from triogroups._public import set_public_module
@@ -44,6 +48,7 @@ from triogroups.testing._history import (
     check_histories,
     read_histories,
 )
+from triogroups.testing._ports import free_ports
 from triogroups.testing._sansio import (
     Livelock,
     SansIOMember,
@@ -73,6 +78,7 @@ __all__ = [
     "assert_histories",
     "check_histories",
     "down_messages",
+    "free_ports",
     "open_cluster",
     "read_histories",
     "sim_config",
