@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from triogroups.address import Address
 from triogroups.message import Message
-from triogroups.view import Digest, View
+from triogroups.view import Digest, View, ViewId
 
 __all__ = [
     "AddPhysicalAddress",
@@ -101,10 +101,15 @@ class GetDigest(Event):
     """Ask the multicast layer (going down) for its digest; answered by `DigestReply`.
 
     ``requester`` is the asking protocol's name (e.g. "STABLE", "GMS"); the
-    reply carries it so only the asker consumes it.
+    reply carries it so only the asker consumes it. With ``view_id``, the
+    digest as it was when this member installed that view, if it is the view
+    installed now (else as it is now): what a coordinator gives a joiner that
+    is already in the view, whose JOIN_RSP was lost, so that its windows start
+    before what was multicast in that view since.
     """
 
     requester: str
+    view_id: ViewId | None = None
 
 
 @dataclass(frozen=True, slots=True)

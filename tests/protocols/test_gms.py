@@ -264,6 +264,34 @@ def test_gms_tells_the_transport_the_next_view_before_taking_the_joiners_digest(
     assert events[0].view.members == (A, B)
 
 
+def test_gms_rejoin_of_a_member_of_the_view_asks_for_the_digest_of_its_installation() -> None:
+    """A member of the installed view asking to join again (its JOIN_RSP was lost, or the
+    coordinator that took it crashed before answering) gets the view with the digest of the
+    view's installation: everyone has multicast to it since, and a digest taken now would
+    start its windows after all of that (chaos run tcp seed 109761227: 231 multicasts of
+    view 35 never delivered at a joiner answered 2 s after it). The answer goes at once:
+    the view is not sent again, so there are no VIEW_ACKs to wait for (it used to wait
+    out ``view_ack_collection_timeout``). A new joiner's digest is taken now, before its
+    view exists."""
+    from triogroups.events import DigestReply, GetDigest
+
+    view = View(ViewId(3, A), [A, B, C])
+    gms = _member(A, view, max_bundling_time=0.0)
+    gms.has_digest = True
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)
+    events = [e for e in gms.take_down() if isinstance(e, GetDigest)]
+    assert events == [GetDigest(gms.name, view.view_id)]
+    gms.up_event(DigestReply(gms.name, Digest({A: (4, 4), B: (9, 9), C: (0, 0)})), 1.0)
+    (rsp,) = _sent(gms, JOIN_RSP)  # at once: no VIEW went out, so no VIEW_ACK is awaited
+    assert rsp.dest == C and rsp.headers[ids.GMS].view == view
+    assert rsp.headers[ids.GMS].digest[B] == (9, 9)
+
+    gms = _member(A, view, max_bundling_time=0.0)
+    gms.has_digest = True
+    gms.up([Message(A, src=D, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)
+    assert [e for e in gms.take_down() if isinstance(e, GetDigest)] == [GetDigest(gms.name)]
+
+
 # --- leaving and merging: what the membership property tests found ------------------------
 
 D = Address(4, "D")

@@ -400,6 +400,30 @@ def _xmit_req(frm: Address, *seqnos: int, to: Address = A) -> Message:
     return Message(to, src=frm, headers={ids.MCAST: McastHeader(XMIT_REQ, 0, None, seqnos)})
 
 
+def test_mcast_digest_at_the_view_is_the_one_of_its_installation() -> None:
+    """GetDigest naming the installed view answers with the digest taken when it was
+    installed (what GMS gives a joiner already in it, whose JOIN_RSP was lost); any other
+    GetDigest with the digest as it is now. Leaving forgets it."""
+    proto = _mcast()
+    proto.up([_data(B, s) for s in (1, 2, 3)], 0.0)
+    view = view_of(A, B, C, D, counter=2)
+    proto.view_changed(view, 0.0)
+    proto.up([_data(B, s) for s in (4, 5)], 0.1)
+
+    def digest(event: GetDigest) -> Digest:
+        proto.down_event(event, 0.2)
+        (reply,) = split(proto.take_up())[1]
+        assert isinstance(reply, DigestReply)
+        return reply.digest
+
+    assert digest(GetDigest("GMS", view.view_id))[B] == (3, 3)
+    assert digest(GetDigest("GMS"))[B] == (5, 5)
+    assert digest(GetDigest("GMS", view_of(A, B, C).view_id))[B] == (5, 5)
+    proto.down_event(Disconnect(), 0.3)
+    proto.take_down()
+    assert B not in digest(GetDigest("GMS", view.view_id))
+
+
 def test_mcast_joiner_window_matches_sender_buffer() -> None:
     """Issue 12: the coordinator alone takes a joiner's digest, then multicasts the VIEW.
 

@@ -607,6 +607,51 @@ def _events(proto: Nakack2, event: Event) -> list[Event]:
     return [e for e in proto.take_up() if not isinstance(e, list)]
 
 
+def test_nakack2_digest_at_the_view_starts_a_rejoiner_before_what_was_multicast_in_it() -> None:
+    """GetDigest naming the installed view answers with the digest of its installation.
+
+    C is in view 2 but its JOIN_RSP was lost; B multicasts 6-8 in view 2 (C queues
+    them), then C asks again. The digest as it is now would start C's window for B at 8
+    and C would never deliver them; the one of view 2's installation starts it at 5.
+    A view id that is not the installed view's gets the digest as it is now.
+    """
+    net = _Net(3)
+    net.view([0, 1], vid=1)
+    net.send(1, *_payloads(5))
+    net.pump()
+    view = net.view([0, 1, 2], vid=2)
+    net.send(1, *_payloads(3, 6))
+    net.pump()
+    a, b, c = net.addrs
+
+    def digest(**kw: Any) -> Digest:
+        (reply,) = [
+            e for e in _events(net[0], GetDigest("GMS", **kw)) if isinstance(e, DigestReply)
+        ]
+        return reply.digest
+
+    assert digest()[b] == (8, 8)
+    assert digest(view_id=view.view_id)[b] == (5, 5)
+    assert digest(view_id=View.create(a, 1, [a, b]).view_id)[b] == (8, 8)
+    net[2].down_event(SetDigest(digest(view_id=view.view_id)), 0.0)
+    net[2].down_event(BecomeServer(), 0.0)
+    net.pump()
+    assert net.delivered[c] == _payloads(3, 6)
+
+
+def test_nakack2_leaving_forgets_the_digest_at_the_view() -> None:
+    net = _Net(2)
+    view = net.view(vid=1)
+    net.send(1, *_payloads(2))
+    net.pump()
+    net[0].down_event(Disconnect(), 0.0)
+    net[0].take_down()
+    (reply,) = [
+        e for e in _events(net[0], GetDigest("GMS", view.view_id)) if isinstance(e, DigestReply)
+    ]
+    assert net.addrs[1] not in reply.digest
+
+
 def test_nakack2_become_server_queue_is_bounded_and_drops_the_oldest() -> None:
     """With retransmission the queue keeps the newest become_server_queue_size (50)."""
     c = _joiner(xmit_interval=0.5)

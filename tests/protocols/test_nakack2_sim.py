@@ -441,3 +441,39 @@ async def test_nakack2_member_out_of_a_view_and_back_delivers_its_messages_once(
         await trio.sleep(2.0)
         assert _got(c, b) == _payloads("b", 1, 6)
         cluster.check_contract()
+
+
+async def test_nakack2_joiner_answered_late_delivers_what_was_multicast_in_its_view(
+    autojump_clock: Any,
+) -> None:
+    """Chaos run tcp seed 109761227: a joiner whose JOIN_RSP is lost asks again and is
+    answered with the view it is already in; it must deliver everything multicast in that
+    view meanwhile, over TCP without retransmission.
+
+    A admits C into {A,B,C}; A's JOIN_RSP to C is lost (A cannot reach C for a while).
+    B installs the view and multicasts to C, which queues what it gets. When C's JOIN_REQ
+    gets through again, A answers with the digest of the view's installation (a digest
+    taken then would start C's window for B after all of it, and C would never deliver it):
+    C delivers all of B's multicasts of the view, in order, then what follows.
+    """
+    sim = ("SIM", {"lossless": True, "fan_out": True})  # the sim's TCP: multicast to the view
+    gms = ("GMS", {"join_timeout": 0.5})
+    stack = StackConfig.of(sim, "PING", ("NAKACK2", {"xmit_interval": 0}), gms)
+    async with open_cluster(2, stack, seed=31, min_delay=0.002, max_delay=0.004) as cluster:
+        a, b = cluster.members
+        c = await cluster.add_member()
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cluster.join, c)
+            while c.address not in (a.view or ()):  # A installed the view: block the answer
+                await trio.sleep(0.0005)
+            cluster.network.block(a.address, c.address)
+            await _until(lambda: b.view is not None and c.address in b.view)
+            sent = _payloads("b", 1, 20)
+            await b.send_many(sent)
+            await trio.sleep(1.0)  # C asks again and again, unanswered
+            assert c.view is None and _got(c) == []
+            cluster.heal()
+        await b.send_many(_payloads("b-after", 1, 5))
+        await _until(lambda: len(_got(c, b)) >= 25)
+        assert _got(c, b) == sent + _payloads("b-after", 1, 5)
+        assert c.view == a.view == b.view

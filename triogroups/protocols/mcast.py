@@ -113,6 +113,7 @@ from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols._retired import RetiredWindows
 from triogroups.protocols._ring import RingBuffer
 from triogroups.protocols._stats import reliable_stats
+from triogroups.protocols._view_digest import ViewDigest
 from triogroups.view import Digest, View
 from triogroups.wire import register_header
 
@@ -207,6 +208,7 @@ class Mcast(Protocol):
         #: Per member that left our view: its window's ``low`` and the OOB seqnos above it
         #: already delivered, so a window opened for it again delivers nothing twice.
         self._retired = RetiredWindows()
+        self._view_digest = ViewDigest()
         self._acks: dict[Address, int] = {}
         self._unacked: dict[Address, int] = {}
         self._ack_due: set[Address] = set()
@@ -564,6 +566,7 @@ class Mcast(Protocol):
                 self._open(member, 0)
             if member not in self._acks:
                 self._acks[member] = self._send.low
+        self._view_digest.record(view.view_id, self.digest())
         self._purge(now)
 
     def _retire(self, member: Address, win: RingBuffer[Message]) -> None:
@@ -589,7 +592,7 @@ class Mcast(Protocol):
 
     def down_event(self, event: Event, now: float) -> None:
         if isinstance(event, GetDigest):
-            self.pass_up(DigestReply(event.requester, self.digest()))
+            self.pass_up(DigestReply(event.requester, self._view_digest.answer(event, self.digest)))
             return
         if isinstance(event, (SetDigest, MergeDigest)):
             self._set_digest(event.digest)
@@ -610,6 +613,7 @@ class Mcast(Protocol):
         self.view = None
         self._windows.clear()
         self._retired.clear()
+        self._view_digest.forget()
         self._acks.clear()
         self._unacked.clear()
         self._ack_due.clear()

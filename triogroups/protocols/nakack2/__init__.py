@@ -77,6 +77,7 @@ from triogroups.properties import Bool, Duration, Int, PropertyError, at_least
 from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._stats import reliable_stats
+from triogroups.protocols._view_digest import ViewDigest
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
     MSG,
@@ -175,6 +176,7 @@ class Nakack2(Protocol):
         self.bundle_size = _DEFAULT_BUNDLE
         self._xmit = Retransmitter(self, self._state)
         self._membership = Membership(self, self._state)
+        self._view_digest = ViewDigest()
 
     # --- configuration ------------------------------------------------------------
 
@@ -386,7 +388,7 @@ class Nakack2(Protocol):
 
     def down_event(self, event: Event, now: float) -> None:
         if isinstance(event, GetDigest):
-            self.pass_up(DigestReply(event.requester, self.digest()))
+            self.pass_up(DigestReply(event.requester, self._view_digest.answer(event, self.digest)))
         elif isinstance(event, SetDigest):
             self._membership.set_digest(event.digest)
         elif isinstance(event, MergeDigest):
@@ -398,6 +400,7 @@ class Nakack2(Protocol):
             self.pass_down(event)
         elif isinstance(event, Disconnect):
             self._membership.left_group()
+            self._view_digest.forget()
             self._xmit.forget(None)
             self._schedule_xmit(now)
             self.pass_down(event)
@@ -410,7 +413,11 @@ class Nakack2(Protocol):
     def view_changed(self, view: View, now: float) -> None:
         old = self.view
         super().view_changed(view, now)
-        self._replay(self._membership.view_changed(old, view), now)
+        queued = self._membership.view_changed(old, view)
+        # before what was queued is received: it came from members that installed this
+        # view before us, and may have been multicast in it
+        self._view_digest.record(view.view_id, self.digest())
+        self._replay(queued, now)
         self._xmit.forget(view)
 
     def _replay(self, queued: list[Message], now: float) -> None:
