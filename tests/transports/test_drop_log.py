@@ -58,3 +58,13 @@ def test_quiet_drops_are_counted_at_debug_and_never_hold_back_a_warning(
         (logging.DEBUG, "TCP: dropped connect_failed from A: refused"),
         (logging.WARNING, "TCP: dropped connect_failed from B: timed out"),
     ]
+
+
+def test_what_could_not_be_sent_names_the_peer_it_was_for(caplog: pytest.LogCaptureFixture) -> None:
+    """A transport's send drops say "to" the peer: "from" read as if B had sent it."""
+    log = DropLog(logging.getLogger("test.drops"), "TCP", direction="to")
+    with caplog.at_level(logging.WARNING, logger="test.drops"):
+        log.drop("no_physical", "unknown physical address", "B")
+    assert (
+        caplog.records[0].getMessage() == "TCP: dropped no_physical to B: unknown physical address"
+    )

@@ -264,7 +264,7 @@ async def test_messages_to_a_peer_that_stopped_are_counted_without_a_warning(
     await wait_for(lambda: b.transport.stats()["connect_failures"] == 1)
     assert b.transport.stats()["dropped_connect_failed"] == 2
     assert _drop_lines(caplog, logging.WARNING) == []
-    assert any("connect_failed from A" in line for line in _drop_lines(caplog, logging.DEBUG))
+    assert any("connect_failed to A" in line for line in _drop_lines(caplog, logging.DEBUG))
 
 
 async def test_member_of_the_view_that_does_not_answer_is_tried_again_not_dropped(
@@ -289,7 +289,7 @@ async def test_member_of_the_view_that_does_not_answer_is_tried_again_not_droppe
         await b.down.send(ViewChange(View.create(b.address, 3, [b.address])))
         await wait_for(lambda: b.transport.stats().get("dropped_connect_failed") == 1)
     assert _drop_lines(caplog, logging.WARNING) == []
-    assert any("connect_failed from C" in line for line in _drop_lines(caplog, logging.DEBUG))
+    assert any("connect_failed to C" in line for line in _drop_lines(caplog, logging.DEBUG))
 
 
 async def test_unreachable_endpoint_of_a_non_member_is_dropped_quietly_at_once(
@@ -314,11 +314,13 @@ async def test_unreachable_endpoint_of_a_non_member_is_dropped_quietly_at_once(
 
 
 async def test_bundles_for_a_member_without_a_known_endpoint_wait_for_it(
-    open_endpoint: Any,
+    open_endpoint: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A member of the view we never heard from (it was paused while we joined): its
     bundles wait, counted in ``waited_for_address``, and go out, in order, once discovery
-    says where it listens. A non-member without an endpoint is dropped (``no_physical``)."""
+    says where it listens. A non-member without an endpoint is dropped (``no_physical``),
+    logged at DEBUG: it is what is left for a member that left (acks, retransmissions)."""
+    caplog.set_level(logging.DEBUG, logger=TCP_LOG)
     a = await open_endpoint(TcpTransport, "A", **TCP)
     b = await open_endpoint(TcpTransport, "B", **TCP)
     stranger = Address.random("S")
@@ -327,6 +329,8 @@ async def test_bundles_for_a_member_without_a_known_endpoint_wait_for_it(
     await b.down.send([Message(stranger, b"lost")])
     await wait_for(lambda: b.transport.stats().get("dropped_no_physical") == 1)
     assert b.transport.stats()["waited_for_address"] == 1
+    assert _drop_lines(caplog, logging.WARNING) == []  # a non-member: one that left, at DEBUG
+    assert any("no_physical to S" in line for line in _drop_lines(caplog, logging.DEBUG))
     await b.down.send(AddPhysicalAddress(a.address, a.physical))
     assert [m.payload for m in await a.receive(2)] == [b"one", b"two"]
 

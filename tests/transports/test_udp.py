@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups import Address, Flag, Message, Stack, StackConfig
-from triogroups.events import AddPhysicalAddress
+from triogroups import Address, Flag, Message, Stack, StackConfig, View
+from triogroups.events import AddPhysicalAddress, ViewChange
 from triogroups.extend import SendToHosts, WireCodec
 from triogroups.transports import UdpTransport
 
@@ -63,6 +63,25 @@ async def test_unicast_goes_to_the_address_learned_from_traffic(
     got = await a.receive(2)
     assert [m.payload for m in got] == [b"I am here", b"now you are known"]
     assert b.transport.stats()["dropped_no_physical"] == 1
+
+
+async def test_unsendable_to_a_member_that_left_is_logged_at_debug_only(
+    open_endpoint: Any, udp: dict[str, Any], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Acks and retransmissions to a member no longer in the view find no address once it is
+    gone: counted, at DEBUG; one for a member of the view is a warning."""
+    caplog.set_level(logging.DEBUG, logger="triogroups.transports")
+    b = await open_endpoint(UdpTransport, "B", **udp)
+    gone, member = Address.random("G"), Address.random("M")
+    await b.down.send(ViewChange(View.create(b.address, 3, [b.address, member])))
+    await b.down.send([Message(gone, b"ack")])
+    await b.down.send([Message(member, b"hello")])
+    with trio.fail_after(20):
+        while b.transport.stats()["dropped_no_physical"] < 2:
+            await trio.sleep(0.01)
+    lines = [(r.levelno, r.getMessage()) for r in caplog.records if "no_physical" in r.getMessage()]
+    assert [level for level, _ in lines] == [logging.DEBUG, logging.WARNING]
+    assert "no_physical to G" in lines[0][1] and "no_physical to M" in lines[1][1]
 
 
 async def test_unicast_to_self_is_delivered_locally(

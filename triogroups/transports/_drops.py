@@ -27,12 +27,19 @@ _QUIET = frozenset({"foreign_cluster"})
 
 
 class DropLog:
-    """Per-reason drop counters plus a rate-limited log line."""
+    """Per-reason drop counters plus a rate-limited log line.
 
-    def __init__(self, logger: logging.Logger, who: str, interval: float = 10.0) -> None:
+    ``direction`` is how a line names the peer: "from" for what came in, "to" for what
+    could not be sent ("TCP: dropped no_physical to B: ...").
+    """
+
+    def __init__(
+        self, logger: logging.Logger, who: str, interval: float = 10.0, direction: str = "from"
+    ) -> None:
         self.logger = logger
         self.who = who
         self.interval = interval
+        self.direction = direction
         self.counts: dict[str, int] = {}
         self._last: dict[tuple[str, bool], float] = {}
         self._suppressed: dict[tuple[str, bool], int] = {}
@@ -57,9 +64,10 @@ class DropLog:
         level = logging.DEBUG if key[1] else logging.WARNING
         self.logger.log(
             level,
-            "%s: dropped %s from %s: %s%s",
+            "%s: dropped %s %s %s: %s%s",
             self.who,
             reason,
+            self.direction,
             peer if peer is not None else "unknown",
             detail,
             f" ({more} more since the last report)" if more else "",

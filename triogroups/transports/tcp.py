@@ -223,7 +223,7 @@ class TcpTransport(BusyPollingTransport):
             0,
         )
         self.drops = DropLog(_log, "TCP")
-        self.send_drops = DropLog(_log, "TCP")
+        self.send_drops = DropLog(_log, "TCP", direction="to")
         self._conns: dict[Address, Connection] = {}
         self._pending: dict[Address, _Pending] = {}
         self._host_pending: dict[Physical, _Pending] = {}
@@ -380,7 +380,10 @@ class TcpTransport(BusyPollingTransport):
             physical = self.table.get(dest)
             if physical is None:
                 if self.view is None or not self._member(dest):
-                    self.send_drops.drop("no_physical", "unknown physical address", dest, count)
+                    quiet = self._departure(dest)  # acks and retransmissions to one that left
+                    self.send_drops.drop(
+                        "no_physical", "unknown physical address", dest, count, quiet=quiet
+                    )
                     return None
                 # A member we have not heard from (it was paused while we joined): its
                 # bundles wait for discovery (MERGE3's finds) or its own connection to say

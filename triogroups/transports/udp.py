@@ -132,7 +132,7 @@ class UdpTransport(BusyPollingTransport):
         self.counters.update({"msgs_received": 0, "batches_up": 0, "own_multicasts_skipped": 0})
         self.counters.update({"bytes_sent": 0, "bytes_received": 0})
         self.drops = DropLog(_log, "UDP")
-        self.send_drops = DropLog(_log, "UDP")
+        self.send_drops = DropLog(_log, "UDP", direction="to")
         self._codec: WireCodec | None = None
         self._mcast_dest: Physical = (self.mcast_addr, self.mcast_port)
         self._sockets: tuple[socket.socket, socket.socket] | None = None
@@ -266,7 +266,7 @@ class UdpTransport(BusyPollingTransport):
         for dest, msgs in by_dest.items():
             where = self._mcast_dest if dest is None else self.table.get(dest)
             if where is None:
-                self.send_drops.drop("no_physical", "unknown physical address", dest, len(msgs))
+                self._no_physical(dest, len(msgs))
                 continue
             out.extend(self._encode(dest, msgs, [where]))
         return out
@@ -278,11 +278,18 @@ class UdpTransport(BusyPollingTransport):
         for dest, msgs in by_dest.items():
             where = self._mcast_dest if dest is None else self.table.get(dest)
             if where is None:
-                self.send_drops.drop("no_physical", "unknown physical address", dest, len(msgs))
+                self._no_physical(dest, len(msgs))
                 continue
             await self._send_datagrams(sock, self._encode(dest, msgs, [where]))
         if local:
             await up.send([m.copy() for m in local])
+
+    def _no_physical(self, dest: Address | None, count: int) -> None:
+        """Drop, counted, what is for a member whose address is unknown: logged at DEBUG
+        when it is outside the installed view (acks and retransmissions to one that left),
+        else a warning (UDP is lossy: retransmission brings it once the address is known)."""
+        gone = self.view is not None and dest is not None and dest not in self.view
+        self.send_drops.drop("no_physical", "unknown physical address", dest, count, quiet=gone)
 
     def _encode(
         self, dest: Address | None, msgs: list[Message], to: list[Physical]
