@@ -75,6 +75,7 @@ multicasts, and a window that moves forward delivers what it holds above
 
 from __future__ import annotations
 
+import logging
 from collections import deque
 from typing import TYPE_CHECKING
 
@@ -88,6 +89,8 @@ from triogroups.view import Digest, View
 
 if TYPE_CHECKING:
     from triogroups.protocols.nakack2 import Nakack2
+
+_log = logging.getLogger("triogroups.protocols.nakack2")
 
 __all__ = ["Membership"]
 
@@ -239,18 +242,47 @@ class Membership:
         win = self.state.windows.get(src)
         if win is not None:
             if win.hd < seqno:
-                self._move(win, seqno)
+                self._move(win, seqno, src, "VIEW_SEQNO")
                 counters["windows_moved_by_view_seqno"] += 1
         elif src in self.floors or len(self.floors) < _MAX_FLOORS:
             self.floors[src] = max(self.floors.get(src, 0), seqno)
         else:
             counters["view_seqnos_ignored"] += 1
 
-    def _move(self, win: Window, seqno: int) -> None:
-        """Move ``win`` forward to ``seqno``; a server delivers the run it then holds."""
+    def _move(self, win: Window, seqno: int, member: Address, why: str) -> None:
+        """Move ``win`` forward to ``seqno``; a server delivers what it then holds in order.
+
+        What it held at or below ``seqno`` was received but waited behind a gap: a server
+        delivers it, in seqno order, instead of dropping it (JGroups resets such a window
+        and drops it). The gap's messages are lost here: counted (``skipped_by_window_move``)
+        and said in a warning. Seqnos above everything held were never sent to us (a view
+        without us): skipping them says nothing.
+        """
+        held = [(s, m) for s, m in win.items() if s <= seqno] if len(win) else []
+        ready: list[Message] = []
+        if held:
+            top = held[-1][0]
+            skipped = top - win.hd - len(held)
+            if self.state.phase is Phase.SERVER:
+                ready = [m for _, m in held if m is not None]
+            if skipped:
+                self.state.counters["skipped_by_window_move"] += skipped
+                _log.warning(
+                    "%s: NAKACK2 %s moved the window for %s from %d to %d: %d of its "
+                    "messages never came and are skipped, %d held behind them %s",
+                    self.nak._me(),
+                    why,
+                    member,
+                    win.hd,
+                    seqno,
+                    skipped,
+                    sum(m is not None for _, m in held),
+                    "are delivered" if ready else "are dropped",
+                )
         win.purge(seqno)
         if self.state.phase is Phase.SERVER and win.has_ready():
-            ready = [m for m in win.remove_ready() if m is not None]
+            ready += [m for m in win.remove_ready() if m is not None]
+        if ready:
             self.state.counters["msgs_delivered"] += len(ready)
             self.nak.send_up(ready)
 
@@ -301,7 +333,7 @@ class Membership:
             if win is None:
                 self._open(member, start)
             elif win.hd < start:
-                self._move(win, start)
+                self._move(win, start, member, "a merge digest" if merge else "a digest")
         if not merge:
             self.has_digest = True
         self.state.counters["digests_set"] += 1

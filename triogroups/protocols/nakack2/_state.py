@@ -46,6 +46,7 @@ COUNTERS = (
     "view_seqnos_received",
     "view_seqnos_ignored",
     "windows_moved_by_view_seqno",
+    "skipped_by_window_move",
     "windows_reopened",
     "become_server_queue_dropped",
     "become_server_queue_replayed",
