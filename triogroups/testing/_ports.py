@@ -1,12 +1,13 @@
 """Ports for the clusters this host starts for itself: the demo, chaos runs, the test kit's
 real-process tests and the benchmarks.
 
-Each used to draw a random port from 20,000-60,000 and hope. Two things went wrong, a few
-times per run of the suite on two cores: the upper part of that range is the kernel's
+Each used to draw a random port from 20,000-60,000 and hope, and a suite run on two cores
+failed now and then: test workers drawing side by side drew overlapping runs, so one
+cluster's discovery found another's members (TCPPING found a stranger on its first port, and
+each member started a group of its own); and the upper part of that range is the kernel's
 ephemeral range (32768-60999 on Linux), from which every outgoing TCP connection and every
-socket bound to port 0 takes its local port, so a member whose listener or multicast port
-had been taken that way could not start; and test workers drawing side by side now and then
-drew overlapping runs, so one cluster's discovery found another's members.
+socket bound to port 0 takes its local port, which can push a member off the ports its
+discovery lists.
 
 `free_ports` checks that the ports are free when it returns them, and draws from a block
 below the ephemeral range. Runs side by side on one host give each its own block through
