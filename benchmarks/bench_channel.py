@@ -80,8 +80,8 @@ from _members import peak_rss_kb, rss_kb
 from _procs import Group, command, emit
 
 from triogroups import StackConfig, open_channel
+from triogroups._ports import free_ports
 from triogroups.runtime import tune_gc
-from triogroups.testing import free_ports
 
 PRESETS = ("udp", "tcp", "udp-mcast")
 #: Per preset: bench_multicast's reliable stack of the same transport, and the transport alone.

@@ -36,7 +36,7 @@ import bench_channel
 import trio
 
 from triogroups import Channel, StackConfig, open_process_group, probe
-from triogroups.testing import free_ports
+from triogroups._ports import free_ports
 
 MODES = ("off", "on", "probed")
 

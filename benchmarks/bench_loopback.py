@@ -31,8 +31,8 @@ from _callgrind import instructions_per, require_valgrind
 from bench_channel import preset_config
 
 from triogroups import Channel, open_channel
+from triogroups._ports import free_ports
 from triogroups.runtime import tune_gc
-from triogroups.testing import free_ports
 
 PAYLOAD_SIZE = 1000
 WARMUP_MESSAGES = 2000  # the same in every run: `--instructions` takes two runs' difference

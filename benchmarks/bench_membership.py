@@ -75,9 +75,9 @@ import trio
 from _procs import DIE_WITH_PARENT
 
 from triogroups import Channel, StackConfig, open_channel
+from triogroups._ports import free_ports
 from triogroups.protocols.fd_all3 import FdAll3
 from triogroups.protocols.verify_suspect import VerifySuspect
-from triogroups.testing import free_ports
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FAST_FD = {"interval": 0.5, "timeout": 2.0, "verify_timeout": 0.5}

@@ -55,7 +55,7 @@ from typing import Any
 
 from _members import run_group
 
-from triogroups.testing import free_ports
+from triogroups._ports import free_ports
 
 BATCH = 64  # messages per Stack.send
 IDLE = 2.0  # a member stops counting this long after its last delivery

@@ -65,9 +65,9 @@ from _procs import Group, command, emit
 from bench_channel import preset_config
 
 from triogroups import Address, Channel, open_channel
+from triogroups._ports import free_ports
 from triogroups.properties import Duration
 from triogroups.runtime import tune_gc
-from triogroups.testing import free_ports
 from triogroups.transports._busy_poll import BusyPoller
 
 WARMUP = 0.3  # seconds of calls before each timed phase

@@ -34,8 +34,8 @@ from _callgrind import instructions_per, require_valgrind
 from bench_channel import preset_config
 
 from triogroups import open_channel
+from triogroups._ports import free_ports
 from triogroups.runtime import tune_gc
-from triogroups.testing import free_ports
 
 WARMUP_CALLS = 500
 

@@ -30,7 +30,7 @@ from pathlib import Path
 import trio
 
 from triogroups import MemberJoined, StackConfig, open_process_group
-from triogroups.testing import free_ports
+from triogroups._ports import free_ports
 
 
 async def idle(ch: object) -> None:

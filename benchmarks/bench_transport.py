@@ -52,8 +52,8 @@ import trio
 from _procs import DIE_WITH_PARENT
 
 from triogroups import Address, Message
+from triogroups._ports import free_ports
 from triogroups.events import AddPhysicalAddress, Item
-from triogroups.testing import free_ports
 from triogroups.transports import TcpTransport, UdpTransport
 
 IDLE = 1.0  # the receiver stops this long after its last message

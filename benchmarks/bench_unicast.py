@@ -45,7 +45,7 @@ from typing import Any
 
 from _members import run_group
 
-from triogroups.testing import free_ports
+from triogroups._ports import free_ports
 
 BATCH = 64  # messages per Stack.send, as bench_transport passes to the transport
 IDLE = 1.5  # the receiver stops this long after its last delivery

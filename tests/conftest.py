@@ -8,7 +8,7 @@ import signal
 import pytest
 
 from tests._deadline import TEST_TIMEOUT, deadline_run
-from triogroups.testing._ports import DEFAULT_BLOCK, PORTS_ENV
+from triogroups._ports import DEFAULT_BLOCK, PORTS_ENV
 
 
 def _worker_block() -> str:
@@ -23,7 +23,7 @@ def _worker_block() -> str:
 
 
 # Set before any test runs, so member processes, chaos runs and benchmarks started by a test
-# inherit it (triogroups/testing/_ports.py).
+# inherit it (triogroups/_ports.py).
 os.environ[PORTS_ENV] = _worker_block()
 
 # A shell without job control starts background commands (`.ci/run &`, nohup) with SIGINT

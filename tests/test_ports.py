@@ -8,7 +8,7 @@ import socket
 import pytest
 
 from tests.conftest import _worker_block
-from triogroups.testing._ports import DEFAULT_BLOCK, PORTS_ENV, free_ports, port_block
+from triogroups._ports import DEFAULT_BLOCK, PORTS_ENV, free_ports, port_block
 
 
 def _bindable(port: int) -> bool:

@@ -40,6 +40,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from triogroups._ports import free_ports
 from triogroups.actors import Restart
 from triogroups.chaos._control import send_state
 from triogroups.chaos._schedule import (
@@ -60,7 +61,6 @@ from triogroups.testing._history import (
     check_histories,
     read_histories,
 )
-from triogroups.testing._ports import free_ports
 
 __all__ = ["ChaosResult", "add_chaos_parser", "chaos_config", "run_chaos", "run_chaos_async"]
 

@@ -27,12 +27,12 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from triogroups._ports import free_ports
 from triogroups.actors import Restart
 from triogroups.config import StackConfig
 from triogroups.supervisor._demo_check import MemberLog, check_logs
 from triogroups.supervisor._events import MemberJoined, MemberRestarted, MemberView
 from triogroups.supervisor._group import ProcessGroup, open_process_group
-from triogroups.testing._ports import free_ports
 
 __all__ = ["demo_config", "run_real_demo"]
 

@@ -36,6 +36,7 @@ Tests with real member processes give each cluster ports of its own with `free_p
 narrows where they are drawn from, so runs side by side can split the range).
 """
 
+from triogroups._ports import free_ports
 from triogroups._public import set_public_module
 from triogroups.testing._cluster import SimCluster, SimMember, open_cluster, sim_config
 from triogroups.testing._contract import ContractViolation, DeliveryLog
@@ -48,7 +49,6 @@ from triogroups.testing._history import (
     check_histories,
     read_histories,
 )
-from triogroups.testing._ports import free_ports
 from triogroups.testing._sansio import (
     Livelock,
     SansIOMember,
@@ -90,4 +90,7 @@ __all__ = [
 ]
 
 set_public_module(__name__, {name: globals()[name] for name in __all__})
+# `free_ports` lives outside this package so that the chaos runner, the demo and benchmark
+# members can draw ports without importing the test kit (~9 MiB per process)
+set_public_module(__name__, {"free_ports": free_ports}, root="triogroups")
 del set_public_module
