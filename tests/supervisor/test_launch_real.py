@@ -11,6 +11,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -47,23 +48,23 @@ class Launch:
                 return True
         return False
 
-    async def wait_line(self, text: str) -> None:
-        """Wait until a line contains ``text``."""
+    async def _wait(self, done: Callable[[], bool]) -> None:
+        """Wait until ``done()``; if cancelled first, print every line (shown when the test
+        fails)."""
         try:
-            while not any(text in line for line in self.lines):
+            while not done():
                 await trio.sleep(0.05)
         except trio.Cancelled:
-            print("\n".join(self.lines))  # shown when the test fails
+            print("\n".join(self.lines))
             raise
+
+    async def wait_line(self, text: str) -> None:
+        """Wait until a line contains ``text``."""
+        await self._wait(lambda: any(text in line for line in self.lines))
 
     async def wait_views(self, names: str, members: str) -> None:
         """Wait until each of ``names`` reported a view of exactly ``members``."""
-        try:
-            while not all(self.saw_view(name, members) for name in names):
-                await trio.sleep(0.05)
-        except trio.Cancelled:
-            print("\n".join(self.lines))  # shown when the test fails
-            raise
+        await self._wait(lambda: all(self.saw_view(name, members) for name in names))
 
     def pids(self) -> dict[str, int]:
         """Every member pid the command reported, by ``name#incarnation``."""

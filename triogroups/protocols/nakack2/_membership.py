@@ -265,12 +265,13 @@ class Membership:
         and said in a warning. Seqnos above everything held were never sent to us (a view
         without us): skipping them says nothing.
         """
+        server = self.state.phase is Phase.SERVER
         held = [(s, m) for s, m in win.items() if s <= seqno] if len(win) else []
         ready: list[Message] = []
         if held:
             top = held[-1][0]
             skipped = top - win.hd - len(held)
-            if self.state.phase is Phase.SERVER:
+            if server:
                 ready = [m for _, m in held if m is not None]
             if skipped:
                 self.state.counters["skipped_by_window_move"] += skipped
@@ -284,10 +285,10 @@ class Membership:
                     seqno,
                     skipped,
                     sum(m is not None for _, m in held),
-                    "are delivered" if ready else "are dropped",
+                    "are delivered" if server else "are dropped",
                 )
         win.purge(seqno)
-        if self.state.phase is Phase.SERVER and win.has_ready():
+        if server and win.has_ready():
             ready += [m for m in win.remove_ready() if m is not None]
         if ready:
             self.state.counters["msgs_delivered"] += len(ready)
