@@ -155,6 +155,7 @@ class Stack:
         self._open = trio.Event()
         self._open.set()
         self._gate = trio.StrictFIFOLock()
+        self._released = False  # `release_senders`: nothing is held back at the top any more
         self.crash_reports: list[CrashReport] = []
         self.diagnostics: Responder | None = None  # set while it answers probes
 
@@ -273,9 +274,9 @@ class Stack:
         batch waits here, senders in the order they came; events never wait,
         so a view change can reach the layer that blocks.
         """
-        if type(item) is list and (self._blocked or self._gate.locked()):
+        if type(item) is list and ((self._blocked and not self._released) or self._gate.locked()):
             async with self._gate:  # first come, first sent: waiting senders keep their order
-                while self._blocked:
+                while self._blocked and not self._released:
                     await self._open.wait()
                 await self._down.send(item)
             return
@@ -298,7 +299,7 @@ class Stack:
         same moment (RPC callers woken by one batch of answers), which then leave as
         one batch without filling the queue's ``channel_size`` slots.
         """
-        if type(item) is list and (self._blocked or self._gate.locked()):
+        if type(item) is list and ((self._blocked and not self._released) or self._gate.locked()):
             raise trio.WouldBlock
         if inline:
             self._down.offer_inline(item)
@@ -306,6 +307,16 @@ class Stack:
             self._down.join_nowait(item)
         else:
             self._down.send_nowait(item)
+
+    def release_senders(self) -> None:
+        """Hold nothing back at the top any more, for good: for an owner that is leaving
+        (a channel that closes). Batches that wait here for a layer that holds back
+        senders, and those that come later, go into the layers, which queue them (MCAST's
+        window, UFC/MFC's credits) and drop or release them once the member has left
+        the group, instead of waiting at the top for room that may never come (a window
+        that no member acks any more)."""
+        self._released = True
+        self._open.set()
 
     def sends_pending(self) -> bool:
         """Whether a batch sent down may not yet have been accepted by every layer.

@@ -20,6 +20,7 @@ from triogroups import (
     open_channel,
 )
 from triogroups.protocols import ids
+from triogroups.protocols.mcast import ACK, as_header
 
 #: MFC with little credit: a sender blocks soon when a receiver stops reading.
 FLOW = StackConfig.of(
@@ -127,6 +128,58 @@ async def test_sends_waiting_for_room_raise_channel_closed_when_another_task_clo
     assert sorted(outcomes) == ["four closed", "three closed"]
     assert ch.stats()["seqno"] == 2 and ch.stats()["sent"] == 2
     assert [m.payload for m in sent_down(stack)] == [b"one", b"two"]
+
+
+def _is_mcast_ack(msg: Message) -> bool:
+    hdr = as_header(msg.headers.get(ids.MCAST))
+    return hdr is not None and hdr.type == ACK
+
+
+#: Stacks in which member C stops B's senders for good: C never acks (MCAST's window
+#: fills), or never grants credits (MFC); no failure detection, so only a graceful leave
+#: takes B out of the view.
+_HELD_BACK = {
+    "mcast-window": (
+        StackConfig.of("SIM", "PING", "DISCARD", ("MCAST", {"capacity": 8}), "UNICAST3", "GMS"),
+        _is_mcast_ack,
+    ),
+    "mfc-credits": (
+        StackConfig.of(
+            "SIM", "PING", "NAKACK2", "UNICAST3", "GMS", "DISCARD", ("MFC", {"max_credits": 2000})
+        ),
+        lambda m: ids.MFC in m.headers,
+    ),
+}
+
+
+@pytest.mark.parametrize("held_back", sorted(_HELD_BACK))
+async def test_a_channel_whose_stack_holds_back_its_senders_still_leaves_when_it_closes(
+    autojump_clock: Any, net: SimNetwork, held_back: str
+) -> None:
+    """B's stack holds back senders (a full MCAST window, no MFC credits) and a message
+    B sent waits in the channel when B closes. The close handed it to the stack before
+    the leave, so it waited for room that never came: after ``leave_timeout`` the
+    channel stopped without leaving and A kept B in its view. Now the close lets what
+    was sent into the stack at once and B leaves gracefully."""
+    stack, never = _HELD_BACK[held_back]
+    async with (
+        open_channel("c", stack, "A", network=net) as a,
+        open_channel("c", stack, "C", network=net) as c,
+        open_channel("c", stack, "B", network=net) as b,
+    ):
+        while len(a.view.members) < 3 or len(b.view.members) < 3:
+            await trio.sleep(0.1)
+        c.stack.protocol("DISCARD").drop_if(never, count=None)
+        for _ in range(40):
+            await b.send(b"x" * 100)
+        await trio.sleep(2)
+        assert b.stack.stats()["senders_blocked"]
+        await b.send(b"last")
+        await b.aclose()
+        assert b.stats().get("leave_timeouts", 0) == 0
+        with trio.fail_after(1):
+            while b.address in a.view:
+                await trio.sleep(0.01)
 
 
 async def test_senders_that_wait_reach_the_stack_in_seqno_order(autojump_clock: Any) -> None:

@@ -9,8 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from triogroups import Address, Flag, Message, PropertyError
+from triogroups.events import Disconnect, Disconnected
 from triogroups.protocols import ids
 from triogroups.protocols._flow import CREDIT_REQUEST, REPLENISH, FcHeader, FlowControl
+from triogroups.protocols.gms import Gms
 from triogroups.protocols.mfc import Mfc
 from triogroups.protocols.ufc import Ufc
 from triogroups.testing import addresses, down_messages, started, up_messages, view_of
@@ -423,3 +425,39 @@ def test_flow_batch_at_once_sends_what_one_message_at_a_time_sends(
         fast.take_up()
         slow.take_up()
         assert fast.stats() == slow.stats()
+
+
+@pytest.mark.parametrize(("cls", "dest"), [(Ufc, B), (Mfc, None)])
+def test_flow_leaving_releases_what_waits_for_credits_and_holds_back_nothing_any_more(
+    cls: type[FlowControl], dest: Address | None
+) -> None:
+    """Once the member has left the group (`Disconnected` from GMS below) nobody grants
+    credits any more: what waited goes on, later messages pass without credits, and no
+    sender stays blocked. A `Disconnect` going down only asks GMS to leave: credits may
+    still come meanwhile. (A send blocked on credits never returned after its member
+    left.)"""
+    fc = _fc(cls)
+    fc.check_stack([Gms()], [])  # GMS below: a Disconnect going down asks it to leave
+    fc.down([_msg(dest, 600, "1"), _msg(dest, 600, "2"), _msg(dest, 300, "3")], 0.0)
+    assert _names(down_messages(fc)) == [b"1"] and fc.blocks_down()
+    fc.down_event(Disconnect(), 0.5)
+    assert down_messages(fc) == [] and fc.blocks_down()
+    fc.up_event(Disconnected(), 1.0)
+    assert _names(down_messages(fc)) == [b"2", b"3"] and not fc.blocks_down()
+    stats = fc.stats()
+    assert stats["released_at_leave"] == 2 and stats["time_blocked"] == pytest.approx(1.0)
+    assert fc.next_deadline() == float("inf")
+    fc.down([_msg(dest, 900, "4"), _msg(dest, 900, "5")], 2.0)
+    assert _names(down_messages(fc)) == [b"4", b"5"] and not fc.blocks_down()
+
+
+@pytest.mark.parametrize(("cls", "dest"), [(Ufc, B), (Mfc, None)])
+def test_flow_without_gms_below_a_disconnect_going_down_releases_the_senders(
+    cls: type[FlowControl], dest: Address | None
+) -> None:
+    fc = _fc(cls)
+    fc.check_stack([], [Gms()])
+    fc.down([_msg(dest, 600, "1"), _msg(dest, 600, "2")], 0.0)
+    down_messages(fc)
+    fc.down_event(Disconnect(), 1.0)
+    assert _names(down_messages(fc)) == [b"2"] and not fc.blocks_down()

@@ -13,6 +13,7 @@ from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
 import trio
 import trio.testing
 from hypothesis import HealthCheck, given, settings
@@ -21,7 +22,7 @@ from hypothesis import strategies as st
 from triogroups import Address, Flag, Message, Stack, StackConfig, View
 from triogroups.extend import Discard, Protocol, ViewChange
 from triogroups.protocols import ids
-from triogroups.testing import DeliveryLog
+from triogroups.testing import DeliveryLog, open_cluster
 from triogroups.transports.sim import open_sim_network
 
 _INSTALL = b"<install the planned view>"
@@ -244,6 +245,42 @@ async def test_mfc_view_change_that_removes_the_slow_member_releases_the_blocked
                 await done.wait()
             await _until(lambda: len(b.got) == 1000)
             assert [m.payload for m in b.got] == [_payload(i) for i in range(1000)]
+            nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("fc", ["UFC", "MFC"])
+async def test_flow_send_blocked_on_credits_returns_once_its_member_left(
+    autojump_clock: Any, fc: str
+) -> None:
+    """C never replenishes, so B's sends block on credits; B leaves the group (GMS,
+    below the flow control). Its blocked sends never returned: nobody grants credits to
+    a member that left. Now the leave releases what waited, and every send returns."""
+    stack = StackConfig.of(
+        "SIM", "PING", "NAKACK2", "UNICAST3", "GMS", "DISCARD", (fc, {"max_credits": 1000})
+    )
+    pid = getattr(ids, fc)
+    with trio.fail_after(_GUARD):
+        async with open_cluster(3, stack, seed=348) as cluster, trio.open_nursery() as nursery:
+            _, b, c = cluster.members
+            c.protocol("DISCARD").drop_if(lambda m: pid in m.headers, count=None)
+            to = c.address if fc == "UFC" else None
+            returned = 0
+
+            async def sender() -> None:
+                nonlocal returned
+                for _ in range(30):
+                    await b.send(b"x" * 100, to=to, wait_accepted=True)
+                    returned += 1
+
+            nursery.start_soon(sender)
+            await trio.sleep(3)
+            assert returned < 30 and b.protocol(fc).blocks_down()
+            await b.disconnect()
+            with trio.fail_after(2):
+                while returned < 30 or b.stack.sends_pending():
+                    await trio.sleep(0.01)
+            assert b.left and not b.protocol(fc).blocks_down()
+            assert b.protocol(fc).stats()["released_at_leave"] > 0
             nursery.cancel_scope.cancel()
 
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
 
 from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig
 from triogroups.events import (
+    BecomeServer,
     DigestReply,
     Disconnect,
     GetDigest,
@@ -184,6 +186,64 @@ def test_mcast_duplicates_are_not_delivered_twice_and_are_answered_with_an_ack()
     assert up_messages(proto) == [] and proto.stats()["duplicates"] == 3
     acks = down_messages(proto)
     assert [(m.dest, _hdr(m)) for m in acks] == [(B, McastHeader(ACK, 1))]
+
+
+def test_mcast_control_multicast_never_waits_behind_the_applications_in_a_full_window() -> None:
+    """A control multicast (INTERNAL: a VIEW, anything GMS sends) is stamped and sent at
+    once when the window is full, past ``capacity`` if need be, however many come; the
+    application's multicasts wait for room and follow it. (A coordinator whose window
+    was full could not leave: its leave VIEW waited behind its parked multicasts.)"""
+    proto = _mcast(capacity=4)
+    assert [_hdr(m).seqno for m in _send(proto, 5)] == [1, 2, 3]  # two parked
+    proto.down([Message(None, b"view", flags=Flag.INTERNAL), Message(None, b"later")], 0.1)
+    assert [(m.payload, _hdr(m).seqno) for m in down_messages(proto)] == [(b"view", 4)]
+    stats = proto.stats()
+    assert stats["parked_messages"] == 3 and stats["controls_past_capacity"] == 1
+    assert stats["send_window"] == {"low": 0, "high": 4, "size": 4}
+    proto.down([Message(None, b"v%d" % i, flags=Flag.INTERNAL) for i in range(6)], 0.2)
+    assert [_hdr(m).seqno for m in down_messages(proto)] == [5, 6, 7, 8, 9, 10]
+    proto.up([_xmit_req(B, 4, 10)], 0.3)  # kept for retransmission like any other
+    assert [(m.payload, _hdr(m)[:2]) for m in down_messages(proto)] == [
+        (b"view", (XMIT_RSP, 4)),
+        (b"v5", (XMIT_RSP, 10)),
+    ]
+    proto.up([_ack(B, 10), _ack(C, 10)], 0.4)
+    assert [(m.payload, _hdr(m).seqno) for m in down_messages(proto)] == [
+        (b"m3", 11),
+        (b"m4", 12),
+        (b"later", 13),
+    ]
+    assert not proto.blocks_down()
+    receiver = _mcast(me=B, capacity=4)  # a member that delivered what came before takes it
+    receiver.up([_data(A, 1), _data(A, 2), _data(A, 3), _data(A, 4, b"view")], 0.0)
+    assert [m.payload for m in up_messages(receiver)][-1] == b"view"
+
+
+def test_mcast_leaving_drops_the_parked_multicasts_and_blocks_no_sender_any_more(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A member that left (Disconnect from GMS) is acked by nobody: its parked multicasts
+    were never sent and never will be. They are dropped, counted and said, the senders
+    above are released, and later multicasts are dropped too instead of filling the
+    window again; unicasts still pass. (A send blocked on a full window never returned
+    after its member left.)"""
+    proto = _mcast(capacity=4)
+    _send(proto, 6, 0.0)
+    assert proto.blocks_down() and proto.stats()["parked_messages"] == 3
+    with caplog.at_level(logging.WARNING, logger="triogroups.protocols.mcast"):
+        proto.down_event(Disconnect(), 1.0)
+    proto.take_down()
+    assert not proto.blocks_down()
+    stats = proto.stats()
+    assert stats["parked_messages"] == 0 and stats["dropped_after_leave"] == 3
+    assert stats["time_blocked"] == pytest.approx(1.0) and stats["blocked_since"] is None
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert "left the group with 3 multicasts still waiting for room" in line
+    up_messages(proto)
+    proto.down([Message(None, b"after"), Message(B, b"uni")], 2.0)
+    assert [m.payload for m in down_messages(proto)] == [b"uni"]
+    assert up_messages(proto) == [] and not proto.blocks_down()
+    assert proto.stats()["dropped_after_leave"] == 4
 
 
 def test_mcast_messages_from_members_without_a_window_are_dropped() -> None:
@@ -394,6 +454,75 @@ def test_mcast_set_digest_after_the_view_moves_a_window_forward_but_never_back()
     assert up_messages(proto) == []  # 2 lies before the digest: a duplicate now
     proto.down_event(SetDigest(Digest({A: (1, 1)})), 0.3)
     assert proto.stats()["receive_windows"]["A"]["low"] == 3
+
+
+def test_mcast_joiner_keeps_multicasts_that_come_before_its_digest_and_takes_them_after() -> None:
+    """Over UDP multicast the coordinator's VIEW (the first seqno after the joiner's
+    digest) reaches the joiner before the JOIN_RSP with its view and digest. The joiner
+    keeps it, as NAKACK2's become_server_queue does, opens no window before its digest
+    (a window at 0 would take what was multicast in views without it), and receives what
+    it kept once the digest came: what lies at or below the digest was sent before it
+    joined. (The joiner dropped the VIEW and waited behind that gap for ever once the
+    coordinator left.)"""
+    proto = started(Mcast(), B)  # no view yet: a joiner
+    proto.up([_data(A, 5), _data(C, 1), _data(A, 6, b"view")], 0.0)
+    assert up_messages(proto) == [] and proto.stats()["become_server_queue"] == 3
+    proto.view_changed(view_of(A, C, B, counter=2), 0.1)  # GMS: the view, then the digest
+    assert up_messages(proto) == [] and proto.stats()["receive_windows"] == {}
+    proto.down_event(SetDigest(Digest({A: (5, 5), C: (0, 0), B: (0, 0)})), 0.1)
+    assert [m.payload for m in up_messages(proto)] == [b"C1", b"view"]
+    stats = proto.stats()
+    assert stats["become_server_queue_replayed"] == 3 and stats["become_server_queue"] == 0
+    assert stats["duplicates"] == 1 and stats["dropped_no_window"] == 0
+    assert stats["receive_windows"]["A"] == {"low": 6, "high": 6, "size": 0}
+    proto.up([_data(A, 7), _data(D, 1)], 0.2)  # a member now: no more keeping
+    assert [m.payload for m in up_messages(proto)] == [b"A7"]
+    assert proto.stats()["dropped_no_window"] == 1
+
+
+def test_mcast_joiner_keeps_only_the_newest_and_a_join_without_digest_starts_at_zero() -> None:
+    proto = started(Mcast(become_server_queue_size=2), B)
+    proto.up([_data(A, 1), _data(A, 2), _data(A, 3)], 0.0)
+    assert proto.stats()["become_server_queue_dropped"] == 1
+    proto.view_changed(view_of(A, B, counter=4), 0.1)
+    proto.down_event(BecomeServer(), 0.1)  # no digest: every window starts at 0
+    assert up_messages(proto) == []  # #1 was pushed out: #2 and #3 wait for it
+    assert proto.stats()["receive_windows"]["A"] == {"low": 0, "high": 3, "size": 2}
+    proto.up([_data(A, 1)], 0.2)
+    assert [m.payload for m in up_messages(proto)] == [b"A1", b"A2", b"A3"]
+
+
+def test_mcast_first_view_of_the_group_opens_windows_and_receives_what_came_before() -> None:
+    """The group's first view (id 1): nobody multicast before it, so windows start at 0
+    at once, and a multicast from a member that installed it first is received."""
+    proto = started(Mcast(), B)
+    proto.up([_data(A, 1)], 0.0)
+    proto.view_changed(view_of(A, B), 0.1)
+    assert [m.payload for m in up_messages(proto)] == [b"A1"]
+
+
+def test_mcast_a_window_moved_past_a_gap_delivers_what_it_held_and_says_what_it_skipped(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """As NAKACK2 since 13bf09b: a merge digest that moves a window past a gap delivers
+    what the window held at or below the new start, in order, instead of dropping it;
+    the gap's messages, lost at this member, are counted in ``skipped_by_window_move``
+    and said in a warning. A move over seqnos never received says nothing."""
+    proto = _mcast()
+    proto.up([_data(B, 3), _data(B, 4), _data(B, 7, flags=Flag.OOB), _data(C, 1)], 0.0)
+    assert [m.payload for m in up_messages(proto)] == [b"B7", b"C1"]
+    with caplog.at_level(logging.WARNING, logger="triogroups.protocols.mcast"):
+        proto.down_event(MergeDigest(Digest({B: (5, 5), C: (9, 9)})), 0.0)
+    assert [m.payload for m in up_messages(proto)] == [b"B3", b"B4"]
+    assert proto.stats()["skipped_by_window_move"] == 2
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert f"MCAST a merge digest moved the window for {B} from 0 to 5: 2 of its messages" in line
+    assert line.endswith("never came and are skipped, 2 held behind them are delivered")
+    proto.up([_data(B, 2), _data(B, 6)], 0.1)  # a late one is a duplicate now
+    assert [m.payload for m in up_messages(proto)] == [b"B6"]  # #7 was delivered on arrival
+    assert proto.stats()["duplicates"] == 1
+    assert proto.stats()["receive_windows"]["B"]["low"] == 7
+    assert proto.stats()["receive_windows"]["C"]["low"] == 9
 
 
 def _xmit_req(frm: Address, *seqnos: int, to: Address = A) -> Message:

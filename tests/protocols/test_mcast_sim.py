@@ -7,10 +7,10 @@ from typing import Any
 
 import trio
 
-from triogroups import Flag, Message, StackConfig
-from triogroups.events import DigestReply, GetDigest, SetDigest
+from triogroups import Digest, Flag, Message, StackConfig
+from triogroups.events import DigestReply, GetDigest, MergeDigest, SetDigest
 from triogroups.protocols import ids
-from triogroups.protocols.mcast import ACK
+from triogroups.protocols.mcast import ACK, as_header
 from triogroups.testing import SimCluster, SimMember, open_cluster
 
 #: Virtual seconds a scenario may take: a stuck stack fails the test instead of hanging it.
@@ -34,7 +34,7 @@ def _is(payload: bytes) -> Callable[[Message], bool]:
 
 
 def _is_ack(msg: Message) -> bool:
-    hdr = msg.headers.get(ids.MCAST)
+    hdr = as_header(msg.headers.get(ids.MCAST))
     return hdr is not None and hdr.type == ACK
 
 
@@ -371,8 +371,9 @@ async def test_mcast_udp_mcast_joiner_catches_up_with_a_member_multicasting_duri
     """B streams multicasts while D joins: the digest's entry for B (what A had delivered)
     lies below what B still holds once B installs the view with D, as A and C acked more
     meanwhile (every message: ``ack_threshold`` 1); D's window must not wait for those
-    seqnos for ever: B answers PURGED and D's window moves on."""
-    stack = _udp_mcast(ack_threshold=1)
+    seqnos for ever: B answers PURGED and D's window moves on. (D keeps what it receives
+    before its digest: with room for only one, it misses what B purged meanwhile.)"""
+    stack = _udp_mcast(ack_threshold=1, become_server_queue_size=1)
     with trio.fail_after(_GUARD):
         async with open_cluster(4, stack, seed=15, view=False, max_delay=0.02) as cluster:
             a, b, c, d = cluster.members
@@ -427,3 +428,137 @@ async def test_mcast_udp_mcast_after_a_merge_every_member_delivers_from_every_me
                     await trio.sleep(0.1)
             _check_gaps(cluster)
             _assert_nothing_asked_for_in_vain(cluster)
+
+
+# --- a joiner's early multicasts, control traffic past a full window, leaving blocked -----
+
+
+async def test_mcast_joiner_keeps_the_coordinators_first_multicast_that_came_before_the_digest(
+    autojump_clock: Any,
+) -> None:
+    """udp-mcast: A's VIEW for B's join (its first multicast after B's digest) reaches B
+    before the JOIN_RSP with that digest. B dropped it (``dropped_no_window``) and every
+    later multicast of A waited behind the gap; A multicast 20 more, left a moment later
+    and its process exited, before B ever asked: B delivered none of them. B now keeps
+    what comes before its digest and receives it after."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(2, "udp-mcast", seed=153, view=False) as cluster:
+            a, b = cluster.members
+            await cluster.join(a)
+            await trio.sleep(1.5)
+            await cluster.join(b)
+            await cluster.wait_for_view()
+            await trio.sleep(1.0)
+            sent = [b"A-%d" % i for i in range(20)]
+            for payload in sent:
+                await a.send(payload)
+            await trio.sleep(0.1)
+            await a.disconnect()
+            with trio.move_on_after(1.0):
+                while not a.left:
+                    await trio.sleep(0.01)
+            a.kill()  # the process exits once it has left, as a channel owner's would
+            await trio.sleep(15)
+            assert [m.payload for m in b.delivered if m.src == a.address] == sent
+            stats = b.protocol("MCAST").stats()
+            assert stats["dropped_no_window"] == 0 and stats["become_server_queue_replayed"] >= 1
+
+
+def _never_acks(member: SimMember) -> None:
+    member.protocol("DISCARD").drop_if(_is_ack, direction="down", count=None)
+
+
+async def test_mcast_coordinator_with_a_full_window_leaves_gracefully_its_view_passes_the_window(
+    autojump_clock: Any,
+) -> None:
+    """C never acks, so A's window fills and its sender blocks; A leaves. Its leave VIEW
+    waited behind the parked multicasts, and B and C moved on only by suspecting A (B
+    took over: [B|4]). Control traffic never waits behind the application's multicasts:
+    the VIEW goes past the full window and B installs A's view of B and C."""
+    stack = StackConfig.of(
+        "SIM",
+        "PING",
+        ("FD_ALL3", {"timeout": 2.0, "interval": 0.5}),
+        ("VERIFY_SUSPECT", {"timeout": 0.5}),
+        "DISCARD",
+        ("MCAST", {"capacity": 8, "xmit_interval": 0.5}),
+        "UNICAST3",
+        ("GMS", {"join_timeout": 1.0, "leave_timeout": 1.0, "view_ack_collection_timeout": 1.0}),
+    )
+    with trio.fail_after(_GUARD):
+        async with open_cluster(3, stack, seed=448) as cluster, trio.open_nursery() as nursery:
+            a, b, c = cluster.members
+            _never_acks(c)
+
+            async def sender() -> None:
+                for i in range(30):
+                    await a.send(b"%d" % i)
+
+            nursery.start_soon(sender)
+            await trio.sleep(3)
+            assert a.protocol("MCAST").stats()["blocked"]
+            await a.disconnect()
+            with trio.fail_after(5):
+                while b.view is None or a.address in b.view:
+                    await trio.sleep(0.01)
+            assert b.view.view_id.coord == a.address and list(b.view.members) == [
+                b.address,
+                c.address,
+            ]
+            assert b.protocol("GMS").stats().get("coordinator_takeovers", 0) == 0
+            assert a.protocol("MCAST").stats()["controls_past_capacity"] >= 1
+            nursery.cancel_scope.cancel()
+
+
+async def test_mcast_send_blocked_on_a_full_window_returns_once_its_member_left(
+    autojump_clock: Any,
+) -> None:
+    """C never acks, B's window fills and its sends block; B leaves. Its blocked sends
+    never returned and MCAST stayed blocked with its parked multicasts. Now the leave
+    drops what was parked (never sent) and releases every sender."""
+    stack = StackConfig.of("SIM", "PING", "DISCARD", ("MCAST", {"capacity": 8}), "UNICAST3", "GMS")
+    with trio.fail_after(_GUARD):
+        async with open_cluster(3, stack, seed=348) as cluster, trio.open_nursery() as nursery:
+            _, b, c = cluster.members
+            _never_acks(c)
+            returned = 0
+
+            async def sender() -> None:
+                nonlocal returned
+                for i in range(30):
+                    await b.send(b"%d" % i, wait_accepted=True)
+                    returned += 1
+
+            nursery.start_soon(sender)
+            await trio.sleep(3)
+            assert returned < 30 and b.protocol("MCAST").stats()["blocked"]
+            await b.disconnect()
+            with trio.fail_after(2):
+                while returned < 30 or b.stack.sends_pending():
+                    await trio.sleep(0.01)
+            assert b.left
+            stats = b.protocol("MCAST").stats()
+            assert not stats["blocked"] and stats["parked_messages"] == 0
+            assert stats["dropped_after_leave"] > 0
+            nursery.cancel_scope.cancel()
+
+
+async def test_mcast_merge_digest_past_a_gap_delivers_what_the_window_held(
+    autojump_clock: Any,
+) -> None:
+    """B never gets C's first multicast, not even retransmitted, and holds the four after
+    it behind the gap until a merge digest moves its window past them: they are delivered
+    in order, only the gap is lost (``skipped_by_window_move``), and C's next multicast
+    follows. The move dropped all five, silently."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(3, _stack(xmit_interval=0.2), seed=11) as cluster:
+            a, b, c = cluster.members
+            b.protocol("DISCARD").drop_if(_is(b"c1"), direction="up", count=None)
+            await c.send_many([b"c1", b"c2", b"c3", b"c4", b"c5"])
+            await trio.sleep(1)
+            assert _payloads(b) == [] and _payloads(a) == [b"c1", b"c2", b"c3", b"c4", b"c5"]
+            await b.stack.send(MergeDigest(Digest({c.address: (5, 5)})))
+            await c.send(b"c6")
+            await trio.sleep(1)
+            assert _payloads(b) == [b"c2", b"c3", b"c4", b"c5", b"c6"]
+            assert b.protocol("MCAST").stats()["skipped_by_window_move"] == 1

@@ -71,3 +71,58 @@ async def test_preset_every_member_delivers_every_senders_multicasts_once_in_ord
             for receiver in names:
                 for sender in names:
                     assert got[receiver][sender] == expected, f"{receiver} from {sender}: {counts}"
+
+
+@pytest.mark.real
+async def test_udp_mcast_joiner_delivers_the_coordinators_multicasts_though_it_leaves_when_done(
+    preset_on_own_ports: PresetOnOwnPorts,
+) -> None:
+    """Two members over udp-mcast (B joins A) each multicast a few hundred messages and
+    leave as soon as they delivered everything, as processes whose work is done do: each
+    must deliver all of both senders' messages, in order.
+
+    A's VIEW for B's join (its first multicast after B's digest) reached B before the
+    JOIN_RSP carrying that digest; B dropped it and held all of A's multicasts behind
+    the gap. A, done first, left before B asked for it again, and B delivered none of
+    A's multicasts (2 real processes x 2,000: one member got nothing from the other).
+    """
+    config = preset_on_own_ports("udp-mcast")
+    cluster = f"real-{uuid.uuid4().hex[:8]}"
+    names = ["A", "B"]
+    count = 300
+    got: dict[str, dict[str, list[int]]] = {n: {s: [] for s in names} for n in names}
+    a_joined = trio.Event()
+
+    async def member(name: str) -> None:
+        if name != "A":
+            await a_joined.wait()
+        async with open_channel(cluster, config, name) as ch:
+            a_joined.set()
+            while len(ch.view.members) < len(names):
+                await trio.sleep(0.05)
+            mine = got[name]
+
+            async def receive() -> None:
+                for _ in range(count * len(names)):
+                    msg = await ch.receive()
+                    mine[msg.src.name].append(_seqno(msg.payload))
+
+            async def send() -> None:
+                for i in range(count):
+                    await ch.send(_payload(name, i))
+
+            with trio.move_on_after(60):  # then say who lacks what, rather than time out
+                async with trio.open_nursery() as nursery:
+                    nursery.start_soon(receive)
+                    nursery.start_soon(send)
+        # the channel has left the group: done
+
+    with trio.fail_after(180):
+        async with trio.open_nursery() as nursery:
+            for name in names:
+                nursery.start_soon(member, name)
+    counts = {r: {s: len(got[r][s]) for s in names} for r in names}
+    expected = list(range(count))
+    for receiver in names:
+        for sender in names:
+            assert got[receiver][sender] == expected, f"{receiver} from {sender}: {counts}"

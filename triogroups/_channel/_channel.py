@@ -1244,11 +1244,16 @@ class Channel:
 
         Pending receives and RPC calls fail with ChannelClosed, and so do sends
         still waiting for room (they sent nothing), `views` iterators end,
-        messages not read yet are dropped (counted).
+        messages not read yet are dropped (counted). What was sent goes into the
+        stack before the leave even while a layer holds back senders (a full MCAST
+        window, no credits: `Stack.release_senders`), so the leave never waits for
+        room; a multicast still waiting for room in MCAST's window when the member
+        has left was never sent and is dropped there (counted, with a warning).
         """
         if self._closing:
             return
         self._shut()
+        self._stack.release_senders()
         with trio.move_on_after(self._leave_timeout):
             await self._flush_outgoing()  # what was sent goes before we leave
             await self._stack.send(Disconnect())

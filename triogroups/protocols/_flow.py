@@ -27,6 +27,12 @@ Rules beyond JGroups, because here one down loop carries every sender:
 - A message larger than ``max_credits`` goes once the credits are full
   (JGroups would block it for ever); credits then drop to 0.
 - ``max_block_time = 0`` never sends CREDIT_REQUEST (JGroups: wait for ever).
+- Once the member has left the group (`Disconnected` from GMS below; `Disconnect`
+  when GMS is not below) nobody replenishes any more: what waits for credits goes
+  on at once (``released_at_leave``) and later messages pass without credits, as
+  JGroups' stopped FlowControl unblocks its senders. No sender stays blocked; the
+  reliability layer below decides what a message after the leave is worth (MCAST
+  drops it).
 
 Never awaits, never reads a clock: ``now`` is passed in.
 """
@@ -38,6 +44,7 @@ from collections import deque
 from typing import Any, ClassVar, NamedTuple
 
 from triogroups.address import Address
+from triogroups.events import Disconnect, Disconnected, Event
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Float, Size, at_least, between, positive
 from triogroups.protocol import Protocol
@@ -111,10 +118,13 @@ class FlowControl(Protocol):
                 "bytes_sent",
                 "bytes_received",
                 "malformed",
+                "released_at_leave",
             ),
             0,
         )
         self.time_blocked = 0.0
+        self._gms_below = False
+        self._has_left = False  # the member left the group: credits no longer apply
 
     def _threshold(self) -> int:
         return self.min_credits or int(self.max_credits * self.min_threshold)
@@ -143,6 +153,32 @@ class FlowControl(Protocol):
     def _credit_stats(self) -> dict[str, Any]:
         raise NotImplementedError
 
+    # --- leaving -------------------------------------------------------------------
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        self._gms_below = any(p.name == "GMS" for p in below)
+
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Disconnect) and not self._gms_below:
+            self._left_group(now)  # below GMS (or without it) a Disconnect means it left
+        super().down_event(event, now)
+
+    def up_event(self, event: Event, now: float) -> None:
+        if isinstance(event, Disconnected):
+            self._left_group(now)
+        super().up_event(event, now)
+
+    def _left_group(self, now: float) -> None:
+        """The member left: release what waits for credits, and gate nothing from now on."""
+        if self._has_left:
+            return
+        self._has_left = True
+        waiting = [m for queue in self._queues.values() for m in queue]
+        self._queues.clear()
+        self.counters["released_at_leave"] += len(waiting)
+        self.send_down(waiting)
+        self._update_blocked(now)
+
     # --- sending -------------------------------------------------------------------
 
     def _handles(self, msg: Message) -> bool:
@@ -153,6 +189,9 @@ class FlowControl(Protocol):
         return 0 if msg.flags & _NO_FC else len(msg.payload)
 
     def down(self, batch: list[Message], now: float) -> None:
+        if self._has_left:
+            self.send_down(batch)  # nobody grants credits any more
+            return
         if not self._queues and self._down_at_once(batch, now):
             return
         out: list[Message] = []

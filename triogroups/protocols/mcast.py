@@ -14,7 +14,13 @@ The seed's rules, as implemented here:
   handing it down happen in one synchronous handler call, so concurrent
   senders can never put seqnos on the wire out of order (the seed's "Misc"
   lock, free here). If ``S - low >= capacity`` the message waits, in order,
-  with every later multicast.
+  with every later multicast. Control multicasts (INTERNAL: a VIEW, anything
+  GMS sends) never wait behind the application's: they are stamped and sent at
+  once, past ``capacity`` if the window is full (``controls_past_capacity``; the
+  send window gets more slots when it has none left), and the waiting
+  application multicasts follow them. A full window whose acks never come (a
+  member that does not ack) must not keep a coordinator's leave VIEW from
+  going out; a receiver whose window it does not fit yet gets it again later.
 - *Receive*: messages outside ``[low, low + capacity)`` are dropped; new ones
   are stored and delivered up to the first gap. OOB messages are delivered as
   soon as they arrive (they may overtake) and leave a marker so ``low`` can
@@ -34,10 +40,25 @@ The seed's rules, as implemented here:
   other subgroups after a merge) move a member's window to the digest's
   delivered seqno (creating it if needed, never moving it back), whichever of
   the view and the digest arrives first. `GetDigest` is answered with a
-  `DigestReply`.
+  `DigestReply`. A window moved past a gap delivers, in order, what it held at
+  or below its new start (JGroups resets it and drops that), as NAKACK2 does:
+  only the gap is lost, counted in ``skipped_by_window_move`` and said in a
+  warning.
 
 Choices where the seed is open:
 
+- A joiner (a member whose first view is not the group's first, view id 1)
+  opens no window before its digest (`SetDigest`, or `BecomeServer` for a join
+  without one): a window at 0 would take what was multicast in views without
+  it. Until then it keeps the multicasts it receives, the newest
+  ``become_server_queue_size`` (as NAKACK2's become_server_queue), and
+  receives them, in arrival order, once its windows exist; those at or below a
+  window's start are duplicates then. Over UDP multicast the coordinator's
+  VIEW, the first seqno after the joiner's digest, usually arrives before the
+  JOIN_RSP carrying that digest: dropped, it left a gap that only a later
+  multicast revealed, and a coordinator that left before the joiner asked for
+  it again left the joiner waiting behind it for ever (the ``udp-mcast``
+  preset: a joiner delivered none of a sender's 2,000 multicasts).
 - A window starts at 0 for members of a view installed without a digest
   (the first view; GMS hands joiners a digest), except for a member that was
   in an earlier view of ours: its window comes back where it was when it left
@@ -76,6 +97,10 @@ Choices where the seed is open:
     requester's window moves there, as NAKACK2's VIEW_SEQNO does over TCP,
     instead of asking for ever.
 - Before the first view nothing is purged (nobody to ack yet).
+- Leaving (`Disconnect` from GMS) is final: multicasts still waiting for room
+  were never sent and never will be (nobody acks us any more), so they are
+  dropped, counted (``dropped_after_leave``) and said in a warning, and so are
+  multicasts that come down later; no sender stays blocked on the window.
 - Tail loss: a receiver cannot see a gap after the last message it got, and a
   lost ACK is never repeated by a receiver with nothing new to deliver. So, as
   JGroups' ``resend_last_seqno`` does, every ``xmit_interval`` the sender
@@ -91,12 +116,14 @@ Never awaits, never reads a clock: ``now`` is passed in.
 
 from __future__ import annotations
 
+import logging
 import math
 from collections import deque
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
 from triogroups.events import (
+    BecomeServer,
     DigestReply,
     Disconnect,
     Event,
@@ -119,6 +146,8 @@ from triogroups.wire import register_header
 
 __all__ = ["ACK", "MSG", "PURGED", "XMIT_REQ", "XMIT_RSP", "Mcast", "McastHeader", "as_header"]
 
+_log = logging.getLogger("triogroups.protocols.mcast")
+
 #: Header types.
 MSG = 0
 XMIT_REQ = 1
@@ -129,6 +158,7 @@ PURGED = 4
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
+_INTERNAL = int(Flag.INTERNAL)
 _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
 
 
@@ -171,6 +201,17 @@ def _window_stats(win: RingBuffer[Message]) -> dict[str, int]:
     return {"low": win.low, "high": win.high, "size": len(win)}
 
 
+def _doubled(win: RingBuffer[Message]) -> RingBuffer[Message]:
+    """``win`` with twice the slots, holding the same messages at the same seqnos."""
+    bigger: RingBuffer[Message] = RingBuffer(win.capacity * 2, win.low)
+    for seqno in range(win.low + 1, win.high + 1):
+        msg = win.get(seqno)
+        if msg is not None:
+            bigger.add(seqno, msg)
+    bigger.high = win.high
+    return bigger
+
+
 class Mcast(Protocol):
     """Reliable multicast over fixed-size windows; see the module docstring."""
 
@@ -198,12 +239,23 @@ class Mcast(Protocol):
         "the rest of its requests is ignored and counted",
         check=at_least(1),
     )
+    become_server_queue_size = Int(
+        50,
+        doc="multicasts a joiner keeps until its digest gives their senders windows "
+        "(the newest are kept)",
+        check=at_least(1),
+    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         self._send: RingBuffer[Message] = RingBuffer(self.capacity)
         self._budget = PeerBudget()
         self._pending: deque[Message] = deque()
+        #: True until our first view is the group's first, or a digest or BecomeServer
+        #: came: a joiner keeps what it receives in ``_queue`` (see `_end_joining`).
+        self._joining = True
+        self._queue: deque[Message] = deque(maxlen=self.become_server_queue_size)
+        self._has_left = False  # GMS left the group (`Disconnect`): final
         self._windows: dict[Address, RingBuffer[Message]] = {}
         #: Per member that left our view: its window's ``low`` and the OOB seqnos above it
         #: already delivered, so a window opened for it again delivers nothing twice.
@@ -243,6 +295,11 @@ class Mcast(Protocol):
                 "loopbacks_dropped",
                 "bad_headers",
                 "blockings",
+                "become_server_queue_dropped",
+                "become_server_queue_replayed",
+                "skipped_by_window_move",
+                "controls_past_capacity",
+                "dropped_after_leave",
             ),
             0,
         )
@@ -261,6 +318,10 @@ class Mcast(Protocol):
     def property_changed(self, key: str, now: float) -> None:
         if key == "ack_threshold":
             self._ack_every = self._threshold()
+        elif key == "become_server_queue_size":
+            queue = deque(self._queue, maxlen=self.become_server_queue_size)
+            self.counters["become_server_queue_dropped"] += len(self._queue) - len(queue)
+            self._queue = queue
         elif key == "xmit_interval":
             self._next_tick = now + self.xmit_interval
 
@@ -275,6 +336,9 @@ class Mcast(Protocol):
     # --- sending ---------------------------------------------------------------------
 
     def down(self, batch: list[Message], now: float) -> None:
+        if self._has_left:
+            self._down_after_leave(batch)
+            return
         out: list[Message] = []
         local: list[Message] = []
         pending = self._pending
@@ -283,6 +347,10 @@ class Mcast(Protocol):
         for msg in batch:
             if msg.dest is not None or msg.flags & _NO_RELIABILITY:
                 out.append(msg)
+            elif msg.flags & _INTERNAL:  # control traffic: never behind the application's
+                out.append(self._stamp_control(msg, local))
+                send = self._send  # it may have made room for itself
+                stamped += 1
             elif pending or send.high + 1 - send.low >= capacity:  # no room: wait
                 pending.append(msg)
             else:
@@ -295,9 +363,29 @@ class Mcast(Protocol):
             self._blocked_since = now
             self.counters["blockings"] += 1
 
+    def _down_after_leave(self, batch: list[Message]) -> None:
+        """We left the group: our multicasts reach nobody's window any more, so they are
+        dropped (counted) rather than kept for acks that never come; the rest passes."""
+        out = [m for m in batch if m.dest is not None or m.flags & _NO_RELIABILITY]
+        self.counters["dropped_after_leave"] += len(batch) - len(out)
+        self.send_down(out)
+
     def _has_room(self) -> bool:
         send = self._send
         return send.high + 1 - send.low < self.capacity
+
+    def _stamp_control(self, msg: Message, local: list[Message]) -> Message:
+        """`_stamp` for a control multicast (INTERNAL: a VIEW, anything GMS sends), at
+        once even when the window is full: it never waits behind the application's
+        multicasts, which wait for room and follow it. Past ``capacity`` it counts as
+        ``controls_past_capacity``; the window gets more slots when it has none left
+        (its ``capacity`` still bounds the application's multicasts)."""
+        send = self._send
+        if send.high + 1 - send.low >= self.capacity:
+            self.counters["controls_past_capacity"] += 1
+            if send.high + 1 - send.low >= send.capacity:
+                self._send = _doubled(send)
+        return self._stamp(msg, local)
 
     def _stamp(self, msg: Message, local: list[Message]) -> Message:
         """Seqno, window and send in one step: what makes concurrent senders safe.
@@ -381,11 +469,56 @@ class Mcast(Protocol):
             self.counters["msgs_received"] += in_order
         self.send_up(deliver)
         if self._ack_due:
-            for sender in self._ack_due:
-                self._send_ack(sender)
-            self._ack_due.clear()
+            self._send_acks_due()
         if self._purge_due:
             self._purge(now)
+
+    def _send_acks_due(self) -> None:
+        for sender in self._ack_due:
+            self._send_ack(sender)
+        self._ack_due.clear()
+
+    def _keep(self, msg: Message) -> None:
+        """A joiner keeps a multicast until its digest gives the sender a window.
+
+        Over UDP multicast the coordinator's VIEW (the first seqno after the
+        joiner's digest) usually arrives before the JOIN_RSP that carries the
+        digest, and a member that installs the view early may multicast before
+        it too. Dropped, such a message leaves a gap that only the next one
+        reveals; if its sender leaves first, everything after the gap waits for
+        ever. The newest ``become_server_queue_size`` are kept, as NAKACK2's
+        become_server_queue does.
+        """
+        queue = self._queue
+        if len(queue) == queue.maxlen:
+            self.counters["become_server_queue_dropped"] += 1
+        queue.append(msg)
+
+    def _end_joining(self) -> None:
+        """A digest or BecomeServer came: windows for every member of our view (at 0 for
+        those the digest did not name), then what the joiner kept, in arrival order;
+        what lies at or below a window's start was sent in a view without us and is
+        dropped as a duplicate."""
+        if not self._joining:
+            return
+        self._joining = False
+        me = self.local_address
+        if self.view is not None:
+            for member in self.view.members:
+                if member != me and member not in self._windows:
+                    self._open(member, 0)
+        queued = list(self._queue)
+        self._queue.clear()
+        if not queued:
+            return
+        self.counters["become_server_queue_replayed"] += len(queued)
+        deliver: list[Message] = []
+        for msg in queued:
+            hdr = as_header(msg.headers.get(ids.MCAST))
+            assert hdr is not None  # only MSG and XMIT_RSP are kept
+            self._receive(msg, hdr, deliver)
+        self.send_up(deliver)
+        self._send_acks_due()
 
     def _receive(self, msg: Message, hdr: McastHeader, deliver: list[Message]) -> None:
         sender = hdr.sender if hdr.type == XMIT_RSP and hdr.sender is not None else msg.src
@@ -398,7 +531,10 @@ class Mcast(Protocol):
             return
         win = self._windows.get(sender)
         if win is None:
-            self.counters["dropped_no_window"] += 1
+            if self._joining:
+                self._keep(msg)
+            else:
+                self.counters["dropped_no_window"] += 1
             return
         if seqno <= win.low:
             self.counters["duplicates"] += 1
@@ -553,6 +689,8 @@ class Mcast(Protocol):
 
     def view_changed(self, view: View, now: float) -> None:
         super().view_changed(view, now)
+        if self._joining and view.view_id.id <= 1:
+            self._end_joining()  # the group's first view: nobody multicast before it
         me = self.local_address
         for member in [m for m in self._windows if m not in view]:
             self._retire(member, self._windows.pop(member))
@@ -562,7 +700,7 @@ class Mcast(Protocol):
         for member in view.members:
             if member == me:
                 continue
-            if member not in self._windows:
+            if member not in self._windows and not self._joining:  # a joiner: its digest
                 self._open(member, 0)
             if member not in self._acks:
                 self._acks[member] = self._send.low
@@ -594,22 +732,48 @@ class Mcast(Protocol):
         if isinstance(event, GetDigest):
             self.pass_up(DigestReply(event.requester, self._view_digest.answer(event, self.digest)))
             return
-        if isinstance(event, (SetDigest, MergeDigest)):
-            self._set_digest(event.digest)
+        if isinstance(event, SetDigest):
+            self._set_digest(event.digest, "a digest")
+            self._end_joining()
+        elif isinstance(event, MergeDigest):
+            self._set_digest(event.digest, "a merge digest")
+        elif isinstance(event, BecomeServer):
+            self._end_joining()
         elif isinstance(event, TmpView):
             self._hold_for_joiners(event.view)
         elif isinstance(event, Disconnect):
-            self._left_group()
+            self._left_group(now)
         super().down_event(event, now)
 
-    def _left_group(self) -> None:
+    def _left_group(self, now: float) -> None:
         """GMS left the group: fall silent towards the old view, as NAKACK2 does.
 
         No view, no receive windows, no acks owed or awaited, no retransmission
         timer: otherwise a member that left would resend its last message to its
         old members and ask for retransmissions for ever. What we sent stays, so
         a late XMIT_REQ for our own last messages is still answered.
+
+        Multicasts still waiting for room were never sent and never will be (no
+        ack comes any more): they are dropped and counted (``dropped_after_leave``),
+        as are those that come down later, so no sender stays blocked (a
+        channel's own waiting sends raise ChannelClosed when it closes).
         """
+        parked = len(self._pending)
+        if parked:
+            self._pending.clear()
+            self.counters["dropped_after_leave"] += parked
+            _log.warning(
+                "%s: MCAST left the group with %d multicasts still waiting for room in "
+                "the window: they were never sent and are dropped",
+                self.local_address,
+                parked,
+            )
+        if self._blocked_since is not None:
+            self.time_blocked += now - self._blocked_since
+            self._blocked_since = None
+        self._has_left = True
+        self._joining = False
+        self._queue.clear()
         self.view = None
         self._windows.clear()
         self._retired.clear()
@@ -630,7 +794,7 @@ class Mcast(Protocol):
             if member != self.local_address and member not in self._acks:
                 self._acks[member] = self._send.high
 
-    def _set_digest(self, digest: Digest) -> None:
+    def _set_digest(self, digest: Digest, why: str) -> None:
         deliver: list[Message] = []
         for member, (delivered, _received) in digest.items():
             if member == self.local_address:
@@ -639,10 +803,51 @@ class Mcast(Protocol):
             if win is None:
                 self._open(member, delivered)
             elif win.low < delivered:
-                win.purge(delivered)
-                deliver.extend(m for m in win.remove_ready() if m is not _DELIVERED)
+                self._move(win, delivered, member, why, deliver)
         self.counters["msgs_delivered"] += len(deliver)
         self.send_up(deliver)
+
+    def _move(
+        self,
+        win: RingBuffer[Message],
+        seqno: int,
+        member: Address,
+        why: str,
+        deliver: list[Message],
+    ) -> None:
+        """Move ``win`` forward to ``seqno``; what it then holds in order goes to ``deliver``.
+
+        What it held at or below ``seqno`` was received but waited behind a gap: it is
+        delivered, in seqno order, not dropped (JGroups resets such a window and drops
+        it). The gap's messages are lost here: counted (``skipped_by_window_move``) and
+        said in a warning, as NAKACK2 does. Seqnos above everything held were never sent
+        to us (a view without us): skipping them says nothing.
+        """
+        held: list[tuple[int, Message]] = []
+        if len(win):
+            for s in range(win.low + 1, min(seqno, win.high) + 1):
+                m = win.get(s)
+                if m is not None:
+                    held.append((s, m))
+        if held:
+            ready = [m for _, m in held if m is not _DELIVERED]
+            deliver.extend(ready)
+            skipped = held[-1][0] - win.low - len(held)
+            if skipped:
+                self.counters["skipped_by_window_move"] += skipped
+                _log.warning(
+                    "%s: MCAST %s moved the window for %s from %d to %d: %d of its "
+                    "messages never came and are skipped, %d held behind them are delivered",
+                    self.local_address,
+                    why,
+                    member,
+                    win.low,
+                    seqno,
+                    skipped,
+                    len(ready),
+                )
+        win.purge(seqno)
+        deliver.extend(m for m in win.remove_ready() if m is not _DELIVERED)
 
     def digest(self) -> Digest:
         """Per member: (highest delivered, highest received); ours: highest sent twice."""
@@ -682,5 +887,6 @@ class Mcast(Protocol):
             "min_ack": lowest,
             "blocked": bool(self._pending),
             "parked_messages": len(self._pending),
+            "become_server_queue": len(self._queue),
             "time_blocked": self.time_blocked,
         }
