@@ -314,7 +314,11 @@ def _other_subgroups(view: MergeView, mine: ViewId) -> set[Address]:
 
     A member listed in our subgroup and in another too (a coordinator that
     moved on to another view still appears in the one it left) counts as
-    other: our window for it may be stale.
+    other: our window for it may be stale. The digest layer decides what to
+    do with it: it is also in the view it holds when `MergeDigest` arrives,
+    so it is still with us and may still hold what we lack; NAKACK2 then
+    leaves its window alone and asks (see `nakack2._membership`), a layer
+    without retransmission moves it.
     """
     return {m for sub in view.subgroups if sub.view_id != mine for m in sub.members}
 
