@@ -879,10 +879,12 @@ def test_nakack2_set_digest_moves_windows_forward_only_and_never_our_own() -> No
     assert str(net.addrs[0]) not in windows and a.digest()[net.addrs[0]] == (0, 0)
 
 
-def test_nakack2_merge_digest_adds_missing_windows_and_moves_stale_ones_forward() -> None:
-    """B went on in a view without A and purged what it sent there: A's window for B
-    would ask for #1-#7 forever. The merge digest (GMS gives only the other subgroups'
-    members) moves it to 7, delivers what A holds above, and adds D's window at 4."""
+def test_nakack2_merge_digest_adds_missing_windows_and_a_stale_one_moves_when_purged() -> None:
+    """B went on in a view without A and purged what it sent there, yet A's view still
+    lists B (B is in A's subgroup and in another). The merge digest adds D's window at 4
+    but leaves B's alone (B may still hold #1-#7: see the merge rule's own test); B, asked
+    for what it purged, answers VIEW_SEQNO 7, which moves A's window to 7 and delivers
+    what A holds above: A does not ask for #1-#7 forever."""
     net = _Net(2)
     net.view()
     a = net[0]
@@ -890,6 +892,8 @@ def test_nakack2_merge_digest_adds_missing_windows_and_moves_stale_ones_forward(
     a.up([_msg_from(b, 8)], 0.0)
     a.take_up()
     a.down_event(MergeDigest(Digest({b: (7, 7), d: (4, 4), net.addrs[0]: (9, 9)})), 0.0)
+    assert _delivered(a) == [] and a.stats()["merge_windows_kept"] == 1
+    a.up([_view_seqno(b, net.addrs[0], 7)], 0.0)
     assert _delivered(a) == [b"8"]
     a.down_event(ViewChange(View.create(net.addrs[0], 5, [*net.addrs, d])), 0.0)
     windows = a.stats()["windows"]
@@ -921,6 +925,59 @@ def test_nakack2_merge_digest_never_moves_a_window_back() -> None:
     a.up([_msg_from(b, s) for s in (1, 2, 3)], 0.0)
     a.down_event(MergeDigest(Digest({b: (1, 1)})), 0.0)
     assert a.stats()["windows"][str(b)]["hd"] == 3
+
+
+def _xmit_reqs(proto: Nakack2) -> list[NakAckHeader2]:
+    out = [m for item in proto.take_down() if isinstance(item, list) for m in item]
+    hdrs = [m.headers.get(ID) for m in out]
+    return [h for h in hdrs if isinstance(h, NakAckHeader2) and h.type == XMIT_REQ]
+
+
+def test_nakack2_merge_digest_never_skips_a_gap_our_subgroup_member_retransmits() -> None:
+    """Issue 37 bug 6b (chaos run, udp, 22% loss between A and C): C was in A's subgroup
+    and, through a coordinator that moved on, in another one, whose digest said C
+    delivered up to 9. A's window for C stood at 1, #2-#3 being retransmitted, #4-#5 held
+    behind them. The merge digest moved it to 9: #2-#3 skipped (``skipped_by_window_move``)
+    though C, still in A's view, held them. Now the window of a member of our own view is
+    left alone, A asks C for #6-#9 at once, and retransmission fills everything."""
+    me, b, c = addresses("ABC")
+    a = started(Nakack2(xmit_interval=0.5), me, view=View.create(me, 1, [me, b, c]))
+    a.up([_msg_from(c, 1), _msg_from(c, 4), _msg_from(c, 5)], 0.0)
+    assert _delivered(a) == [b"1"]
+    a.down_event(MergeDigest(Digest({b: (0, 0), c: (9, 9)})), 0.1)
+    assert _delivered(a) == []
+    stats = a.stats()
+    assert stats["skipped_by_window_move"] == 0 and stats["merge_windows_kept"] == 1
+    assert stats["windows"][str(c)]["hd"] == 1
+    assert [(h.sender, h.ranges) for h in _xmit_reqs(a)] == [(c, (6, 9))]
+    a.tick(0.5)
+    a.tick(1.0)  # the gap, seen at two runs, is asked for
+    assert [(h.sender, h.ranges) for h in _xmit_reqs(a)] == [(c, (2, 3))]
+    a.up([_msg_from(c, s) for s in (2, 3, 6, 7, 8, 9)], 1.1)  # the retransmissions
+    assert _delivered(a) == [b"%d" % s for s in range(2, 10)]
+    assert a.stats()["skipped_by_window_move"] == 0
+
+
+def test_nakack2_xmit_req_for_purged_seqnos_is_answered_with_view_seqno() -> None:
+    """The other half of the merge rule: a window left alone after a merge may ask for
+    what its sender purged (the sender went on in a view without us, whose members all
+    delivered it). The sender answers such an XMIT_REQ with VIEW_SEQNO at its purge point,
+    so the requester moves past what truly cannot be filled (counted and warned about
+    there) instead of asking for ever."""
+    net = _Net(2)
+    net.view()
+    net.send(0, *_payloads(5))
+    net.pump()
+    a, me, b = net[0], net.addrs[0], net.addrs[1]
+    a.down_event(StableDigest(Digest({me: (4, 5), b: (0, 0)})), 0.0)
+    a.take_down()
+    req = Message(me, src=b, headers={ID: NakAckHeader2(XMIT_REQ, 0, me, (2, 5))})
+    a.up([req], 0.1)
+    out = [m for item in a.take_down() if isinstance(item, list) for m in item]
+    answers = [(m.dest, m.headers[ID]) for m in out if m.headers.get(ID) is not None]
+    assert (b, NakAckHeader2(VIEW_SEQNO, 4)) in answers
+    assert [m.payload for m in out if m.payload] == [b"m5"]  # what is kept still comes
+    assert a.stats()["xmit_reqs_for_purged"] == 1
 
 
 def test_nakack2_view_change_drops_left_members_and_adds_new_ones_at_zero() -> None:
@@ -1257,7 +1314,9 @@ def test_nakack2_a_window_moved_past_a_gap_delivers_what_it_held_and_says_what_i
     1103318452: a member held 1,108 multicasts of one sender behind a gap until a merge
     digest moved its window past it; they were dropped, and nothing said so.)"""
     me, b, c = Address(1, "A"), Address(2, "B"), Address(3, "C")
-    a = started(Nakack2(xmit_interval=0.5), me, view=View.create(me, 1, [me, b, c]))
+    # without retransmission (TCP): with it, a merge digest leaves the windows of our view
+    # alone (test_nakack2_merge_digest_never_skips_a_gap_our_subgroup_member_retransmits)
+    a = started(Nakack2(xmit_interval=0), me, view=View.create(me, 1, [me, b, c]))
     a.up([_msg_from(b, 3), _msg_from(b, 4), _msg_from(c, 1)], 0.0)
     assert _delivered(a) == [b"1"]
     with caplog.at_level(logging.WARNING, logger="triogroups.protocols.nakack2"):

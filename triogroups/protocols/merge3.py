@@ -2,16 +2,25 @@
 
 Every member multicasts an INFO carrying its current view at a random
 interval in [``min_interval``, ``max_interval``] (so a large group does not
-send in lock step). Every ``check_interval`` a coordinator looks at the
-views it heard since the last check. If there is more than one, it picks one
+send in lock step). Every ``check_interval`` each member looks at the views
+it heard since the last check. If there is more than one, it picks one
 representative per view: a member that still has that view, its coordinator
 if that one does, else the first of its members that does (a coordinator
 that has moved on to another view speaks for that one, not for the view it
-left behind, or the members it left would never be merged). If it is the
-lowest of the representatives that coordinate the view they represent (only
-a coordinator can lead a merge, as in JGroups), it passes `Merge` up: GMS
-then runs the merge as leader. Only one member leads; the others see the
-same views and stay quiet.
+left behind, or the members it left would never be merged). The merge
+leader is the lowest of the representatives that coordinate the view they
+represent, as in JGroups; if there is none, the lowest representative. If
+that is this member, it passes `Merge` up: GMS then runs the merge as
+leader. Only one member leads; the others see the same views and stay quiet.
+
+Every member checks, not only coordinators (JGRP-2092, MergeTest5): when
+A holds (B,A,C), B holds (C,A,B) and C holds (A,B,C), no member coordinates
+the view it holds, and a check run by coordinators only never starts a
+merge. The leader there is a member that does not think it coordinates
+anything; its merge view names it coordinator. A member presumes that its
+own view's coordinator still holds that view unless it heard otherwise, so
+a lost INFO from its coordinator does not make an ordinary member lead a
+merge in the usual case (partitions, each with a coordinator).
 
 INFO is sent with NO_RELIABILITY (and OOB): it must reach members of other
 views, whose reliability layers would drop a multicast from a non-member.
@@ -47,7 +56,7 @@ from triogroups.protocols._stats import zero
 from triogroups.view import View
 from triogroups.wire import register_header
 
-__all__ = ["INFO", "Merge3", "Merge3Header"]
+__all__ = ["INFO", "Merge3", "Merge3Header", "merge_leader", "representatives"]
 
 _ID = ids.MERGE3
 INFO = 1
@@ -191,24 +200,11 @@ class Merge3(Protocol):
         if len(views) < 2:
             return
         self.checks_with_many_views += 1
-        if self.view.coord != me:
-            return
         chosen = sorted(views.values(), key=lambda v: v.view_id)
         chosen = chosen[: self.max_participants_in_merge]
-        reps: list[Address] = []
-        kept: list[View] = []
-        leaders: list[Address] = []
-        for view in chosen:
-            holders = {m for m, v in heard.items() if v.view_id == view.view_id}
-            rep = view.coord if view.coord in holders else None
-            if rep is None:
-                rep = next((m for m in view.members if m in holders), None)
-            if rep is not None and rep not in reps:
-                reps.append(rep)
-                kept.append(view)
-                if rep == view.coord:
-                    leaders.append(rep)
-        if len(reps) > 1 and leaders and min(leaders) == me:
+        kept, reps = representatives(chosen, heard, me)
+        leader = merge_leader(kept, reps)
+        if leader == me:
             self.merges_started += 1
             self.pass_up(Merge(tuple(kept), tuple(reps)))
 
@@ -225,3 +221,46 @@ class Merge3(Protocol):
             "merges_started": self.merges_started,
             "malformed": self.malformed,
         }
+
+
+def representatives(
+    views: list[View], heard: dict[Address, View], me: Address
+) -> tuple[list[View], list[Address]]:
+    """One member per view that speaks for it, and the views that have one, in ``views`` order.
+
+    A view is represented by its coordinator if that one holds it, else by its first member
+    that does (``heard`` maps each member heard to the view it holds; ``me`` holds the view
+    ``heard[me]``). Our own view's coordinator counts as holding it unless it was heard with
+    another one: its INFO may just have been lost, and a member must not speak for its view
+    (and perhaps lead a merge) merely because it missed its coordinator's INFO. A member
+    represents at most one view.
+    """
+    mine = heard[me]
+    reps: list[Address] = []
+    kept: list[View] = []
+    for view in views:
+        holders = {m for m, v in heard.items() if v.view_id == view.view_id}
+        if view.view_id == mine.view_id and view.coord not in heard:
+            holders.add(view.coord)
+        rep = view.coord if view.coord in holders else None
+        if rep is None:
+            rep = next((m for m in view.members if m in holders), None)
+        if rep is not None and rep not in reps:
+            reps.append(rep)
+            kept.append(view)
+    return kept, reps
+
+
+def merge_leader(views: list[View], reps: list[Address]) -> Address | None:
+    """Who leads the merge of ``views`` (spoken for by ``reps``, pairwise): None if fewer
+    than two.
+
+    The lowest representative that coordinates the view it speaks for, as in JGroups (the
+    usual case: partitions, each with its coordinator); if no view is spoken for by its
+    coordinator (each member's view names another member as coordinator, JGRP-2092), the
+    lowest representative. Every member that heard the same views computes the same leader.
+    """
+    if len(reps) < 2:
+        return None
+    coords = [rep for view, rep in zip(views, reps, strict=True) if rep == view.coord]
+    return min(coords or reps)

@@ -202,7 +202,9 @@ class Gms(Protocol):
         elif isinstance(event, DigestReply) and event.requester == DIGEST_REQUESTER:
             self.merger.digest_ready(event.digest, now)
         elif isinstance(event, Merge):
-            if self.state == COORDINATOR:  # never while leaving
+            # never while leaving; a participant leads when no member coordinates the view
+            # it holds (MERGE3 chose it: see there)
+            if self.state in (COORDINATOR, PARTICIPANT):
                 self.merger.start(event, now)
             else:
                 self.counters["merges_not_started"] += 1

@@ -6,7 +6,10 @@ digest, or refuses (view None) while it takes part in another merge or
 installs a view. Once all have answered, or ``merge_timeout`` passed (a
 member that never answers is left out), the leader builds the MergeView:
 its own subgroup first (so it coordinates), then the other subgroups ordered
-by their coordinators; the view id is one above the highest merged id. With
+by their coordinators; the view id is one above the highest merged id. The
+leader is one of the representatives MERGE3 chose, not necessarily the
+coordinator of its own view (when no member coordinates the view it holds,
+see MERGE3): it comes first in the merge view, so it coordinates it. With
 fewer than two answers the merge is cancelled (CANCEL_MERGE), and so it is
 when the leader's own view changed while it waited: the merge would be
 built from a view it no longer has. A participant whose leader disappears
@@ -102,7 +105,7 @@ class Merger:
     def start(self, event: Merge, now: float) -> None:
         gms = self.gms
         me = gms.local_address
-        if self.busy or gms.installing or gms.view is None or gms.view.coord != me:
+        if self.busy or gms.installing or gms.view is None or me not in event.coords:
             gms.counters["merges_not_started"] += 1
             return
         self._ids += 1
@@ -178,7 +181,7 @@ class Merger:
             gms.coordinator.resume_requests(now)
             return
         others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
-        members = list(dict.fromkeys(m for v in [own, *others] for m in v.members))
+        members = list(dict.fromkeys([me, *(m for v in [own, *others] for m in v.members)]))
         top = max(v.view_id.id for v in views)
         view = MergeView(ViewId(top + 1, me), members, [own, *others])
         digest = _merged_digest([answers[m] for m in answers])
@@ -311,7 +314,11 @@ def _other_subgroups(view: MergeView, mine: ViewId) -> set[Address]:
 
     A member listed in our subgroup and in another too (a coordinator that
     moved on to another view still appears in the one it left) counts as
-    other: our window for it may be stale.
+    other: our window for it may be stale. The digest layer decides what to
+    do with it: it is also in the view it holds when `MergeDigest` arrives,
+    so it is still with us and may still hold what we lack; NAKACK2 then
+    leaves its window alone and asks (see `nakack2._membership`), a layer
+    without retransmission moves it.
     """
     return {m for sub in view.subgroups if sub.view_id != mine for m in sub.members}
 

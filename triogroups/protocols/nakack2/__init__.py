@@ -392,7 +392,8 @@ class Nakack2(Protocol):
         elif isinstance(event, SetDigest):
             self._membership.set_digest(event.digest)
         elif isinstance(event, MergeDigest):
-            self._membership.set_digest(event.digest, merge=True)
+            for member, first, last in self._membership.set_digest(event.digest, merge=True):
+                self._xmit.request_range(member, first, last)
         elif isinstance(event, StableDigest):
             self._xmit.on_stable_digest(event.digest)
         elif isinstance(event, BecomeServer):

@@ -27,9 +27,17 @@ Decisions where the seed and JGroups leave a choice:
   or after the joiner's ViewChange: it creates missing windows and moves
   existing ones forward, never back, and never touches our own. MergeDigest
   does the same for the members of the other subgroups (GMS leaves our own
-  subgroup out): a window we kept from an older view is moved forward, since
-  what that member sent meanwhile in a view without us may be purged and
-  could never be retransmitted (JGroups' mergeDigest resets such a window).
+  subgroup out), except that a server that retransmits leaves alone the
+  window of a member still in its own view (listed in another subgroup too:
+  a coordinator moved on, or still lists it). That member keeps what we
+  lack (STABLE in our view purges only what all of us delivered), so moving
+  the window would skip what retransmission is filling (issue 37: a chaos
+  run's merge digest skipped 9 seqnos A was still asking C for). A asks at
+  once for what the digest says lies above what it received. If the member
+  did purge it (it went on in a view without us), it answers the XMIT_REQ
+  with VIEW_SEQNO at its purge point, which moves the window then, counting
+  and logging what truly cannot be filled. Without retransmission (TCP) the
+  window moves as before. JGroups' mergeDigest resets such a window.
   As in JGroups, existing members give a member that is new in a view a
   window at 0, except one that was in an earlier view of ours: its window
   comes back where it was when it left (its highest delivered seqno and the
@@ -322,17 +330,34 @@ class Membership:
         self.state.windows[member] = win
         self.state.counters["windows_reopened"] += 1
 
-    def set_digest(self, digest: Digest, *, merge: bool = False) -> None:
+    def set_digest(self, digest: Digest, *, merge: bool = False) -> list[tuple[Address, int, int]]:
         """Windows start at the digest's highest delivered seqnos (never our own).
 
         An existing window moves forward (never back): SetDigest works whether
         it comes before or after the joiner's view, and a MergeDigest (the
         other subgroups only) catches up with a member we last saw in an
         older view.
+
+        Except, for a MergeDigest at a server that retransmits, the window of a
+        member of our current view (our own subgroup: GMS passes MergeDigest
+        before it installs the merge view), which is left where it is: that
+        member also sits in another subgroup (it moved on, or another
+        coordinator still lists it), and the digest's seqno for it comes from
+        there, but it is still with us and keeps what we lack until we have
+        it (STABLE purges only what all of our view delivered). Moving the
+        window would skip what retransmission is still filling. Returns the
+        ranges (member, first, last) to ask for at once, up to the digest's
+        seqno; if that member did purge them (it went on in a view without
+        us), it answers with VIEW_SEQNO and the window moves then, counting
+        what truly cannot be filled.
         """
         me = self.nak._me()
         windows = self.state.windows
         floors = self.floors
+        view = self.nak.view
+        retransmits = self.state.phase is Phase.SERVER and self.nak.xmit_interval > 0
+        ours = set(view.members) if merge and retransmits and view is not None else set()
+        asks: list[tuple[Address, int, int]] = []
         for member, (delivered, _received) in digest.items():
             if member == me:
                 continue
@@ -340,11 +365,16 @@ class Membership:
             win = windows.get(member)
             if win is None:
                 self._open(member, start)
+            elif win.hd < start and member in ours:
+                self.state.counters["merge_windows_kept"] += 1
+                if start > win.hr:
+                    asks.append((member, win.hr + 1, start))
             elif win.hd < start:
                 self._move(win, start, member, "a merge digest" if merge else "a digest")
         if not merge:
             self.has_digest = True
         self.state.counters["digests_set"] += 1
+        return asks
 
     def left_group(self) -> None:
         """GMS left the group: no view, no windows, no retransmit task.

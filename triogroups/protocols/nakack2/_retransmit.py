@@ -54,6 +54,7 @@ from triogroups.protocols import ids
 from triogroups.protocols._budget import PeerBudget
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
+    VIEW_SEQNO,
     XMIT_REQ,
     XMIT_RSP,
     NakAckHeader2,
@@ -102,6 +103,11 @@ class Retransmitter:
     def on_xmit_req(self, msg: Message, hdr: NakAckHeader2, now: float) -> None:
         """Answer from what we sent and still keep; requests for others' messages are ignored.
 
+        A request for seqnos we purged (the requester was not in the view whose members
+        all delivered them: a window a merge left alone, or one reopened for a member
+        merged back) is also answered with VIEW_SEQNO at our purge point, so the
+        requester moves past what can never come instead of asking for ever.
+
         At most ``max_xmits_per_interval`` messages per requester per interval
         (`PeerBudget`); the seqnos beyond are counted as ``xmits_capped``.
         """
@@ -117,6 +123,11 @@ class Retransmitter:
         if seqnos is None:
             counters["malformed"] += 1
             return
+        if sent.hd and any(first <= sent.hd for first in hdr.ranges[::2]):
+            # purged: the requester lacks what it can never get (it was not in the view
+            # whose members all delivered it); VIEW_SEQNO moves its window past it
+            counters["xmit_reqs_for_purged"] += 1
+            nak._send_control(msg.src, NakAckHeader2(VIEW_SEQNO, sent.hd))
         interval = nak.xmit_interval if nak.xmit_interval > 0 else 1.0
         granted = self._budget.take(msg.src, len(seqnos), nak.max_xmits_per_interval, interval, now)
         if granted < len(seqnos):
@@ -147,7 +158,7 @@ class Retransmitter:
             return
         win = state.windows.get(src)
         if win is not None and seqno > win.hr:
-            self._request_range(src, win.hr + 1, seqno)
+            self.request_range(src, win.hr + 1, seqno)
 
     def ask_for_gaps(self) -> None:
         """Ask each sender for the gaps that were already there at the previous run."""
@@ -183,10 +194,10 @@ class Retransmitter:
                 continue
             prev = self._stable_seen.get(member)
             if prev is not None and prev > win.hr:
-                self._request_range(member, win.hr + 1, prev)
+                self.request_range(member, win.hr + 1, prev)
             self._stable_seen[member] = received
 
-    def _request_range(self, member: Address, first: int, last: int) -> None:
+    def request_range(self, member: Address, first: int, last: int) -> None:
         last = min(last, first + self.nak.max_xmit_req_size - 1)
         self._send_xmit_req(member, range(first, last + 1))
 

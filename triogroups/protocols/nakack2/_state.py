@@ -47,6 +47,8 @@ COUNTERS = (
     "view_seqnos_ignored",
     "windows_moved_by_view_seqno",
     "skipped_by_window_move",
+    "merge_windows_kept",
+    "xmit_reqs_for_purged",
     "windows_reopened",
     "become_server_queue_dropped",
     "become_server_queue_replayed",
