@@ -42,9 +42,9 @@ A, B, C = addresses("ABC")
 
 
 def _gms(me: Address, view: View, **props: Any) -> Gms:
-    """A GMS at ``me`` above NAKACK2 and UNICAST3, with ``view`` installed."""
+    """A GMS at ``me`` above NAKACK2, UNICAST3 and STABLE, with ``view`` installed."""
     gms = Gms(**props)
-    gms.check_stack([Nakack2(), Unicast3()], [])
+    gms.check_stack([Nakack2(), Unicast3(), Stable()], [])
     gms.start(me, "test", 0.0)
     gms.down_event(Connect(), 0.0)
     gms.install(view, 0.0)
@@ -138,6 +138,22 @@ def test_gms_leave_goes_on_unflushed_at_leave_timeout_and_says_so(
     stats = gms.stats()
     assert stats["leave_flushed"] is False and stats["leaves_unflushed"] == 1
     assert gms.next_deadline() == math.inf
+
+
+def test_gms_does_not_wait_for_nakack2_without_stable_below() -> None:
+    """Only STABLE tells NAKACK2 that its multicasts are stable: without it the flush
+    would always run into leave_timeout, so GMS waits for UNICAST3 alone."""
+    gms = Gms()
+    gms.check_stack([Nakack2(), Unicast3()], [])
+    gms.start(B, "test", 0.0)
+    gms.down_event(Connect(), 0.0)
+    gms.install(View(ViewId(3, A), [A, B]), 0.0)
+    gms.take_down()
+    gms.down_event(Disconnect(), 0.0)
+    assert gms.stats()["flushing"] == ["UNICAST3"]
+    gms.take_down()
+    gms.up_event(FlushDone("UNICAST3"), 0.1)
+    assert _gms_out(gms)[0] == [(A, LEAVE_REQ)]
 
 
 # --- NAKACK2 --------------------------------------------------------------------------------

@@ -27,7 +27,9 @@ without itself: the others drop its window with that view, so whatever they
 lacked of it then would be lost for good. ``leave_timeout`` bounds the
 flush; a flush that runs out counts in ``leaves_unflushed`` and logs at
 WARNING who did not answer (each layer logs what was still unstable). The
-LEAVE_REQ exchange that follows gets ``leave_timeout`` again. ``stats()``
+LEAVE_REQ exchange that follows gets ``leave_timeout`` again. Without STABLE
+below, NAKACK2 never learns that its multicasts are stable: GMS does not
+wait for it. ``stats()``
 says ``leave_flushed`` (None until the member left) and `Disconnected`
 carries it up to the channel.
 
@@ -208,7 +210,10 @@ class Gms(Protocol):
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
         self._has_discovery = any(p.name in _DISCOVERY for p in below)
         self.has_digest = any(p.name in _DIGEST_PROVIDERS for p in below)
-        self._flushers = frozenset(p.name for p in below if p.name in _FLUSHERS)
+        flushers = {p.name for p in below if p.name in _FLUSHERS}
+        if not any(p.name == "STABLE" for p in below):
+            flushers.discard("NAKACK2")  # nothing would ever tell it its multicasts are stable
+        self._flushers = frozenset(flushers)
 
     # --- events ---------------------------------------------------------------------
 
