@@ -29,9 +29,10 @@ flush; a flush that runs out counts in ``leaves_unflushed`` and logs at
 WARNING who did not answer (each layer logs what was still unstable). The
 LEAVE_REQ exchange that follows gets ``leave_timeout`` again. Without STABLE
 below, NAKACK2 never learns that its multicasts are stable: GMS does not
-wait for it. ``stats()``
-says ``leave_flushed`` (None until the member left) and `Disconnected`
-carries it up to the channel.
+wait for it. ``stats()`` says ``leave_flushed`` (None until the member
+left) and `Disconnected` carries it up to the channel. Who coordinates is
+read when the flush ends: a member that became coordinator while it flushed
+hands over itself.
 
 A coordinator that leaves installs a view without itself (the next member
 coordinates) and stays until the others acked it (at most ``leave_timeout``):
