@@ -23,6 +23,8 @@ __all__ = [
     "Disconnected",
     "Event",
     "FindMembers",
+    "FlushDone",
+    "FlushRequest",
     "ForeignEndpoint",
     "GetDigest",
     "InjectView",
@@ -201,7 +203,35 @@ class Disconnect(Event):
 
 @dataclass(frozen=True, slots=True)
 class Disconnected(Event):
-    """GMS has left the group (goes up; the channel may close now)."""
+    """GMS has left the group (goes up; the channel may close now).
+
+    ``flushed``: every member of the last view had what this member sent before it
+    left (see `FlushRequest`); False when ``leave_timeout`` ran out first.
+    """
+
+    flushed: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class FlushRequest(Event):
+    """A leaving member's GMS asks the reliable layers below (going down) to flush.
+
+    NAKACK2, MCAST and UNICAST3 each answer once with `FlushDone` going up, as
+    soon as what this member sent is stable at the members of the current view
+    (at once if nothing is pending); until then they go on retransmitting,
+    answering XMIT requests and announcing their highest seqno (tail loss).
+    STABLE, which it passes on the way, runs stability rounds quickly until
+    NAKACK2 answers. GMS sends LEAVE_REQ (or, as coordinator, installs the view
+    without itself) once every answer is in, or ``leave_timeout`` ran out.
+    """
+
+
+@dataclass(frozen=True, slots=True)
+class FlushDone(Event):
+    """``protocol`` (NAKACK2, MCAST or UNICAST3) has flushed (goes up to GMS): see
+    `FlushRequest`."""
+
+    protocol: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,7 +53,10 @@ class Summer(GroupActor):
         return self.total
 
     def set_state(self, state: int) -> None:
+        # recorded too: a multicast the state already covers is not delivered again, and
+        # whether the rejoined member's state came before or after one is a matter of timing
         self.total = state
+        self.totals.append(self.total)
 
     async def on_message(self, msg: Received) -> None:
         if msg.payload == "boom":

@@ -83,6 +83,7 @@ from triogroups._layer import after_chain
 from triogroups._rpc import RPC_REQ, RpcDispatcher
 from triogroups._rpc._dispatcher import Resume
 from triogroups.address import Address
+from triogroups.config import StackConfig
 from triogroups.events import (
     Connect,
     Disconnect,
@@ -102,6 +103,18 @@ from triogroups.view import View
 __all__ = ["Channel"]
 
 _log = logging.getLogger("triogroups.channel")
+
+
+def leave_bound(config: StackConfig) -> float:
+    """How long a graceful leave with ``config`` may take: GMS's flush and then its
+    LEAVE_REQ, each at most its ``leave_timeout``, plus ``max_bundling_time`` and a
+    second (2.0 s without GMS: nothing waits)."""
+    layer = next((layer for layer in config.layers if layer.name == "GMS"), None)
+    if layer is None:
+        return 2.0
+    gms: Any = layer.build()
+    return float(2 * gms.leave_timeout + gms.max_bundling_time + 1.0)
+
 
 _STATE = ids.STATE_TRANSFER
 _SEQNO = ids.APP_SEQNO  # an ordered multicast's application seqno: a plain int header
@@ -138,19 +151,19 @@ class Channel:
         receive_buffer: int = RECEIVE_BUFFER,
         join_timeout: float = 60.0,
         state_timeout: float = 30.0,
-        leave_timeout: float = 2.0,
+        leave_timeout: float | None = None,
         sink: Sink | None = None,
     ) -> None:
         for label, value in (
             ("join_timeout", join_timeout),
             ("state_timeout", state_timeout),
-            ("leave_timeout", leave_timeout),
+            ("leave_timeout", 1.0 if leave_timeout is None else leave_timeout),
         ):
             if not 0 < value < math.inf:
                 raise ValueError(f"{label} must be a finite number > 0, got {value}")
         self._join_timeout = join_timeout
         self._state_timeout = state_timeout
-        self._leave_timeout = leave_timeout
+        self._leave_timeout = leave_bound(stack.config) if leave_timeout is None else leave_timeout
         if state is not None and not isinstance(state, StateProvider):
             raise TypeError(
                 f"state must have get_state() and set_state(), got {type(state).__name__}"
@@ -175,6 +188,7 @@ class Channel:
         self._nursery: trio.Nursery | None = None
         self._closing = False
         self._left = trio.Event()
+        self._leave_flushed: bool | None = None  # from GMS's Disconnected
         self._send_lock = trio.StrictFIFOLock()
         self._waiting_sends: set[trio.CancelScope] = set()  # application sends `_shut` ends
         # messages `send` accepted and `_flush_loop` has yet to hand to the stack (stamped)
@@ -834,6 +848,7 @@ class Channel:
         elif isinstance(item, Unsuspect):
             self._suspected.discard(item.member)
         elif isinstance(item, Disconnected):
+            self._leave_flushed = item.flushed
             self._left.set()
 
     def _hand_over(self, batch: list[Message]) -> list[Message | Received]:
@@ -1239,8 +1254,17 @@ class Channel:
         self._reset_membership()
         self._nursery.start_soon(self._join)
 
-    async def aclose(self) -> None:
-        """Leave the group gracefully (at most ``leave_timeout``) and close; idempotent.
+    async def aclose(self) -> bool:
+        """Leave the group gracefully and close; idempotent.
+
+        The leave flushes (issue 37): the member stays in the group until every
+        other member has what it sent before (retransmitting, acking), or GMS's
+        ``leave_timeout`` runs out; then it leaves for real. Sends after the close
+        began raise ChannelClosed. Returns True if the leave flushed everything,
+        False if not (logged at WARNING, counted in ``stats()`` as
+        ``leaves_unflushed``) or if the channel was closed already. The channel's
+        ``leave_timeout`` bounds the wait; by default it is GMS's own bound
+        (`leave_bound`).
 
         Pending receives and RPC calls fail with ChannelClosed, and so do sends
         still waiting for room (they sent nothing), `views` iterators end,
@@ -1251,7 +1275,7 @@ class Channel:
         has left was never sent and is dropped there (counted, with a warning).
         """
         if self._closing:
-            return
+            return False
         self._shut()
         self._stack.release_senders()
         with trio.move_on_after(self._leave_timeout):
@@ -1260,6 +1284,15 @@ class Channel:
             await self._left.wait()
         if not self._left.is_set():
             self._counters["leave_timeouts"] += 1
+        flushed = self._leave_flushed is True
+        if not flushed:
+            self._counters["leaves_unflushed"] += 1
+            _log.warning(
+                "channel %s: left without knowing that every member has what it sent (%s)",
+                self._stack.name or self._stack.cluster,
+                "the leave timed out" if self._left.is_set() else "no answer from GMS",
+            )
+        return flushed
 
     def _shut(self) -> None:
         """Close everything the application waits on; the stack is not told."""

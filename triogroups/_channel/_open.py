@@ -50,7 +50,7 @@ async def open_channel(
     receive_buffer: int = RECEIVE_BUFFER,
     join_timeout: float = 60.0,
     state_timeout: float = 30.0,
-    leave_timeout: float = 2.0,
+    leave_timeout: float | None = None,
     handle_signals: bool = True,
     **stack_options: Any,
 ) -> AsyncIterator[Channel]:
@@ -74,7 +74,8 @@ async def open_channel(
     logs a warning and refuses further pickles to it.
 
     On exit the member leaves gracefully, waiting at most ``leave_timeout``
-    (also when the body was cancelled), then the stack stops. If the stack
+    (also when the body was cancelled; by default GMS's own bound, see
+    `Channel.aclose`), then the stack stops. If the stack
     fails beyond its restart intensity, that error is raised here.
 
     With ``handle_signals`` (the default), SIGTERM and Ctrl-C (SIGINT) that

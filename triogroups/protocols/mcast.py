@@ -111,6 +111,14 @@ Choices where the seed is open:
   is passed on and otherwise ignored: acks, not STABLE, purge MCAST's window.
 - ``capacity`` cannot change at run time (JGroups: not writable).
 
+Leaving (issue 37): GMS's `FlushRequest` is answered with `FlushDone` once
+every other member of the view acked our highest seqno and nothing waits
+for room (at once if so already). Meanwhile the highest message goes to
+every member whose ack is behind it, at once and at every tick, beside the
+tail-loss resend above (which waits a whole interval without progress): a
+receiver that had it answers with an ACK. A `Disconnect` that comes first
+(the flush timed out) logs at WARNING who had not acked what.
+
 Never awaits, never reads a clock: ``now`` is passed in.
 """
 
@@ -127,6 +135,8 @@ from triogroups.events import (
     DigestReply,
     Disconnect,
     Event,
+    FlushDone,
+    FlushRequest,
     GetDigest,
     MergeDigest,
     SetDigest,
@@ -146,7 +156,7 @@ from triogroups.wire import register_header
 
 __all__ = ["ACK", "MSG", "PURGED", "XMIT_REQ", "XMIT_RSP", "Mcast", "McastHeader", "as_header"]
 
-_log = logging.getLogger("triogroups.protocols.mcast")
+_log = logging.getLogger(__name__)
 
 #: Header types.
 MSG = 0
@@ -304,6 +314,7 @@ class Mcast(Protocol):
             0,
         )
         self.time_blocked = 0.0
+        self._flushing = False  # GMS's FlushRequest is not answered yet
 
     def _threshold(self) -> int:
         return self.ack_threshold or max(1, self.capacity // 4)
@@ -599,6 +610,7 @@ class Mcast(Protocol):
         if lowest > self._send.low:
             self._send.purge(lowest)
         self._drain(now)
+        self._check_flushed()
 
     def _on_xmit_req(self, requester: Address | None, missing: tuple[int, ...], now: float) -> None:
         """Resend what ``requester`` misses, at most ``max_xmits_per_interval`` messages
@@ -671,6 +683,8 @@ class Mcast(Protocol):
             if count:
                 self._send_ack(sender)
         self._resend_last()
+        if self._flushing:
+            self._flush_probe()
         self._next_tick = now + self.xmit_interval
 
     def _resend_last(self) -> None:
@@ -741,9 +755,49 @@ class Mcast(Protocol):
             self._end_joining()
         elif isinstance(event, TmpView):
             self._hold_for_joiners(event.view)
+        elif isinstance(event, FlushRequest):
+            self._flushing = True
+            self._flush_probe()
+            self._check_flushed()
         elif isinstance(event, Disconnect):
+            self._unflushed()
             self._left_group(now)
         super().down_event(event, now)
+
+    # --- leaving: the flush ---------------------------------------------------------------
+
+    def _lagging(self) -> dict[Address, int]:
+        """The members whose ack is below our highest seqno, with their ack."""
+        high = self._send.high
+        return {m: ack for m, ack in self._acks.items() if ack < high}
+
+    def _check_flushed(self) -> None:
+        """Answer GMS's `FlushRequest` once every member acked our highest seqno."""
+        if self._flushing and not self._pending and not self._lagging():
+            self._flushing = False
+            self.pass_up(FlushDone(self.name))
+
+    def _flush_probe(self) -> None:
+        """Send our highest message to each member behind it: it delivers it or acks it."""
+        high = self._send.high
+        msg = self._send.get(high)
+        if msg is None:
+            return
+        for member in self._lagging():
+            self.counters["last_seqno_resends"] += 1
+            self.send_down_one(self._retransmission(msg, high, member))
+
+    def _unflushed(self) -> None:
+        """We leave before the flush ended: say who may never get what."""
+        if self._flushing:
+            self._flushing = False
+            _log.warning(
+                "%s: left with multicasts up to %d not acked by %s (pending %d)",
+                self.local_address,
+                self._send.high,
+                ", ".join(f"{m} (acked {a})" for m, a in self._lagging().items()) or "nobody",
+                len(self._pending),
+            )
 
     def _left_group(self, now: float) -> None:
         """GMS left the group: fall silent towards the old view, as NAKACK2 does.

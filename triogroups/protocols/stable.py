@@ -35,6 +35,16 @@ While a merge is under way GMS suspends stability (`SuspendStable`, until
 sent, no round completes and no STABILITY is applied, so nothing is purged
 that the merge digest, taken at the start of the merge, says is still to be
 received by the other subgroups.
+
+A leaving member (an addition beyond JGroups, issue 37) waits until what it
+multicast is stable (GMS's `FlushRequest`, passing down through STABLE), and
+a round every ``desired_avg_gossip`` would keep it waiting for seconds. So
+from the `FlushRequest` until the multicast layer answers `FlushDone` (or the
+member leaves) its STABLE gossips every `FLUSH_GOSSIP_INTERVAL` (0.25 s) and
+multicasts GOSSIP_NOW with it: every member of the view that gets it sends
+its digest to the coordinator at once, so a round completes within about one
+interval, repeated until one shows everyone delivered the leaver's last
+multicast. Members that do not know GOSSIP_NOW ignore it (counted).
 """
 
 from __future__ import annotations
@@ -49,6 +59,8 @@ from triogroups.events import (
     DigestReply,
     Disconnect,
     Event,
+    FlushDone,
+    FlushRequest,
     GetDigest,
     ResumeStable,
     StableDigest,
@@ -61,7 +73,14 @@ from triogroups.protocols import ids
 from triogroups.view import Digest, View, ViewId
 from triogroups.wire import register_header
 
-__all__ = ["STABILITY", "STABLE_GOSSIP", "Stable", "StableHeader"]
+__all__ = [
+    "FLUSH_GOSSIP_INTERVAL",
+    "GOSSIP_NOW",
+    "STABILITY",
+    "STABLE_GOSSIP",
+    "Stable",
+    "StableHeader",
+]
 
 _ID = ids.STABLE
 _CONTROL = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY)
@@ -70,6 +89,10 @@ _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
 
 STABLE_GOSSIP = 1
 STABILITY = 2
+GOSSIP_NOW = 3  # a leaving member asks everyone for a digest now (the digest is empty)
+#: Seconds between a leaving member's rounds (see the module docstring): a few per
+#: NAKACK2 ``xmit_interval``, so a repaired tail is seen stable soon after.
+FLUSH_GOSSIP_INTERVAL = 0.25
 
 _COUNTERS = (
     "digest_requests",
@@ -77,6 +100,8 @@ _COUNTERS = (
     "gossip_received",
     "stability_rounds",
     "stability_received",
+    "gossip_now_sent",
+    "gossip_now_received",
     "max_bytes_reached",
     "ignored",
     "suspensions",
@@ -85,7 +110,8 @@ _COUNTERS = (
 
 
 class StableHeader(NamedTuple):
-    """STABLE_GOSSIP (member -> coordinator) or STABILITY (coordinator -> all)."""
+    """STABLE_GOSSIP (member -> coordinator), STABILITY (coordinator -> all) or
+    GOSSIP_NOW (a leaving member -> all)."""
 
     type: int
     view_id: ViewId
@@ -125,6 +151,7 @@ class Stable(Protocol):
         self._last_stable: Digest | None = None
         self._suspended_until = -math.inf
         self._left = False
+        self._flushing = False  # from a FlushRequest until the multicast layer flushed
         self._counters = Counter(dict.fromkeys(_COUNTERS, 0))
 
     def start(self, local_address: Address, cluster: str, now: float) -> None:
@@ -165,9 +192,23 @@ class Stable(Protocol):
     def tick(self, now: float) -> None:
         if now < self._next_gossip:
             return
-        self._next_gossip = now + self._interval()
+        if self._flushing:
+            self._next_gossip = now + FLUSH_GOSSIP_INTERVAL
+            self._ask_for_gossip()
+        else:
+            self._next_gossip = now + self._interval()
         if self.view is not None and now >= self._suspended_until:
             self._request_digest()
+
+    def _ask_for_gossip(self) -> None:
+        """GOSSIP_NOW to the others: each sends its digest to the coordinator at once."""
+        view = self.view
+        if view is None or len(view) < 2:
+            return
+        hdr = StableHeader(GOSSIP_NOW, view.view_id, Digest())
+        flags = _CONTROL | _DONT_LOOPBACK
+        self.send_down_one(Message(None, flags=flags, headers={_ID: hdr}))
+        self._counters["gossip_now_sent"] += 1
 
     def _request_digest(self) -> None:
         self._awaiting_digest = True
@@ -183,7 +224,11 @@ class Stable(Protocol):
         if isinstance(event, ResumeStable):
             self._suspended_until = -math.inf
             return
+        if isinstance(event, FlushRequest) and not self._left:
+            self._flushing = True
+            self._next_gossip = now  # the first round starts at once
         if isinstance(event, Disconnect):
+            self._flushing = False
             self._left = True
             self.view = None
             self._votes.clear()
@@ -196,6 +241,10 @@ class Stable(Protocol):
             if now >= self._suspended_until:
                 self._gossip(event.digest)
         else:
+            flushed = isinstance(event, FlushDone) and event.protocol in _DIGEST_PROVIDERS
+            if flushed and self._flushing and not self._left:
+                self._flushing = False
+                self._next_gossip = now + self._interval()
             super().up_event(event, now)
 
     def _gossip(self, digest: Digest) -> None:
@@ -305,6 +354,12 @@ class Stable(Protocol):
             self._counters["stability_received"] += 1
             if current:
                 self._apply(hdr.digest)
+                return
+        elif hdr.type == GOSSIP_NOW:
+            self._counters["gossip_now_received"] += 1
+            if current:
+                if not self._awaiting_digest:  # else the digest on its way answers it
+                    self._request_digest()
                 return
         self._counters["ignored"] += 1
 

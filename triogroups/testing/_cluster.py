@@ -124,9 +124,22 @@ class SimMember:
         """Ask GMS to join; see `SimCluster.join` to wait for the view."""
         await self.stack.send(Connect())
 
-    async def disconnect(self) -> None:
-        """Ask GMS to leave gracefully."""
+    async def disconnect(self) -> bool:
+        """Ask GMS to leave gracefully; returns once it left, with whether it flushed.
+
+        True when every member of its last view had what it sent before it left;
+        False when GMS's ``leave_timeout`` ran out first (`Disconnected.flushed`).
+        Without GMS in the stack nothing leaves and nothing is waited for: False.
+        """
+        seen = len(self.events)  # an earlier incarnation's leave is not this one
         await self.stack.send(Disconnect())
+        if "GMS" not in self.cluster.config.names():
+            return False
+        while True:
+            for event in self.events[seen:]:
+                if isinstance(event, Disconnected):
+                    return event.flushed
+            await trio.sleep(0.01)
 
     async def send(
         self,

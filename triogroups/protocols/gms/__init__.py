@@ -17,10 +17,31 @@ Installing views for queued requests, one at a time, is in `_coordinator`;
 the roles (client, participant, coordinator, leaving, left) change only
 through the table in `_roles`.
 
+Leaving flushes first (issue 37; stronger than JGroups, which needs FLUSH
+for it): on `Disconnect` GMS sends `FlushRequest` down, and the member
+stays in the group (retransmitting, answering XMIT requests, acking) until
+each reliable layer below (NAKACK2 or MCAST, and UNICAST3) answers
+`FlushDone`: what this member sent is stable at every member of the view.
+Only then does it send LEAVE_REQ, or, as coordinator, install the view
+without itself: the others drop its window with that view, so whatever they
+lacked of it then would be lost for good. ``leave_timeout`` bounds the
+flush; a flush that runs out counts in ``leaves_unflushed`` and logs at
+WARNING who did not answer (each layer logs what was still unstable). The
+LEAVE_REQ exchange that follows gets ``leave_timeout`` again. Without STABLE
+below, NAKACK2 never learns that its multicasts are stable: GMS does not
+wait for it. ``stats()`` says ``leave_flushed`` (None until the member
+left) and `Disconnected` carries it up to the channel. Who coordinates is
+read when the flush ends: a member that became coordinator while it flushed
+hands over itself.
+
 A coordinator that leaves installs a view without itself (the next member
-coordinates). A participant that learns (from VERIFY_SUSPECT) that the
-coordinator is suspected, and is the first unsuspected member, takes over
-and installs the view without the suspects; one that is leaving never does.
+coordinates) and stays until the others acked it (at most ``leave_timeout``):
+it sends no LEAVE_RSP to itself, which used to end its leave after
+``max_bundling_time``, before anyone had the view.
+
+A participant that learns (from VERIFY_SUSPECT) that the coordinator is
+suspected, and is the first unsuspected member, takes over and installs the
+view without the suspects; one that is leaving never does.
 Once a member has left (LEAVE_RSP, or ``leave_timeout``) it has no view, no
 requests and no merge, and passes `Disconnect` down so the layers below stop
 too.
@@ -52,6 +73,8 @@ from triogroups.events import (
     Disconnected,
     Event,
     FindMembers,
+    FlushDone,
+    FlushRequest,
     InjectView,
     MembersFound,
     Merge,
@@ -106,6 +129,8 @@ _ID = ids.GMS
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _DISCOVERY = frozenset({"PING", "TCPPING"})
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
+#: The layers that answer a `FlushRequest` with `FlushDone`.
+_FLUSHERS = frozenset({"NAKACK2", "MCAST", "UNICAST3"})
 
 CLIENT, PARTICIPANT, COORDINATOR, LEAVING, LEFT = (
     Role.CLIENT,
@@ -134,8 +159,9 @@ class Gms(Protocol):
         check=at_least(0),
     )
     leave_timeout = Duration(
-        1.0,
-        doc="time to wait for LEAVE_RSP",
+        5.0,
+        doc="time a leaving member waits for its messages to be stable at every member "
+        "(the flush), then again for LEAVE_RSP",
         check=positive,
     )
     view_ack_collection_timeout = Duration(
@@ -173,6 +199,10 @@ class Gms(Protocol):
         self._join_deadline = math.inf
         self._leave_deadline = math.inf
         self._leaving_coordinator = False
+        self._flushers: frozenset[str] = frozenset()
+        #: Layers whose `FlushDone` a leaving member still waits for; None: not flushing.
+        self._flush_waiting: set[str] | None = None
+        self._leave_flushed: bool | None = None
         self._suspected: set[Address] = set()
         self.counters = Counter[str]()
         self.merger = Merger(self)
@@ -181,6 +211,10 @@ class Gms(Protocol):
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
         self._has_discovery = any(p.name in _DISCOVERY for p in below)
         self.has_digest = any(p.name in _DIGEST_PROVIDERS for p in below)
+        flushers = {p.name for p in below if p.name in _FLUSHERS}
+        if not any(p.name == "STABLE" for p in below):
+            flushers.discard("NAKACK2")  # nothing would ever tell it its multicasts are stable
+        self._flushers = frozenset(flushers)
 
     # --- events ---------------------------------------------------------------------
 
@@ -201,6 +235,8 @@ class Gms(Protocol):
             self.coordinator.digest_ready(event.digest, now)
         elif isinstance(event, DigestReply) and event.requester == DIGEST_REQUESTER:
             self.merger.digest_ready(event.digest, now)
+        elif isinstance(event, FlushDone):
+            self._flush_answered(event.protocol, now)
         elif isinstance(event, Merge):
             # never while leaving; a participant leads when no member coordinates the view
             # it holds (MERGE3 chose it: see there)
@@ -383,10 +419,41 @@ class Gms(Protocol):
         _log.info("%s: leaving %r", me, self.cluster)
         self._move(RoleInput.DISCONNECT)
         self._leave_deadline = now + self.leave_timeout
+        if self._flushers and len(self.view) > 1:
+            self._flush_waiting = set(self._flushers)
+            self.pass_down(FlushRequest())
+        else:
+            self._leave_now(True, now)
+
+    def _flush_answered(self, protocol: str, now: float) -> None:
+        """A layer below flushed; the last answer lets the leave go on."""
+        waiting = self._flush_waiting
+        if waiting is None or self.state != LEAVING:
+            return
+        waiting.discard(protocol)
+        if not waiting:
+            self._leave_now(True, now)
+
+    def _leave_now(self, flushed: bool, now: float) -> None:
+        """The flush is over (or timed out): LEAVE_REQ, or the view without us as coordinator.
+
+        Who coordinates is taken from the view installed now: views may have
+        come while the member flushed.
+        """
+        view, me = self.view, self.local_address
+        assert view is not None and me is not None
+        self._flush_waiting = None
+        self._leave_flushed = flushed
+        if not flushed:
+            self.counters["leaves_unflushed"] += 1
+        self._leaving_coordinator = view.coord == me
         if self._leaving_coordinator:
+            # its install waits for VIEW_ACKs at most leave_timeout after bundling
+            self._leave_deadline = now + self.max_bundling_time + self.leave_timeout
             self.coordinator.request(LEAVE_REQ, me, now)
         else:
-            self.send_down_one(_control(self.view.coord, GmsHeader(LEAVE_REQ)))
+            self._leave_deadline = now + self.leave_timeout
+            self.send_down_one(_control(view.coord, GmsHeader(LEAVE_REQ)))
 
     def _move(self, event: RoleInput) -> None:
         """Change the role only through the table (`_roles.ROLES`)."""
@@ -400,12 +467,15 @@ class Gms(Protocol):
             _log.info("%s: left %r", self.local_address, self.cluster)
         self._move(RoleInput.LEFT_GROUP)
         self.view = None
+        self._flush_waiting = None
+        if self._leave_flushed is None:
+            self._leave_flushed = True  # never in a view with others: nothing to flush
         self._leave_deadline = math.inf
         self._join_deadline = math.inf
         self.coordinator.forget()
         self.merger.forget()
         self.pass_down(Disconnect())
-        self.pass_up(Disconnected())
+        self.pass_up(Disconnected(self._leave_flushed))
 
     # --- messages ----------------------------------------------------------------------
 
@@ -440,7 +510,7 @@ class Gms(Protocol):
         elif kind == LEAVE_REQ and msg.src is not None:
             if self.coordinates():
                 self.coordinator.request(LEAVE_REQ, msg.src, now)
-        elif kind == LEAVE_RSP and self.state == LEAVING:
+        elif kind == LEAVE_RSP and self.state == LEAVING and self._flush_waiting is None:
             self.finish_leave()
         elif kind == MERGE_REQ:
             self.merger.request(msg, hdr, now)
@@ -472,7 +542,16 @@ class Gms(Protocol):
             else:
                 self._discover(now)
         self.coordinator.tick(now)
-        if self.state == LEAVING and now >= self._leave_deadline:
+        if self._flush_waiting is not None and now >= self._leave_deadline:
+            _log.warning(
+                "%s: leaving %r unflushed: %s did not flush within leave_timeout %ss",
+                self.local_address,
+                self.cluster,
+                ", ".join(sorted(self._flush_waiting)),
+                self.leave_timeout,
+            )
+            self._leave_now(False, now)
+        elif self.state == LEAVING and now >= self._leave_deadline:
             self.counters["leave_timeouts"] += 1
             _log.warning(
                 "%s: left %r without an answer within leave_timeout %ss",
@@ -492,6 +571,9 @@ class Gms(Protocol):
             "members": len(view) if view else 0,
             **self.coordinator.stats(),
             "suspected": sorted(map(str, self._suspected)),
+            "flushing": sorted(self._flush_waiting) if self._flush_waiting is not None else None,
+            "leave_flushed": self._leave_flushed,
+            "leaves_unflushed": self.counters["leaves_unflushed"],
             **self.counters,
         }
 

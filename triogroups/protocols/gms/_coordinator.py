@@ -218,7 +218,8 @@ class Coordinator:
             )
         for leaver in install.leavers:
             gms.counters["leaves"] += 1
-            gms.send_down_one(gms.control(leaver, GmsHeader(LEAVE_RSP)))
+            if leaver != me:  # a leaving coordinator is done once the others acked the view
+                gms.send_down_one(gms.control(leaver, GmsHeader(LEAVE_RSP)))
         if me in view and new:
             gms.install(view, now)
         install.acks = (

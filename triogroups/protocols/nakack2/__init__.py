@@ -53,10 +53,20 @@ its highest seqno, and they skip what it sent before (details in
 `_membership`); with retransmission C asks for it, as in JGroups. The handling
 is a branch beside XMIT_REQ and HIGHEST_SEQNO: the send and receive paths
 of MSG do no extra work.
+
+Leaving (issue 37): GMS's `FlushRequest` is answered with `FlushDone` once
+STABLE's digest shows that every member delivered our highest seqno (our
+sent messages are purged up to it), at once if we sent nothing or are alone.
+Meanwhile HIGHEST_SEQNO goes out at once and at every retransmit run,
+whatever ``resend_last_seqno`` says: a lost last message is invisible to
+its receivers otherwise, and the flush would wait for ``leave_timeout``. A
+`Disconnect` that comes first (the flush timed out) logs at WARNING the
+seqnos still unstable.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -66,6 +76,8 @@ from triogroups.events import (
     DigestReply,
     Disconnect,
     Event,
+    FlushDone,
+    FlushRequest,
     GetDigest,
     MergeDigest,
     SetDigest,
@@ -103,6 +115,7 @@ __all__ = [
     "Nakack2",
 ]
 
+_log = logging.getLogger(__name__)
 _ID = ids.NAKACK2
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
@@ -177,6 +190,7 @@ class Nakack2(Protocol):
         self._xmit = Retransmitter(self, self._state)
         self._membership = Membership(self, self._state)
         self._view_digest = ViewDigest()
+        self._flushing = False  # GMS's FlushRequest is not answered yet
 
     # --- configuration ------------------------------------------------------------
 
@@ -381,8 +395,8 @@ class Nakack2(Protocol):
         if self._state.phase is not _SERVER:
             return
         self._xmit.ask_for_gaps()
-        if self.resend_last_seqno:
-            self._xmit.resend_last_seqno()
+        if self.resend_last_seqno or self._flushing:
+            self._xmit.resend_last_seqno(force=self._flushing)
 
     # --- views, digests, stability ----------------------------------------------------------
 
@@ -396,10 +410,18 @@ class Nakack2(Protocol):
                 self._xmit.request_range(member, first, last)
         elif isinstance(event, StableDigest):
             self._xmit.on_stable_digest(event.digest)
+            self._check_flushed()
+        elif isinstance(event, FlushRequest):
+            self.pass_down(event)
+            self._flushing = True
+            if self.xmit_interval > 0 and self._state.phase is _SERVER:
+                self._xmit.resend_last_seqno(force=True)
+            self._check_flushed()
         elif isinstance(event, BecomeServer):
             self._replay(self._membership.become_server(Input.BECOME_SERVER), now)
             self.pass_down(event)
         elif isinstance(event, Disconnect):
+            self._unflushed()
             self._membership.left_group()
             self._view_digest.forget()
             self._xmit.forget(None)
@@ -420,6 +442,31 @@ class Nakack2(Protocol):
         self._view_digest.record(view.view_id, self.digest())
         self._replay(queued, now)
         self._xmit.forget(view)
+        self._check_flushed()
+
+    # --- leaving: the flush -----------------------------------------------------------------
+
+    def _check_flushed(self) -> None:
+        """Answer GMS's `FlushRequest` once every member delivered our highest seqno."""
+        if not self._flushing:
+            return
+        state, view = self._state, self.view
+        alone = view is None or list(view.members) == [self.local_address]
+        if alone or state.sent.hd >= state.seqno:
+            self._flushing = False
+            self.pass_up(FlushDone(self.name))
+
+    def _unflushed(self) -> None:
+        """We leave before the flush ended: say what some member may never get."""
+        if self._flushing:
+            self._flushing = False
+            state = self._state
+            _log.warning(
+                "%s: left with multicasts %d..%d not known to be delivered by every member",
+                self.local_address,
+                state.sent.hd + 1,
+                state.seqno,
+            )
 
     def _replay(self, queued: list[Message], now: float) -> None:
         """Receive what the become_server_queue held, in arrival order."""

@@ -229,18 +229,23 @@ class Retransmitter:
 
     # --- HIGHEST_SEQNO -------------------------------------------------------------------
 
-    def resend_last_seqno(self) -> None:
-        """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, repeated until it is stable."""
+    def resend_last_seqno(self, force: bool = False) -> None:
+        """HIGHEST_SEQNO (JGRP-1904): skipped after new traffic, repeated until it is stable.
+
+        ``force`` (a leaving member's flush): sent after new traffic too, and
+        beyond ``resend_last_seqno_max_times``.
+        """
         nak = self.nak
         state = self.state
         seqno = state.seqno
-        if seqno == 0 or state.sent_since_xmit:
+        if seqno == 0 or (state.sent_since_xmit and not force):
             state.sent_since_xmit = False
             return
+        state.sent_since_xmit = False
         if state.sent.hd >= seqno:
             return  # stable: every member delivered it
         limit = nak.resend_last_seqno_max_times
-        if seqno == self._last_resent and limit and self._resends >= limit:
+        if seqno == self._last_resent and limit and self._resends >= limit and not force:
             return
         if seqno > self._last_resent:
             self._last_resent, self._resends = seqno, 1

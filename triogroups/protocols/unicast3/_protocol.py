@@ -36,15 +36,22 @@ Choices where the seeds leave room (JGroups' behaviour unless said):
   property, a request is sent only if it fits one bundle once encoded (names
   and cluster included); the gaps a capped request leaves out are asked at the
   next run, and a run with no gap old enough sends no request (issue 12).
+- Leaving (issue 37): GMS's `FlushRequest` is answered with `FlushDone` once
+  every unicast we sent to a member of the view is acked (at once if so
+  already); the retransmit task resends what is unacked meanwhile. Unicasts
+  to non-members are not waited for: nobody may be there to ack them. A
+  `Disconnect` that comes first (the flush timed out) logs at WARNING what
+  was unacked.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
 from triogroups.address import Address
-from triogroups.events import Disconnect, Event
+from triogroups.events import Disconnect, Event, FlushDone, FlushRequest
 from triogroups.message import Flag, Message
 from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Passes, Protocol
@@ -66,6 +73,7 @@ from triogroups.view import View
 
 __all__ = ["Unicast3"]
 
+_log = logging.getLogger(__name__)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _SEQNO_BYTES = 9  # a msgpack uint64
@@ -141,6 +149,7 @@ class Unicast3(Protocol):
         self._next_tick = math.inf
         self.loopbacks = 0
         self.malformed = 0
+        self._flushing = False  # GMS's FlushRequest is not answered yet
 
     # --- configuration ---------------------------------------------------------------
 
@@ -273,11 +282,16 @@ class Unicast3(Protocol):
         self.send_up(delivered)
         self.send_up(others)
         self._arm(now)
+        self._check_flushed()
 
     # --- events and connections -----------------------------------------------------------
 
     def down_event(self, event: Event, now: float) -> None:
-        if isinstance(event, Disconnect):
+        if isinstance(event, FlushRequest):
+            self._flushing = True
+            self._check_flushed()
+        elif isinstance(event, Disconnect):
+            self._unflushed()
             out: list[Message] = []
             self.receiver.flush_acks(out)
             self.send_down(out)
@@ -288,6 +302,33 @@ class Unicast3(Protocol):
         super().view_changed(view, now)
         self.sender.view_changed(view, now)
         self.receiver.view_changed(view, now)
+        self._check_flushed()
+
+    # --- leaving: the flush ---------------------------------------------------------------
+
+    def _unacked(self) -> dict[Address, int]:
+        """Per member of the view: how many unicasts we sent it are not acked yet."""
+        return {
+            peer: len(entry.table)
+            for peer, entry in self.sender.entries.items()
+            if entry.table and self.may_be_member(peer)
+        }
+
+    def _check_flushed(self) -> None:
+        """Answer GMS's `FlushRequest` once every unicast to a member is acked."""
+        if self._flushing and not self._unacked():
+            self._flushing = False
+            self.pass_up(FlushDone(self.name))
+
+    def _unflushed(self) -> None:
+        """We leave before the flush ended: say what was not acked."""
+        if self._flushing:
+            self._flushing = False
+            _log.warning(
+                "%s: left with unicasts not acked: %s",
+                self.local_address,
+                ", ".join(f"{n} to {p}" for p, n in self._unacked().items()) or "none",
+            )
 
     def close_connection(self, peer: Address, now: float) -> None:
         """Set both connections with ``peer`` to CLOSING (JGroups' closeConnection)."""
@@ -312,6 +353,7 @@ class Unicast3(Protocol):
         self.receiver.tick(now, out)
         self.sender.tick(now, out)
         self.send_down(out)
+        self._check_flushed()
         self._next_tick = now + self.xmit_interval if self._busy() else math.inf
 
     # --- observability -----------------------------------------------------------------
