@@ -109,16 +109,24 @@ class CampaignResult:
 
 
 @dataclass
+class _Life:
+    """One incarnation of a member name: its traffic, and whether it is going away."""
+
+    member: SimMember
+    number: int
+    stopping: bool = False
+    done: trio.Event = field(default_factory=trio.Event)
+    scope: trio.CancelScope = field(default_factory=trio.CancelScope)
+
+
+@dataclass
 class _Slot:
-    """One member name and its incarnations."""
+    """One member name: its current incarnation and the addresses of all of them."""
 
     name: str
-    member: SimMember | None = None
-    incarnation: int = 0
+    life: _Life | None = None
+    count: int = 0
     addresses: list[Any] = field(default_factory=list)
-    stopping: bool = False
-    traffic_done: trio.Event | None = None
-    traffic_scope: trio.CancelScope | None = None
 
 
 class _Run:
@@ -139,30 +147,24 @@ class _Run:
         """Start a new incarnation of ``name``, connect it and let it send."""
         slot = self.slots.setdefault(name, _Slot(name))
         member = await self.cluster.add_member(name)
-        slot.member, slot.stopping = member, False
-        slot.incarnation += 1
+        slot.count += 1
+        life = slot.life = _Life(member, slot.count)
         slot.addresses.append(member.address)
         self.apply_network()
         await member.connect()
-        slot.traffic_done = trio.Event()
-        slot.traffic_scope = trio.CancelScope()
-        rng = random.Random(f"{self.sc.preset}/{self.sc.seed}/{name}/{slot.incarnation}")
-        self.nursery.start_soon(self.traffic, slot, member, rng, slot.traffic_scope)
+        rng = random.Random(f"{self.sc.preset}/{self.sc.seed}/{name}/{life.number}")
+        self.nursery.start_soon(self.traffic, name, life, rng)
         return member
 
-    async def traffic(
-        self, slot: _Slot, member: SimMember, rng: random.Random, scope: trio.CancelScope
-    ) -> None:
-        sc = self.sc
-        prefix = f"{slot.name}{slot.incarnation}-"
+    async def traffic(self, name: str, life: _Life, rng: random.Random) -> None:
+        sc, member = self.sc, life.member
+        prefix = f"{name}{life.number}-"
         seq = 0
-        done = slot.traffic_done
-        assert done is not None
-        with scope:
-            while not slot.stopping and trio.current_time() < sc.traffic_until:
+        with life.scope:
+            while not life.stopping and trio.current_time() < sc.traffic_until:
                 await trio.sleep(rng.expovariate(sc.rate))
                 view = member.view
-                if slot.stopping or view is None or member.address not in view:
+                if life.stopping or view is None or member.address not in view:
                     continue
                 r = rng.random()
                 if r < 0.04:
@@ -184,7 +186,7 @@ class _Run:
                     others = [m for m in view.members if m != member.address]
                     if others:
                         await member.send(payload, to=rng.choice(others))
-        done.set()
+        life.done.set()
 
     def apply_network(self) -> None:
         """Block what the splits in force block, for every incarnation of their members."""
@@ -208,29 +210,21 @@ class _Run:
             max_delay=max(_BASE_DELAY[1], self.quality.get("delay", 0.0)),
         )
 
-    def live(self, name: str) -> SimMember | None:
+    def live(self, name: str) -> _Life | None:
         slot = self.slots.get(name)
-        return None if slot is None or slot.stopping else slot.member
+        return None if slot is None or slot.life is None or slot.life.stopping else slot.life
 
-    async def stop_traffic(self, slot: _Slot, wait: float) -> None:
-        slot.stopping = True
-        if slot.traffic_done is not None:
-            with trio.move_on_after(wait):
-                await slot.traffic_done.wait()
-        if slot.traffic_scope is not None:
-            slot.traffic_scope.cancel()
-
-    async def leave(self, step: Step, then_restart: bool) -> None:
-        name = step.members[0]
-        slot = self.slots[name]
-        member = slot.member
-        assert member is not None
-        await self.stop_traffic(slot, _LEAVE_TIMEOUT / 2)
+    async def leave(self, step: Step, life: _Life) -> None:
+        name, member = step.members[0], life.member
+        life.stopping = True  # the traffic stops between two sends, never inside one
+        with trio.move_on_after(_LEAVE_TIMEOUT / 2):
+            await life.done.wait()
+        life.scope.cancel()
         flushed: bool | None = None
         with trio.move_on_after(_LEAVE_TIMEOUT):
             if step.value:
                 count = random.Random(f"{self.sc.seed}/{step.at}").randint(2, self.sc.burst)
-                ids = [f"{name}{slot.incarnation}-last{i}".encode() for i in range(count)]
+                ids = [f"{name}{life.number}-last{i}".encode() for i in range(count)]
                 await member.send_many(ids)
             # today's disconnect returns None (no promise); once it returns whether the
             # leave flushed, the flushed_leave rule holds the member to it
@@ -253,27 +247,27 @@ class _Run:
             self.cluster.record_fault("join", name)
             await self.start(name)
         elif kind in ("leave", "restart"):
-            if self.live(name) is None:
+            life = self.live(name)
+            if life is None:
                 self.skip(step)
                 return
             self.cluster.record_fault(kind, name)
-            self.nursery.start_soon(self.leave, step, kind == "restart")
+            self.nursery.start_soon(self.leave, step, life)
         elif kind == "kill":
-            slot = self.slots.get(name)
-            if slot is None or slot.member is None or slot.stopping:
+            life = self.live(name)
+            if life is None:
                 self.skip(step)
                 return
-            slot.stopping = True
-            if slot.traffic_scope is not None:
-                slot.traffic_scope.cancel()
-            slot.member.kill()
+            life.stopping = True
+            life.scope.cancel()
+            life.member.kill()
             self.cluster.record_fault("kill", name)
         elif kind == "pause":
-            member = self.live(name)
-            if member is None:
+            life = self.live(name)
+            if life is None:
                 self.skip(step)
                 return
-            member.pause()
+            life.member.pause()
         elif kind in ("partition", "oneway"):
             self.splits.append(step)
             self.apply_network()
@@ -290,8 +284,8 @@ class _Run:
             self.cluster.record_fault("start", name)
         elif kind == "pause":
             slot = self.slots.get(name)
-            if slot is not None and slot.member is not None:
-                slot.member.resume()
+            if slot is not None and slot.life is not None:
+                slot.life.member.resume()
         elif kind in ("partition", "oneway"):
             self.splits.remove(step)
             self.apply_network()
@@ -312,8 +306,8 @@ class _Run:
         self.apply_network()
         self.apply_quality()
         for slot in self.slots.values():
-            if slot.member is not None and slot.member.paused:
-                slot.member.resume()
+            if slot.life is not None and slot.life.member.paused:
+                slot.life.member.resume()
         self.cluster.record_fault("heal", "quiet period")
 
 
@@ -533,7 +527,16 @@ def run_campaign(args: argparse.Namespace, console: Any) -> int:
     return 1 if failed else 0
 
 
+def _interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def _outcomes(preset: str, seeds: list[int], jobs: int) -> Iterator[_Outcome]:
+    """Each seed's outcome; SIGTERM stops the campaign as Ctrl-C does (SIGINT is restored
+    too, which a shell ignores for a command run in the background), and either way the
+    worker processes are terminated and reaped."""
+    signal.signal(signal.SIGTERM, _interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if jobs == 1:
         for seed in seeds:
             yield _work((preset, seed))
