@@ -59,6 +59,9 @@ def test_campaign_ci_sample_keeps_the_delivery_contract(preset: str, seed: int) 
         (["--preset", "udp", "--seeds", "2", "--first-seed", "-1"], "--first-seed"),
         (["--preset", "udp", "--seeds", "2", "--seed", "1"], "--seed"),
         (["--preset", "udp", "--seeds", "2", "--keep", "x"], "--keep"),
+        (["--preset", "udp", "--seeds", "2", "--shrink"], "--shrink"),
+        (["--preset", "udp", "--seed", "1", "--steps", "a,b"], "--steps"),
+        (["--preset", "udp", "--seed", "1", "--steps", "999"], "--steps"),
     ],
 )
 def test_campaign_refuses_bad_arguments_in_one_line_naming_the_argument(

@@ -107,3 +107,16 @@ def test_splits_overlap_at_most_two_at_a_time() -> None:
 def test_an_unknown_preset_is_refused() -> None:
     with pytest.raises(ValueError, match="preset must be one of"):
         scenario("nope", 1)
+
+
+def test_only_keeps_the_chosen_steps_and_everything_else_as_drawn() -> None:
+    """A shrunk scenario keeps the steps at the given indices (in order) and draws the
+    rest (members, rate, knobs) as the whole one; an index out of range is refused."""
+    whole = scenario("udp", 105)
+    part = whole.only([3, 0])
+    assert part.steps == (whole.steps[0], whole.steps[3]) and part.kept == (0, 3)
+    assert (part.members, part.rate, part.knobs) == (whole.members, whole.rate, whole.knobs)
+    assert whole.only([]).steps == ()
+    assert "[3]" in "\n".join(part.describe())
+    with pytest.raises(IndexError, match="steps must be in"):
+        whole.only([len(whole.steps)])

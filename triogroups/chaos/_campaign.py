@@ -45,7 +45,7 @@ import signal
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ __all__ = [
     "run_campaign",
     "run_scenario",
     "run_seed",
+    "shrink",
 ]
 
 SETTLE = 10.0  # the checker's settle, as the real chaos runner's default
@@ -379,10 +380,20 @@ async def run_scenario(sc: Scenario, root: Path, say: Any = None) -> CampaignRes
     return result
 
 
-def run_seed(preset: str, seed: int, keep: Path | None = None, say: Any = None) -> CampaignResult:
+def run_seed(
+    preset: str,
+    seed: int,
+    keep: Path | None = None,
+    say: Any = None,
+    *,
+    steps: Sequence[int] | None = None,
+) -> CampaignResult:
     """Run one seed on virtual time in this process; histories go to ``keep`` (kept) or
-    a temporary directory (removed)."""
+    a temporary directory (removed). ``steps``: the indices of the drawn steps to keep
+    (`Scenario.only`), None for all."""
     sc = scenario(preset, seed)
+    if steps is not None:
+        sc = sc.only(steps)
     root = keep if keep is not None else Path(tempfile.mkdtemp(prefix="triogroups-campaign-"))
     if keep is not None:
         if root.exists():
@@ -396,12 +407,37 @@ def run_seed(preset: str, seed: int, keep: Path | None = None, say: Any = None) 
             shutil.rmtree(root, ignore_errors=True)
 
 
+def shrink(
+    preset: str, seed: int, steps: Sequence[int] | None = None, say: Any = None
+) -> CampaignResult:
+    """A smaller failing run of ``seed``: drop one step at a time, last first, keeping the
+    drop whenever the run still breaks a rule the first run broke (each try is a whole
+    run: about a second of CPU per step). Returns the smallest failing run found (the
+    run itself if it passes)."""
+    say = say or (lambda text: None)
+    best = run_seed(preset, seed, steps=steps)
+    rules = {v.rule for v in best.violations}
+    if not rules:
+        return best
+    kept = list(best.scenario.kept or range(len(best.scenario.steps)))
+    for i in reversed(list(kept)):
+        trial = [k for k in kept if k != i]
+        result = run_seed(preset, seed, steps=trial)
+        if rules & {v.rule for v in result.violations}:
+            kept, best = trial, result
+            say(f"without step {i}: still fails ({len(kept)} steps left)")
+        else:
+            say(f"without step {i}: passes, step {i} stays")
+    return best
+
+
 # --- the command -------------------------------------------------------------------------
 
 
-def replay_command(preset: str, seed: int) -> str:
-    """The one-line command that replays ``seed`` verbosely."""
-    return f"triogroups campaign --preset {preset} --seed {seed}"
+def replay_command(preset: str, seed: int, kept: Sequence[int] | None = None) -> str:
+    """The one-line command that replays ``seed`` (with only the steps ``kept``) verbosely."""
+    only = "" if kept is None else f" --steps {','.join(map(str, kept)) or 'none'}"
+    return f"triogroups campaign --preset {preset} --seed {seed}{only}"
 
 
 def report(result: CampaignResult) -> str:
@@ -424,7 +460,9 @@ def report(result: CampaignResult) -> str:
         lines += [str(v) for v in result.violations[:_SHOWN]]
     else:
         lines.append("violations: 0")
-    lines.append(f"replay: {replay_command(sc.preset, sc.seed)}")
+    lines.append(f"replay: {replay_command(sc.preset, sc.seed, sc.kept)}")
+    if result.violations and sc.kept is None:
+        lines.append(f"shrink: {replay_command(sc.preset, sc.seed)} --shrink")
     return "\n".join(lines)
 
 
@@ -475,6 +513,16 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
     campaign.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     campaign.add_argument("--seed", type=int, default=None, help="replay one seed verbosely")
     campaign.add_argument("--keep", metavar="DIR", help="with --seed: keep the histories in DIR")
+    campaign.add_argument(
+        "--steps",
+        metavar="I,J,...",
+        help="with --seed: keep only these steps of the schedule (numbers as printed; none)",
+    )
+    campaign.add_argument(
+        "--shrink",
+        action="store_true",
+        help="with --seed: drop steps while the run still fails, print the smallest",
+    )
 
 
 def _check_args(args: argparse.Namespace) -> str | None:
@@ -490,7 +538,24 @@ def _check_args(args: argparse.Namespace) -> str | None:
         return f"--first-seed must be >= 0, got {args.first_seed}"
     if args.keep is not None and args.seed is None:
         return "--keep needs --seed"
+    if (args.steps is not None or args.shrink) and args.seed is None:
+        return "--steps and --shrink need --seed"
+    if args.steps is not None:
+        try:
+            args.steps = _steps_arg(args.steps)
+            scenario(args.preset, args.seed).only(args.steps)
+        except (ValueError, IndexError) as exc:
+            return f"--steps: {exc}"
     return None
+
+
+def _steps_arg(text: str) -> list[int]:
+    if text.strip() == "none":
+        return []
+    try:
+        return [int(part) for part in text.split(",")]
+    except ValueError:
+        raise ValueError(f"want step numbers separated by commas, got {text!r}") from None
 
 
 def run_campaign(args: argparse.Namespace, console: Any) -> int:
@@ -552,13 +617,17 @@ def _outcomes(preset: str, seeds: list[int], jobs: int) -> Iterator[_Outcome]:
 
 def _replay(args: argparse.Namespace, console: Any) -> int:
     keep = Path(args.keep) if args.keep else None
+
+    def say(text: str) -> None:
+        console.print(text, highlight=False, markup=False)
+
     try:
-        result = run_seed(
-            args.preset,
-            args.seed,
-            keep,
-            say=lambda text: console.print(text, highlight=False, markup=False),
-        )
+        if args.shrink:
+            logging.disable(logging.CRITICAL)
+            found = shrink(args.preset, args.seed, args.steps, say)
+            args.steps = found.scenario.kept
+            say(f"smallest failing schedule found: {len(args.steps or [])} steps")
+        result = run_seed(args.preset, args.seed, keep, say, steps=args.steps)
     except KeyboardInterrupt:
         console.print("interrupted", highlight=False)
         return 130

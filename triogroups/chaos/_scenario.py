@@ -26,7 +26,8 @@ Rules that keep a run meaningful (a group that can always recover), as in
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
 from triogroups.chaos._schedule import LOSSLESS_KINDS
 
@@ -127,6 +128,19 @@ class Scenario:
     burst: int  # largest burst of multicasts sent at once
     knobs: dict[str, dict[str, int]] = field(default_factory=dict)  # protocol -> properties
     steps: tuple[Step, ...] = ()
+    #: the indices of the drawn steps this scenario keeps (`only`), None for all of them
+    kept: tuple[int, ...] | None = None
+
+    def only(self, indices: Sequence[int]) -> Scenario:
+        """This scenario with only the drawn steps at ``indices`` (for shrinking a failing
+        run: everything else, traffic included, is drawn as before). IndexError for an
+        index that is not a step's."""
+        drawn = scenario(self.preset, self.seed).steps
+        kept = tuple(sorted(set(indices)))
+        for i in kept:
+            if not 0 <= i < len(drawn):
+                raise IndexError(f"steps must be in 0..{len(drawn) - 1}, got {i}")
+        return replace(self, steps=tuple(drawn[i] for i in kept), kept=kept)
 
     def describe(self) -> list[str]:
         """The scenario as readable lines: the setup, then one line per timed step."""
@@ -140,7 +154,9 @@ class Scenario:
             f"{self.traffic_until:g} s), {self.rate:g} msgs/s per member, bursts up to "
             f"{self.burst}" + (f", {knobs}" if knobs else ""),
         ]
-        lines += [f"  {s.at:7.2f}  {s.describe()}" for s in self.steps]
+        numbers = self.kept if self.kept is not None else range(len(self.steps))
+        for i, step in zip(numbers, self.steps, strict=True):
+            lines.append(f"  {step.at:7.2f}  {step.describe()}  [{i}]")
         lines.append(f"  {self.quiet_at:7.2f}  quiet: heal, end bursts, resume, restart")
         return lines
 
