@@ -17,8 +17,9 @@ stack knobs, traffic mix, timed steps); `run_scenario` carries it out:
   one-way partitions, up to two overlapping, re-applied to new incarnations) and
   set network-wide loss, duplication and delay (reordering) bursts;
 - the quiet period heals and resumes everything, traffic goes on for a while,
-  and `check_histories` judges every history file, with ``settle`` and
-  ``resume_within`` as the real chaos runner uses them.
+  and `check_histories` judges every history file, with ``settle``,
+  ``resume_within`` and ``max_window`` as the real chaos runner uses them (every
+  member samples the messages its reliability layers hold every 2 s).
 
 Only the quiet period's heal is recorded as a ``heal`` fault (a split's end is an
 ``end``): ``no_traffic_after_heal`` asks for traffic within ``resume_within`` of a
@@ -59,6 +60,7 @@ from typing import Any
 import trio
 import trio.testing
 
+from triogroups.chaos._member import windows
 from triogroups.chaos._scenario import PRESETS, Scenario, Step, scenario
 from triogroups.config import StackConfig
 from triogroups.message import Flag
@@ -77,6 +79,8 @@ __all__ = [
 
 SETTLE = 10.0  # the checker's settle, as the real chaos runner's default
 RESUME_WITHIN = 12.0  # traffic must resume this soon after a heal (quiet is 15 s)
+MAX_WINDOW = 20_000  # messages a layer may hold, the real chaos runner's default
+_SAMPLE_EVERY = 2.0  # seconds between two samples of a member's windows
 _BASE_DELAY = (0.001, 0.002)
 _LEAVE_TIMEOUT = 10.0  # virtual seconds a leave's burst and its disconnect may take
 _SHOWN = 5  # violations printed with their excerpts
@@ -162,6 +166,20 @@ class _Run:
         rng = random.Random(f"{self.sc.preset}/{self.sc.seed}/{name}/{life.number}")
         self.nursery.start_soon(self.traffic, name, life, rng)
         return member
+
+    async def sample(self) -> None:
+        """Every `_SAMPLE_EVERY` seconds, what each running member's reliability layers hold
+        (as a chaos member samples itself; no RSS: every member shares one process). A
+        paused member records nothing, as a stopped process would not."""
+        while True:
+            await trio.sleep(_SAMPLE_EVERY)
+            for slot in self.slots.values():
+                life = slot.life
+                if life is None or life.stopping or life.member.paused:
+                    continue
+                history = life.member.history
+                if history is not None:
+                    history.sample(0, windows(life.member.stack.stats()))
 
     async def traffic(self, name: str, life: _Life, rng: random.Random) -> None:
         sc, member = self.sc, life.member
@@ -351,6 +369,7 @@ async def run_scenario(sc: Scenario, root: Path, say: Any = None) -> CampaignRes
     ):
         run = _Run(cluster, sc, nursery, say)
         t0 = trio.current_time()
+        nursery.start_soon(run.sample)
         for name in sc.members:
             await run.start(name)
             await trio.sleep(0.3)
@@ -367,7 +386,9 @@ async def run_scenario(sc: Scenario, root: Path, say: Any = None) -> CampaignRes
         await trio.sleep_until(t0 + sc.duration)
         nursery.cancel_scope.cancel()
     histories = read_histories(root)
-    violations = check_histories(histories, settle=SETTLE, resume_within=RESUME_WITHIN)
+    violations = check_histories(
+        histories, settle=SETTLE, resume_within=RESUME_WITHIN, max_window=MAX_WINDOW
+    )
     result = CampaignResult(sc, violations, steps_done=run.done, skipped=run.skipped)
     views = set()
     for h in histories:
