@@ -6,7 +6,9 @@ TCP a lossless one), runs the stacks, records every delivery, and checks the
 delivery contract on request. Until membership (GMS) is in the stack, the
 kit installs views itself. When the body fails, the seed that reproduces the
 run is attached to the exception. With ``history=`` a directory, every member
-incarnation records its history there for `check_histories`.
+incarnation records its history there for `check_histories`. A member can
+be killed (`SimMember.kill`, as SIGKILL) or paused and resumed
+(`SimMember.pause`, as SIGSTOP/SIGCONT: its clock stops, not only its network).
 """
 
 from __future__ import annotations
