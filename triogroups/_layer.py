@@ -588,6 +588,9 @@ class LayerActor(Actor):
         self.ready = False  # running and not inside a handler: neighbours may call in
         self._failure: Exception | None = None
         self._failed = trio.Event()
+        #: set while the test kit has paused the member (`Stack.pause`): the timer loop
+        #: fires no tick until the event is set, then fires what came due meanwhile, late
+        self.held: trio.Event | None = None
         down_in.bind(
             self,
             protocol.down,
@@ -818,6 +821,8 @@ class LayerActor(Actor):
                 self._timer_scope = scope
                 await trio.sleep_forever()
             self._timer_scope = None
+            while self.held is not None:  # paused (`Stack.pause`): ticks wait, then fire late
+                await self.held.wait()
             now = trio.current_time()
             if proto.next_deadline() <= now:
                 self.ticks += 1

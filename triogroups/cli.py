@@ -9,6 +9,7 @@ Subcommands:
   inspect   watch live clusters: views, counters, warnings (the TUI)
   spark     run an application as a group in a Spark barrier stage
   chaos     member processes under seeded faults, checked afterwards
+  campaign  many seeded simulated runs under faults, each checked
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from rich.table import Table
 
 from triogroups import __version__
 from triogroups.chaos import add_chaos_parser, run_chaos
+from triogroups.chaos._campaign import add_campaign_parser, run_campaign
 from triogroups.config import StackConfig, preset_names
 from triogroups.inspector._cli import add_probe_parser, run_probe
 from triogroups.inspector._demo_inspect import run_demo_inspect
@@ -84,6 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     add_inspect_parser(sub)
     add_spark_parser(sub)
     add_chaos_parser(sub)
+    add_campaign_parser(sub)
     return parser
 
 
@@ -129,6 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run_spark(args, console)
     if args.command == "chaos":
         return run_chaos(args, console)
+    if args.command == "campaign":
+        return run_campaign(args, console)
     try:
         if args.command == "demo" and not args.sim:
             from triogroups.supervisor._demo import run_real_demo

@@ -383,6 +383,31 @@ class Stack:
                 return proto
         raise KeyError(f"stack has no protocol {name!r}")
 
+    def pause(self) -> None:
+        """Stop the current incarnation's clock, as SIGSTOP would: no layer's timer fires
+        until `resume` (the test kit's `SimMember.pause`, which also holds the simulated
+        transport, so nothing arrives or leaves either). What is already on its way
+        through the layers at that instant still gets handled: the stop came a moment
+        later. Idempotent."""
+        incarnation = self._running()
+        held = trio.Event()
+        for actor in incarnation.actors:
+            if isinstance(actor, LayerActor) and actor.held is None:
+                actor.held = held
+
+    def resume(self) -> None:
+        """Let the clock run on from now, as SIGCONT would: every timer that came due
+        while paused fires at once, late. Idempotent."""
+        for actor in self._running().actors:
+            if isinstance(actor, LayerActor) and actor.held is not None:
+                held, actor.held = actor.held, None
+                held.set()
+
+    @property
+    def paused(self) -> bool:
+        """Whether `pause` stopped the current incarnation's clock."""
+        return any(isinstance(a, LayerActor) and a.held is not None for a in self._running().actors)
+
     async def set_property(self, protocol: str, key: str, value: Any) -> None:
         """Change ``protocol``'s property ``key`` at run time (validated, PropertyError
         if bad); the layer acts on it at once (e.g. starts or stops a timer)."""

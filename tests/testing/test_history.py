@@ -443,3 +443,72 @@ def test_history_merge_view_overtaken_by_the_coordinators_next_view_is_no_violat
     run.at(2).view(MergeView(ViewId(3, A), [A, B, C], [left, View.create(C, 2, [C])]), A, C)
     run.at(4).view(View.create(A, 4, [A, B, C]))
     assert run.end(20) == []
+
+
+def _left(root: Path, *, flushed: bool | None, delivered_at_c: bool, c_goes_on: float) -> list[str]:
+    """A multicasts a1 in view 1 {A, B, C}, leaves with ``flushed``; B and C install view 2
+    {B, C} at t = 4. B delivered a1; C did if ``delivered_at_c``; C's history ends
+    ``c_goes_on`` seconds after view 2."""
+    root.mkdir(exist_ok=True)
+    v1 = View.create(A, 1, [A, B, C])
+    v2 = View.create(B, 2, [B, C])
+    run = Run(root, A, B, C)
+    run.at(1).view(v1)
+    run.at(2).mcast(A, "a1", A, B, *([C] if delivered_at_c else []))
+    run.at(3).w[A].leave(flushed)
+    run.at(4).view(v2)
+    run.at(4).w[A].close()
+    run.w.pop(A)
+    run.at(4 + c_goes_on).w[C].sample(1000, {})
+    return run.end(4 + c_goes_on)
+
+
+def test_history_flushed_leave_owes_its_multicasts_to_the_members_that_stayed(
+    tmp_path: Path,
+) -> None:
+    """A member that left with flushed true and whose multicast never reached C, which
+    stayed in the next view for settle, broke its promise: a flushed_leave violation."""
+    assert _left(tmp_path, flushed=True, delivered_at_c=False, c_goes_on=10) == ["flushed_leave"]
+
+
+def test_history_flushed_leave_delivered_everywhere_passes(tmp_path: Path) -> None:
+    """The same leave passes once C delivered the multicast."""
+    assert _left(tmp_path, flushed=True, delivered_at_c=True, c_goes_on=10) == []
+
+
+def test_history_a_leave_without_the_flushed_promise_owes_nothing(tmp_path: Path) -> None:
+    """flushed False (and None, what today's disconnect returns) promises nothing: the
+    sender left, so missing does not ask for a1 either."""
+    assert _left(tmp_path / "f", flushed=False, delivered_at_c=False, c_goes_on=10) == []
+    assert _left(tmp_path / "n", flushed=None, delivered_at_c=False, c_goes_on=10) == []
+
+
+def test_history_flushed_leave_is_not_owed_to_a_member_that_ended_within_settle(
+    tmp_path: Path,
+) -> None:
+    """C's history ends 2 s after the view without A (settle 5): it did not stay."""
+    assert _left(tmp_path, flushed=True, delivered_at_c=False, c_goes_on=2) == []
+
+
+def test_history_leave_record_is_written_and_read_with_its_flushed_bool(tmp_path: Path) -> None:
+    """HistoryWriter.leave writes a leave record; None is written as false."""
+    with HistoryWriter(tmp_path / "A.jsonl", A, lambda: 1.0) as w:
+        w.leave(None)
+        w.leave(True)
+    (history,) = read_histories(tmp_path)
+    assert [line.record["flushed"] for line in history.of("leave")] == [False, True]
+
+
+def test_history_dont_loopback_multicast_is_not_owed_to_its_sender(tmp_path: Path) -> None:
+    """A DONT_LOOPBACK multicast (loopback false) is owed to the others, not to the
+    sender; a regular one is owed to the sender too."""
+    run = Run(tmp_path, A, B)
+    run.at(1).view(V1)
+    run.at(2).w[A].send("a1", loopback=False)
+    run.w[B].deliver(A, "a1")
+    run.at(3).w[A].send("a2")
+    run.w[B].deliver(A, "a2")
+    found = run.end(20)
+    assert found == ["missing"]
+    (violation,) = check_histories(read_histories(tmp_path), settle=5.0)
+    assert violation.excerpt[1].record["id"] == "a2"

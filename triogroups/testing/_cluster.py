@@ -6,7 +6,9 @@ TCP a lossless one), runs the stacks, records every delivery, and checks the
 delivery contract on request. Until membership (GMS) is in the stack, the
 kit installs views itself. When the body fails, the seed that reproduces the
 run is attached to the exception. With ``history=`` a directory, every member
-incarnation records its history there for `check_histories`.
+incarnation records its history there for `check_histories`. A member can
+be killed (`SimMember.kill`, as SIGKILL) or paused and resumed
+(`SimMember.pause`, as SIGSTOP/SIGCONT: its clock stops, not only its network).
 """
 
 from __future__ import annotations
@@ -28,7 +30,7 @@ from triogroups.message import Flag, Message
 from triogroups.stack import Stack
 from triogroups.testing._contract import DeliveryLog
 from triogroups.testing._history import HistoryWriter
-from triogroups.transports.sim import SimNetwork, open_sim_network
+from triogroups.transports.sim import SimNetwork, SimTransport, open_sim_network
 from triogroups.view import Digest, MergeView, View, ViewId
 
 __all__ = ["SimCluster", "SimMember", "open_cluster", "sim_config"]
@@ -81,6 +83,7 @@ class SimMember:
         self._cancel = trio.CancelScope()
         self._history: HistoryWriter | None = None
         self._history_of: Address | None = None
+        self._resumed: trio.Event | None = None  # set while paused
 
     @property
     def address(self) -> Address:
@@ -158,6 +161,7 @@ class SimMember:
         ``wait_accepted=True`` it returns only once every layer accepted
         everything this member sent so far (see `accepted`).
         """
+        await self._wait_resumed()
         self._record_send(payload, to, flags)
         await self.stack.send([Message(to, payload, flags=flags)])
         if wait_accepted:
@@ -172,6 +176,7 @@ class SimMember:
         wait_accepted: bool = False,
     ) -> None:
         """Send several messages as one batch (``wait_accepted`` as in `send`)."""
+        await self._wait_resumed()
         for p in payloads:
             self._record_send(p, to, flags)
         await self.stack.send([Message(to, p, flags=flags) for p in payloads])
@@ -183,7 +188,52 @@ class SimMember:
         self.cluster.log.record_send(self.address, to, payload, oob)
         history = self.history
         if history is not None:
-            history.send(_message_id(payload), to, oob=oob)
+            loopback = not flags & Flag.DONT_LOOPBACK
+            history.send(_message_id(payload), to, oob=oob, loopback=loopback)
+
+    def pause(self) -> None:
+        """Stop this member as SIGSTOP stops a process, until `resume`.
+
+        Its stack's clock stops (`Stack.pause`: no timer fires) and so does its
+        network endpoint (`SimTransport.pause`): nothing leaves, and what
+        arrives waits in the receive buffer as in a stopped process's socket
+        buffer (a lossy endpoint keeps up to ``rx_buffer`` datagrams and drops
+        the rest, a lossless one keeps all). Its application stops too: `send`
+        waits until it is resumed. Recorded as a ``pause`` fault. Idempotent.
+        """
+        if self.paused:
+            return
+        self.stack.pause()
+        self._transport().pause()
+        self._resumed = trio.Event()
+        self.cluster.record_fault("pause", self.name)
+
+    def resume(self) -> None:
+        """Let a paused member run on from virtual now, as SIGCONT does: its timers that
+        came due meanwhile fire at once (late), what waited in its receive buffer is
+        handled and what it sent meanwhile leaves. Recorded as a ``resume`` fault."""
+        if not self.paused:
+            return
+        self.stack.resume()
+        self._transport().resume()
+        resumed, self._resumed = self._resumed, None
+        assert resumed is not None
+        resumed.set()
+        self.cluster.record_fault("resume", self.name)
+
+    @property
+    def paused(self) -> bool:
+        """Whether `pause` stopped this member."""
+        return self._resumed is not None
+
+    def _transport(self) -> SimTransport:
+        transport = self.stack.protocols[0]
+        assert isinstance(transport, SimTransport)
+        return transport
+
+    async def _wait_resumed(self) -> None:
+        while self._resumed is not None:
+            await self._resumed.wait()
 
     async def accepted(self, *, poll: float = 0.01) -> None:
         """Return once every layer accepted everything this member sent so far.

@@ -20,12 +20,16 @@ the run shares: wall time for processes on one host, virtual time in a simulatio
 start      ``member`` (UUID, 32 hex digits), ``name``; the file's first line.
            A file whose start has ``"member": null`` is the run's fault log
 send       ``id`` (the message's identity: unique among this incarnation's
-           sends), ``to`` (UUID or null for a multicast), ``oob`` (bool)
+           sends), ``to`` (UUID or null for a multicast), ``oob`` (bool),
+           ``loopback`` (false for a DONT_LOOPBACK multicast; absent otherwise)
 deliver    ``from`` (sender's UUID), ``id`` (the sender's id for the message)
 view       ``id`` ([counter, coordinator UUID]), ``members`` (UUIDs, in order),
            ``merge`` (true for a merge view; absent otherwise)
 sample     ``rss`` (bytes), ``windows`` ({protocol: messages held})
 fault      ``kind`` (``partition``, ``heal``, ``kill``, ...), ``detail``
+leave      ``flushed`` (bool): the member left gracefully (after its disconnect
+           returned), and whether the leave promised its multicasts had
+           reached the others (a None or False return: no promise)
 =========  ====================================================================
 
 What the checker proves (the delivery contract without FLUSH):
@@ -43,7 +47,15 @@ What the checker proves (the delivery contract without FLUSH):
   That is what JGroups guarantees without FLUSH: there is no promise for a
   member that leaves, is suspected, or is split from the sender before
   retransmission completes, nor that delivery happens before the next view is
-  installed; a multicast counts for the sender itself too (loopback).
+  installed; a multicast counts for the sender itself too (loopback), unless
+  it was sent DONT_LOOPBACK.
+- **flushed_leave**: a regular multicast sent by a member that then left
+  gracefully with ``flushed`` true reaches every member R of the sender's last
+  view (the one it had when it left) that was in the view it was sent in and
+  stayed: the next view R installed after that last view lacks the sender,
+  and R's history goes on for ``settle`` seconds after it. A flushed leave
+  promises that what the member sent got through before it went, so its
+  leaving is no excuse (**missing** does not ask this: the sender left).
 - **view_order**: two members that installed the same view V and each kept the
   other in the next view it installed, installed the same next view, or the one
   that lacks the other's next view W installed, within ``settle`` seconds of W,
@@ -115,9 +127,13 @@ class HistoryWriter:
         record = {"k": k, "t": round(float(self._clock()), 6), **fields}
         self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
 
-    def send(self, msg_id: str, to: Address | None = None, *, oob: bool = False) -> None:
-        """Record a send, before the message goes down the stack."""
-        self._write("send", id=msg_id, to=None if to is None else _uuid(to), oob=oob)
+    def send(
+        self, msg_id: str, to: Address | None = None, *, oob: bool = False, loopback: bool = True
+    ) -> None:
+        """Record a send, before the message goes down the stack (``loopback`` False for
+        a DONT_LOOPBACK multicast, which the sender does not deliver)."""
+        extra = {} if loopback else {"loopback": False}
+        self._write("send", id=msg_id, to=None if to is None else _uuid(to), oob=oob, **extra)
 
     def deliver(self, src: Address, msg_id: str) -> None:
         """Record a delivery (in delivery order)."""
@@ -128,6 +144,12 @@ class HistoryWriter:
         vid = [view.view_id.id, _uuid(view.view_id.coord)]
         merge = {"merge": True} if isinstance(view, MergeView) else {}
         self._write("view", id=vid, members=[_uuid(m) for m in view.members], **merge)
+
+    def leave(self, flushed: bool | None) -> None:
+        """Record a graceful leave once the member's disconnect returned: ``flushed`` is
+        what it returned (None, from a disconnect that promises nothing, counts as
+        False)."""
+        self._write("leave", flushed=bool(flushed))
 
     def sample(self, rss: int, windows: dict[str, int]) -> None:
         """Record the process's resident memory and the messages each protocol holds."""
@@ -283,6 +305,7 @@ def check_histories(
     out += _check_views(members, settle)
     out += _check_deliveries(members)
     out += _check_missing(members, settle)
+    out += _check_flushed_leaves(members, settle)
     out += _check_memory(members, max_rss, max_window)
     out += _check_heals(members, faults, resume_within)
     return out
@@ -479,6 +502,8 @@ def _check_missing(members: dict[str, _Member], settle: float) -> list[HistoryVi
                 r = members.get(uuid)
                 if r is None or (s.uuid, msg_id) in delivered[uuid]:
                     continue
+                if r is s and send.record.get("loopback") is False:
+                    continue
                 key = (uuid, i)
                 if key not in cache:
                     js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(view)]
@@ -496,6 +521,54 @@ def _check_missing(members: dict[str, _Member], settle: float) -> list[HistoryVi
                     excerpt.append(r.views[j + 1])
                 excerpt.append(r.history.lines[-1])
                 out.append(HistoryViolation("missing", text, tuple(excerpt)))
+    return out
+
+
+def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[HistoryViolation]:
+    out = []
+    for s in members.values():
+        leave = next((line for line in s.history.of("leave") if line.record["flushed"]), None)
+        if leave is None:
+            continue
+        before = [v for v in s.views if v.record["t"] <= leave.record["t"]]
+        if not before:
+            continue
+        final = before[-1]
+        stayed: list[tuple[_Member, Line]] = []  # R and the view without S it went on in
+        for uuid in final.record["members"]:
+            r = members.get(uuid)
+            if r is None or r is s:
+                continue
+            js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(final)]
+            if not js or js[0] + 1 >= len(r.views):
+                continue
+            after = r.views[js[0] + 1]
+            if s.uuid in after.record["members"]:
+                continue
+            if r.history.end - float(after.record["t"]) >= settle:
+                stayed.append((r, after))
+        got = {
+            r.uuid: {d.record["id"] for d in r.history.of("deliver") if d.record["from"] == s.uuid}
+            for r, _ in stayed
+        }
+        for msg_id, send in s.sends.items():
+            i = s.view_at_send[msg_id]
+            if send.record["oob"] or send.record["to"] is not None or i < 0:
+                continue
+            if send.record["t"] > leave.record["t"]:
+                continue
+            sent_in = s.views[i].record["members"]
+            for r, after in stayed:
+                if r.uuid not in sent_in:
+                    continue
+                if msg_id in got[r.uuid]:
+                    continue
+                text = (
+                    f"{r.history.name} never delivered {msg_id!r} from {s.history.name}, "
+                    f"which left with flushed true"
+                )
+                excerpt = (send, leave, final, after, r.history.lines[-1])
+                out.append(HistoryViolation("flushed_leave", text, excerpt))
     return out
 
 

@@ -260,6 +260,34 @@ class SimTransport(Transport):
         self.counters.update({"msgs_received": 0, "dropped_rx_full": 0, "dropped_oversized": 0})
         self.decode_errors: dict[str, int] = {}
         self._net: SimNetwork | None = None
+        self._resumed: trio.Event | None = None  # set while paused
+
+    def pause(self) -> None:
+        """Stop sending and receiving, as a SIGSTOPped process's socket does.
+
+        Datagrams that arrive meanwhile wait in the receive buffer, as in a
+        stopped process's socket buffer: up to ``rx_buffer`` of them on a
+        lossy endpoint (UDP: the rest are dropped, ``dropped_rx_full``),
+        every one on a lossless one (a TCP peer's data waits in the kernel).
+        What the stack sends down waits until `resume`. Idempotent.
+        """
+        if self._resumed is None:
+            self._resumed = trio.Event()
+
+    def resume(self) -> None:
+        """Hand up what arrived while paused and send what waited (idempotent)."""
+        resumed, self._resumed = self._resumed, None
+        if resumed is not None:
+            resumed.set()
+
+    @property
+    def paused(self) -> bool:
+        """Whether `pause` holds this endpoint."""
+        return self._resumed is not None
+
+    async def _running(self) -> None:
+        while self._resumed is not None:
+            await self._resumed.wait()
 
     def open(self) -> None:
         """Attach to the open `SimNetwork` named ``network``."""
@@ -295,6 +323,7 @@ class SimTransport(Transport):
                 nursery.start_soon(self._receive_loop, up)
                 task_status.started()
                 async for item in down:
+                    await self._running()
                     if type(item) is list:
                         await self._send_batch(net, item, up)
                     elif isinstance(item, ViewChange):
@@ -340,6 +369,7 @@ class SimTransport(Transport):
         me = self.local_address
         while True:
             await self._arrived.wait()
+            await self._running()
             self._arrived = trio.Event()
             datagrams, self._inbox = self._inbox, []
             batch: list[Message] = []
