@@ -251,8 +251,8 @@ class _Run:
                 count = random.Random(f"{self.sc.seed}/{step.at}").randint(2, self.sc.burst)
                 ids = [f"{name}{life.number}-last{i}".encode() for i in range(count)]
                 await member.send_many(ids)
-            # today's disconnect returns None (no promise); once it returns whether the
-            # leave flushed, the flushed_leave rule holds the member to it
+            # disconnect returns whether the leave flushed: if it did, the
+            # flushed_leave rule holds the member to it
             flushed = await _disconnect(member)
         if member.history is not None:
             member.history.leave(flushed)
@@ -336,9 +336,8 @@ class _Run:
         self.cluster.record_fault("heal", "quiet period")
 
 
-async def _disconnect(member: SimMember) -> bool | None:
-    outcome: Any = await member.disconnect()  # type: ignore[func-returns-value]
-    return None if outcome is None else bool(outcome)
+async def _disconnect(member: SimMember) -> bool:
+    return await member.disconnect()
 
 
 def _actions(sc: Scenario) -> Iterator[tuple[float, int, Step]]:
