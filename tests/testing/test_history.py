@@ -490,6 +490,28 @@ def test_history_flushed_leave_is_not_owed_to_a_member_that_ended_within_settle(
     assert _left(tmp_path, flushed=True, delivered_at_c=False, c_goes_on=2) == []
 
 
+def test_history_flushed_leave_is_not_owed_to_a_member_merged_back_after_the_send(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-mcast seed 1199: A multicast a1 in view 1 {A, B, C}; a partition
+    split C off (A and B went on in view 2 {A, B}), a merge brought C back (view 3),
+    then A left flushed. C's window for A started at the merge digest: a1, sent while
+    C was apart, was never owed to it, flushed leave or not. B was with A all along."""
+    v1 = View.create(A, 1, [A, B, C])
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(v1)
+    run.at(2).mcast(A, "a1", A, B)
+    run.at(3).view(View.create(A, 2, [A, B]), A, B)
+    run.view(View.create(C, 2, [C]), C)
+    run.at(5).view(View.create(A, 3, [A, B, C]))
+    run.at(6).w[A].leave(True)
+    run.at(7).view(View.create(B, 4, [B, C]), B, C)
+    run.at(7).w[A].close()
+    run.w.pop(A)
+    run.at(20).w[C].sample(1000, {})
+    assert run.end(20) == []
+
+
 def test_history_leave_record_is_written_and_read_with_its_flushed_bool(tmp_path: Path) -> None:
     """HistoryWriter.leave writes a leave record; None is written as false."""
     with HistoryWriter(tmp_path / "A.jsonl", A, lambda: 1.0) as w:

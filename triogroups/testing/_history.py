@@ -51,8 +51,10 @@ What the checker proves (the delivery contract without FLUSH):
   it was sent DONT_LOOPBACK.
 - **flushed_leave**: a regular multicast sent by a member that then left
   gracefully with ``flushed`` true reaches every member R of the sender's last
-  view (the one it had when it left) that was in the view it was sent in and
-  stayed: the next view R installed after that last view lacks the sender,
+  view (the one it had when it left) that installed every view the sender
+  installed from the send to its leave (one merged back in between was owed
+  nothing sent while apart) and stayed: the next view R installed after that
+  last view lacks the sender,
   and R's history goes on for ``settle`` seconds after it. A flushed leave
   promises that what the member sent got through before it went, so its
   leaving is no excuse (**missing** does not ask this: the sender left).
@@ -551,15 +553,21 @@ def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[Hi
             r.uuid: {d.record["id"] for d in r.history.of("deliver") if d.record["from"] == s.uuid}
             for r, _ in stayed
         }
+        together = {
+            r.uuid: {_vid(v) for v in r.views if s.uuid in v.record["members"]}
+            for r, _ in stayed
+        }
         for msg_id, send in s.sends.items():
             i = s.view_at_send[msg_id]
             if send.record["oob"] or send.record["to"] is not None or i < 0:
                 continue
             if send.record["t"] > leave.record["t"]:
                 continue
-            sent_in = s.views[i].record["members"]
+            # owed only to a member that was with S in every view S installed from the
+            # send to its leave: one merged back in between was owed nothing sent apart
+            span = [_vid(v) for v in s.views[i : s.views.index(final) + 1]]
             for r, after in stayed:
-                if r.uuid not in sent_in:
+                if not together[r.uuid].issuperset(span):
                     continue
                 if msg_id in got[r.uuid]:
                     continue
