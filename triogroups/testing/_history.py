@@ -554,8 +554,7 @@ def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[Hi
             for r, _ in stayed
         }
         together = {
-            r.uuid: {_vid(v) for v in r.views if s.uuid in v.record["members"]}
-            for r, _ in stayed
+            r.uuid: {_vid(v) for v in r.views if s.uuid in v.record["members"]} for r, _ in stayed
         }
         for msg_id, send in s.sends.items():
             i = s.view_at_send[msg_id]
