@@ -504,7 +504,7 @@ def test_mcast_first_view_of_the_group_opens_windows_and_receives_what_came_befo
 def test_mcast_a_window_moved_past_a_gap_delivers_what_it_held_and_says_what_it_skipped(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    """As NAKACK2 since 13bf09b: a merge digest that moves a window past a gap delivers
+    """As NAKACK2 since 13bf09b: a digest that moves a window past a gap delivers
     what the window held at or below the new start, in order, instead of dropping it;
     the gap's messages, lost at this member, are counted in ``skipped_by_window_move``
     and said in a warning. A move over seqnos never received says nothing."""
@@ -512,17 +512,33 @@ def test_mcast_a_window_moved_past_a_gap_delivers_what_it_held_and_says_what_it_
     proto.up([_data(B, 3), _data(B, 4), _data(B, 7, flags=Flag.OOB), _data(C, 1)], 0.0)
     assert [m.payload for m in up_messages(proto)] == [b"B7", b"C1"]
     with caplog.at_level(logging.WARNING, logger="triogroups.protocols.mcast"):
-        proto.down_event(MergeDigest(Digest({B: (5, 5), C: (9, 9)})), 0.0)
+        proto.down_event(SetDigest(Digest({B: (5, 5), C: (9, 9)})), 0.0)
     assert [m.payload for m in up_messages(proto)] == [b"B3", b"B4"]
     assert proto.stats()["skipped_by_window_move"] == 2
     (line,) = [r.getMessage() for r in caplog.records]
-    assert f"MCAST a merge digest moved the window for {B} from 0 to 5: 2 of its messages" in line
+    assert f"MCAST a digest moved the window for {B} from 0 to 5: 2 of its messages" in line
     assert line.endswith("never came and are skipped, 2 held behind them are delivered")
     proto.up([_data(B, 2), _data(B, 6)], 0.1)  # a late one is a duplicate now
     assert [m.payload for m in up_messages(proto)] == [b"B6"]  # #7 was delivered on arrival
     assert proto.stats()["duplicates"] == 1
     assert proto.stats()["receive_windows"]["B"]["low"] == 7
     assert proto.stats()["receive_windows"]["C"]["low"] == 9
+
+
+def test_mcast_merge_digest_never_moves_the_window_of_a_member_of_our_own_view() -> None:
+    """Issue 37 (campaign udp-mcast 2145, 5013): a merge digest arrives before the merge
+    view, while B is still in our view: B keeps what we did not ack, so the window for
+    B stays where it is (``merge_windows_kept``) and the gap is asked for and filled by
+    retransmission, never skipped; a sender that really purged answers PURGED."""
+    proto = _mcast()
+    proto.up([_data(B, 3), _data(B, 4)], 0.0)
+    assert up_messages(proto) == []
+    proto.down_event(MergeDigest(Digest({B: (5, 5)})), 0.0)
+    assert up_messages(proto) == []
+    assert proto.stats()["skipped_by_window_move"] == 0
+    assert proto.stats()["merge_windows_kept"] == 1
+    proto.up([_data(B, 1), _data(B, 2), _data(B, 5)], 0.1)
+    assert [m.payload for m in up_messages(proto)] == [b"B1", b"B2", b"B3", b"B4", b"B5"]
 
 
 def _xmit_req(frm: Address, *seqnos: int, to: Address = A) -> Message:

@@ -8,7 +8,7 @@ from typing import Any
 import trio
 
 from triogroups import Digest, Flag, Message, StackConfig
-from triogroups.events import DigestReply, GetDigest, MergeDigest, SetDigest
+from triogroups.events import DigestReply, GetDigest, SetDigest
 from triogroups.protocols import ids
 from triogroups.protocols.mcast import ACK, as_header
 from triogroups.testing import SimCluster, SimMember, open_cluster
@@ -543,11 +543,12 @@ async def test_mcast_send_blocked_on_a_full_window_returns_once_its_member_left(
             nursery.cancel_scope.cancel()
 
 
-async def test_mcast_merge_digest_past_a_gap_delivers_what_the_window_held(
+async def test_mcast_digest_past_a_gap_delivers_what_the_window_held(
     autojump_clock: Any,
 ) -> None:
     """B never gets C's first multicast, not even retransmitted, and holds the four after
-    it behind the gap until a merge digest moves its window past them: they are delivered
+    it behind the gap until a digest (GMS's answer to a rejoin) moves its window past them
+    (a merge digest no longer moves a window of a member of our own view): they are delivered
     in order, only the gap is lost (``skipped_by_window_move``), and C's next multicast
     follows. The move dropped all five, silently."""
     with trio.fail_after(_GUARD):
@@ -557,7 +558,7 @@ async def test_mcast_merge_digest_past_a_gap_delivers_what_the_window_held(
             await c.send_many([b"c1", b"c2", b"c3", b"c4", b"c5"])
             await trio.sleep(1)
             assert _payloads(b) == [] and _payloads(a) == [b"c1", b"c2", b"c3", b"c4", b"c5"]
-            await b.stack.send(MergeDigest(Digest({c.address: (5, 5)})))
+            await b.stack.send(SetDigest(Digest({c.address: (5, 5)})))
             await c.send(b"c6")
             await trio.sleep(1)
             assert _payloads(b) == [b"c2", b"c3", b"c4", b"c5", b"c6"]

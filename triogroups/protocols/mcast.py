@@ -308,6 +308,7 @@ class Mcast(Protocol):
                 "become_server_queue_dropped",
                 "become_server_queue_replayed",
                 "skipped_by_window_move",
+                "merge_windows_kept",
                 "controls_past_capacity",
                 "dropped_after_leave",
             ),
@@ -849,7 +850,18 @@ class Mcast(Protocol):
                 self._acks[member] = self._send.high
 
     def _set_digest(self, digest: Digest, why: str) -> None:
+        """Open or move windows to a join or merge digest.
+
+        A merge digest never moves the window of a member of our own view (our
+        subgroup: the merge view is not installed yet): that member is still with
+        us and keeps what we did not ack, so its last-message resends and our
+        XMIT_REQs fill the gap; if it did purge (it went on in a view without us)
+        it answers PURGED and the window moves then (`_on_purged`). Moving it here
+        skipped messages a merge could still get (campaign udp-mcast 2145, 5013:
+        a flushed leaver's last multicasts never reached a member of its view).
+        """
         deliver: list[Message] = []
+        merge = why == "a merge digest"
         for member, (delivered, _received) in digest.items():
             if member == self.local_address:
                 continue
@@ -857,6 +869,9 @@ class Mcast(Protocol):
             if win is None:
                 self._open(member, delivered)
             elif win.low < delivered:
+                if merge and self.view is not None and member in self.view:
+                    self.counters["merge_windows_kept"] += 1
+                    continue
                 self._move(win, delivered, member, why, deliver)
         self.counters["msgs_delivered"] += len(deliver)
         self.send_up(deliver)
