@@ -512,6 +512,28 @@ def test_history_flushed_leave_is_not_owed_to_a_member_merged_back_after_the_sen
     assert run.end(20) == []
 
 
+def test_history_flushed_leave_is_not_owed_to_a_member_that_excluded_the_sender_after_the_send(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-mcast seed 5013: A multicast a1 in view 1 {A, B, C}, was paused; C
+    installed view 2 {B, C} without A, then the merge view 3 brought A back (A itself
+    never installed view 2), and A left flushed. C was split from A after the send, so
+    a1 was not owed to it (the merge digest starts its window afresh); B, which kept A
+    in every view, was."""
+    v1 = View.create(A, 1, [A, B, C])
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(v1)
+    run.at(2).mcast(A, "a1", A, B)
+    run.at(3).view(View.create(B, 2, [B, C]), C)
+    run.at(5).view(View.create(A, 3, [A, B, C]))
+    run.at(6).w[A].leave(True)
+    run.at(7).view(View.create(B, 4, [B, C]), B, C)
+    run.at(7).w[A].close()
+    run.w.pop(A)
+    run.at(20).w[C].sample(1000, {})
+    assert run.end(20) == []
+
+
 def test_history_leave_record_is_written_and_read_with_its_flushed_bool(tmp_path: Path) -> None:
     """HistoryWriter.leave writes a leave record; None is written as false."""
     with HistoryWriter(tmp_path / "A.jsonl", A, lambda: 1.0) as w:

@@ -52,9 +52,10 @@ What the checker proves (the delivery contract without FLUSH):
 - **flushed_leave**: a regular multicast sent by a member that then left
   gracefully with ``flushed`` true reaches every member R of the sender's last
   view (the one it had when it left) that installed every view the sender
-  installed from the send to its leave (one merged back in between was owed
-  nothing sent while apart) and stayed: the next view R installed after that
-  last view lacks the sender,
+  installed from the send to its leave, none of R's views between them
+  leaving the sender out (one split off and merged back in between was owed
+  nothing sent before the split: a merge digest starts its window afresh) and
+  stayed: the next view R installed after that last view lacks the sender,
   and R's history goes on for ``settle`` seconds after it. A flushed leave
   promises that what the member sent got through before it went, so its
   leaving is no excuse (**missing** does not ask this: the sender left).
@@ -526,6 +527,21 @@ def _check_missing(members: dict[str, _Member], settle: float) -> list[HistoryVi
     return out
 
 
+def _views_with(r: _Member, sender: str) -> list[tuple[tuple[int, str], bool]]:
+    """R's views in order, each with whether it held ``sender``."""
+    return [(_vid(v), sender in v.record["members"]) for v in r.views]
+
+
+def _stayed_with(views: list[tuple[tuple[int, str], bool]], span: list[tuple[int, str]]) -> bool:
+    """R installed every view of ``span`` (the sender's, from a send to its leave), and
+    no view between the first and the last of them left the sender out."""
+    ids = [vid for vid, _ in views]
+    if not set(span).issubset(ids):
+        return False
+    first, last = ids.index(span[0]), ids.index(span[-1])
+    return all(held for _, held in views[first : last + 1])
+
+
 def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[HistoryViolation]:
     out = []
     for s in members.values():
@@ -553,9 +569,7 @@ def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[Hi
             r.uuid: {d.record["id"] for d in r.history.of("deliver") if d.record["from"] == s.uuid}
             for r, _ in stayed
         }
-        together = {
-            r.uuid: {_vid(v) for v in r.views if s.uuid in v.record["members"]} for r, _ in stayed
-        }
+        together = {r.uuid: _views_with(r, s.uuid) for r, _ in stayed}
         for msg_id, send in s.sends.items():
             i = s.view_at_send[msg_id]
             if send.record["oob"] or send.record["to"] is not None or i < 0:
@@ -566,7 +580,7 @@ def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[Hi
             # send to its leave: one merged back in between was owed nothing sent apart
             span = [_vid(v) for v in s.views[i : s.views.index(final) + 1]]
             for r, after in stayed:
-                if not together[r.uuid].issuperset(span):
+                if not _stayed_with(together[r.uuid], span):
                     continue
                 if msg_id in got[r.uuid]:
                     continue
