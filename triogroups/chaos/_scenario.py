@@ -29,7 +29,14 @@ import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
-from triogroups.chaos._schedule import LOSSLESS_KINDS
+from triogroups.chaos._schedule import (
+    _DOWN,
+    _QUALITY,
+    _SPLIT,
+    FAULT_KINDS,
+    LOSSLESS_KINDS,
+)
+from triogroups.chaos._schedule import _WEIGHTS as FAULT_WEIGHTS
 
 __all__ = ["PRESETS", "STEP_KINDS", "Scenario", "Step", "scenario"]
 
@@ -37,33 +44,10 @@ __all__ = ["PRESETS", "STEP_KINDS", "Scenario", "Step", "scenario"]
 #: UNICAST2 in place of UNICAST3); ``tcp`` is the seeds' NAKACK2 without retransmission
 PRESETS = ("udp", "tcp", "udp-mcast", "unicast2")
 _LOSSLESS_PRESETS = ("tcp",)
-STEP_KINDS = (
-    "join",
-    "leave",
-    "kill",
-    "restart",
-    "pause",
-    "partition",
-    "oneway",
-    "loss",
-    "dup",
-    "delay",
-)
-_WEIGHTS = {
-    "join": 2,
-    "leave": 2,
-    "kill": 3,
-    "restart": 1,
-    "pause": 3,
-    "partition": 2,
-    "oneway": 2,
-    "loss": 2,
-    "dup": 1,
-    "delay": 1,
-}
-_DOWN = ("kill", "restart", "pause")
-_SPLIT = ("partition", "oneway")
-_QUALITY = ("loss", "dup", "delay")
+# the faults and their weights are chaos runs' own (`fault_schedule`); a campaign adds
+# joins and graceful leaves, which a chaos run makes through restarts
+STEP_KINDS = ("join", "leave", *FAULT_KINDS)
+_WEIGHTS = {"join": 2, "leave": 2, **FAULT_WEIGHTS}
 _NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _MAX_MEMBERS = 9
 _MIN_MEMBERS = 3
