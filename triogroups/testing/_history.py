@@ -70,7 +70,8 @@ What the checker proves (the delivery contract without FLUSH):
   change in one subgroup can; MERGE3 then merges the two). A member that missed W
   is also excused when a view after W, within ``settle`` seconds of it, removed
   it (it was unreachable) and it installed one at least as new within ``settle``
-  seconds of that (it was merged back). When W's coordinator crashed or left
+  seconds of that or of a ``heal`` fault after it (it was merged back once the
+  network let it). When W's coordinator crashed or left
   within ``settle`` seconds of W, the ``settle`` seconds run from then: only
   failure detection tells the others it is gone.
 - **view_id**: each incarnation's view ids strictly increase; **view_members**:
@@ -305,7 +306,8 @@ def check_histories(
     members = {h.member: _index(h) for h in histories if h.member is not None}
     faults = [line for h in histories if h.member is None for line in h.of("fault")]
     out: list[HistoryViolation] = []
-    out += _check_views(members, settle)
+    heals = [float(f.record["t"]) for f in faults if f.record["kind"] == "heal"]
+    out += _check_views(members, settle, heals)
     out += _check_deliveries(members)
     out += _check_missing(members, settle)
     out += _check_flushed_leaves(members, settle)
@@ -322,7 +324,9 @@ def assert_histories(histories: Iterable[History], **limits: Any) -> None:
         raise HistoryError(f"{len(found)} violation(s) of the delivery contract:\n{shown}")
 
 
-def _check_views(members: dict[str, _Member], settle: float) -> list[HistoryViolation]:
+def _check_views(
+    members: dict[str, _Member], settle: float, heals: list[float]
+) -> list[HistoryViolation]:
     out = []
     names: dict[tuple[int, str], Line] = {}
     for m in members.values():
@@ -348,8 +352,8 @@ def _check_views(members: dict[str, _Member], settle: float) -> list[HistoryViol
                 stayed = b.uuid in na.record["members"] and a.uuid in nb.record["members"]
                 if not stayed or _vid(na) == _vid(nb):
                     continue
-                if _missed_excused(members, na, a, b, settle) and _missed_excused(
-                    members, nb, b, a, settle
+                if _missed_excused(members, na, a, b, settle, heals) and _missed_excused(
+                    members, nb, b, a, settle, heals
                 ):
                     continue
                 text = (
@@ -362,18 +366,25 @@ def _check_views(members: dict[str, _Member], settle: float) -> list[HistoryViol
 
 
 def _missed_excused(
-    members: dict[str, _Member], view: Line, peer: _Member, skipper: _Member, settle: float
+    members: dict[str, _Member],
+    view: Line,
+    peer: _Member,
+    skipper: _Member,
+    settle: float,
+    heals: list[float],
 ) -> bool:
-    """Whether ``skipper``, which installed another view where ``peer`` installed ``view``,
-    may lack ``view``: it installed it after all, or it caught up within ``settle`` seconds
-    of the view (`_caught_up`; of the end of the view's coordinator, if that came within
-    ``settle`` seconds of the view), or it was excluded meanwhile and merged back: a view the
-    peer installed after ``view``, within ``settle`` seconds of it, lacks the skipper, and
-    the skipper caught up with that one. A member left out of the next view was
-    unreachable (suspected and removed: a partition, a pause), so it was in no position to
-    get ``view`` either, and rejoining is then MERGE3's business (chaos run udp-mcast seed
-    1015048817: a one-way partition, 9% loss and a pause kept view 81 from A, view 82
-    removed A 5 s later, and the merge view 83 took it back 7 s after that)."""
+    """Whether ``skipper``, which installed another view where ``peer`` installed ``view``, may
+    lack ``view``: it installed it after all, or it caught up within ``settle`` seconds of
+    the view (`_caught_up`; of the end of the view's coordinator, if that came within
+    ``settle`` seconds of the view), or it was excluded meanwhile and merged back: a view
+    the peer installed after ``view``, within ``settle`` seconds of it, lacks the skipper,
+    and the skipper caught up with that one within ``settle`` seconds of it or of a ``heal``
+    fault after it (campaign udp seed 2281: pauses and partitions kept B apart from 5.4 s to
+    19.7 s, and the merge view took it back 0.1 s after the last heal). A member left out of
+    the next view was unreachable (suspected and removed: a partition, a pause), so it was
+    in no position to get ``view`` either, and rejoining is then MERGE3's business (chaos
+    run udp-mcast seed 1015048817: a one-way partition, 9% loss and a pause kept view 81
+    from A, view 82 removed A 5 s later, and the merge view 83 took it back 7 s after that)."""
     vid = _vid(view)
     if any(_vid(line) == vid for line in skipper.views):
         return True
@@ -392,7 +403,12 @@ def _missed_excused(
         if _vid(line)[0] <= vid[0] or skipper.uuid in line.record["members"]:
             continue
         t_out = _installed_at(members, line)
-        return t_out <= t + settle and _caught_up(skipper, _vid(line)[0], t_out, settle)
+        if t_out > t + settle:
+            return False
+        # Merged back within ``settle`` seconds of its removal, or of a heal after it:
+        # while the network keeps it apart, no merge can take it back.
+        since = [t_out] + [h for h in heals if h >= t_out]
+        return any(_caught_up(skipper, _vid(line)[0], s, settle) for s in since)
     return False
 
 
