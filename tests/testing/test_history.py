@@ -345,11 +345,16 @@ def test_history_view_missed_by_a_member_that_ended_soon_after_is_no_violation(
     assert run.end(20) == []
 
 
-def _missed_removed_merged(root: Path, removed_at: float, merged_at: float) -> list[str]:
+def _missed_removed_merged(
+    root: Path, removed_at: float, merged_at: float, heal_at: float | None = None
+) -> list[str]:
     """C's view 2 at t = 2 lists A, which never gets it; C's view 3 removes A at
-    ``removed_at``, the merge view 4 takes it back at ``merged_at`` (``settle`` 5 s)."""
+    ``removed_at``, the merge view 4 takes it back at ``merged_at`` (``settle`` 5 s);
+    a ``heal`` fault at ``heal_at``, if given."""
     root.mkdir(exist_ok=True)
     run = Run(root, A, B, C)
+    if heal_at is not None:
+        run.at(heal_at).faults.fault("heal")
     run.at(1).view(View.create(C, 1, [C, A, B]))
     run.at(2).view(View.create(C, 2, [C, A, B]), C, B)
     run.at(removed_at).view(View.create(C, 3, [C, B]), C, B)
@@ -377,6 +382,20 @@ def test_history_member_removed_but_not_merged_back_within_settle_is_a_violation
     found = _missed_removed_merged(tmp_path / "slow merge", removed_at=5, merged_at=11)
     assert found == ["view_order", "view_order"]  # A against C, and against B
     found = _missed_removed_merged(tmp_path / "late removal", removed_at=8, merged_at=10)
+    assert found == ["view_order", "view_order"]
+
+
+def test_history_member_removed_and_merged_back_soon_after_a_heal_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp seed 2281: pauses and partitions kept B apart from 5.4 s to 19.7 s; the
+    merge view took it back 0.1 s after the last heal, 10.2 s after the view that removed
+    it (``settle`` 10 s). While the network keeps a member apart no merge can take it
+    back, so ``settle`` runs from the heal too; but not from a heal before the removal."""
+    assert _missed_removed_merged(tmp_path / "a", removed_at=5, merged_at=13, heal_at=9) == []
+    found = _missed_removed_merged(tmp_path / "b", removed_at=5, merged_at=13, heal_at=4)
+    assert found == ["view_order", "view_order"]
+    found = _missed_removed_merged(tmp_path / "c", removed_at=5, merged_at=15, heal_at=9)
     assert found == ["view_order", "view_order"]
 
 
