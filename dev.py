@@ -27,11 +27,11 @@ def _run(*args: str | Path) -> None:
         sys.exit(result.returncode)
 
 
-# setuptools' default editable install hides the package behind an import hook that
-# type checkers cannot follow (mypy: "cannot find implementation or library stub");
-# compat mode puts the checkout on sys.path with a plain .pth line, so an application's
-# `mypy --strict` sees triogroups and its py.typed.
-INSTALL = ("-e", ".[test,spark]", "--config-settings", "editable_mode=compat")
+# hatchling's editable install puts the checkout on sys.path with a plain .pth line, so an
+# application's `mypy --strict` sees triogroups and its py.typed (setuptools' default editable
+# mode hides the package behind an import hook that type checkers cannot follow, and the
+# compat mode that avoided it is deprecated).
+INSTALL = ("-e", ".[test,spark]")
 
 # The suite spends most of its time waiting (member processes starting, failure detection,
 # merges, chaos runs in real time): tests/real and tests/supervisor took 509 s of wall time

@@ -23,6 +23,7 @@ import ast
 import doctest
 import importlib
 import importlib.util
+import os
 import pkgutil
 import re
 import shlex
@@ -245,3 +246,57 @@ def test_docstring_literal_blocks_are_checked(module: ModuleType) -> None:
                     module.__name__ == name and lines[0].startswith(start)
                     for name, start in _FORMAT_DESCRIPTIONS
                 ), f"{module.__name__}: a literal block not tested; make it a doctest:\n{lines}"
+
+
+def _readme_block_containing(language: str, needle: str) -> str:
+    found = [p.values[0] for p in _blocks(language) if needle in p.values[0]]
+    assert found, f"no ```{language} block in README.md contains {needle!r}"
+    return str(found[0])
+
+
+def test_readme_quick_start_activation_makes_its_commands_work_as_typed() -> None:
+    """After the Quick start, a new shell runs the README's line that activates the venv,
+    then types ``triogroups ...`` and ``python examples/...`` as the README shows them
+    (first contact: without that line, "command not found" and ModuleNotFoundError)."""
+    if not (ROOT / ".venv" / "bin" / "activate").exists():
+        pytest.skip("no .venv beside the checkout: `python3 dev.py test` makes it")
+    block = _readme_block_containing("sh", "activate")
+    activate = next(line for line in block.splitlines() if "activate" in line)
+    activate = activate.split("#")[0].strip()
+    fresh_path = ":".join(
+        p for p in os.environ["PATH"].split(":") if not p.startswith(str(ROOT / ".venv"))
+    )
+    env = {**os.environ, "PATH": fresh_path}
+    env.pop("VIRTUAL_ENV", None)
+    env.pop("PYTHONPATH", None)
+    script = f"{activate} && triogroups --version && python examples/chat.py --help"
+    result = subprocess.run(
+        ["bash", "-c", script],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("triogroups "), result.stdout
+
+
+def test_readme_first_channel_example_shows_both_messages_it_sends(tmp_path: Path) -> None:
+    """The Channels section's first example multicasts a dict and unicasts bytes to itself;
+    the two travel apart, so it must wait for both whatever their order, and print each
+    (it used to stop at the unicast, which usually came first)."""
+    source = _readme_block_containing("python", 'ch.send(b"just you", to=ch.address)')
+    (tmp_path / "block.py").write_text(source)
+    result = subprocess.run(
+        [sys.executable, "block.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "{'hello': 'group'} multicast" in result.stdout, result.stdout
+    assert "b'just you' unicast" in result.stdout, result.stdout
