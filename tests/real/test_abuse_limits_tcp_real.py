@@ -21,6 +21,7 @@ import trio
 from tests.real.conftest import PresetOnOwnPorts
 from tests.real.test_abuse_limits_real import _group, _layer, _still_served
 from triogroups import Address, Channel, Message
+from triogroups.config import StackConfig
 from triogroups.protocols import ids
 from triogroups.protocols._discovery import REQUEST, DiscoveryHeader
 from triogroups.protocols.frag import FragHeader
@@ -50,6 +51,13 @@ class TcpHostile:
     async def send(self, msgs: list[Message], dest: Address | None = None) -> None:
         data = self.codec.encode(dest, self.me, msgs)
         await self.stream.send_all(frame(data) + data)
+
+
+def _patient(config: StackConfig) -> StackConfig:
+    """A hello may wait long on a loaded machine: with 80 connections opened at once at load
+    25, the member's default 2 s ``sock_conn_timeout`` closed a hostile peer before its
+    hello was read, and the test failed for want of CPU. The limits under test are counts."""
+    return config.configure("TCP", sock_conn_timeout=60.0)
 
 
 @asynccontextmanager
@@ -102,7 +110,7 @@ async def test_tcp_join_request_flood_is_capped_and_the_group_goes_on(
     coordinator at once. ``max_members=2``: the view is full, every one is dropped.
     ``max_pending_joins=5``: at most 5 are queued at a time, the rest dropped; the
     few admitted never answer, so failure detection removes them."""
-    config = preset_on_own_ports("tcp").configure(
+    config = _patient(preset_on_own_ports("tcp")).configure(
         "GMS", **{limit: 2 if limit == "max_members" else 5}
     )
     with trio.fail_after(120):
@@ -141,7 +149,7 @@ async def test_tcp_xmit_request_flood_is_capped_per_peer_and_the_group_goes_on(
     """A peer asking A again and again for all it multicast gets at most
     max_xmits_per_interval messages a second (NAKACK2 without retransmission, as
     over TCP); the rest is counted as xmits_capped."""
-    config = preset_on_own_ports("tcp").configure("NAKACK2", max_xmits_per_interval=50)
+    config = _patient(preset_on_own_ports("tcp")).configure("NAKACK2", max_xmits_per_interval=50)
     with trio.fail_after(90):
         async with _group(config) as (a, b):
             for i in range(100):
@@ -168,7 +176,7 @@ async def test_tcp_unicast3_xmit_request_flood_is_capped_per_peer_and_the_group_
     """The hostile peer joins, the coordinator sends it 100 unicasts, and it asks for
     all of them again and again: at most max_xmits_per_interval are resent per
     xmit_interval."""
-    config = preset_on_own_ports("tcp").configure(
+    config = _patient(preset_on_own_ports("tcp")).configure(
         "UNICAST3", max_xmits_per_interval=50, xmit_interval=1.0
     )
     with trio.fail_after(90):
@@ -200,7 +208,7 @@ async def test_tcp_member_that_never_fills_its_gaps_is_capped(
     """An intruder joins (plain mode lets anyone), then multicasts seqnos far beyond
     the coordinator's window of it: dropped and counted, never buffered, while it is
     in the view; failure detection then removes it, as it never sends heartbeats."""
-    config = preset_on_own_ports("tcp").configure("NAKACK2", max_receive_window=100)
+    config = _patient(preset_on_own_ports("tcp")).configure("NAKACK2", max_receive_window=100)
     with trio.fail_after(120):
         async with _group(config) as (a, b):
             coord, other = _coord(a, b)
@@ -224,7 +232,7 @@ async def test_tcp_fragments_that_never_complete_are_capped(
 ) -> None:
     """First fragments of 300 messages that never complete: FRAG keeps at most
     max_pending_size bytes of them per sender and evicts the oldest."""
-    config = preset_on_own_ports("tcp").configure(
+    config = _patient(preset_on_own_ports("tcp")).configure(
         "FRAG", frag_size=1000, max_message_size=10_000, max_pending_size=20_000
     )
     with trio.fail_after(90):
@@ -247,7 +255,9 @@ async def test_tcp_mcast_member_beyond_the_window_is_capped(
     """The tcp preset with MCAST in place of NAKACK2 (and no MFC, as in udp-mcast): an
     intruder that joined multicasts seqnos far beyond the coordinator's fixed window of
     it (``capacity``): dropped and counted as dropped_outside_window, never buffered."""
-    config = preset_on_own_ports("tcp").replace("NAKACK2", "MCAST", capacity=64).remove("MFC")
+    config = (
+        _patient(preset_on_own_ports("tcp")).replace("NAKACK2", "MCAST", capacity=64).remove("MFC")
+    )
     with trio.fail_after(120):
         async with _group(config) as (a, b):
             coord, other = _coord(a, b)
@@ -270,7 +280,7 @@ async def test_tcp_peer_that_never_reads_cannot_stall_the_member(
     per frame, without end: what A queues for it stops at send_queue_size and the rest is
     dropped and counted (``dropped_queue_full``), instead of A's sends waiting for a reader that
     never comes (back-pressure is for members). A and B go on exchanging multicasts."""
-    config = preset_on_own_ports("tcp").configure("TCP", send_queue_size=1 << 16)
+    config = _patient(preset_on_own_ports("tcp")).configure("TCP", send_queue_size=1 << 16)
     with trio.fail_after(90):
         async with _group(config) as (a, b):
             mute = Address.random("mute")
