@@ -28,7 +28,7 @@ old one for ``rollover / 2`` and then switch, and the old key is refused
 after ``rollover``. So every member must install the new secret within
 ``rollover / 2`` of the others: each then accepts the new key before any
 member sends with it, and sends with it before any member refuses the old
-one, and no bundle is lost to the rotation (TCP stacks do not retransmit).
+one, and no bundle is lost to the rotation (a stack may run without retransmission).
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
 """A member paused (SIGSTOP) over TCP loses nothing that was multicast to it meanwhile.
 
-The ``tcp`` preset's NAKACK2 does not retransmit: TCP does, so the transport must not drop
-what is queued for a member of the view. A chaos run found it did: a member paused for 4 s
+With seed 003's NAKACK2, which does not retransmit (``xmit_interval = 0``; the ``tcp``
+preset retransmits since, but the mode stays), TCP alone must bring every message: the
+transport must not drop what is queued for a member of the view. A chaos run found it did: a member paused for 4 s
 while another joined missed the joiner's first multicasts, because the joiner's connection
 attempt to it timed out (``sock_conn_timeout``) and the bundles queued for it were dropped;
 its window for the joiner then waited for them for ever and it delivered none of the
 joiner's later multicasts either. The transport now tries again while the member is in the
-view. Real member processes on loopback, the preset as it is (no DISCARD).
+view. Real member processes on loopback, the tcp preset in seed 003's mode (no DISCARD).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ async def test_member_paused_while_another_joins_gets_the_joiners_multicasts() -
         "TCPPING": {"initial_hosts": [f"127.0.0.1[{base}]"]},
         "FD_ALL3": {"timeout": 30.0},
         "GMS": {"view_ack_collection_timeout": 0.5},
+        "NAKACK2": {"xmit_interval": 0},
     }
     run = f"paused-{uuid.uuid4().hex[:8]}"
     members: list[GroupMember] = []
@@ -76,6 +78,7 @@ async def test_member_paused_when_a_connection_to_it_times_out_gets_every_multic
         "FD_ALL3": {"interval": 30.0, "timeout": 120.0},
         "MERGE3": {"min_interval": 60.0, "max_interval": 120.0},
         "STABLE": {"desired_avg_gossip": 120.0},
+        "NAKACK2": {"xmit_interval": 0},  # nothing periodic: the connection goes idle
     }
     run = f"idle-{uuid.uuid4().hex[:8]}"
     members: list[GroupMember] = []

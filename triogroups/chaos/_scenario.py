@@ -19,8 +19,8 @@ Rules that keep a run meaningful (a group that can always recover), as in
   a member that is down, leaving or joining gets no other step until it is back;
 - at most two network splits (partitions, one-way partitions) overlap, and one
   burst of each network-quality kind (loss, dup, delay) at a time;
-- on a stack without retransmission below NAKACK2 (``tcp``) only the kinds of
-  `LOSSLESS_KINDS` (nothing that drops) and joins and leaves.
+- on a TCP stack (``tcp``) only the kinds of `LOSSLESS_KINDS` (nothing that drops:
+  TCP loses nothing it carries) and joins and leaves.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from triogroups.chaos._schedule import _WEIGHTS as FAULT_WEIGHTS
 __all__ = ["PRESETS", "STEP_KINDS", "Scenario", "Step", "scenario"]
 
 #: the campaign's stacks: the three presets and the seeds' UNICAST2 stack (udp with
-#: UNICAST2 in place of UNICAST3); ``tcp`` is the seeds' NAKACK2 without retransmission
+#: UNICAST2 in place of UNICAST3); ``tcp`` runs on lossless links
 PRESETS = ("udp", "tcp", "udp-mcast", "unicast2")
 _LOSSLESS_PRESETS = ("tcp",)
 # the faults and their weights are chaos runs' own (`fault_schedule`); a campaign adds

@@ -34,7 +34,8 @@ __all__ = [
 ]
 
 FAULT_KINDS = ("kill", "restart", "pause", "partition", "oneway", "loss", "dup", "delay")
-# what a stack without retransmission below NAKACK2 (tcp) can take: nothing that drops
+# what a TCP stack meets: TCP itself loses nothing, and its connections do not partition
+# one way (a stack without retransmission below NAKACK2 could take nothing that drops)
 LOSSLESS_KINDS = ("kill", "restart", "pause", "dup", "delay")
 
 _WEIGHTS = {

@@ -8,8 +8,8 @@ again with B's new incarnation, which sends its own messages. A live table shows
 view, messages sent and delivered and retransmission requests; at the end the summary (views
 seen, per-sender delivered counts, retransmission requests, the restart) and the verdict of
 `_demo_check.check_logs` over every member's delivery log; the exit status is 0 only when it
-found nothing. Over ``--stack tcp`` the same runs without DISCARD (NAKACK2 does not retransmit
-over TCP, so the stack refuses a lossy layer below it).
+found nothing. Over ``--stack tcp`` the same runs without DISCARD (TCP does not lose what it
+carries).
 """
 
 from __future__ import annotations
