@@ -471,6 +471,25 @@ def test_gms_member_installing_a_view_neither_starts_nor_joins_a_merge() -> None
     assert refusal.dest == D and refusal.headers[ids.GMS].view is None
 
 
+def test_gms_merge_participant_of_a_merge_its_leader_gave_up_answers_the_leaders_retry() -> None:
+    """Campaign unicast2 seeds 1215 and 2152: C's MERGE_REQ 1 reached B (retransmitted)
+    only after C's merge had timed out; B then waited in merge 1 for merge_timeout and
+    refused C's retries 2 and 3, so the partitions were merged back 12 s after the heal.
+    A leader runs one merge at a time: its newer request ends the one B waits in."""
+    b_view = View(ViewId(7, B), [B])
+    gms = _member(B, b_view)
+    gms.up([Message(B, src=C, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=1)})], 22.46)
+    (late,) = _sent(gms, MERGE_RSP)
+    assert late.headers[ids.GMS].view == b_view  # C ignores it: its merge 1 is over
+    gms.up([Message(B, src=C, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=2)})], 22.86)
+    (answer,) = _sent(gms, MERGE_RSP)
+    assert answer.headers[ids.GMS].view == b_view and answer.headers[ids.GMS].merge_id == 2
+    # Another leader's request is still refused while B takes part in C's merge.
+    gms.up([Message(B, src=D, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=9)})], 22.9)
+    (refusal,) = _sent(gms, MERGE_RSP)
+    assert refusal.dest == D and refusal.headers[ids.GMS].view is None
+
+
 def _events_down(gms: Gms) -> list[Any]:
     return [e for e in gms.take_down() if not isinstance(e, list)]
 

@@ -399,6 +399,50 @@ def test_history_member_removed_and_merged_back_soon_after_a_heal_is_no_violatio
     assert found == ["view_order", "view_order"]
 
 
+def _peer_gone_before_the_removal(
+    root: Path, removed_at: float, merged_at: float, heal_at: float | None = None
+) -> list[str]:
+    """C's view 2 at t = 2 reaches B, not A; B leaves at t = 3, before C's view 3 removes
+    A at ``removed_at``; the merge view 4, built from C's view 3 and A's view 1 (which
+    still lists B), takes A back at ``merged_at`` (``settle`` 5 s); a ``heal`` at
+    ``heal_at``, if given."""
+    root.mkdir(exist_ok=True)
+    run = Run(root, A, B, C)
+    if heal_at is not None:
+        run.at(heal_at).faults.fault("heal")
+    run.at(1).view(View.create(C, 1, [C, A, B]))
+    run.at(2).view(View.create(C, 2, [C, A, B]), C, B)
+    run.at(3).w[B].leave(False)
+    run.w.pop(B).close()
+    run.at(removed_at).view(View.create(C, 3, [C]), C)
+    subgroups = [View.create(C, 3, [C]), View.create(C, 1, [C, A, B])]
+    run.at(merged_at).view(MergeView(ViewId(4, C), [C, A, B], subgroups), C, A)
+    return run.end(30)
+
+
+def test_history_member_removed_after_its_peer_left_and_merged_back_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-mcast seed 2200 (and udp 5197, udp-mcast 1267, 2096): a partition kept
+    B's view 3 from D; A, which had it, left 0.4 s before B's view 4 removed D, and the
+    merge view took D back 3.1 s after the heal. Only the histories that go on show the
+    removal, so a view installed by any member that had the missed view counts."""
+    assert _peer_gone_before_the_removal(tmp_path / "a", removed_at=4, merged_at=8) == []
+    found = _peer_gone_before_the_removal(tmp_path / "b", removed_at=4, merged_at=13, heal_at=10)
+    assert found == []
+
+
+def test_history_member_removed_after_its_peer_left_but_merged_back_late_is_a_violation(
+    tmp_path: Path,
+) -> None:
+    """As above, but the merge view comes 6 s after the removal with no heal between, or
+    6 s after a heal: A was left out too long, against B (gone) and C alike."""
+    found = _peer_gone_before_the_removal(tmp_path / "a", removed_at=4, merged_at=10)
+    assert found == ["view_order", "view_order"]
+    found = _peer_gone_before_the_removal(tmp_path / "b", removed_at=4, merged_at=16, heal_at=10)
+    assert found == ["view_order", "view_order"]
+
+
 def _coordinator_gone_after_its_view(root: Path, gone_at: float, next_at: float) -> list[str]:
     """A's view 2 at t = 2 reaches B, not C; A's history ends at ``gone_at`` (it crashed
     or left, and could retransmit no more); C, the heir, installs view 3 with B at

@@ -71,7 +71,11 @@ What the checker proves (the delivery contract without FLUSH):
   is also excused when a view after W, within ``settle`` seconds of it, removed
   it (it was unreachable) and it installed one at least as new within ``settle``
   seconds of that or of a ``heal`` fault after it (it was merged back once the
-  network let it). When W's coordinator crashed or left
+  network let it). That removing view is one installed by any member that
+  installed W, not only by the other member of the pair: that one may have left
+  or crashed before it (campaign udp-mcast seed 2200: a partition kept B's view 3
+  from D; A, which had it, left 0.4 s before B's view 4 removed D, and the merge
+  view took D back 3.1 s after the heal). When W's coordinator crashed or left
   within ``settle`` seconds of W, the ``settle`` seconds run from then: only
   failure detection tells the others it is gone.
 - **view_id**: each incarnation's view ids strictly increase; **view_members**:
@@ -377,7 +381,8 @@ def _missed_excused(
     lack ``view``: it installed it after all, or it caught up within ``settle`` seconds of
     the view (`_caught_up`; of the end of the view's coordinator, if that came within
     ``settle`` seconds of the view), or it was excluded meanwhile and merged back: a view
-    the peer installed after ``view``, within ``settle`` seconds of it, lacks the skipper,
+    the peer or another member that installed ``view`` installed after it
+    (`_later_views`), within ``settle`` seconds of it, lacks the skipper,
     and the skipper caught up with that one within ``settle`` seconds of it or of a ``heal``
     fault after it (campaign udp seed 2281: pauses and partitions kept B apart from 5.4 s to
     19.7 s, and the merge view took it back 0.1 s after the last heal). A member left out of
@@ -399,10 +404,9 @@ def _missed_excused(
         t = coord.history.end
     if _caught_up(skipper, vid[0], t, settle):
         return True
-    for line in peer.views:
-        if _vid(line)[0] <= vid[0] or skipper.uuid in line.record["members"]:
+    for t_out, line in _later_views(members, view, peer):
+        if skipper.uuid in line.record["members"]:
             continue
-        t_out = _installed_at(members, line)
         if t_out > t + settle:
             return False
         # Merged back within ``settle`` seconds of its removal, or of a heal after it:
@@ -410,6 +414,25 @@ def _missed_excused(
         since = [t_out] + [h for h in heals if h >= t_out]
         return any(_caught_up(skipper, _vid(line)[0], s, settle) for s in since)
     return False
+
+
+def _later_views(
+    members: dict[str, _Member], view: Line, peer: _Member
+) -> list[tuple[float, Line]]:
+    """The views newer than ``view`` that ``peer`` or any other member that installed
+    ``view`` installed afterwards, by when their coordinators installed them: who removed
+    a member from ``view``'s line of views shows only in the histories that go on (campaign
+    udp-mcast seed 2200: A, the peer, left before B's view 4 removed D, which it never
+    installed)."""
+    vid = _vid(view)
+    found: dict[tuple[int, str], tuple[float, Line]] = {}
+    for m in [peer, *members.values()]:
+        if m is not peer and not any(_vid(line) == vid for line in m.views):
+            continue
+        for line in m.views:
+            if _vid(line)[0] > vid[0] and _vid(line) not in found:
+                found[_vid(line)] = (_installed_at(members, line), line)
+    return sorted(found.values(), key=lambda pair: pair[0])
 
 
 def _installed_at(members: dict[str, _Member], view: Line) -> float:

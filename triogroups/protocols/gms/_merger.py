@@ -214,6 +214,14 @@ class Merger:
         gms = self.gms
         if msg.src is None:
             return
+        waiting_in = self._leader
+        if waiting_in is not None and waiting_in[0] == msg.src and hdr.merge_id > waiting_in[1]:
+            # A leader runs one merge at a time: its newer request means it gave up the one
+            # we wait in (it timed out before our late answer came; its cancel went only to
+            # those that answered). Waiting out merge_timeout would refuse every retry
+            # meanwhile (campaign unicast2 seeds 1215 and 2152: a MERGE_REQ retransmitted
+            # after the leader's timeout kept its retries refused for 5 s).
+            self._clear_participant()
         if self.busy or gms.installing or gms.view is None:
             gms.counters["merge_requests_refused"] += 1
             refuse = GmsHeader(MERGE_RSP, None, merge_id=hdr.merge_id)
