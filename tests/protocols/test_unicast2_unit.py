@@ -411,19 +411,50 @@ def test_unicast2_stable_with_another_conn_id_or_beyond_sent_is_harmless() -> No
 def test_unicast2_probe_resends_highest_when_no_stable_is_heard() -> None:
     """Decision: if every STABLE is lost, the sender probes with its highest message."""
     a, b = _pair(stable_interval=1.0, max_stable_msgs=2, xmit_interval=0.5)
-    _send(a, B, b"m1", b"m2")
-    down_messages(a, wire=True)  # all lost
-    for t in (0.5, 1.0, 1.5, 2.0, 2.5):
+    _send(a, B, b"m0")
+    b.up(down_messages(a, wire=True), 0.0)
+    b.tick(1.0)
+    a.up(down_messages(b, wire=True), 1.0)  # a STABLE: b has the connection open
+    _send(a, B, b"m1", b"m2", now=1.0)
+    down_messages(a, wire=True)  # all lost, and every STABLE after them
+    for t in (1.5, 2.0, 2.5, 3.0, 3.5):
         a.tick(t)
     assert down_messages(a, wire=True) == []
-    a.tick(3.0)
+    a.tick(4.0)
     (probe,) = down_messages(a, wire=True)
     assert probe.payload == b"m2" and a.stats()["probes"] == 1
-    a.tick(3.5)
+    a.tick(4.5)
     assert down_messages(a, wire=True) == []
-    b.up([probe], 3.5)
-    (ask,) = _of(down_messages(b, wire=True), SEND_FIRST_SEQNO)
-    assert ask.seqno == 2
+    b.up([probe], 4.5)
+    assert _of(down_messages(b, wire=True), SEND_FIRST_SEQNO) == []
+    b.tick(5.0)
+    b.tick(5.5)
+    (req,) = _of(down_messages(b, wire=True), XMIT_REQ)  # the gap it now sees: m1
+    assert req.missing == (2,)
+
+
+def test_unicast2_probe_of_unacknowledged_connection_resends_first() -> None:
+    """Campaign unicast2 seed 2275: C's first unicasts to A were lost in a partition, and
+    no STABLE ever came. The probe comes after two ``stable_interval``s (a receiver that
+    opened the connection acknowledges within one) and resends the lowest message flagged
+    first with the highest, so A opens the connection at once: no SEND_FIRST_SEQNO round
+    trip, which a lossy link had lost twice before the next partition."""
+    a, b = _pair(stable_interval=1.0, max_stable_msgs=5, xmit_interval=0.5)
+    _send(a, B, b"m1", b"m2", b"m3")
+    down_messages(a, wire=True)  # all lost
+    a.tick(1.5)
+    assert down_messages(a, wire=True) == []
+    a.tick(2.0)
+    probe = down_messages(a, wire=True)
+    assert [m.payload for m in probe] == [b"m1", b"m3"] and a.stats()["probes"] == 1
+    assert [(h.seqno, h.first) for h in _hdrs(probe)] == [(1, True), (3, False)]
+    b.up(probe, 2.0)
+    assert up_payloads(b) == [b"m1"]
+    assert _of(down_messages(b, wire=True), SEND_FIRST_SEQNO) == []
+    b.tick(2.5)
+    b.tick(3.0)
+    (req,) = _of(down_messages(b, wire=True), XMIT_REQ)
+    assert req.missing == (2,)
 
 
 # --- OOB and self --------------------------------------------------------------------------------

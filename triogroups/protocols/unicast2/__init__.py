@@ -42,7 +42,14 @@ Where the seed leaves a choice open, this module decides:
 - JGroups UNICAST2 can leave a tail unretransmitted and a window unpurged
   when every STABLE for an unchanged (hd, hr) is lost. A sender that has not
   heard a STABLE for ``(max_stable_msgs + 1) * stable_interval`` while it
-  holds unacked messages resends its highest one (a probe).
+  holds unacked messages resends its highest one (a probe). On a connection
+  that no STABLE acknowledged yet, the receiver may never have seen the first
+  message (a receiver that opens a connection sends a STABLE within
+  ``stable_interval``): there the probe comes after ``2 * stable_interval``
+  and resends the lowest unacked message flagged first with the highest, so
+  the receiver opens the window without a SEND_FIRST_SEQNO round trip
+  (campaign unicast2 seed 2275: first unicasts lost in a partition, the
+  SEND_FIRST_SEQNO round trip lost twice on a lossy link before the next one).
 - Closing (a view without the peer, `close_connection`, age-out, Disconnect)
   removes both entries at once. Closing the send side abandons its unacked
   messages, as the seed says (cancel pending retransmissions; counted in

@@ -346,6 +346,7 @@ class Unicast2(Protocol):
             return
         win = entry.win
         entry.heard = now
+        entry.acked = True
         if hdr.seqno > win.hd:
             win.purge(min(hdr.seqno, win.hr))
         tail = range(max(hdr.high, win.hd) + 1, min(entry.mark, win.hr) + 1)
@@ -389,12 +390,10 @@ class Unicast2(Protocol):
                 self._c["xmit_reqs_sent"] += len(ask)
         quiet = (self.max_stable_msgs + 1) * self.stable_interval
         for send in self._send.values():
-            if len(send.win) and now - send.heard >= quiet:
-                highest = send.win.get(send.win.hr)
-                assert highest is not None
+            if len(send.win) and now - send.heard >= (quiet if send.acked else self._unacked_quiet):
                 send.heard = now
                 self._c["probes"] += 1
-                self._resend([highest.copy()])
+                self._resend(self._probe(send))
         for src, first in list(self._asked_first.items()):
             if now - first.time < self.xmit_interval:
                 continue
@@ -405,6 +404,27 @@ class Unicast2(Protocol):
                 self._ask_first(src, first.conn_id, first.seqno)
         if self.conn_expiry_timeout > 0:
             self._reap(now)
+
+    @property
+    def _unacked_quiet(self) -> float:
+        """Silence after which a connection that no STABLE acknowledged yet is probed: its
+        receiver sends the first STABLE within ``stable_interval`` of opening it."""
+        return 2 * self.stable_interval
+
+    def _probe(self, send: _SendEntry) -> list[Message]:
+        """The highest unacked message; on a connection no STABLE acknowledged yet, the
+        lowest too, flagged first (its receiver may never have seen the first message)."""
+        win = send.win
+        highest = win.get(win.hr)
+        assert highest is not None
+        if send.acked:
+            return [highest.copy()]
+        low = win.lowest()
+        first = win.get(low) if low is not None else None
+        assert first is not None
+        copy = first.copy()
+        copy.headers[_ID] = copy.headers[_ID]._replace(first=True)
+        return [copy] if first is highest else [copy, highest.copy()]
 
     def _stable_task(self, src: Address, entry: _RecvEntry) -> None:
         key = (entry.win.hd, entry.win.hr)

@@ -71,7 +71,7 @@ register_header(_ID, Unicast2Header)
 
 
 class _SendEntry:
-    __slots__ = ("conn_id", "heard", "mark", "used", "win")
+    __slots__ = ("acked", "conn_id", "heard", "mark", "used", "win")
 
     def __init__(self, conn_id: int, now: float) -> None:
         self.conn_id = conn_id
@@ -79,6 +79,7 @@ class _SendEntry:
         self.heard = now  # last new message or STABLE: when the probe counts from
         self.used = now  # last new message: for conn_expiry_timeout
         self.mark = 0  # highest seqno sent when the previous STABLE came in
+        self.acked = False  # a STABLE came on this connection: the receiver has it open
 
 
 class _RecvEntry:

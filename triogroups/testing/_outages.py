@@ -1,0 +1,112 @@
+"""When a run's fault log kept two members from talking: the outages the history checker excuses.
+
+A chaos run or campaign records the faults it injects in its fault log (see
+`triogroups.testing._history`). Some of them stop two members from reaching each
+other: a ``partition`` (``"A,B | C,D until 9.30"``: nobody on one side hears the
+other side), a ``oneway`` split (``"oneway A,B stop hearing C,D until 9.30"``), and a
+``pause`` of one member (``"D"``, until its ``resume``). Each ends with an ``end``
+record carrying the same detail, or with a ``heal`` (which ends every split and
+pause). `Outages` reads them, by member name, and answers how long two members could
+talk both ways within a time span: retransmission needs a request and an answer,
+so an outage in either direction counts.
+
+Reads records only: it never judges a run. Details it cannot read (another tool's
+format) stop nothing, so they excuse nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+__all__ = ["Outages"]
+
+
+def _names(text: str) -> set[str]:
+    return {n.strip() for n in text.split(",") if n.strip()}
+
+
+def _blocked_pairs(kind: str, detail: str) -> set[tuple[str, str]]:
+    """(deaf, source) name pairs a split's detail blocks; empty if it cannot be read."""
+    body = detail.split(" until ")[0]
+    if kind == "partition":
+        body = body.removeprefix("partition ").strip()
+        groups = [_names(g) for g in body.split("|")]
+        if len(groups) < 2:
+            return set()
+        return {
+            (a, b)
+            for i, ga in enumerate(groups)
+            for j, gb in enumerate(groups)
+            if i != j
+            for a in ga
+            for b in gb
+        }
+    if kind == "oneway":
+        body = body.removeprefix("oneway ")
+        deaf, sep, sources = body.partition(" stop hearing ")
+        if not sep:
+            return set()
+        return {(a, b) for a in _names(deaf) for b in _names(sources)}
+    return set()
+
+
+class Outages:
+    """The spans of a run in which faults kept members apart (see the module docstring)."""
+
+    def __init__(self, faults: Iterable[Any]) -> None:
+        #: (deaf name, source name) -> closed spans (start, end) the network blocked.
+        self._blocked: dict[tuple[str, str], list[tuple[float, float]]] = {}
+        #: name -> spans the member was paused.
+        self._paused: dict[str, list[tuple[float, float]]] = {}
+        open_splits: dict[str, tuple[float, set[tuple[str, str]]]] = {}
+        open_pauses: dict[str, float] = {}
+        for line in faults:
+            record = line.record
+            kind, t = record.get("kind"), float(record["t"])
+            detail = str(record.get("detail", ""))
+            if kind in ("partition", "oneway"):
+                pairs = _blocked_pairs(kind, detail)
+                if pairs:
+                    open_splits[detail] = (t, pairs)
+            elif kind == "end" and detail in open_splits:
+                self._close_split(open_splits.pop(detail), t)
+            elif kind == "pause" and detail:
+                open_pauses.setdefault(detail, t)
+            elif kind == "resume" and detail in open_pauses:
+                self._paused.setdefault(detail, []).append((open_pauses.pop(detail), t))
+            elif kind == "heal":
+                for split in open_splits.values():
+                    self._close_split(split, t)
+                for name, start in open_pauses.items():
+                    self._paused.setdefault(name, []).append((start, t))
+                open_splits.clear()
+                open_pauses.clear()
+        for split in open_splits.values():
+            self._close_split(split, float("inf"))
+        for name, start in open_pauses.items():
+            self._paused.setdefault(name, []).append((start, float("inf")))
+
+    def _close_split(self, split: tuple[float, set[tuple[str, str]]], end: float) -> None:
+        start, pairs = split
+        for pair in pairs:
+            self._blocked.setdefault(pair, []).append((start, end))
+
+    def connected(self, a: str, b: str, start: float, end: float) -> float:
+        """Seconds within [start, end] in which ``a`` and ``b`` could reach each other both
+        ways: neither paused, no split between them in either direction."""
+        if end <= start:
+            return 0.0
+        spans = [
+            *self._blocked.get((a, b), ()),
+            *self._blocked.get((b, a), ()),
+            *self._paused.get(a, ()),
+            *(self._paused.get(b, ()) if b != a else ()),
+        ]
+        cut = sorted((max(s, start), min(e, end)) for s, e in spans if s < end and e > start)
+        lost, reach = 0.0, start
+        for s, e in cut:
+            if e > reach:
+                lost += e - max(s, reach)
+                reach = e
+        return end - start - lost
