@@ -50,6 +50,19 @@ def test_campaign_ci_sample_keeps_the_delivery_contract(preset: str, seed: int) 
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.parametrize("seed", [2145, 5183])
+def test_campaign_udp_mcast_window_below_its_sender_asks_for_what_lands_past_it(seed: int) -> None:
+    """Issue 37: an MCAST window left far below what its sender still holds for it (2145:
+    opened by a merge digest taken 3 s before the merge view; 5183: kept by the merge
+    rule for a member of our own view that went on purging without us) saw every later
+    multicast land past its ``capacity`` and dropped them without asking: 28 and 2 of a
+    sender's multicasts were never delivered. Each seqno past the window now makes the
+    window ask for its empty slots (PURGED or retransmissions answer)."""
+    result = run_seed("udp-mcast", seed)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [

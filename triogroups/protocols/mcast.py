@@ -22,7 +22,15 @@ The seed's rules, as implemented here:
   member that does not ack) must not keep a coordinator's leave VIEW from
   going out; a receiver whose window it does not fit yet gets it again later.
 - *Receive*: messages outside ``[low, low + capacity)`` are dropped; new ones
-  are stored and delivered up to the first gap. OOB messages are delivered as
+  are stored and delivered up to the first gap. A message past the window
+  says its sender sent every seqno below it, so the window's empty slots
+  become gaps (`RingBuffer.expect`) that the next tick asks for, answered by
+  retransmissions or PURGED: dropped silently, it revealed nothing, and a
+  window opened below what its sender still holds for us (a merge digest taken
+  seconds before the merge view, while that sender's own subgroup acked and
+  it purged) waited for ever, every later multicast and resend landing past
+  it (campaign udp-mcast 2145: a restarted member's multicasts never reached
+  the other subgroup). OOB messages are delivered as
   soon as they arrive (they may overtake) and leave a marker so ``low`` can
   pass them without delivering them twice.
 - *Ack*: receivers ack the highest delivered seqno to the sender after
@@ -554,6 +562,7 @@ class Mcast(Protocol):
             return
         if win.beyond(seqno):
             self.counters["dropped_outside_window"] += 1
+            win.expect(seqno)  # its whole window was sent: the next tick asks for the gaps
             return
         if hdr.type == XMIT_RSP:
             self.counters["xmit_rsps_received"] += 1
