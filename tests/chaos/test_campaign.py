@@ -63,6 +63,16 @@ def test_campaign_udp_mcast_window_below_its_sender_asks_for_what_lands_past_it(
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+def test_campaign_udp_mcast_2204_a_leave_burst_cancelled_in_a_full_window_is_owed_nothing() -> None:
+    """Issue 37, campaign udp-mcast 2204: a leave's burst of 30 multicasts waited at the top
+    of the stack behind a full MCAST window until the step's 10 s ran out and cancelled
+    it. A cancelled send sent nothing, but the history had recorded the 30 sends: the
+    member "never delivered" its own multicasts. The history now takes them back."""
+    result = run_seed("udp-mcast", 2204)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
