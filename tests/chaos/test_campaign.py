@@ -73,6 +73,15 @@ def test_campaign_udp_mcast_2204_a_leave_burst_cancelled_in_a_full_window_is_owe
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+def test_campaign_udp_mcast_5135_a_multicast_parked_in_a_full_window_goes_at_the_flush() -> None:
+    """Issue 37, campaign udp-mcast 5135: a multicast parked 10 s behind a window that a deaf,
+    then dead member kept full was dropped at its sender's leave, never delivered even by
+    the sender. The leave's flush now sends what waits at once."""
+    result = run_seed("udp-mcast", 5135)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
