@@ -50,6 +50,38 @@ def test_campaign_ci_sample_keeps_the_delivery_contract(preset: str, seed: int) 
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.parametrize("seed", [2145, 5183])
+def test_campaign_udp_mcast_window_below_its_sender_asks_for_what_lands_past_it(seed: int) -> None:
+    """Issue 37: an MCAST window left far below what its sender still holds for it (2145:
+    opened by a merge digest taken 3 s before the merge view; 5183: kept by the merge
+    rule for a member of our own view that went on purging without us) saw every later
+    multicast land past its ``capacity`` and dropped them without asking: 28 and 2 of a
+    sender's multicasts were never delivered. Each seqno past the window now makes the
+    window ask for its empty slots (PURGED or retransmissions answer)."""
+    result = run_seed("udp-mcast", seed)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
+def test_campaign_udp_mcast_2204_a_leave_burst_cancelled_in_a_full_window_is_owed_nothing() -> None:
+    """Issue 37, campaign udp-mcast 2204: a leave's burst of 30 multicasts waited at the top
+    of the stack behind a full MCAST window until the step's 10 s ran out and cancelled
+    it. A cancelled send sent nothing, but the history had recorded the 30 sends: the
+    member "never delivered" its own multicasts. The history now takes them back."""
+    result = run_seed("udp-mcast", 2204)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
+def test_campaign_udp_mcast_5135_a_multicast_parked_in_a_full_window_goes_at_the_flush() -> None:
+    """Issue 37, campaign udp-mcast 5135: a multicast parked 10 s behind a window that a deaf,
+    then dead member kept full was dropped at its sender's leave, never delivered even by
+    the sender. The leave's flush now sends what waits at once."""
+    result = run_seed("udp-mcast", 5135)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [

@@ -220,6 +220,28 @@ def test_mcast_answers_the_flush_once_every_member_acked_its_highest_seqno() -> 
     assert split(mc.take_up())[1] == [FlushDone("MCAST")]
 
 
+def test_mcast_flush_sends_what_waits_for_room_at_once_and_what_comes_down_during_it() -> None:
+    """Campaign udp-mcast 5135: a multicast parked behind a full window (a member that does
+    not ack) was dropped at the leave, never delivered even by its sender, whose send had
+    returned. When the flush begins, what waits goes at once, past ``capacity``, and so
+    does a multicast that comes down during the flush; FlushDone once all are acked."""
+    mc = started(Mcast(capacity=4), A, view=view_of(A, B, C))
+    mc.down([Message(None, f"{i}".encode()) for i in range(1, 7)], 0.0)
+    assert mc.blocks_down() and mc.stats()["parked_messages"] == 3
+    mc.take_down(), mc.take_up()
+    mc.down_event(FlushRequest(), 0.1)
+    msgs, _ = split(mc.take_down())
+    firsts = [as_header(m.headers[ids.MCAST]) for m in msgs if m.dest is None]
+    assert firsts == [McastHeader(0, s) for s in (4, 5, 6)]
+    assert [m.payload for m in split(mc.take_up())[0]] == [b"4", b"5", b"6"]
+    assert not mc.blocks_down() and mc.stats()["sent_past_capacity_at_flush"] == 3
+    mc.down([Message(None, b"7")], 0.2)
+    msgs, _ = split(mc.take_down())
+    assert [as_header(m.headers[ids.MCAST]) for m in msgs] == [McastHeader(0, 7)]
+    mc.up([_mcast_ack(B, 7), _mcast_ack(C, 7)], 0.3)
+    assert FlushDone("MCAST") in split(mc.take_up())[1]
+
+
 # --- UNICAST3 --------------------------------------------------------------------------------
 
 

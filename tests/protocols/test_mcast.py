@@ -645,6 +645,27 @@ def test_mcast_purged_moves_the_window_forward_and_delivers_what_follows() -> No
     assert proto.stats()["receive_windows"]["A"]["low"] == 5  # never back
 
 
+def test_mcast_message_past_the_window_makes_it_ask_for_its_empty_slots() -> None:
+    """Issue 37 (campaign udp-mcast 2145): a merge digest taken seconds before the merge
+    view opens our window for C at 0, while C's own subgroup acked and C purged up to 14.
+    C's multicasts (15, 16, its last-message resends) all land past a window of 8: each
+    one says C sent everything below it, so the window's empty slots become gaps that
+    the next tick asks for; C answers PURGED(14) and what follows is delivered."""
+    proto = _mcast(members=(A, B), capacity=8)
+    proto.down_event(MergeDigest(Digest({C: (0, 0)})), 0.0)
+    proto.view_changed(view_of(A, B, C, counter=9), 0.0)
+    proto.take_down()
+    proto.up([_data(C, 15), _data(C, 16)], 0.1)
+    assert up_messages(proto) == [] and proto.stats()["dropped_outside_window"] == 2
+    proto.tick(proto.next_deadline())
+    reqs = [m for m in down_messages(proto) if _hdr(m).type == XMIT_REQ]
+    assert [(m.dest, _hdr(m).missing) for m in reqs] == [(C, tuple(range(1, 8)))]
+    proto.up([Message(A, src=C, headers={ids.MCAST: McastHeader(PURGED, 14)})], 1.1)
+    assert proto.stats()["receive_windows"]["C"]["low"] == 14
+    proto.up([_data(C, 16), _data(C, 15)], 1.2)
+    assert [m.payload for m in up_messages(proto)] == [b"C15", b"C16"]
+
+
 def test_mcast_merge_digest_moves_the_other_subgroups_windows_to_their_offsets() -> None:
     """After a merge, windows for the other subgroup start where its digest says, not at 0."""
     proto = _mcast(members=(A, B))

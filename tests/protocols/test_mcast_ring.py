@@ -95,3 +95,16 @@ def test_ring_behaves_like_a_bounded_dict_model(capacity: int, ops: list[tuple[s
         assert (ring.low, ring.high, len(ring)) == (low, high, len(model))
         assert len(ring) <= capacity - 1
         assert ring.missing() == [s for s in range(low + 1, high + 1) if s not in model]
+
+
+def test_ring_expect_makes_the_empty_slots_up_to_a_seqno_missing_within_the_window() -> None:
+    """A seqno past the window was sent after every seqno below it: ``expect`` moves
+    ``high`` to it, at most to the window's last slot, so `missing` names the gaps."""
+    ring: RingBuffer[int] = RingBuffer(4, offset=2)
+    ring.add(4, 4)
+    ring.expect(9)
+    assert (ring.high, ring.missing()) == (5, [3, 5])
+    ring.expect(3)  # below high: nothing changes
+    assert ring.high == 5
+    ring.add(3, 3)
+    assert ring.remove_ready() == [3, 4] and ring.missing() == [5]

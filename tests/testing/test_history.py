@@ -123,6 +123,17 @@ def test_history_missing_message_between_members_that_stayed_together(tmp_path: 
     assert kinds == ["view", "send", "view", "sample"]
 
 
+def test_history_send_taken_back_as_unsent_is_owed_to_nobody(tmp_path: Path) -> None:
+    """A send cancelled before the stack took it is recorded, then taken back (``unsent``):
+    nothing was sent, so it is not missing (campaign udp-mcast 2204)."""
+    run = Run(tmp_path, A, B)
+    run.at(1).view(V1)
+    run.at(2).mcast(A, "a1", A, B)
+    run.w[A].send("a2")
+    run.at(3).w[A].unsent("a2")
+    assert run.end(20) == []
+
+
 def test_history_no_missing_message_when_they_parted_or_ended_before_settle(tmp_path: Path) -> None:
     """No FLUSH: nothing is promised to a member that leaves the sender's view next,
     nor within ``settle`` seconds of the send."""

@@ -7,10 +7,13 @@ held back by MCAST's window or by credits looks unblocked for its first sends.
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import trio
 
 from triogroups import StackConfig
-from triogroups.testing import open_cluster
+from triogroups.testing import check_histories, open_cluster, read_histories
 
 MCAST_4 = StackConfig.of("SIM", ("MCAST", {"capacity": 4, "xmit_interval": 0.1}))
 UFC_SMALL = StackConfig.of("SIM", ("UFC", {"max_credits": 2000, "min_threshold": 0.4}))
@@ -78,3 +81,27 @@ async def test_a_sender_without_credits_is_not_accepted_until_credits_come(
         cluster.network.heal()
         with trio.fail_after(60):
             await a.accepted()
+
+
+async def test_send_cancelled_while_the_window_is_full_is_taken_back_from_log_and_history(
+    autojump_clock: object, tmp_path: Path
+) -> None:
+    """Campaign udp-mcast 2204: a send is recorded before it goes down; one cancelled while
+    MCAST's full window holds it back at the top of the stack sent nothing, so the log
+    and the history take it back (``unsent``) and nothing is owed for it."""
+    async with open_cluster(2, MCAST_4, seed=5, history=tmp_path) as cluster:
+        a, b = cluster.members
+        cluster.network.partition([a.address], [b.address])
+        for i in range(20):  # no acks: the window fills, then a batch waits at the top
+            with trio.move_on_after(5) as waited:
+                await a.send_many([f"m{i}a".encode(), f"m{i}b".encode()])
+            if waited.cancelled_caught:
+                break
+        assert waited.cancelled_caught, "no acks in the partition: the window fills"
+        cluster.network.heal()
+        await cluster.wait_until_delivered()
+    lines = [json.loads(t) for t in next(tmp_path.glob("A-*.jsonl")).read_text().splitlines()]
+    assert [r["id"] for r in lines if r["k"] == "unsent"] == [f"m{i}a", f"m{i}b"]
+    delivered = {r["id"] for r in lines if r["k"] == "deliver"}
+    assert f"m{i}a" not in delivered and f"m{i - 1}b" in delivered
+    assert check_histories(read_histories(tmp_path)) == []

@@ -50,6 +50,14 @@ class RingBuffer(Generic[T]):
         """True if ``seqno`` lies past the window (``>= low + capacity``)."""
         return seqno - self.low >= self.capacity
 
+    def expect(self, seqno: int) -> None:
+        """Its sender sent ``seqno`` (which may lie past the window): every seqno below
+        it was sent too, so ``high`` moves up to it, at most to the window's last slot,
+        and `missing` names the empty slots up to there."""
+        top = min(seqno, self.low + self.capacity - 1)
+        if top > self.high:
+            self.high = top
+
     def add(self, seqno: int, item: T) -> bool:
         """Store ``item``; False if ``seqno`` does not fit or is stored already."""
         if not self.fits(seqno):

@@ -22,7 +22,15 @@ The seed's rules, as implemented here:
   member that does not ack) must not keep a coordinator's leave VIEW from
   going out; a receiver whose window it does not fit yet gets it again later.
 - *Receive*: messages outside ``[low, low + capacity)`` are dropped; new ones
-  are stored and delivered up to the first gap. OOB messages are delivered as
+  are stored and delivered up to the first gap. A message past the window
+  says its sender sent every seqno below it, so the window's empty slots
+  become gaps (`RingBuffer.expect`) that the next tick asks for, answered by
+  retransmissions or PURGED: dropped silently, it revealed nothing, and a
+  window opened below what its sender still holds for us (a merge digest taken
+  seconds before the merge view, while that sender's own subgroup acked and
+  it purged) waited for ever, every later multicast and resend landing past
+  it (campaign udp-mcast 2145: a restarted member's multicasts never reached
+  the other subgroup). OOB messages are delivered as
   soon as they arrive (they may overtake) and leave a marker so ``low`` can
   pass them without delivering them twice.
 - *Ack*: receivers ack the highest delivered seqno to the sender after
@@ -112,8 +120,14 @@ Choices where the seed is open:
 - ``capacity`` cannot change at run time (JGroups: not writable).
 
 Leaving (issue 37): GMS's `FlushRequest` is answered with `FlushDone` once
-every other member of the view acked our highest seqno and nothing waits
-for room (at once if so already). Meanwhile the highest message goes to
+every other member of the view acked our highest seqno (at once if so
+already). What waits for room goes at once when the flush begins, and so do
+multicasts that come down during it, past ``capacity`` as control multicasts
+do (``sent_past_capacity_at_flush``): the application's send returned, so
+the message is ours to deliver here and to get to the others while the flush
+lasts; waiting for room a member that does not ack may never give, it was
+dropped at the leave, never delivered even by its sender (campaign udp-mcast
+5135: a multicast parked 10 s behind a deaf member). Meanwhile the highest message goes to
 every member whose ack is behind it, at once and at every tick, beside the
 tail-loss resend above (which waits a whole interval without progress): a
 receiver that had it answers with an ACK. A `Disconnect` that comes first
@@ -310,6 +324,7 @@ class Mcast(Protocol):
                 "skipped_by_window_move",
                 "merge_windows_kept",
                 "controls_past_capacity",
+                "sent_past_capacity_at_flush",
                 "dropped_after_leave",
             ),
             0,
@@ -359,7 +374,7 @@ class Mcast(Protocol):
         for msg in batch:
             if msg.dest is not None or msg.flags & _NO_RELIABILITY:
                 out.append(msg)
-            elif msg.flags & _INTERNAL:  # control traffic: never behind the application's
+            elif msg.flags & _INTERNAL or self._flushing:  # control traffic, or leaving
                 out.append(self._stamp_control(msg, local))
                 send = self._send  # it may have made room for itself
                 stamped += 1
@@ -391,10 +406,14 @@ class Mcast(Protocol):
         once even when the window is full: it never waits behind the application's
         multicasts, which wait for room and follow it. Past ``capacity`` it counts as
         ``controls_past_capacity``; the window gets more slots when it has none left
-        (its ``capacity`` still bounds the application's multicasts)."""
+        (its ``capacity`` still bounds the application's multicasts). Also for the
+        application's multicasts while the leave flushes (``sent_past_capacity_at_flush``)."""
         send = self._send
         if send.high + 1 - send.low >= self.capacity:
-            self.counters["controls_past_capacity"] += 1
+            key = (
+                "controls_past_capacity" if msg.flags & _INTERNAL else "sent_past_capacity_at_flush"
+            )
+            self.counters[key] += 1
             if send.high + 1 - send.low >= send.capacity:
                 self._send = _doubled(send)
         return self._stamp(msg, local)
@@ -423,12 +442,15 @@ class Mcast(Protocol):
             self.counters["msgs_delivered"] += delivered_here
 
     def _drain(self, now: float) -> None:
-        """Send what waited for room, in order; unblock the senders when all went."""
+        """Send what waited for room, in order (all of it while flushing, past ``capacity``
+        if need be); unblock the senders when all went."""
         pending = self._pending
         if not pending:
             return
         out: list[Message] = []
         local: list[Message] = []
+        while pending and self._flushing:
+            out.append(self._stamp_control(pending.popleft(), local))
         while pending and self._has_room():
             out.append(self._stamp(pending.popleft(), local))
         self._count_sent(len(out), len(local))
@@ -554,6 +576,7 @@ class Mcast(Protocol):
             return
         if win.beyond(seqno):
             self.counters["dropped_outside_window"] += 1
+            win.expect(seqno)  # its whole window was sent: the next tick asks for the gaps
             return
         if hdr.type == XMIT_RSP:
             self.counters["xmit_rsps_received"] += 1
@@ -758,6 +781,7 @@ class Mcast(Protocol):
             self._hold_for_joiners(event.view)
         elif isinstance(event, FlushRequest):
             self._flushing = True
+            self._drain(now)
             self._flush_probe()
             self._check_flushed()
         elif isinstance(event, Disconnect):

@@ -57,6 +57,13 @@ class DeliveryLog:
             self.repeated.setdefault(src, payload)
         payloads.setdefault((src, dest), set()).add(payload)
 
+    def unrecord_send(self, src: Address, dest: Address | None, payload: bytes, oob: bool) -> None:
+        """Take back `record_send`: the send was cancelled before the stack took it."""
+        sent = (self.sent_oob if oob else self.sent).get((src, dest), [])
+        if payload in sent:
+            del sent[len(sent) - 1 - sent[::-1].index(payload)]
+        self.payloads.get((src, dest), set()).discard(payload)
+
     def record_delivery(self, receiver: Address, src: Address, payload: bytes) -> None:
         """Log that ``receiver`` delivered ``payload`` from ``src`` (in delivery order)."""
         self.delivered.setdefault((receiver, src), []).append(payload)

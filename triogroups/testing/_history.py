@@ -30,6 +30,9 @@ fault      ``kind`` (``partition``, ``heal``, ``kill``, ...), ``detail``
 leave      ``flushed`` (bool): the member left gracefully (after its disconnect
            returned), and whether the leave promised its multicasts had
            reached the others (a None or False return: no promise)
+unsent     ``id``: the send recorded as ``id`` was cancelled before the stack
+           took it (a send waiting for room in a full window): nothing was
+           sent, so the checker forgets that send
 =========  ====================================================================
 
 What the checker proves (the delivery contract without FLUSH):
@@ -149,6 +152,12 @@ class HistoryWriter:
         a DONT_LOOPBACK multicast, which the sender does not deliver)."""
         extra = {} if loopback else {"loopback": False}
         self._write("send", id=msg_id, to=None if to is None else _uuid(to), oob=oob, **extra)
+
+    def unsent(self, msg_id: str) -> None:
+        """Take back the send recorded as ``msg_id``: it was cancelled before the stack took
+        it, so nothing was sent (a send is recorded before it goes down, and one that waits
+        for room in a full window can be cancelled while it waits)."""
+        self._write("unsent", id=msg_id)
 
     def deliver(self, src: Address, msg_id: str) -> None:
         """Record a delivery (in delivery order)."""
@@ -296,6 +305,11 @@ def _index(history: History) -> _Member:
             sends[msg_id] = line
             order[msg_id] = len(order)
             at[msg_id] = len(views) - 1
+        elif kind == "unsent":
+            msg_id = line.record["id"]
+            sends.pop(msg_id, None)
+            order.pop(msg_id, None)
+            at.pop(msg_id, None)
     return _Member(history, views, sends, order, at)
 
 
