@@ -45,4 +45,3 @@ async def test_tcp_preset_delivers_multicasts_its_transport_dropped_for_a_moment
             got = [m.payload for m in c.delivered if m.src == a.address]
             assert len(got) == 20
             assert len(c.view.members) == 3
-

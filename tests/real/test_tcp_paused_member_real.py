@@ -2,12 +2,13 @@
 
 With seed 003's NAKACK2, which does not retransmit (``xmit_interval = 0``; the ``tcp``
 preset retransmits since, but the mode stays), TCP alone must bring every message: the
-transport must not drop what is queued for a member of the view. A chaos run found it did: a member paused for 4 s
-while another joined missed the joiner's first multicasts, because the joiner's connection
-attempt to it timed out (``sock_conn_timeout``) and the bundles queued for it were dropped;
-its window for the joiner then waited for them for ever and it delivered none of the
-joiner's later multicasts either. The transport now tries again while the member is in the
-view. Real member processes on loopback, the tcp preset in seed 003's mode (no DISCARD).
+transport must not drop what is queued for a member of the view. A chaos run found it did: a
+member paused for 4 s while another joined missed the joiner's first multicasts, because the
+joiner's connection attempt to it timed out (``sock_conn_timeout``) and the bundles queued
+for it were dropped; its window for the joiner then waited for them for ever and it
+delivered none of the joiner's later multicasts either. The transport now tries again while
+the member is in the view. Real member processes on loopback, the tcp preset in seed 003's
+mode (no DISCARD).
 """
 
 from __future__ import annotations
