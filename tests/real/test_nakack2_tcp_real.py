@@ -35,7 +35,8 @@ _Got = list[tuple[Address, bytes]]  # (source, payload) of each delivered messag
 
 
 def _tcp_stack(*, probe: int, flow_control: bool = True, **tcp: Any) -> StackConfig:
-    """The tcp preset on ports of its own; TCPPING probes its first port and ``probe`` above.
+    """The tcp preset in seed 003's mode (NAKACK2 ``xmit_interval = 0``: the preset itself
+    retransmits) on ports of its own; TCPPING probes its first port and ``probe`` above.
 
     Without flow control (UFC, MFC) nothing above the transport holds a
     sender back, so a slow receiver is absorbed by its stack's channels and
@@ -44,7 +45,7 @@ def _tcp_stack(*, probe: int, flow_control: bool = True, **tcp: Any) -> StackCon
     member's port is probed, so no probe hits a port nobody listens on.
     """
     base = free_ports(21)
-    config = StackConfig.preset("tcp")
+    config = StackConfig.preset("tcp").configure("NAKACK2", xmit_interval=0)
     if not flow_control:
         config = config.remove("UFC").remove("MFC")
     config = config.configure("TCP", bind_port=base, port_range=20, **tcp)

@@ -200,6 +200,32 @@ def test_history_outages_count_splits_both_ways_pauses_and_heals() -> None:
     assert outages.connected("A", "C", 5, 2) == 0
 
 
+def test_history_outages_count_a_leave_from_its_start_until_the_next_incarnation() -> None:
+    """Campaign udp-mcast 10001: F began to leave 8 s after G's multicast (which waited in
+    G's full MCAST window for acks from the other side of a partition) and left unflushed
+    6 s later. A member that leaves is promised nothing: from the leave (or restart) step
+    on it is cut off from everyone, until its name's next incarnation starts; the record
+    that ends a leave (``"F flushed=False"``) starts nothing, and a heal ends no leave."""
+
+    def f(t: float, kind: str, detail: str = "") -> Any:
+        return type("L", (), {"record": {"k": "fault", "t": t, "kind": kind, "detail": detail}})
+
+    outages = Outages(
+        [
+            f(2, "restart", "C"),
+            f(3, "leave", "C flushed=True"),
+            f(4, "start", "C"),
+            f(11.7, "leave", "F"),
+            f(14, "heal"),
+            f(17.76, "leave", "F flushed=False"),
+        ]
+    )
+    assert outages.connected("G", "F", 3.72, 17.76) == 11.7 - 3.72
+    assert outages.connected("F", "G", 12, 20) == 0
+    assert outages.connected("A", "C", 0, 10) == 10 - 2
+    assert outages.connected("A", "G", 0, 20) == 20
+
+
 def test_history_members_that_stayed_together_but_installed_different_next_views(
     tmp_path: Path,
 ) -> None:

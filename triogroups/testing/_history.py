@@ -48,11 +48,11 @@ What the checker proves (the delivery contract without FLUSH):
   and R stayed together (installed the same views, each view containing both,
   both histories going on) for at least ``settle`` seconds after the send,
   counting only the seconds in which the fault log let them reach each other
-  both ways (no partition or one-way split between them, neither paused:
-  `Outages`); failure detection lags behind pauses and one-way splits, so a
-  view can keep two members together that cannot talk (campaign unicast2 seed
-  2190: G could not hear D for all but 0.07 s of the 11.3 s after D's send
-  that their views held both).
+  both ways (no partition or one-way split between them, neither paused nor
+  leaving since its leave or restart step: `Outages`); failure detection lags
+  behind pauses and one-way splits, so a view can keep two members together
+  that cannot talk (campaign unicast2 seed 2190: G could not hear D for all but
+  0.07 s of the 11.3 s after D's send that their views held both).
   That is what JGroups guarantees without FLUSH: there is no promise for a
   member that leaves, is suspected, or is split from the sender before
   retransmission completes, nor that delivery happens before the next view is

@@ -10,6 +10,13 @@ pause). `Outages` reads them, by member name, and answers how long two members c
 talk both ways within a time span: retransmission needs a request and an answer,
 so an outage in either direction counts.
 
+A ``leave`` or ``restart`` step (detail: the bare name; the record that ends the leave
+says ``"F flushed=True"``) starts the member's leave, which lasts until the name's
+next ``start``: the contract promises nothing to a member that leaves, so from then
+on it counts as cut off from everyone (campaign udp-mcast 10001: F began to leave
+8 s after G's multicast, which waited in G's full MCAST window for acks from the other
+side of a partition; F's leave ended unflushed 6 s later, the multicast still held).
+
 Reads records only: it never judges a run. Details it cannot read (another tool's
 format) stop nothing, so they excuse nothing.
 """
@@ -57,10 +64,11 @@ class Outages:
     def __init__(self, faults: Iterable[Any]) -> None:
         #: (deaf name, source name) -> closed spans (start, end) the network blocked.
         self._blocked: dict[tuple[str, str], list[tuple[float, float]]] = {}
-        #: name -> spans the member was paused.
+        #: name -> spans the member was paused, or leaving (see the module docstring).
         self._paused: dict[str, list[tuple[float, float]]] = {}
         open_splits: dict[str, tuple[float, set[tuple[str, str]]]] = {}
         open_pauses: dict[str, float] = {}
+        open_leaves: dict[str, float] = {}
         for line in faults:
             record = line.record
             kind, t = record.get("kind"), float(record["t"])
@@ -75,6 +83,10 @@ class Outages:
                 open_pauses.setdefault(detail, t)
             elif kind == "resume" and detail in open_pauses:
                 self._paused.setdefault(detail, []).append((open_pauses.pop(detail), t))
+            elif kind in ("leave", "restart") and detail and " " not in detail:
+                open_leaves.setdefault(detail, t)
+            elif kind == "start" and detail in open_leaves:
+                self._paused.setdefault(detail, []).append((open_leaves.pop(detail), t))
             elif kind == "heal":
                 for split in open_splits.values():
                     self._close_split(split, t)
@@ -84,7 +96,7 @@ class Outages:
                 open_pauses.clear()
         for split in open_splits.values():
             self._close_split(split, float("inf"))
-        for name, start in open_pauses.items():
+        for name, start in [*open_pauses.items(), *open_leaves.items()]:
             self._paused.setdefault(name, []).append((start, float("inf")))
 
     def _close_split(self, split: tuple[float, set[tuple[str, str]]], end: float) -> None:
