@@ -78,3 +78,19 @@ async def test_a_socket_buffer_shortfall_is_said_once_per_launch(tmp_path: Path)
     assert len(lines) == 1, ran.out
     assert lines[0].startswith("launch | warning: ") and "sysctl -w net.core.rmem_max=" in lines[0]
     assert BUFFERS not in ran.err
+
+
+async def test_a_crash_not_restarted_is_one_error_line_on_stderr(tmp_path: Path) -> None:
+    """``--restart never``: the member's crash ends the run with exit status 1 and a line on
+    stderr naming the member, how it ended, the restart policy and the error (stderr was
+    empty)."""
+    stack = write_toml(fast_udp(), tmp_path / "stack.toml")
+    ran = await run_command(
+        "launch", "-n", "1", "--restart", "never", "--stack", str(stack), f"{APPS}:crash"
+    )
+    assert ran.status == 1, ran.out + ran.err
+    assert ran.err == (
+        "triogroups launch: error: member 'A' exited with status 1 and was not restarted "
+        "(--restart never): RuntimeError: boom at start-up\n"
+    )
+    assert ran.out.count(TRACEBACK) == 1, ran.out

@@ -335,13 +335,20 @@ async def _run_group(args: argparse.Namespace, printer: _Printer) -> int:
     if failure is not None:
         print(f"triogroups launch: error: {failure}", file=sys.stderr)
         return 1
-    crashed = [] if group is None else [m.name for m in group.members if _crashed(group, m.name)]
-    for name in crashed:
-        printer.note(f"{name} ended with an error and was not restarted")
-    return 1 if crashed else 0
+    crashed = [] if group is None else [_crashed(group, m.name) for m in group.members]
+    for end in filter(None, crashed):
+        why = f": {end.output[-1]}" if end.output else ""
+        print(
+            f"triogroups launch: error: member {end.name!r} {end.reason} and was not restarted "
+            f"(--restart {args.restart}){why}",
+            file=sys.stderr,
+        )
+    return 1 if any(crashed) else 0
 
 
-def _crashed(group: ProcessGroup, name: str) -> bool:
-    """Whether member ``name``'s last exit was its own error (not a stop that was asked for)."""
+def _crashed(group: ProcessGroup, name: str) -> MemberExited | None:
+    """Member ``name``'s last exit if it was its own error (not a stop that was asked for)."""
     exits = [e for e in group.history if isinstance(e, MemberExited) and e.name == name]
-    return bool(exits) and not exits[-1].expected and exits[-1].returncode != 0
+    if exits and not exits[-1].expected and exits[-1].returncode != 0:
+        return exits[-1]
+    return None
