@@ -7,7 +7,7 @@ import uuid
 
 import pytest
 
-from triogroups._log import warn_once
+from triogroups._log import said_elsewhere, warn_once
 
 
 def test_warn_once_logs_a_key_once_per_logger(caplog: pytest.LogCaptureFixture) -> None:
@@ -27,4 +27,19 @@ def test_warn_once_logs_a_key_once_per_logger(caplog: pytest.LogCaptureFixture) 
         (first, logging.WARNING, "short A"),
         (first, logging.WARNING, "short C"),
         (second, logging.WARNING, "short D"),
+    ]
+
+
+def test_a_warning_said_elsewhere_is_logged_at_info(caplog: pytest.LogCaptureFixture) -> None:
+    """Issue 38 item 13: a member process of a group whose supervisor says a socket-buffer
+    shortfall once for all keeps its own at INFO; other kinds stay warnings."""
+    run = uuid.uuid4().hex
+    logger = logging.getLogger(f"test.elsewhere.{run}")
+    said_elsewhere(f"buffers-{run}")
+    with caplog.at_level(logging.INFO):
+        warn_once(logger, (f"buffers-{run}", 1), "short")
+        warn_once(logger, ("resolve", run), "unresolved")
+    assert [(r.levelno, r.getMessage()) for r in caplog.records] == [
+        (logging.INFO, "short"),
+        (logging.WARNING, "unresolved"),
     ]

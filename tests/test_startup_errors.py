@@ -8,9 +8,13 @@ after four identical retries, the real error hidden in its reports.
 from __future__ import annotations
 
 import errno
+import logging
 import socket
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
+from pathlib import Path
 
 import pytest
 import trio
@@ -91,3 +95,61 @@ async def test_open_channel_with_a_foreign_bind_addr_says_it_is_not_an_address_h
     assert str(info.value).startswith(
         f"{transport} cannot start: bind_addr {FOREIGN} is not an address of this host"
     )
+
+
+_SCRIPT = """
+import sys
+import trio
+from triogroups import StackConfig, open_channel
+
+async def main() -> None:
+    config = StackConfig.preset("tcp").configure("TCP", bind_port=int(sys.argv[1]), port_range=0)
+    async with open_channel("c", config):
+        pass
+
+trio.run(main)
+"""
+
+
+def test_a_plain_script_on_a_taken_port_shows_the_start_up_error_once(tmp_path: Path) -> None:
+    """Issue 38 item 4: a script whose port is taken printed 104 lines and 6 tracebacks:
+    the layer crash logged at WARNING with its whole chain, then the same error raised. Now
+    the stack keeps the crash at INFO (it is raised, and the script's caller says it) and
+    the system's OSError is not chained twice: Python's report of the uncaught error alone,
+    the StartupError and the OSError under it."""
+    script = tmp_path / "taken.py"
+    script.write_text(_SCRIPT)
+    with taken_ports(1) as port:
+        ran = subprocess.run(
+            [sys.executable, str(script), str(port)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=False,
+        )
+    assert ran.returncode == 1
+    assert ran.stdout == ""
+    assert "crashed" not in ran.stderr, ran.stderr
+    assert ran.stderr.count("Traceback (most recent call last)") == 2, ran.stderr
+    assert ran.stderr.count("no free port on 127.0.0.1") == 2, ran.stderr  # OSError, StartupError
+    assert ran.stderr.rstrip().splitlines()[-1] == (
+        f"triogroups.StartupError: TCP cannot start: no free port on 127.0.0.1 in "
+        f"{port}..{port}: address already in use"
+    )
+
+
+@pytest.mark.parametrize(("level", "traceback"), [(logging.INFO, False), (logging.DEBUG, True)])
+async def test_a_start_up_failure_is_logged_once_with_its_traceback_at_debug_only(
+    level: int, traceback: bool, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The stack's record of a layer that cannot start: one, at INFO, and the traceback
+    only when DEBUG is on."""
+    caplog.set_level(level, logger="triogroups")
+    with taken_ports(1) as base:
+        config = StackConfig.preset("tcp").configure("TCP", bind_port=base, port_range=0)
+        await _run_until_it_fails(Stack(config, "c", "A"))
+    crashed = [r for r in caplog.records if "crashed" in r.getMessage()]
+    assert len(crashed) == 1, caplog.text
+    assert crashed[0].levelno == logging.INFO
+    assert (crashed[0].exc_info is not None) == traceback
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING], caplog.text

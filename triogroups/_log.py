@@ -12,9 +12,17 @@ from __future__ import annotations
 import logging
 from collections.abc import Hashable
 
-__all__ = ["warn_once"]
+__all__ = ["said_elsewhere", "warn_once"]
 
 _warned: set[tuple[str, Hashable]] = set()
+_elsewhere: set[Hashable] = set()
+
+
+def said_elsewhere(kind: Hashable) -> None:
+    """Warnings of ``kind`` (the first item of a tuple key) are said by someone else, once
+    for many processes: a process group's supervisor says a socket-buffer shortfall once for
+    all its members and restarts. This process then logs them at INFO."""
+    _elsewhere.add(kind)
 
 
 def warn_once(logger: logging.Logger, key: Hashable, msg: str, *args: object) -> bool:
@@ -28,5 +36,6 @@ def warn_once(logger: logging.Logger, key: Hashable, msg: str, *args: object) ->
     if marker in _warned:
         return False
     _warned.add(marker)
-    logger.warning(msg, *args)
+    kind = key[0] if isinstance(key, tuple) and key else key
+    logger.log(logging.INFO if kind in _elsewhere else logging.WARNING, msg, *args)
     return True

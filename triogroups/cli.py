@@ -31,7 +31,7 @@ from triogroups.inspector._demo_inspect import run_demo_inspect
 from triogroups.inspector._inspect import add_inspect_parser, run_inspect
 from triogroups.properties import PropertyError
 from triogroups.protocol import protocol_class, protocol_names
-from triogroups.supervisor._launch import add_launch_parser, run_launch
+from triogroups.supervisor._launch import add_launch_parser, run_launch, split_app_args
 from triogroups.supervisor.spark._cli import add_spark_parser, run_spark
 
 __all__ = ["main"]
@@ -118,10 +118,11 @@ def _protocol(console: Console, name: str | None) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
+    argv, app_args = split_app_args(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     console = Console()
     if args.command == "launch":
-        return run_launch(args, console)
+        return run_launch(args, console, app_args)
     if args.command == "probe":
         return run_probe(args, console)
     if args.command == "inspect":

@@ -37,6 +37,7 @@ from triogroups.actors import (
     Actor,
     ChildSpec,
     CrashReport,
+    PermanentError,
     RestartIntensityExceeded,
     Strategy,
     Supervisor,
@@ -232,17 +233,28 @@ class Stack:
         return f"{self.name or '-'}@{self.cluster}"
 
     def _crashed(self, report: CrashReport) -> None:
-        """A layer crashed: keep the report and say so (the supervisor restarts the stack)."""
+        """A layer crashed: keep the report and say so (the supervisor restarts the stack).
+
+        A `PermanentError` (a `StartupError`: a taken port) is not restarted but raised to
+        whoever runs the stack, who says it: here it is one line at INFO, with its traceback
+        only when DEBUG is on, instead of a WARNING with the whole chain before the same error
+        is raised again."""
         self.crash_reports.append(report)
         exc = report.exception
-        _log.warning(
+        permanent = isinstance(exc, PermanentError)
+        _log.log(
+            logging.INFO if permanent else logging.WARNING,
             "stack %s: layer %s of %s crashed: %s: %s",
             self._label,
             report.actor.rsplit(".", 1)[-1],
             self.address,
             type(exc).__name__,
             exc,
-            exc_info=(type(exc), exc, exc.__traceback__),
+            exc_info=(
+                (type(exc), exc, exc.__traceback__)
+                if not permanent or _log.isEnabledFor(logging.DEBUG)
+                else None
+            ),
         )
 
     # --- the top of the stack -------------------------------------------------------

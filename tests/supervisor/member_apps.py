@@ -23,6 +23,11 @@ async def crash(ch: Channel) -> None:
     raise RuntimeError("boom at start-up")
 
 
+async def echo_args(ch: Channel, *args: str) -> None:
+    """Print the arguments the member got, as JSON, and end (exit status 0)."""
+    print("args", json.dumps(args), flush=True)
+
+
 async def logs(ch: Channel) -> None:
     """Log one warning and print one plain line, then wait to be stopped."""
     logging.getLogger("app").warning("hello from %s", ch.name)

@@ -4,12 +4,22 @@ as TOML files for the command, and checks that a process is gone."""
 from __future__ import annotations
 
 import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+
+import trio
 
 from triogroups import StackConfig
 from triogroups.testing import free_ports
 
 HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
 APPS = HERE / "member_apps.py"
 STEP = 60  # seconds per awaited condition: generous, a busy 2-core machine needs a few
 
@@ -56,3 +66,47 @@ def children_of(pid: int) -> set[int]:
             if int(stat.rsplit(")", 1)[1].split()[1]) == pid:
                 found.add(int(entry.name))
     return found
+
+
+@dataclass(frozen=True)
+class Ran:
+    """What a command printed and how it ended."""
+
+    status: int
+    out: str
+    err: str
+
+
+async def run_command(*argv: str, deadline: float = 4 * STEP) -> Ran:
+    """Run ``python -m triogroups.cli *argv`` from the checkout to its end (within
+    ``deadline`` seconds; past it the command is killed and reaped, and its members die with
+    it) with stdout and stderr apart."""
+    with trio.fail_after(deadline):
+        done = await trio.run_process(
+            [sys.executable, "-m", "triogroups.cli", *argv],
+            stdin=subprocess.DEVNULL,
+            capture_stdout=True,
+            capture_stderr=True,
+            check=False,
+            cwd=ROOT,
+            env={**os.environ, "COLUMNS": "200"},
+        )
+    return Ran(done.returncode, done.stdout.decode(), done.stderr.decode())
+
+
+@contextmanager
+def taken_ports(count: int) -> Iterator[int]:
+    """Listen on ``count`` consecutive loopback ports; yields the first."""
+    for _ in range(50):
+        base = free_ports(count)
+        with ExitStack() as held:
+            try:
+                for port in range(base, base + count):
+                    sock = held.enter_context(socket.socket())
+                    sock.bind(("127.0.0.1", port))
+                    sock.listen()
+            except OSError:
+                continue
+            yield base
+            return
+    raise RuntimeError("found no free run of loopback ports")

@@ -33,8 +33,8 @@ def test_group_failure_names_member_reason_and_last_output_and_pickles() -> None
     crash = MemberCrashed("B", -9, ["line one", "line two"])
     error = ProcessGroupFailed("g", crash, [], 3, 5.0)
     assert str(error) == (
-        "member 'B' killed by SIGKILL: more than max_restarts=3 restarts within 5.0s, "
-        "group 'g' stopped; last output:\n  | line one\n  | line two"
+        "member 'B' killed by SIGKILL: more than max_restarts=3 restarts within 5 s of running "
+        "time, group 'g' stopped; last output:\n  | line one\n  | line two"
     )
     again = pickle.loads(pickle.dumps(error))
     assert str(again) == str(error) and again.crash.output == ("line one", "line two")

@@ -23,7 +23,7 @@ import cloudpickle
 from triogroups.config import StackConfig
 from triogroups.properties import PropertyError
 
-__all__ = ["AppError", "Payload", "load_app", "resolve_stack"]
+__all__ = ["AppError", "Payload", "load_app", "resolve_stack", "stack_label"]
 
 App = Callable[..., Any]
 
@@ -65,15 +65,31 @@ def load_app(spec: str) -> App:
     return app  # type: ignore[no-any-return]
 
 
+def stack_label(stack: StackConfig | str | Path) -> str:
+    """How errors name a stack: ``stack file 'x.toml'``, ``stack preset 'udp'`` or ``stack``."""
+    if isinstance(stack, StackConfig):
+        return "stack"
+    if isinstance(stack, Path) or stack.endswith(".toml"):
+        return f"stack file {str(stack)!r}"
+    return f"stack preset {stack!r}"
+
+
 def resolve_stack(stack: StackConfig | str | Path, *, bare: bool = False) -> StackConfig:
-    """The stack as the member will build it, refused here when unknown or (unless ``bare``:
-    the application gets the stack itself, not a channel) without GMS."""
+    """The stack as the member will build it, refused here when unknown, when a layer would
+    refuse it (an unknown protocol or property, a bad value, a broken rule such as
+    ``FD_ALL3.interval must be < timeout``: the member would fail the same way at every
+    start) or (unless ``bare``: the application gets the stack itself, not a channel) without
+    GMS."""
     if isinstance(stack, str | Path) and str(stack).endswith(".toml") and not Path(stack).is_file():
         raise AppError(f"stack file {str(stack)!r} does not exist")
     try:
         config = StackConfig.resolve(stack)
     except PropertyError as exc:
         raise AppError(str(exc)) from None
+    try:
+        config.validate()
+    except PropertyError as exc:
+        raise AppError(f"{stack_label(stack)}: {exc}") from None
     if not bare and "GMS" not in config.names():
         raise AppError(f"stack must contain GMS to form a group, got {', '.join(config.names())}")
     return config

@@ -124,7 +124,8 @@ class ProcessGroupFailed(RestartIntensityExceeded):
         super().__init__(group, reports, max_restarts, within)
         lines = "".join(f"\n  | {line}" for line in crash.output) or "\n  (no output)"
         self.args = (
-            f"{crash}: more than max_restarts={max_restarts} restarts within {within}s, "
+            f"{crash}: more than max_restarts={max_restarts} restarts within {within:g} s "
+            "of running time, "
             f"group {group!r} stopped; last output:{lines}",
         )
         self.crash = crash

@@ -7,6 +7,7 @@ arguments and answers the application; every decision is the supervisor task's
 
 from __future__ import annotations
 
+import logging
 import signal
 import sys
 import uuid
@@ -20,14 +21,18 @@ import trio
 from triogroups.actors import CrashReport, Restart, Strategy
 from triogroups.actors._policy import RestartIntensity
 from triogroups.config import StackConfig
-from triogroups.supervisor._app import App, Payload, load_app, resolve_stack
+from triogroups.supervisor._app import App, Payload, load_app, resolve_stack, stack_label
 from triogroups.supervisor._commands import encode_command
 from triogroups.supervisor._events import GroupEvent, MemberView
+from triogroups.supervisor._host import buffer_shortfall, check_host
+from triogroups.supervisor._intensity import MAX_RESTARTS, RESTART_WINDOW
 from triogroups.supervisor._logs import check_log_options
 from triogroups.supervisor._members import MemberInfo, MemberSlot, default_name
 from triogroups.supervisor._supervisor import Output, Supervisor
 
 __all__ = ["ProcessGroup", "open_process_group"]
+
+_log = logging.getLogger("triogroups.supervisor")
 
 
 def _print_output(name: str, line: str) -> None:
@@ -80,6 +85,8 @@ class ProcessGroup:
         if bare and state is not None:
             raise ValueError("state needs a channel, got bare=True")
         config = resolve_stack(stack, bare=bare)
+        if not launcher:  # elsewhere, this host's addresses say nothing
+            check_host(config, n, stack_label(stack))
         names = list(names) if names is not None else [default_name(i) for i in range(n)]
         if len(set(names)) != len(names):
             raise ValueError(f"member names must be unique, got {names}")
@@ -117,6 +124,7 @@ class ProcessGroup:
         for index, name in enumerate(names):
             self._supervisor.members.append(MemberSlot(name, index, restart, payload))
         self._done = trio.Event()
+        self._buffer_shortfall = buffer_shortfall(config)
 
     # -- what the application sees ------------------------------------------------------
 
@@ -227,6 +235,8 @@ class ProcessGroup:
         return Payload(self._app, args, self._stack, self._state, self._bare).dumps()
 
     async def _run(self, *, task_status: trio.TaskStatus[None]) -> None:
+        if self._buffer_shortfall is not None:  # once for the group; each member says it at INFO
+            _log.warning("process group %s: %s", self.name, self._buffer_shortfall)
         try:
             await self._supervisor.run(task_status=task_status)
         finally:
@@ -251,8 +261,8 @@ async def open_process_group(
     names: Sequence[str] | None = None,
     strategy: Strategy = Strategy.ONE_FOR_ONE,
     restart: Restart = Restart.PERMANENT,
-    max_restarts: int = 3,
-    within: float = 5.0,
+    max_restarts: int = MAX_RESTARTS,
+    within: float = RESTART_WINDOW,
     backoff_initial: float = 0.1,
     backoff_factor: float = 2.0,
     backoff_max: float = 5.0,
@@ -273,9 +283,15 @@ async def open_process_group(
     path or a `StackConfig`) as ``names[i]`` (A, B, C, ... by default) through `open_channel`.
     Returns once every member joined (or ended). Members are supervised like actors:
     ``strategy``, ``restart`` (PERMANENT: always, TRANSIENT: after a crash, TEMPORARY: never),
-    at most ``max_restarts`` within ``within`` seconds with exponential backoff; past that every
-    member is stopped and `ProcessGroupFailed` (a `RestartIntensityExceeded`) is raised here,
-    naming the member, why it ended and its last ``tail_lines`` of output. Output lines go to
+    at most ``max_restarts`` within ``within`` seconds of running time (the time members spend
+    starting, and the backoff before a start, do not count: a member that crashes as it starts
+    is given up on after ``max_restarts`` restarts however slow its start) with exponential
+    backoff; past that every member is stopped and `ProcessGroupFailed` (a
+    `RestartIntensityExceeded`) is raised here, naming the member, why it ended and its last
+    ``tail_lines`` of output. A member whose start fails with a `StartupError` (a taken port)
+    is not restarted: every member is stopped and that `StartupError` is raised here, naming
+    the member. A member's traceback is shown once: a crash that repeats it shows its last line
+    only. Output lines go to
     ``output(name, line)`` (default: stderr, prefixed with the member's name); members write
     their log records from ``log_level`` up (DEBUG, INFO, WARNING, ERROR) as text or, with
     ``log_format="json"``, as JSON lines. ``state`` (an

@@ -15,7 +15,10 @@ How it ends, and with which status:
 - SIGTERM or SIGINT (the supervisor's request to stop, or Ctrl-C), the parent's death
   (PR_SET_PDEATHSIG) or EOF on stdin (the pipe from the parent): the application is cancelled,
   the channel closes, which leaves the group gracefully, exit status 0;
-- the application raises, or joining fails: the traceback on stderr, exit status 1.
+- the application raises, or joining fails: exit status 1, and the traceback goes to the
+  supervisor on the status pipe (``crashed``: the error's line, the traceback, and whether it
+  is a `StartupError`, which a restart would meet again), not to stderr: the supervisor shows a
+  traceback once per group, so a crash loop does not print it at every restart.
 This does not depend on `open_channel` handling signals: the member turns them into a leave.
 """
 
@@ -33,6 +36,8 @@ from typing import Any
 import trio
 
 from triogroups._channel import Channel, open_channel
+from triogroups._layer import StartupError
+from triogroups._log import said_elsewhere
 from triogroups.address import Address
 from triogroups.runtime import tune_gc
 from triogroups.stack import Stack
@@ -165,17 +170,31 @@ def main(argv: list[str] | None = None) -> None:
     die_with_parent(args.parent)
     attach(args.command_fd)
     configure_member_logging(args.log_format, args.log_level)
+    said_elsewhere("socket_buffers")  # the group's supervisor says it once for all
     payload = Payload.loads(_read_payload())
     emit = _status_emitter(args.status_fd)
     tune_gc()
     try:
         trio.run(_run, args, payload, emit)
-    except BaseExceptionGroup as group:  # the app's own error, not the nurseries around it
-        error = _unwrap(group)
-        if error is group or not isinstance(error, Exception):
+    except Exception as exc:  # the app's own error, not the nurseries around it
+        error = _unwrap(exc) if isinstance(exc, BaseExceptionGroup) else exc
+        if not isinstance(error, Exception):
             raise
-        traceback.print_exception(error)
+        _crashed(error, emit)
         sys.exit(1)
+
+
+def _crashed(error: Exception, emit: Emit) -> None:
+    """Tell the supervisor why the member ends: the error's line and its traceback."""
+    if isinstance(error, StartupError):
+        summary = str(error)
+    else:
+        summary = traceback.format_exception_only(error)[-1].rstrip("\n")
+    text = "".join(traceback.format_exception(error))
+    try:
+        emit("crashed", error=summary, traceback=text, startup=isinstance(error, StartupError))
+    except OSError:  # no supervisor to read it: stderr after all
+        sys.stderr.write(text)
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:

@@ -103,6 +103,8 @@ class Incarnation:
         self.settled = trio.Event()  # joined or ended
         self.ended = trio.Event()
         self.stopping = False  # the supervisor asked it to stop: its exit is expected
+        self.traceback: str | None = None  # the application's, when it raised
+        self.startup_error: str | None = None  # why it could not start, when a restart cannot help
         self.scope = trio.CancelScope(shield=True)  # cancelled: the process is killed
         self._commands: trio.lowlevel.FdStream | None = None  # open while the process runs
         self._command_lock = trio.StrictFIFOLock()

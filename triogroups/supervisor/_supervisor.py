@@ -3,7 +3,10 @@
 The incarnations (`_process`) only report. Exits, manual restarts and added members come to
 it through one inbox, so nothing races with a restart in progress. Whether a member that
 ended comes back, which siblings go with it and whether that is still within the intensity or
-the group escalates is decided by the same rules as for actors (`triogroups.actors._policy`).
+the group escalates is decided by the same rules as for actors (`triogroups.actors._policy`),
+with the window counted on the group's running time (`_intensity`: a start costs seconds). A
+member that could not start (it reported a `StartupError`: a taken port) is not restarted: the
+group ends with that error. A member's traceback is shown once per group.
 Stopping is always graceful first: SIGTERM (the member leaves the group and exits), then after
 ``stop_timeout`` SIGKILL. `ProcessGroup` is its public face.
 """
@@ -12,12 +15,14 @@ from __future__ import annotations
 
 import math
 import signal
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
 import trio
 
+from triogroups._layer import StartupError
 from triogroups.actors import CrashReport, Strategy
 from triogroups.actors._policy import RestartIntensity, plan_restart, restarts_after
 from triogroups.address import Address
@@ -30,6 +35,7 @@ from triogroups.supervisor._events import (
     ProcessGroupFailed,
 )
 from triogroups.supervisor._hub import EventHub
+from triogroups.supervisor._intensity import GroupIntensity
 from triogroups.supervisor._members import MemberSlot, address_from_status, view_from_status
 from triogroups.supervisor._process import Incarnation, member_argv, member_env
 
@@ -73,7 +79,7 @@ class Supervisor:
         self.name = name
         self.launcher = tuple(launcher)
         self.strategy = strategy
-        self.intensity = intensity
+        self.intensity = GroupIntensity(intensity)
         self.stop_timeout = stop_timeout
         self.tail_lines = tail_lines
         self.log_format = log_format
@@ -84,6 +90,7 @@ class Supervisor:
         self.restarts = 0
         self.crash_reports: list[CrashReport] = []
         self.hub = EventHub()
+        self._tracebacks_shown: set[str] = set()
         self._nursery: trio.Nursery | None = None
         self._inbox_send, self._inbox = trio.open_memory_channel[_Exit | _Request](math.inf)
 
@@ -150,7 +157,7 @@ class Supervisor:
         if error is not None:
             raise error
 
-    async def _supervise(self) -> ProcessGroupFailed | None:
+    async def _supervise(self) -> ProcessGroupFailed | StartupError | None:
         while any(member.state != "stopped" for member in self.members):
             item = await self._inbox.receive()
             if isinstance(item, _Request):
@@ -161,14 +168,17 @@ class Supervisor:
                 continue  # stopped on purpose, or already replaced
             returncode = inc.returncode
             assert returncode is not None
+            now = trio.current_time()
             crash = MemberCrashed(member.name, returncode, inc.output)
             if returncode != 0:
-                self._report(member, crash)
+                self._report(member, crash, now)
+            if inc.startup_error is not None:  # a restart would meet the same error
+                return StartupError(f"member {member.name!r} cannot start: {inc.startup_error}")
             if not restarts_after(member.restart, crashed=returncode != 0):
                 member.state = "stopped"
                 self.hub.pulse()
                 continue
-            error = await self._restart(member, crash)
+            error = await self._restart(member, crash, now)
             if error is not None:
                 return error
         return None
@@ -184,27 +194,37 @@ class Supervisor:
         finally:
             request.done.set()
 
-    def _report(self, member: MemberSlot, crash: MemberCrashed) -> None:
+    def _report(self, member: MemberSlot, crash: MemberCrashed, now: float) -> None:
+        inc = member.current
+        traceback = inc.traceback if inc is not None and inc.traceback else None
         self.crash_reports.append(
             CrashReport(
                 actor=f"{self.name}.{member.name}",
                 exception=crash,
-                traceback="\n".join(crash.output),
-                time=trio.current_time(),
+                traceback=traceback or "\n".join(crash.output),
+                time=now,
                 restart_count=member.restarts,
             )
         )
         del self.crash_reports[:-100]
 
-    async def _restart(self, member: MemberSlot, crash: MemberCrashed) -> ProcessGroupFailed | None:
-        now = trio.current_time()
+    async def _restart(
+        self, member: MemberSlot, crash: MemberCrashed, now: float
+    ) -> ProcessGroupFailed | None:
         backoff = self.intensity.admit(now)
         if backoff is None:
-            horizon = self.intensity.horizon(now)
-            reports = [r for r in self.crash_reports if r.time > horizon]
+            horizon = self.intensity.horizon()
+            reports = [r for r in self.crash_reports if r.time >= horizon]
             return ProcessGroupFailed(
                 self.name, crash, reports, self.intensity.max_restarts, self.intensity.within
             )
+        with self._starting():
+            await self._replace(member, backoff)
+        self.restarts += 1
+        return None
+
+    async def _replace(self, member: MemberSlot, backoff: float) -> None:
+        """Stop the siblings the strategy takes along, wait ``backoff``, start them again."""
         again, retire = plan_restart(
             self.strategy,
             self.members,
@@ -220,8 +240,15 @@ class Supervisor:
             other.state = "restarting"
         await trio.sleep(backoff)
         await self._start_members(again)
-        self.restarts += 1
-        return None
+
+    @contextmanager
+    def _starting(self) -> Iterator[None]:
+        """The restart window does not run meanwhile (`GroupIntensity`)."""
+        self.intensity.starting(trio.current_time())
+        try:
+            yield
+        finally:
+            self.intensity.started(trio.current_time())
 
     # -- starting and stopping incarnations ------------------------------------------------
 
@@ -231,10 +258,11 @@ class Supervisor:
         their own). Returns once each joined or ended."""
         others_run = any(m.state == "running" and m not in members for m in self.members)
         first, rest = ([], list(members)) if others_run else (list(members[:1]), list(members[1:]))
-        for batch in (first, rest):
-            incarnations = [await self._start(member) for member in batch]
-            for inc in incarnations:
-                await inc.settled.wait()
+        with self._starting():
+            for batch in (first, rest):
+                incarnations = [await self._start(member) for member in batch]
+                for inc in incarnations:
+                    await inc.settled.wait()
 
     async def _start(self, member: MemberSlot) -> Incarnation:
         assert self._nursery is not None
@@ -311,6 +339,27 @@ class Supervisor:
         elif event["event"] == "view" and member.address is not None:
             member.view = view_from_status(member.name, member.address, event)
             self.hub.publish(member.view)
+        elif event["event"] == "crashed":
+            self._on_crashed(member, inc, event)
+
+    def _on_crashed(self, member: MemberSlot, inc: Incarnation, event: dict[str, Any]) -> None:
+        """The member's application (or its start) raised: it sent its traceback here instead
+        of printing it. A traceback is shown once per group; a crash that repeats one shows as
+        its last line only, so a crash loop does not print the same 20 lines per restart. A
+        start-up error (a taken port: a restart would meet it again) is its one line."""
+        summary, traceback = str(event["error"]), str(event["traceback"])
+        inc.traceback = traceback
+        if event.get("startup"):
+            inc.startup_error = summary
+            return
+        if traceback in self._tracebacks_shown:
+            shown = [f"{summary} (its traceback is shown above)"]
+        else:
+            self._tracebacks_shown.add(traceback)
+            shown = traceback.rstrip("\n").splitlines() or [summary]
+        for line in shown:
+            self.output(member.name, line)
+        inc.output.append(shown[-1])
 
     async def _wait_views_without(self, gone: Address | None) -> None:
         """Give the members still running up to ``_VIEW_SETTLE`` seconds to install a view

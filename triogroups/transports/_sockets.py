@@ -40,7 +40,9 @@ def bind_in_range(sock: socket.socket, host: str, port: int, port_range: int) ->
 
     Returns the bound port. Raises OSError (with its errno) whose text names
     the cause: "no free port on 127.0.0.1 in 7800..7850: address already in
-    use", or "bind_addr 10.255.255.1 is not an address of this host".
+    use", or "bind_addr 10.255.255.1 is not an address of this host"; the
+    system's own OSError is not chained (its text is in this one's), so a
+    start-up failure shows one traceback less.
     """
     last = port + port_range if port else 0
     candidates = range(port, min(last, 65535) + 1)
@@ -53,14 +55,14 @@ def bind_in_range(sock: socket.socket, host: str, port: int, port_range: int) ->
             if exc.errno == errno.EADDRNOTAVAIL:
                 raise OSError(
                     exc.errno, f"bind_addr {host} is not an address of this host: {_text(exc)}"
-                ) from exc
+                ) from None
             if exc.errno not in (errno.EADDRINUSE, errno.EACCES) or not port:
-                raise OSError(exc.errno, f"cannot bind {host}:{candidate}: {_text(exc)}") from exc
+                raise OSError(exc.errno, f"cannot bind {host}:{candidate}: {_text(exc)}") from None
             error = exc
     assert error is not None
     raise OSError(
         error.errno, f"no free port on {host} in {port}..{last}: {_text(error)}"
-    ) from error
+    ) from None
 
 
 def listen_in_range(host: str, port: int, port_range: int, backlog: int) -> socket.socket:
@@ -88,7 +90,7 @@ def listen_in_range(host: str, port: int, port_range: int, backlog: int) -> sock
                 if bound >= min(last, 65535):
                     raise OSError(
                         exc.errno, f"no free port on {host} in {port}..{last}: {_text(exc)}"
-                    ) from exc
+                    ) from None
                 sock.close()
                 start = bound + 1
                 continue
