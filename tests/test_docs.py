@@ -48,7 +48,8 @@ EXAMPLES = ROOT / "examples"
 
 _FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _LITERAL = re.compile(r"::\n\n((?:[ \t]+\S.*\n|[ \t]*\n)+)")
-_INLINE_COMMAND = re.compile(r"`(triogroups [^`]*|python3? dev\.py [^`]*)`")
+# `triogroups launch: error: ...` quotes what a command printed: not a command
+_INLINE_COMMAND = re.compile(r"`(triogroups (?![\w-]+:)[^`]*|python3? dev\.py [^`]*)`")
 
 # Literal blocks that describe a format rather than show code to run: (module, first line's start).
 _FORMAT_DESCRIPTIONS = {
