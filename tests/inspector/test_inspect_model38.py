@@ -127,3 +127,44 @@ def test_inspect_model_retransmission_warning_counts_each_resend_once() -> None:
         display = step(display, [_answer("a1", float(t), **stats)], float(t))
     assert display is not None
     assert display.members["a1"].warnings == ("UNICAST3: xmit 2.0/s",)
+
+
+def _member_answer(address: str, view_id: int, members: str, time: float) -> dict[str, Any]:
+    return {
+        "address": address,
+        "name": address.upper(),
+        "cluster": "views",
+        "time": time,
+        "view": {
+            "id": view_id,
+            "coord": "A",
+            "members": list(members.upper()),
+            "member_ids": list(members),
+        },
+        "stack": [],
+        "stats": {},
+    }
+
+
+def test_inspect_model_a_view_change_on_its_way_is_no_split_until_silent_after() -> None:
+    """A round catches A with the new view A|5 (a, b, c) while B, C and D are still on A|4
+    (a, b, c, d): a view change on its way, not a split; A is changing views. Still so
+    silent_after seconds later, it disagrees and the cluster is split. A member outside
+    the main view holding another view (a partition) disagrees at once."""
+    display = None
+    new = [_member_answer("a", 5, "abc", 0.0)]
+    old = [_member_answer(x, 4, "abcd", 0.0) for x in "bcd"]
+    for t in (0.0, 1.0, 2.0):
+        display = step(display, new + old, t, silent_after=2.5)
+        (cluster,) = display.clusters
+        assert not cluster.split and [g.view.id for g in cluster.views] == [4]
+        assert display.members["a"].changing_since == 0.0
+    display = step(display, new + old, 3.0, silent_after=2.5)
+    (cluster,) = display.clusters
+    assert cluster.split and cluster.disagreeing == frozenset({"a"})
+    apart = step(
+        None,
+        [_member_answer(x, 5, "ab", 0.0) for x in "ab"] + [_member_answer("c", 4, "abc", 0.0)],
+        0.0,
+    )
+    assert apart.clusters[0].disagreeing == frozenset({"c"})

@@ -26,7 +26,11 @@ The rules:
   went down (reset) has no rate for that round.
 - A cluster is split when the members that answered this round, and have not
   left, hold more than one view; the view held by most (on a tie, the highest
-  id) is the main one, and every member holding another is disagreeing.
+  id) is the main one, and every member holding another is disagreeing. A
+  member of the main view that holds another view is *changing* views (a view
+  change on its way: one round may catch some members before and some after
+  they installed it), not disagreeing, for ``silent_after`` seconds; after that
+  it disagrees.
 - Window fill is a window's span (low end to highest received) over the
   protocol's capacity property, from the shared ``peer_windows`` where a
   protocol reports them; flow-control credits are what a sender has left
@@ -170,6 +174,8 @@ class MemberState:
     """It answered in this round."""
     left: bool = False
     """It left its cluster (see the module's rules)."""
+    changing_since: float | None = None
+    """Since when it holds another view than the main one, which has it (None: it does not)."""
     grown: frozenset[str] = frozenset()
     """``LAYER.key`` of the stats that have grown since it was first seen."""
     fallen: frozenset[str] = frozenset()
@@ -269,10 +275,14 @@ def step(
     names = sorted({m.cluster for m in ordered})
     clusters = []
     for name in names:
-        cluster, left = _cluster(name, [m for m in ordered if m.cluster == name])
+        cluster, left, changing = _cluster(
+            name, [m for m in ordered if m.cluster == name], before, now, silent_after
+        )
         clusters.append(cluster)
         for address in left:
             members[address] = replace(members[address], left=True, silent=False)
+        for address, since in changing.items():
+            members[address] = replace(members[address], changing_since=since)
     by_address = {m.address: members[m.address] for m in ordered}
     return Display(now, by_address, tuple(clusters), incarnations)
 
@@ -472,19 +482,35 @@ def _throughput(
     return sum(rates) if rates else None
 
 
-def _cluster(name: str, members: Sequence[MemberState]) -> tuple[ClusterState, set[str]]:
-    """The cluster's views and who disagrees, and the addresses of the members that left."""
+def _cluster(
+    name: str,
+    members: Sequence[MemberState],
+    before: Mapping[str, MemberState],
+    now: float,
+    grace: float,
+) -> tuple[ClusterState, set[str], dict[str, float]]:
+    """The cluster's views and who disagrees; the addresses of the members that left, and
+    of those changing views (with since when)."""
     left = {m.address for m in members if m.gms_state == GMS_LEFT}
     holders = [m for m in members if m.answered and m.view is not None and m.address not in left]
     views = _rank(holders)
+    changing: dict[str, float] = {}
     if views:
-        main = set(views[0].view.member_ids)
+        main = views[0].view
+        ids = set(main.member_ids)
         for m in members:
-            if m.address not in main and (m.gms_state == GMS_LEAVING or not m.answered):
+            if m.address not in ids and (m.gms_state == GMS_LEAVING or not m.answered):
                 left.add(m.address)
-        views = _rank([m for m in holders if m.address not in left])
+        for group in views[1:]:
+            for address in group.holders:
+                old = before.get(address)
+                since = now if old is None or old.changing_since is None else old.changing_since
+                if address in ids and now - since < grace:
+                    changing[address] = since
+        views = _rank([m for m in holders if m.address not in left and m.address not in changing])
     disagreeing = frozenset(a for group in views[1:] for a in group.holders)
-    return ClusterState(name, tuple(m.address for m in members), views, disagreeing), left
+    cluster = ClusterState(name, tuple(m.address for m in members), views, disagreeing)
+    return cluster, left, changing
 
 
 def _rank(members: Sequence[MemberState]) -> tuple[ViewGroup, ...]:

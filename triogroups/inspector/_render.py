@@ -123,7 +123,9 @@ def _help() -> Panel:
 
 def _names(display: Display, addresses: Sequence[str]) -> str:
     members = display.members
-    return " ".join(members[a].name if a in members else a[:8] for a in addresses)
+    return " ".join(
+        members[a].label or members[a].name if a in members else a[:8] for a in addresses
+    )
 
 
 def _cluster(
@@ -165,6 +167,8 @@ def _status(m: MemberState) -> Text:
         return Text("missing", style="magenta")
     if m.gms_state == "leaving":
         return Text("leaving", style="yellow")
+    if m.changing_since is not None:
+        return Text("changing", style="yellow")
     return Text("ok", style="green")
 
 

@@ -5,8 +5,8 @@ A `Selection` names a member by address and a protocol by name, so it stays on
 the same row while members come and go; `Selection.resolve` falls back to the
 first visible member and its first protocol when the named ones are gone. It
 also holds the order of the rows (``sort``, cycled by ``s``), the filter (typed
-after ``/``: rows whose label, name or cluster contain it, any case, or whose
-address or pid start with it) and whether the help is open (``?``).
+after ``/``: rows whose label or name contain it, any case, whose address
+starts with it (4 characters at least) or whose pid it is) and whether the help is open (``?``).
 
 While the filter is typed every printable key is text: Enter keeps it,
 Escape clears it, Backspace takes a character off; only Ctrl-C still quits.
@@ -29,6 +29,7 @@ SORTS = ("name", "msgs/s", "warnings", "pid")
 _MEMBER_KEYS = {"up": -1, "k": -1, "down": 1, "j": 1}
 _PROTOCOL_KEYS = {"left": -1, "h": -1, "right": 1, "l": 1, "tab": 1, "shift-tab": -1}
 _QUIT_KEYS = {"q", "Q", "ctrl-c"}
+_PREFIX = 4  # an address prefix this long names a member, as for probes
 
 
 @dataclass(frozen=True)
@@ -59,9 +60,9 @@ def _matches(member: MemberState, text: str) -> bool:
     if not text:
         return True
     text = text.lower()
-    named = (member.label, member.name, member.cluster)
-    numbered = (member.address, str(member.pid))
-    return any(text in f.lower() for f in named) or any(f.startswith(text) for f in numbered)
+    if text in member.label.lower() or text in member.name.lower():
+        return True
+    return len(text) >= _PREFIX and (member.address.startswith(text) or str(member.pid) == text)
 
 
 def _sort_key(sort: str, member: MemberState) -> tuple[object, ...]:
