@@ -226,6 +226,26 @@ def test_merge3_member_that_left_sends_no_info_and_starts_no_merge() -> None:
     assert m.take_down() == [] and m.take_up() == []
 
 
+def test_merge3_forgets_what_a_member_said_before_a_view_removed_it() -> None:
+    """Issue 38: C's last INFO (the view it left) was heard, then C left gracefully and the
+    view without it came: the next check starts no merge with C (it started one, which timed
+    out while UNICAST3 resent the request to the departed C for a minute). D, never in our
+    view, is heard as before; and C heard again after the view is a merge as before."""
+    d = Address(4, "D")
+    old, new = View(ViewId(3, A), [A, B, C]), View(ViewId(4, A), [A, B])
+    m = _merge3(A, old)
+    m.up([_info(C, old)], 0.5)
+    m.view_changed(new, 1.0)
+    m.tick(5.0)
+    assert not [e for e in m.take_up() if isinstance(e, Merge)]
+    other = View(ViewId(2, d), [d])
+    m.up([_info(C, old), _info(d, other)], 5.5)
+    m.view_changed(View(ViewId(5, A), [A]), 6.0)  # B left: D and C are not forgotten
+    m.tick(10.0)
+    (event,) = [e for e in m.take_up() if isinstance(e, Merge)]
+    assert set(event.coords) == {A, C, d}
+
+
 def test_merge3_over_tcp_finds_members_and_sends_info_to_each_as_a_unicast() -> None:
     """TCP multicasts reach only the current view, so an INFO multicast would never reach
     another partition after it healed: MERGE3 runs a discovery and unicasts INFO to every

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 import pytest
 
 from triogroups import Address, Flag, Message, PropertyError, View
+from triogroups.events import FlushDone, FlushRequest
 from triogroups.extend import Disconnect
 from triogroups.protocols import ids
 from triogroups.protocols.unicast3 import Unicast3, Unicast3Header
@@ -502,6 +503,63 @@ def test_messages_to_a_member_are_never_given_up() -> None:
     a.install(a, now=100.0)  # what failure detection and GMS do with a silent member
     assert a.tick(100.0) == []  # no CLOSE to a non-member
     assert a.stats()["send_conns"] == {} and a.stats()["msgs_given_up"] == 3
+
+
+def test_unicast3_member_that_left_the_view_is_not_resent_to_and_its_window_is_dropped() -> None:
+    """Issue 38: C was in A's view and left it (a graceful leave, or an exclusion) with
+    #1-#3 unacked. The view without C drops A's send connection to C at once: the three
+    messages are given up (counted), no CLOSE goes to C, and over the next 70 s (longer than
+    max_retransmit_time) the retransmit task sends C nothing; B's connection is untouched."""
+    a, b = pair()
+    c = Node("C", 3)
+    a.install(a, b, c, now=0.0)
+    send_range(a, c, 1, 3, 0.0)
+    send_range(a, b, 1, 1, 0.0)
+    assert a.install(a, b, now=1.0) == []  # no CLOSE to the departed member
+    st = a.stats()
+    assert "C" not in st["send_conns"] and st["send_conns"]["B"]["state"] == "OPEN"
+    assert st["msgs_given_up"] == 3 and st["send_conns_departed"] == 1
+    out: list[Message] = []
+    t = 1.5
+    while t < 72.0:
+        out += a.tick(t)
+        t += 0.5
+    assert [m for m in out if m.dest == c.address] == []
+    assert a.stats()["retransmissions"] == len([m for m in out if m.dest == b.address]) > 0
+
+
+def test_unicast3_member_excluded_then_merged_back_gets_a_new_connection() -> None:
+    """C is excluded from A's view with #1-#2 unacked (they never reached it), then merged
+    back: A's next unicast opens a new connection (a new conn_id, first) that C accepts and
+    delivers, acks purge it, and nothing of the dropped window is ever resent."""
+    a = Node("A", 1)
+    c = Node("C", 3)
+    a.install(a, c, now=0.0)
+    c.install(a, c, now=0.0)
+    old = send_range(a, c, 1, 2, 0.0)  # lost on the way
+    a.install(a, now=1.0)
+    a.install(a, c, now=5.0)  # the merge
+    (msg,) = send_range(a, c, 3, 3, 5.0)
+    hdr = msg.headers[ID]
+    assert hdr.seqno == 1 and hdr.first and hdr.conn_id != old[0].headers[ID].conn_id
+    c.receive([msg], 5.0)
+    assert c.delivered == [b"3"]
+    a.receive(c.tick(5.5), 5.5)
+    assert a.stats()["unacked"] == 0
+    assert [seqnos([m]) for m in a.tick(6.0) + a.tick(6.5) if m.dest == c.address] == []
+
+
+def test_unicast3_leave_flush_is_answered_when_the_unacked_member_leaves_the_view() -> None:
+    """Issue 37's flush beside issue 38's drop: a leaving A waits for B's ack only while B is
+    a member; the view without B drops B's window, and the flush is answered (FlushDone)."""
+    a, b = pair()
+    c = Node("C", 3)
+    a.install(a, b, c, now=0.0)
+    send_range(a, b, 1, 1, 0.0)
+    a.event_down(FlushRequest(), now=0.1)
+    assert not [e for e in a.events if isinstance(e, FlushDone)]
+    a.install(a, c, now=0.2)
+    assert [e for e in a.events if isinstance(e, FlushDone)] == [FlushDone("UNICAST3")]
 
 
 # --- seed 001: SEND_FIRST_SEQNO and first messages ----------------------------------------------

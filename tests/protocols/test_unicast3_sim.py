@@ -398,3 +398,58 @@ def test_unicast3_property_delivery_contract_under_faults(
     faults = {"duplicate": duplicate, "min_delay": 0.001, "max_delay": max_delay}
     clock = trio.testing.MockClock(autojump_threshold=0)
     trio.run(_drive, seed, loss, faults, ops, clock=clock)
+
+
+async def test_unicast3_scenario_graceful_leave_ends_retransmission_to_the_leaver(
+    autojump_clock: Any,
+) -> None:
+    """Issue 38, in a whole GMS stack: A has five unicasts to C that C never got (A -> C is
+    blocked) when C leaves gracefully. The view without C drops A's send connection to C
+    with the five (given up, counted): none of them is resent afterwards (before the fix
+    they were, every xmit_interval for max_retransmit_time, 60 s, which the inspector
+    showed as an xmit warning on the coordinator), and A's unicasts to B still get
+    through. (What A sends C after that view, here MERGE3's probe of the lone C, is a
+    connection to a non-member, under max_retransmit_time as before.)"""
+    async with open_cluster(3, "udp", seed=4) as cluster:
+        a, b, c = cluster.members
+        cluster.network.block(a.address, c.address)
+        await a.send_many(_payloads("c", 5), c.address)
+        old = _u3(a).stats()["send_conns"]["C"]["conn_id"]
+        await c.disconnect()
+        await cluster.wait_for_view([a, b])
+        st = _u3(a).stats()
+        assert st["send_conns_departed"] == 1
+        assert st["msgs_given_up"] == 6  # the five and the LEAVE_RSP (C never got it)
+        for _ in range(60):
+            await trio.sleep(0.5)
+            conns = _u3(a).stats()["send_conns"]
+            assert "C" not in conns or conns["C"]["conn_id"] != old
+        await a.send(b"to b", to=b.address)
+        with trio.fail_after(10):
+            while b"to b" not in _received_from(b, a):
+                await trio.sleep(0.1)
+
+
+async def test_unicast3_scenario_excluded_member_merged_back_gets_unicasts_again(
+    autojump_clock: Any,
+) -> None:
+    """A member excluded and merged back: C is cut off with unicasts from A in flight, A and
+    B's view drops it (and A's window to it), the network heals and MERGE3 brings C back.
+    A's next unicasts to C open a new connection that C delivers in order, and A's send
+    windows drain (every unicast acked)."""
+    async with open_cluster(3, "udp", seed=5) as cluster:
+        a, b, c = cluster.members
+        cluster.partition([a, b], [c])
+        await a.send_many(_payloads("lost", 3), c.address)
+        await cluster.wait_for_view([a, b], timeout=120)
+        assert "C" not in _u3(a).stats()["send_conns"]
+        cluster.heal()
+        await cluster.wait_for_view(timeout=300)
+        await a.send_many(_payloads("back", 5), c.address)
+        with trio.fail_after(60):
+            while len([p for p in _received_from(c, a) if p.startswith(b"back")]) < 5:
+                await trio.sleep(0.1)
+        assert [p for p in _received_from(c, a) if p.startswith(b"back")] == _payloads("back", 5)
+        with trio.fail_after(60):
+            while _u3(a).stats()["unacked"]:
+                await trio.sleep(0.1)

@@ -42,8 +42,9 @@ def add_inspect_parser(sub: Any) -> None:
         description="A live view of every member that answers probes: the clusters and their "
         "views side by side (a split in red), per member and protocol the counters with rates "
         "per second, window fill and flow-control credits as bars, a throughput sparkline, "
-        "retransmission and suspicion warnings. Keys: up/down (j/k) member, left/right (h/l, "
-        "Tab) protocol, q or Ctrl-C quit.",
+        "retransmission and suspicion warnings; a member that left is shown as left, a "
+        "restarted one as NAME#2. Keys: up/down (j/k) member, left/right (h/l, Tab) protocol, "
+        "/ filter, s sort, ? help, q or Ctrl-C quit.",
     )
     inspect.add_argument("--cluster", help="only this cluster (needed with a shared secret)")
     inspect.add_argument(

@@ -28,7 +28,15 @@ _SEQUENCES = {
     b"\x1bOD": "left",
     b"\x1b[Z": "shift-tab",
 }
-_CONTROLS = {b"\x03": "ctrl-c", b"\t": "tab", b"\r": "enter", b"\n": "enter", b"\x1b": "escape"}
+_CONTROLS = {
+    b"\x03": "ctrl-c",
+    b"\t": "tab",
+    b"\r": "enter",
+    b"\n": "enter",
+    b"\x1b": "escape",
+    b"\x7f": "backspace",
+    b"\x08": "backspace",
+}
 
 
 def parse_keys(data: bytes) -> list[str]:

@@ -3,10 +3,13 @@
 Pure presentation: nothing here reads the network or the keyboard, so a frame
 renders the same on a recording console (the tests) as in the live terminal.
 Per cluster: its views side by side (a split's border and title in red, the
-members holding a minority view marked), then one row per member (silent ones
-dimmed, warnings in yellow, a throughput sparkline); below, the selected
-member's selected protocol: counters with rates per second, window fill and
-flow-control credits as bars.
+members holding a minority view marked), then one row per member (silent and
+left ones dimmed, warnings in yellow, a throughput sparkline); below, the
+selected member's selected protocol: counters (with rates per second where
+they count), window fill and flow-control credits as bars; or the help.
+
+Every column and counter cell has a fixed width, so nothing moves between
+refreshes: a long value is cut with an ellipsis instead of widening its column.
 """
 
 from __future__ import annotations
@@ -20,13 +23,36 @@ from rich.table import Table
 from rich.text import Text
 
 from triogroups.inspector._model import Bar, ClusterState, Display, MemberState, ProtocolState
-from triogroups.inspector._select import Selection
+from triogroups.inspector._select import SORTS, Selection, visible
 
-__all__ = ["bar", "render", "sparkline"]
+__all__ = ["HELP", "KEYS_HELP", "bar", "render", "sparkline"]
 
-KEYS_HELP = "up/down member  left/right protocol  q quit"
+KEYS_HELP = "? help  / filter  s sort  up/down member  left/right protocol  q quit"
+HELP = (
+    ("up, down, j, k", "select a member"),
+    ("left, right, h, l, Tab", "select a protocol of the member"),
+    ("/", "filter the members: type, Enter keeps it, Escape clears it"),
+    ("s", f"sort the members by {', then '.join(SORTS)}"),
+    ("Escape", "clear the filter, close the help"),
+    ("?", "show or hide this help"),
+    ("q, Ctrl-C", "quit"),
+)
+"""The keys, and what they do (the ``?`` pane)."""
 _SPARKS = "▁▂▃▄▅▆▇█"
 _BAR_WIDTH = 20
+_SPARK_WIDTH = 20
+_COLUMNS = (
+    ("member", 12, "left"),
+    ("address", 8, "left"),
+    ("pid", 7, "right"),
+    ("view", 16, "left"),
+    ("status", 8, "left"),
+    ("msgs/s", 8, "right"),
+    ("throughput", _SPARK_WIDTH, "left"),
+)
+"""The member table's fixed columns (name, width, justification); warnings take the rest."""
+_VALUE_WIDTH = 14
+_RATE_WIDTH = 13
 
 
 def sparkline(values: Sequence[float], width: int = 20) -> str:
@@ -50,28 +76,64 @@ def render(display: Display | None, selection: Selection, *, status: str = "") -
     header = Text("triogroups inspect", style="bold")
     if display is None:
         header.append(f"  waiting for answers  {status}", style="dim")
-        return Group(header, Text(KEYS_HELP, style="dim"))
-    live = sum(not m.silent for m in display.members.values())
+        return Group(header, *_footer(selection))
+    live = sum(m.answered and not m.left for m in display.members.values())
     header.append(
         f"  {len(display.clusters)} cluster(s), {live} member(s) answering  {status}", style="dim"
     )
     parts: list[RenderableType] = [header]
     member, protocol = selection.resolve(display)
-    parts += [_cluster(c, display, member) for c in display.clusters]
-    if member is not None:
+    rows = visible(display, selection)
+    shown = [
+        c
+        for c in display.clusters
+        if not selection.filter or any(m.cluster == c.name for m in rows)
+    ]
+    parts += [_cluster(c, display, [m for m in rows if m.cluster == c.name], member) for c in shown]
+    if selection.help:
+        parts.append(_help())
+    elif member is not None:
         parts.append(_detail(member, protocol))
     elif not display.clusters:
         parts.append(Text("no member answered", style="yellow"))
-    parts.append(Text(KEYS_HELP, style="dim"))
+    else:
+        parts.append(Text(f"no member matches the filter {selection.filter!r}", style="yellow"))
+    parts += _footer(selection)
     return Group(*parts)
+
+
+def _footer(selection: Selection) -> list[RenderableType]:
+    line = Text(f"sort: {selection.sort}", style="dim")
+    if selection.typing:
+        line.append(f"  filter: {selection.filter}▏", style="bold")
+        line.append("  (Enter keeps it, Escape clears it)", style="dim")
+    elif selection.filter:
+        line.append(f"  filter: {selection.filter}", style="bold")
+    return [line, Text(KEYS_HELP, style="dim")]
+
+
+def _help() -> Panel:
+    table = Table(box=None, show_header=False, pad_edge=False)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column()
+    for keys, what in HELP:
+        table.add_row(keys, what)
+    return Panel(table, title="keys (? to close)", title_align="left")
 
 
 def _names(display: Display, addresses: Sequence[str]) -> str:
     members = display.members
-    return " ".join(members[a].name if a in members else a[:8] for a in addresses)
+    return " ".join(
+        members[a].label or members[a].name if a in members else a[:8] for a in addresses
+    )
 
 
-def _cluster(cluster: ClusterState, display: Display, selected: MemberState | None) -> Panel:
+def _cluster(
+    cluster: ClusterState,
+    display: Display,
+    rows: Sequence[MemberState],
+    selected: MemberState | None,
+) -> Panel:
     views = []
     for index, group in enumerate(cluster.views):
         main = index == 0
@@ -89,37 +151,58 @@ def _cluster(cluster: ClusterState, display: Display, selected: MemberState | No
     if cluster.split:
         title += f"  [bold red]SPLIT into {len(cluster.views)} views[/]"
     return Panel(
-        Group(Columns(views), _members(cluster, display, selected)),
+        Group(Columns(views), _members(cluster, rows, selected)),
         title=title,
         title_align="left",
         border_style="red" if cluster.split else "blue",
     )
 
 
-def _members(cluster: ClusterState, display: Display, selected: MemberState | None) -> Table:
+def _status(m: MemberState) -> Text:
+    if m.left:
+        return Text("left", style="magenta")
+    if m.silent:
+        return Text("silent", style="bold magenta")
+    if not m.answered:
+        return Text("missing", style="magenta")
+    if m.gms_state == "leaving":
+        return Text("leaving", style="yellow")
+    if m.changing_since is not None:
+        return Text("changing", style="yellow")
+    return Text("ok", style="green")
+
+
+def _members(
+    cluster: ClusterState, rows: Sequence[MemberState], selected: MemberState | None
+) -> Table:
     table = Table(expand=True, box=None, pad_edge=False)
-    for column in ("member", "address", "pid", "view", "msgs/s", "throughput", "warnings"):
-        table.add_column(column, no_wrap=column != "warnings")
-    for address in cluster.members:
-        m = display.members[address]
-        rate = m.throughput[-1] if m.throughput and not m.silent else None
-        view = Text(m.view.label if m.view else "-")
-        if address in cluster.disagreeing:
+    for column, width, justify in _COLUMNS:
+        table.add_column(
+            column, width=width, min_width=width, max_width=width, no_wrap=True,
+            overflow="ellipsis", justify=justify,  # type: ignore[arg-type]
+        )  # fmt: skip
+    table.add_column("warnings", ratio=1, no_wrap=True, overflow="ellipsis")
+    for m in rows:
+        gone = m.silent or m.left
+        rate = m.throughput[-1] if m.throughput and m.answered and not m.left else None
+        view = Text(m.view.label if m.view and not m.left else "-")
+        if m.address in cluster.disagreeing:
             view.stylize("bold red")
             view.append(" disagrees")
-        warnings = Text("silent", style="bold magenta") if m.silent else Text()
-        if m.warnings and not m.silent:
+        warnings = Text()
+        if m.warnings and not gone:
             warnings = Text("; ".join(m.warnings), style="yellow")
-        marker = "> " if selected is not None and selected.address == address else "  "
+        chosen = selected is not None and selected.address == m.address
         table.add_row(
-            marker + m.name,
-            address[:8],
+            ("> " if chosen else "  ") + (m.label or m.name),
+            m.address[:8],
             str(m.pid),
             view,
+            _status(m),
             "-" if rate is None else f"{rate:,.0f}",
-            sparkline(m.throughput),
+            sparkline(m.throughput, _SPARK_WIDTH).ljust(_SPARK_WIDTH),
             warnings,
-            style="dim" if m.silent else ("reverse" if marker.strip() else None),
+            style="dim" if gone else ("reverse" if chosen else None),
         )
     return table
 
@@ -133,8 +216,10 @@ def _detail(member: MemberState, chosen: str | None) -> Panel:
     proto = member.protocol(chosen) if chosen else None
     if proto is not None:
         parts += _protocol(proto)
-    title = f"{member.name} {member.address[:8]} pid {member.pid}"
-    if member.silent:
+    title = f"{member.label or member.name} {member.address[:8]} pid {member.pid}"
+    if member.left:
+        title += " [magenta](left: last answer)[/]"
+    elif member.silent:
         title += " [magenta](silent: last answer)[/]"
     return Panel(Group(*parts), title=title, title_align="left")
 
@@ -159,10 +244,16 @@ def _protocol(proto: ProtocolState) -> list[RenderableType]:
 
 
 def _counter(name: str, value: float, rate: float | None, width: int) -> Text:
+    """One counter in a cell of fixed width: name, value, and its rate or blanks."""
     shown = f"{value:,}" if isinstance(value, int) else f"{value:,.3f}"
-    text = Text(f"{name:<{width}} {shown:>13}")
-    text.append("" if rate is None else f" {rate:>10,.1f}/s", style="cyan" if rate else "dim")
+    text = Text(f"{name:<{width}} {_fit(shown, _VALUE_WIDTH):>{_VALUE_WIDTH}}")
+    rate_text = "" if rate is None else _fit(f"{rate:,.1f}/s", _RATE_WIDTH - 1)
+    text.append(f" {rate_text:>{_RATE_WIDTH - 1}}", style="cyan" if rate else "dim")
     return text
+
+
+def _fit(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def _bar(b: Bar, width: int) -> Text:

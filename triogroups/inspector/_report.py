@@ -111,13 +111,16 @@ def _unique_names(names: list[str]) -> list[str]:
 
 
 def _view(stack: Stack) -> dict[str, Any] | None:
-    """The installed view as GMS (or, without GMS, the top layer) knows it."""
-    view = None
-    for proto in reversed(stack.protocols):
+    """The installed view as GMS (or, without GMS, the top layer with a view) knows it.
+
+    With GMS, its view only: a member that left has none (the layers below
+    still hold the last one, which the inspector took for a split)."""
+    gms = next((p for p in stack.protocols if p.name == "GMS"), None)
+    view = None if gms is None else gms.view
+    for proto in reversed(stack.protocols if gms is None else ()):
         if proto.view is not None:
             view = proto.view
-            if proto.name == "GMS":
-                break
+            break
     if view is None:
         return None
     return {

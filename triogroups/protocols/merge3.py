@@ -31,7 +31,13 @@ sends the INFO as a unicast to every member that answered.
 
 A member that left the group (`Disconnect` coming down from GMS) forgets its
 view and stops: an INFO with the view it left would make the others merge
-it back in.
+it back in. For the same reason a view that removes members forgets the
+INFOs they sent before it (issue 38): the last INFO of a member that left
+gracefully made the next check start a merge with it, which timed out after
+``merge_timeout`` while UNICAST3 resent the request to the departed member
+for ``max_retransmit_time``. A member cut off by a partition loses nothing:
+what it said before it was removed is what the view already superseded, and
+its INFOs after the view are heard as before.
 
 Choices the design leaves open: the INFO carries the whole view rather than
 only its id (no extra round trip to learn a view's members, at the cost of a
@@ -151,6 +157,15 @@ class Merge3(Protocol):
                 self.malformed += 1
         if passed:
             self.send_up(passed)
+
+    def view_changed(self, view: View, now: float) -> None:
+        """Forget what the members this view removed said before it (see the module)."""
+        old = self.view
+        super().view_changed(view, now)
+        if old is not None:
+            for member in old.members:
+                if member not in view:
+                    self._heard.pop(member, None)
 
     def down_event(self, event: Event, now: float) -> None:
         if isinstance(event, Disconnect):

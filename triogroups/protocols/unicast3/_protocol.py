@@ -27,6 +27,17 @@ Choices where the seeds leave room (JGroups' behaviour unless said):
 - ``max_retransmit_time`` gives up on a peer that is not in the installed
   view (or with no view yet) and has acked nothing new for that long; members
   are left to failure detection, as in JGroups.
+- A member that leaves the view (the previous installed view had it, the new
+  one has not) has its send connection dropped with that view: what it did
+  not ack is given up (``msgs_given_up``, ``send_conns_departed``) and nothing
+  more is resent to it (issue 38: a coordinator resent a LEAVE_RSP whose ack
+  the leaver never sent for ``max_retransmit_time``). JGroups only closes the
+  connection and resends for up to ``max_retransmit_time``; the departed
+  member is owed nothing (no promise for a member that leaves or is
+  suspected), and its leave flush is over before the view that drops it.
+  Connections to peers that were not in the previous view (a joiner's
+  JOIN_RSP, a merge partner, a VIEW_ACK to a coordinator that left) keep the
+  rule above. A member merged back later gets a new connection.
 - Connection ids are 16 bits and compared wrap-around-safe, so a late first
   message of an older connection cannot replace a newer window.
 - Removed receive windows leave a *floor* (see `_receiver`) so a connection
@@ -298,8 +309,12 @@ class Unicast3(Protocol):
         super().down_event(event, now)
 
     def view_changed(self, view: View, now: float) -> None:
-        """Connections to members that left go to CLOSING (both halves), as in JGroups."""
+        """Send connections to members that left are dropped; the other connections of
+        non-members go to CLOSING (both halves), as in JGroups."""
+        old = self.view
         super().view_changed(view, now)
+        if old is not None:
+            self.sender.drop_departed([p for p in old.members if p not in view], now)
         self.sender.view_changed(view, now)
         self.receiver.view_changed(view, now)
         self._check_flushed()

@@ -101,6 +101,7 @@ SENDER_COUNTERS = (
     "msgs_given_up",
     "reopened",
     "removed",
+    "departed",
     "closes_sent",
 )
 
@@ -128,6 +129,7 @@ class Sender(ConnectionTable[SenderEntry]):
         self.msgs_given_up = 0
         self.reopened = 0
         self.removed = 0
+        self.departed = 0  # connections dropped because their peer left the view
         self.closes_sent = 0
 
     # --- sending ---------------------------------------------------------------
@@ -280,6 +282,16 @@ class Sender(ConnectionTable[SenderEntry]):
 
     # --- connection management ---------------------------------------------------------
 
+    def drop_departed(self, peers: list[Address], now: float) -> None:
+        """Remove the connections to ``peers``, members that left the installed view: what
+        they did not ack is given up (counted) and nothing is resent to them. No CLOSE goes
+        out: a peer outside the view gets none (JGroups' removeSendConnection)."""
+        for peer in peers:
+            entry = self.entries.get(peer)
+            if entry is not None:
+                self._remove(peer, entry, Input.DROP, now, [], close=False)
+                self.departed += 1
+
     def stats(self) -> dict[str, Any]:
         return {
             "msgs_sent": self.msgs_sent,
@@ -297,6 +309,7 @@ class Sender(ConnectionTable[SenderEntry]):
             "msgs_given_up": self.msgs_given_up,
             "send_conns_reopened": self.reopened,
             "send_conns_removed": self.removed,
+            "send_conns_departed": self.departed,
             "closes_sent": self.closes_sent,
             "unacked": sum(len(e.table) for e in self.entries.values()),
         }
