@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -179,3 +180,39 @@ def test_demo_seed_replays_the_run_in_another_process() -> None:
         outputs.append((result.returncode, _without_progress(result.stdout)))
     assert "DISCARD dropped" in outputs[0][1]
     assert outputs[0] == outputs[1]
+
+
+# Issue 38: the command as a user meets it, run for real (a subprocess; stdout, stderr and the
+# exit status checked; every process reaped by subprocess.run).
+
+_CLI = [sys.executable, "-m", "triogroups.cli"]
+
+
+def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_CLI, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def test_a_lower_case_protocol_in_a_partial_stack_file_says_did_you_mean(
+    tmp_path: Path,
+) -> None:
+    """Issue 38 item 7: a stack file without GMS whose transport is ``name = "udp"`` gets the
+    README's "did you mean 'UDP'?" (the launcher said "stack must contain GMS" first)."""
+    stack = tmp_path / "partial.toml"
+    stack.write_text('[[protocol]]\nname = "udp"\n[[protocol]]\nname = "PING"\n')
+    app = tmp_path / "app.py"
+    app.write_text("async def member(ch):\n    pass\n")
+    done = _cli("launch", "-n", "2", "--stack", str(stack), f"{app}:member")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert done.stderr.strip().endswith(
+        f"stack config in {stack}: unknown protocol 'udp': protocol names are upper-case, "
+        "did you mean 'UDP'?"
+    ), done.stderr
