@@ -216,3 +216,13 @@ def test_a_lower_case_protocol_in_a_partial_stack_file_says_did_you_mean(
         f"stack config in {stack}: unknown protocol 'udp': protocol names are upper-case, "
         "did you mean 'UDP'?"
     ), done.stderr
+
+
+def test_piped_demo_keeps_wide_table_cells_whole() -> None:
+    """Issue 38 item 8: ``demo --sim --members 8 | cat`` cut every cell to ``100…`` at rich's
+    80 columns; piped, the console is wide enough for the whole table."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    done = _cli("demo", "--sim", "--members", "8", "--messages", "100", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("100/100") == 64, done.stdout
+    assert "…" not in done.stdout

@@ -15,6 +15,7 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 
@@ -44,6 +45,9 @@ _EPILOG = """examples:
   triogroups launch -n 3 examples/greeter.py:member   an application as supervised processes
   triogroups stacks                        the stack presets and their layers
   triogroups protocol UNICAST3             a protocol's properties, defaults and rules"""
+PIPED_WIDTH = 10_000
+"""Console width when stdout is not a terminal (and $COLUMNS is not set): a wide table keeps
+every cell whole instead of being cut to rich's 80 columns."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -116,10 +120,18 @@ def _protocol(console: Console, name: str | None) -> None:
     console.print(table, highlight=False)
 
 
+def _console() -> Console:
+    """The console of stdout: as wide as the terminal, or `PIPED_WIDTH` when piped."""
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=PIPED_WIDTH)
+    return console
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     args = _parser().parse_args(argv)
-    console = Console()
+    console = _console()
     if args.command == "launch":
         return run_launch(args, console)
     if args.command == "probe":
