@@ -69,8 +69,8 @@ def test_campaign_refuses_bad_arguments_in_one_line_naming_the_argument(
 ) -> None:
     """A bad argument: exit status 2, one line naming it, no traceback."""
     assert main(["campaign", *argv]) == 2
-    out = capsys.readouterr().out.strip()
-    assert len(out.splitlines()) == 1 and named in out and "Traceback" not in out
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and named in err and "Traceback" not in err
 
 
 def test_campaign_refuses_an_unknown_preset_through_argparse(

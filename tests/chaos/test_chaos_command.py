@@ -8,12 +8,17 @@ from triogroups.cli import main
 
 
 @pytest.mark.parametrize(
-    "argv",
-    [["--members", "2"], ["--duration", "5"], ["--rate", "0"]],
+    ("argv", "said"),
+    [
+        (["--members", "2"], "--members must be >= 3, got 2"),
+        (["--duration", "5"], "--duration must be >= 10 (seconds), got 5"),
+        (["--rate", "0"], "--rate must be > 0, got 0"),
+    ],
     ids=["two-members", "five-seconds", "no-rate"],
 )
 def test_chaos_refuses_too_few_members_too_short_a_run_or_no_traffic(
-    argv: list[str], capsys: pytest.CaptureFixture[str]
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """One line on stderr naming the argument and its value (issue 38 item 7)."""
     assert main(["chaos", *argv]) == 2
-    assert "chaos needs members >= 3" in capsys.readouterr().out
+    assert capsys.readouterr().err == f"triogroups chaos: error: {said}\n"

@@ -60,6 +60,7 @@ from typing import Any
 import trio
 import trio.testing
 
+from triogroups._cli_exit import Stopped, fail, stopped
 from triogroups.chaos._member import windows
 from triogroups.chaos._scenario import PRESETS, Scenario, Step, scenario
 from triogroups.config import StackConfig
@@ -585,11 +586,11 @@ def _steps_arg(text: str) -> list[int]:
 
 
 def run_campaign(args: argparse.Namespace, console: Any) -> int:
-    """The ``campaign`` command: exit status 1 if any seed failed, 2 on bad arguments."""
+    """The ``campaign`` command: exit status 1 if any seed failed, 2 on bad arguments (one
+    line on stderr), 130 or 143 when Ctrl-C or SIGTERM stopped it."""
     problem = _check_args(args)
     if problem is not None:
-        console.print(f"[red]error:[/red] {problem}", highlight=False)
-        return 2
+        return fail("campaign", problem)
     if args.seed is not None:
         return _replay(args, console)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -604,9 +605,8 @@ def run_campaign(args: argparse.Namespace, console: Any) -> int:
                 failed.append(outcome.seed)
                 console.print(f"[red]seed {outcome.seed} failed[/red]", highlight=False)
                 console.print(outcome.text, highlight=False, markup=False)
-    except KeyboardInterrupt:
-        console.print("interrupted", highlight=False)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _stopped(exc)
     wall = time.monotonic() - started
     failed.sort()
     console.print(
@@ -618,8 +618,18 @@ def run_campaign(args: argparse.Namespace, console: Any) -> int:
     return 1 if failed else 0
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt: the same way out."""
+
+
 def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    raise _Terminated
+
+
+def _stopped(exc: KeyboardInterrupt) -> int:
+    """One line on stderr; 143 for SIGTERM, 130 for Ctrl-C."""
+    signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+    return stopped("campaign", Stopped(signum))
 
 
 def _outcomes(preset: str, seeds: list[int], jobs: int) -> Iterator[_Outcome]:
@@ -654,9 +664,8 @@ def _replay(args: argparse.Namespace, console: Any) -> int:
             args.steps = found.scenario.kept
             say(f"smallest failing schedule found: {len(args.steps or [])} steps")
         result = run_seed(args.preset, args.seed, keep, say, steps=args.steps)
-    except KeyboardInterrupt:
-        console.print("interrupted", highlight=False)
-        return 130
+    except KeyboardInterrupt as exc:
+        return _stopped(exc)
     console.print(report(result), highlight=False, markup=False)
     if keep is not None:
         console.print(f"histories kept in {keep}", highlight=False)
