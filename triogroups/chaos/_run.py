@@ -452,6 +452,8 @@ def run_chaos(args: argparse.Namespace, console: Console) -> int:
         return fail("chaos", f"--keep {args.keep!r}: {exc.strerror or exc}")
     result = run_stoppable(partial(run_chaos_async, console, args, root))
     if isinstance(result, Stopped):
+        if not console.is_terminal:
+            console.print()  # the last frame of the live table, left unterminated
         if not args.keep:
             shutil.rmtree(root, ignore_errors=True)
         return stopped("chaos", result, "its member processes were stopped; nothing was checked")
