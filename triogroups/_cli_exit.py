@@ -25,7 +25,8 @@ USAGE = 2
 
 EXIT_STATUS = """exit status:
   0    success
-  1    the run failed (its check found a problem, or nobody answered a probe)
+  1    the run failed: its check found a problem, nobody answered a probe, or a member
+       refused a probe's --set or --reset
   2    bad arguments: one line on stderr names the argument and its value
   130  stopped by Ctrl-C (SIGINT), 143 stopped by SIGTERM: member processes are stopped
        and reaped first; one line on stderr"""

@@ -50,6 +50,12 @@ _EPILOG = """examples:
   triogroups protocol UNICAST3             a protocol's properties, defaults and rules
 
 {exit_status}"""
+_DEMO_DESCRIPTION = """\
+Member processes started by the supervisor multicast over real UDP (or TCP) on loopback
+while DISCARD drops a share of what arrives and one member is SIGKILLed and restarted;
+every member must deliver every message sent while it was in the view. With --sim the
+members run in one process on the simulated network on a virtual clock, so a seed replays
+its run exactly."""
 _DEMO_EPILOG = """examples:
   triogroups demo                          3 member processes over UDP, 10% loss, B restarted
   triogroups demo --cluster demo           the same on a cluster name of your choice; in another
@@ -80,11 +86,7 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="run a local demo cluster",
-        description="Member processes started by the supervisor multicast over real UDP "
-        "(or TCP) on loopback while DISCARD drops a share of what arrives and one member is "
-        "SIGKILLed and restarted; every member must deliver every message sent while it was "
-        "in the view. With --sim the members run in one process on the simulated network on "
-        "a virtual clock, so a seed replays its run exactly.",
+        description=_DEMO_DESCRIPTION,
         epilog=_DEMO_EPILOG.format(exit_status=EXIT_STATUS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
