@@ -327,11 +327,12 @@ def test_piped_demo_keeps_wide_table_cells_whole() -> None:
 
 def test_help_documents_the_exit_statuses() -> None:
     """Issue 38 item 6: the exit statuses, 130 for Ctrl-C and 143 for SIGTERM among them,
-    are in ``--help`` and in the demo's and the probe's help."""
+    are in ``--help`` and in the demo's and the probe's help (each still wrapped)."""
     for argv in ([], ["demo"], ["probe"]):
         done = _cli(*argv, "--help")
         assert done.returncode == 0, done.stderr
         assert "130  stopped by Ctrl-C (SIGINT), 143 stopped by SIGTERM" in done.stdout
+        assert max(len(line) for line in done.stdout.splitlines()) <= 100, done.stdout
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

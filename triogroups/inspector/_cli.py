@@ -45,7 +45,7 @@ def add_probe_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser = sub.add_parser(
         "probe",
         help="ask running members for their view, stack and counters",
-        description="Send one probe to every member that listens (UDP stacks by multicast, "
+        description="Send one probe to every member that listens (UDP stacks by multicast,\n"
         "TCP stacks over TCP) and print each answer once.",
         epilog=_EXAMPLE.format(exit_status=EXIT_STATUS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
