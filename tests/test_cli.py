@@ -362,3 +362,28 @@ def test_sim_demo_stopped_by_a_signal_says_so_in_one_line(signum: signal.Signals
             proc.communicate()
     assert proc.returncode == 128 + signum, out + err
     assert err == f"triogroups demo: stopped by {signum.name}: nothing was checked\n"
+
+
+def test_sim_demo_piped_into_a_reader_that_quits_ends_without_a_traceback() -> None:
+    """Issue 38 items 6 and 8: ``demo --sim | head -1``. The reader goes away after the first
+    line; rich's answer to the broken pipe (SystemExit 1) came out of the members' nurseries
+    as an exception-group traceback. Now it is exit status 1 and nothing on stderr."""
+    proc = subprocess.Popen(
+        [*_CLI, "demo", "--sim", "--messages", "100"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith("triogroups demo: ")
+        proc.stdout.close()  # as head -1 does
+        err = proc.stderr.read()
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert err == ""

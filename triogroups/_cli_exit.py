@@ -32,6 +32,7 @@ EXIT_STATUS = """exit status:
        and reaped first; one line on stderr"""
 
 T = TypeVar("T")
+E = TypeVar("E", bound=BaseException)
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,14 @@ class Stopped:
     @property
     def name(self) -> str:
         return signal.Signals(self.signum).name
+
+
+def _first(group: BaseExceptionGroup[BaseException], kind: type[E]) -> E | None:
+    """The first ``kind`` exception anywhere in ``group``; None if there is none."""
+    found: BaseException | None = group.subgroup(kind)
+    while isinstance(found, BaseExceptionGroup):
+        found = found.exceptions[0]
+    return found if isinstance(found, kind) else None
 
 
 def fail(command: str, text: str, status: int = USAGE) -> int:
@@ -93,6 +102,11 @@ def run_stoppable(
                         done.append(await fn())
                     except (Exception, SystemExit) as exc:  # raised as is below, not in a group
                         failed.append(exc)  # (SystemExit: rich's answer to a broken pipe)
+                    except BaseExceptionGroup as group:  # that SystemExit, from a task
+                        leaf = _first(group, SystemExit)
+                        if leaf is None:
+                            raise
+                        failed.append(leaf)
                 nursery.cancel_scope.cancel()
         if failed:
             raise failed[0]
