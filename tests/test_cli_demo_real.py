@@ -99,8 +99,9 @@ def test_demo_stopped_by_a_signal_says_so_in_one_line_after_reaping_its_members(
     the demo silently while its members lived on for about a second. Now either stops the
     members (gone when the demo has exited), says so in one line on stderr and exits
     128 + the signal's number (130, 143), as ``--help`` documents."""
-    cluster = f"cli38-{uuid.uuid4().hex[:8]}"
-    with _demo("--cluster", cluster) as (proc, _first):
+    cluster = f"[cli38]-{uuid.uuid4().hex[:8]}"  # printed as given, not as rich markup
+    with _demo("--cluster", cluster) as (proc, first):
+        assert first == f"cluster {cluster} (probe it: triogroups probe --cluster {cluster})\n"
         pids = [a["pid"] for a in _members(cluster)]
         assert all(_alive(pid) for pid in pids)
         proc.send_signal(signum)

@@ -195,6 +195,7 @@ def _real_demo(console: Console, args: argparse.Namespace) -> int:
     console.print(
         f"cluster {args.cluster} (probe it: triogroups probe --cluster {args.cluster})",
         highlight=False,
+        markup=False,  # a name of the user's, printed as given
     )
     status = run_stoppable(partial(run_real_demo, console, args, cluster=args.cluster))
     if isinstance(status, Stopped):
