@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import threading
 from importlib.metadata import version
+from pathlib import Path
 
 import pytest
 from rich.console import Console
@@ -39,7 +43,7 @@ def test_demo_five_members_with_20_percent_loss_converge(
 
 def test_demo_refuses_bad_arguments(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["demo", "--loss", "1.5"]) == 2
-    assert "0 <= loss < 1" in capsys.readouterr().out
+    assert "--loss must be in [0, 1), got 1.5" in capsys.readouterr().err
 
 
 def test_stacks_lists_the_presets(capsys: pytest.CaptureFixture[str]) -> None:
@@ -54,7 +58,7 @@ def test_protocol_shows_properties_and_unknown_names_an_error(
     assert main(["protocol", "UNICAST3"]) == 0
     assert "conn_expiry_timeout" in capsys.readouterr().out
     assert main(["protocol", "NOPE"]) == 2
-    assert "unknown protocol 'NOPE'" in capsys.readouterr().out
+    assert "unknown protocol 'NOPE'" in capsys.readouterr().err
 
 
 def _lines_with(out: str, word: str) -> list[str]:
@@ -179,3 +183,207 @@ def test_demo_seed_replays_the_run_in_another_process() -> None:
         outputs.append((result.returncode, _without_progress(result.stdout)))
     assert "DISCARD dropped" in outputs[0][1]
     assert outputs[0] == outputs[1]
+
+
+# Issue 38: the command as a user meets it, run for real (a subprocess; stdout, stderr and the
+# exit status checked; every process reaped by subprocess.run).
+
+_CLI = [sys.executable, "-m", "triogroups.cli"]
+
+
+def _cli(*argv: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*_CLI, *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+
+
+def _one_error_line(done: subprocess.CompletedProcess[str], command: str, status: int = 2) -> str:
+    """The refusal: ``status``, nothing on stdout, one ``triogroups COMMAND: error:`` line on
+    stderr (no traceback); returns that line."""
+    assert done.returncode == status, done.stdout + done.stderr
+    assert done.stdout == "", done.stdout
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"triogroups {command}: error: "), lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["protocol", "NOPE"], "unknown protocol 'NOPE'"),
+        (["demo", "--loss", "1.5"], "--loss must be in [0, 1), got 1.5"),
+        (["demo", "--sim", "--members", "0"], "--members must be >= 1, got 0"),
+        (["probe", "--set", "nonsense"], "--set must be PROTOCOL.PROPERTY=VALUE, got 'nonsense'"),
+        (["probe", "--timeout", "0"], "--timeout must be > 0, got 0"),
+        (["chaos", "--members", "1"], "--members must be >= 3, got 1"),
+        (["campaign", "--preset", "udp"], "campaign needs --seeds N or --seed S"),
+    ],
+    ids=["protocol", "demo", "demo-sim", "probe-set", "probe-timeout", "chaos", "campaign"],
+)
+def test_errors_go_to_stderr_with_a_non_zero_exit_in_every_command(
+    argv: list[str], said: str
+) -> None:
+    """Issue 38 item 5: every command says its error on stderr, exits 2, keeps stdout clean."""
+    assert said in _one_error_line(_cli(*argv), argv[0])
+
+
+def test_probe_json_prints_only_json_on_stdout() -> None:
+    """Issue 38 item 5: ``probe --json`` with nobody answering is ``[]`` on stdout (it parses)
+    and the "no member answered" line on stderr, exit status 1."""
+    cluster = f"nobody-{os.getpid()}"
+    done = _cli("probe", "--cluster", cluster, "--json", "--timeout", "0.5")
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert json.loads(done.stdout) == []
+    assert done.stderr == (
+        f"triogroups probe: error: no member of cluster {cluster!r} answered within 0.5s\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["probe", "--port", "-5"], "--port must be a port (1-65535), got -5"),
+        (["probe", "--port", "70000"], "--port must be a port (1-65535), got 70000"),
+        (["chaos", "--keep", "/proc/nope"], "--keep '/proc/nope': No such file or directory"),
+    ],
+    ids=["port-negative", "port-too-high", "keep-unwritable"],
+)
+def test_a_bad_port_or_keep_dir_is_one_line_not_a_traceback(argv: list[str], said: str) -> None:
+    """Issue 38 item 6: a port out of range (was a 32-line exception group) and a --keep
+    directory that cannot be made (26 lines) are refused before anything starts."""
+    assert said in _one_error_line(_cli(*argv), argv[0])
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["demo", "--stack", "tcp", "--loss", "0.2"], "--loss does not apply to --stack tcp"),
+        (["demo", "--seed", "3"], "--seed replays a --sim run"),
+        (["demo", "--sim", "--stack", "tcp"], "--stack chooses the real demo's stack"),
+        (["demo", "--sim", "--cluster", "x"], "--cluster names the real demo's cluster"),
+        (["probe", "--target", "nohost.invalid:1"], "host 'nohost.invalid' does not resolve"),
+        (["demo", "--members", "1"], "--members must be >= 2, got 1"),
+        (["demo", "--messages", "2"], "--messages must be >= 3, got 2"),
+        (["chaos", "--duration", "5"], "--duration must be >= 10 (seconds), got 5"),
+        (["probe", "--ttl", "300"], "--ttl must be in 0..255, got 300"),
+        (["probe", "--expect", "0"], "--expect must be >= 1, got 0"),
+        (["probe", "--addr", "nope"], "--addr must be an IPv4 multicast address, got 'nope'"),
+    ],
+    ids=[
+        "tcp-loss",
+        "real-seed",
+        "sim-stack",
+        "sim-cluster",
+        "unresolvable-target",
+        "members",
+        "messages",
+        "duration",
+        "ttl",
+        "expect",
+        "addr",
+    ],
+)
+def test_options_that_do_not_apply_or_are_out_of_range_are_refused_by_name(
+    argv: list[str], said: str
+) -> None:
+    """Issue 38 item 7: an option that does not apply is refused, not ignored; a range error
+    names the argument and its value."""
+    assert said in _one_error_line(_cli(*argv), argv[0])
+
+
+def test_a_lower_case_protocol_in_a_partial_stack_file_says_did_you_mean(
+    tmp_path: Path,
+) -> None:
+    """Issue 38 item 7: a stack file without GMS whose transport is ``name = "udp"`` gets the
+    README's "did you mean 'UDP'?" (the launcher said "stack must contain GMS" first)."""
+    stack = tmp_path / "partial.toml"
+    stack.write_text('[[protocol]]\nname = "udp"\n[[protocol]]\nname = "PING"\n')
+    app = tmp_path / "app.py"
+    app.write_text("async def member(ch):\n    pass\n")
+    done = _cli("launch", "-n", "2", "--stack", str(stack), f"{app}:member")
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert done.stderr.strip().endswith(
+        f"stack config in {stack}: unknown protocol 'udp': protocol names are upper-case, "
+        "did you mean 'UDP'?"
+    ), done.stderr
+
+
+def test_piped_demo_keeps_wide_table_cells_whole() -> None:
+    """Issue 38 item 8: ``demo --sim --members 8 | cat`` cut every cell to ``100…`` at rich's
+    80 columns; piped, the console is wide enough for the whole table."""
+    env = {k: v for k, v in os.environ.items() if k != "COLUMNS"}
+    done = _cli("demo", "--sim", "--members", "8", "--messages", "100", env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("100/100") == 64, done.stdout
+    assert "…" not in done.stdout
+
+
+def test_help_documents_the_exit_statuses() -> None:
+    """Issue 38 item 6: the exit statuses, 130 for Ctrl-C and 143 for SIGTERM among them,
+    are in ``--help`` and in the demo's and the probe's help (each still wrapped)."""
+    for argv in ([], ["demo"], ["probe"]):
+        done = _cli(*argv, "--help")
+        assert done.returncode == 0, done.stderr
+        assert "130  stopped by Ctrl-C (SIGINT), 143 stopped by SIGTERM" in done.stdout
+        assert max(len(line) for line in done.stdout.splitlines()) <= 100, done.stdout
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_sim_demo_stopped_by_a_signal_says_so_in_one_line(signum: signal.Signals) -> None:
+    """Issue 38 item 6 for ``demo --sim``: Ctrl-C was a KeyboardInterrupt traceback, SIGTERM a
+    silent end; now one line on stderr and exit status 130 or 143. (The real demo, whose
+    member processes must be reaped first, is tested in test_cli_demo_real.py.)"""
+    proc = subprocess.Popen(
+        [*_CLI, "demo", "--sim", "--messages", "1000000"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    watchdog = threading.Timer(300, proc.kill)  # a first line that never comes
+    watchdog.start()
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        assert first.startswith("triogroups demo: 3 members on the simulated network"), first
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        watchdog.cancel()
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signum, out + err
+    assert err == f"triogroups demo: stopped by {signum.name}: nothing was checked\n"
+
+
+def test_sim_demo_piped_into_a_reader_that_quits_ends_without_a_traceback() -> None:
+    """Issue 38 items 6 and 8: ``demo --sim | head -1``. The reader goes away after the first
+    line; rich's answer to the broken pipe (SystemExit 1) came out of the members' nurseries
+    as an exception-group traceback. Now it is exit status 1 and nothing on stderr."""
+    proc = subprocess.Popen(
+        [*_CLI, "demo", "--sim", "--messages", "100"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline().startswith("triogroups demo: ")
+        proc.stdout.close()  # as head -1 does
+        err = proc.stderr.read()
+        proc.wait(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1, err
+    assert err == ""

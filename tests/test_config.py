@@ -93,14 +93,20 @@ def test_toml_with_unknown_protocol_names_it() -> None:
         cfg.build()
 
 
-def test_toml_with_lower_case_protocol_name_says_names_are_upper_case() -> None:
-    """Issue 12 item 12: ``name = "udp"`` says what is wrong and what was meant."""
-    cfg = StackConfig.from_toml('[[protocol]]\nname = "udp"\n[[protocol]]\nname = "PASS"\n')
+def test_toml_with_lower_case_protocol_name_says_names_are_upper_case(tmp_path: Path) -> None:
+    """Issue 12 item 12: ``name = "udp"`` says what is wrong and what was meant; issue 38
+    item 7: as the file is read, naming it, so that a partial stack (no GMS, which a
+    launcher checks first) still gets the hint."""
     with pytest.raises(
         PropertyError,
-        match=r"^unknown protocol 'udp': protocol names are upper-case, did you mean 'UDP'\?$",
+        match=r"^stack config: unknown protocol 'udp': protocol names are upper-case, "
+        r"did you mean 'UDP'\?$",
     ):
-        cfg.build()
+        StackConfig.from_toml('[[protocol]]\nname = "udp"\n[[protocol]]\nname = "PASS"\n')
+    partial = tmp_path / "partial.toml"
+    partial.write_text('[[protocol]]\nname = "udp"\n[[protocol]]\nname = "PING"\n')
+    with pytest.raises(PropertyError, match=r"^stack config in .*partial\.toml: .*'UDP'\?$"):
+        StackConfig.resolve(str(partial))
 
 
 def test_toml_with_misspelt_protocol_name_suggests_the_close_one() -> None:

@@ -20,6 +20,7 @@ import argparse
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 
 import trio
 from rich.console import Console
@@ -27,6 +28,7 @@ from rich.status import Status
 from rich.table import Table
 from trio.testing import MockClock
 
+from triogroups._cli_exit import Stopped, run_stoppable, stopped
 from triogroups.config import StackConfig
 from triogroups.runtime import tune_gc
 from triogroups.testing import ContractViolation, SimCluster, SimMember, open_cluster
@@ -119,18 +121,18 @@ def problems(outcome: Outcome) -> list[str]:
 
 
 def run(console: Console, args: argparse.Namespace) -> int:
-    """Run the demo on a virtual clock; returns the exit status."""
-    if args.members < 1 or args.messages < 0 or not 0 <= args.loss < 1:
-        console.print("[red]error:[/red] need members >= 1, messages >= 0, 0 <= loss < 1")
-        return 2
+    """Run the demo on a virtual clock; returns the exit status (130 or 143 when Ctrl-C or
+    SIGTERM stopped it). The arguments were checked by the command."""
     tune_gc()
     clock = MockClock(autojump_threshold=0)
     try:
-        outcome = trio.run(_run_demo, console, args, clock=clock)
+        outcome = run_stoppable(partial(_run_demo, console, args), clock=clock)
     except Exception as exc:  # a crash of the demo itself: say what, not a traceback
         console.print(f"[red]demo failed:[/red] {_leaf(exc)}")
         _replay_hint(console, args)
         return 1
+    if isinstance(outcome, Stopped):
+        return stopped("demo", outcome, "nothing was checked")
     return report(console, outcome, args)
 
 

@@ -15,14 +15,18 @@ Subcommands:
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import uuid
 from collections.abc import Sequence
+from functools import partial
 
-import trio
 from rich.console import Console
 from rich.table import Table
 
 from triogroups import __version__
+from triogroups._cli_exit import EXIT_STATUS, Stopped, fail, run_stoppable, stopped
 from triogroups.chaos import add_chaos_parser, run_chaos
 from triogroups.chaos._campaign import add_campaign_parser, run_campaign
 from triogroups.config import StackConfig, preset_names
@@ -43,14 +47,38 @@ _EPILOG = """examples:
   triogroups demo --sim --seed 7           the same in one process, replayable by its seed
   triogroups launch -n 3 examples/greeter.py:member   an application as supervised processes
   triogroups stacks                        the stack presets and their layers
-  triogroups protocol UNICAST3             a protocol's properties, defaults and rules"""
+  triogroups protocol UNICAST3             a protocol's properties, defaults and rules
+
+{exit_status}"""
+_DEMO_DESCRIPTION = """\
+Member processes started by the supervisor multicast over real UDP (or TCP) on loopback
+while DISCARD drops a share of what arrives and one member is SIGKILLed and restarted;
+every member must deliver every message sent while it was in the view. With --sim the
+members run in one process on the simulated network on a virtual clock, so a seed replays
+its run exactly."""
+_DEMO_EPILOG = """examples:
+  triogroups demo                          3 member processes over UDP, 10% loss, B restarted
+  triogroups demo --cluster demo           the same on a cluster name of your choice; in another
+                                           terminal: triogroups probe --cluster demo
+  triogroups demo --stack tcp              over TCP (no loss: NAKACK2 does not retransmit there)
+  triogroups demo --sim --seed 7           one process, simulated network, replayable by its seed
+
+The real demo prints its cluster name first (a fresh one unless --cluster names it): probe or
+inspect it there while it runs.
+
+{exit_status}"""
+PIPED_WIDTH = 10_000
+"""Console width when stdout is not a terminal (and $COLUMNS is not set): a wide table keeps
+every cell whole instead of being cut to rich's 80 columns."""
+DEMO_LOSS = 0.1
+DEMO_SEED = 1
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="triogroups",
         description=_DESCRIPTION,
-        epilog=_EPILOG,
+        epilog=_EPILOG.format(exit_status=EXIT_STATUS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"triogroups {__version__}")
@@ -58,25 +86,35 @@ def _parser() -> argparse.ArgumentParser:
     demo = sub.add_parser(
         "demo",
         help="run a local demo cluster",
-        description="Member processes started by the supervisor multicast over real UDP "
-        "(or TCP) on loopback while DISCARD drops a share of what arrives and one member is "
-        "SIGKILLed and restarted; every member must deliver every message sent while it was "
-        "in the view. With --sim the members run in one process on the simulated network on "
-        "a virtual clock, so a seed replays its run exactly.",
+        description=_DEMO_DESCRIPTION,
+        epilog=_DEMO_EPILOG.format(exit_status=EXIT_STATUS),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     demo.add_argument("--members", type=int, default=3, help="how many members (default 3)")
     demo.add_argument(
         "--messages", type=int, default=1000, help="multicasts per member (default 1000)"
     )
-    demo.add_argument("--loss", type=float, default=0.1, help="simulated loss (default 0.1)")
+    demo.add_argument(
+        "--loss",
+        type=float,
+        default=None,
+        help=f"share of arrivals DISCARD drops (default {DEMO_LOSS}; not with --stack tcp)",
+    )
     demo.add_argument(
         "--seed",
         type=int,
-        default=1,
-        help="with --sim: seed of the faults and the scheduling (default 1)",
+        default=None,
+        help=f"only with --sim: seed of the faults and the scheduling (default {DEMO_SEED})",
     )
     demo.add_argument("--sim", action="store_true", help="one process, simulated network")
-    demo.add_argument("--stack", choices=["udp", "tcp"], default="udp", help="real demo's stack")
+    demo.add_argument(
+        "--stack", choices=["udp", "tcp"], default=None, help="the real demo's stack (default udp)"
+    )
+    demo.add_argument(
+        "--cluster",
+        default=None,
+        help="the real demo's cluster name, for probe and inspect (default: a fresh one, printed)",
+    )
     demo.add_argument("--inspect", action="store_true", help="watch it live in the inspector")
     sub.add_parser("stacks", help="list stack presets")
     proto = sub.add_parser("protocol", help="show a protocol's properties")
@@ -116,41 +154,106 @@ def _protocol(console: Console, name: str | None) -> None:
     console.print(table, highlight=False)
 
 
+def _demo_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the demo's options (one that does not apply is refused, not
+    ignored), or None; fills in the defaults that depend on the others."""
+    real = not args.sim
+    if args.sim and args.inspect:
+        return "--inspect watches member processes: it needs the real demo, not --sim"
+    if args.sim and args.stack is not None:
+        return "--stack chooses the real demo's stack: --sim runs on the simulated network"
+    if args.sim and args.cluster is not None:
+        return "--cluster names the real demo's cluster: --sim has no processes to probe"
+    if real and args.seed is not None:
+        return "--seed replays a --sim run: the real demo's faults are not seeded"
+    if args.stack == "tcp" and args.loss is not None:
+        return (
+            "--loss does not apply to --stack tcp: NAKACK2 does not retransmit over TCP, "
+            "so the stack refuses a lossy layer"
+        )
+    low_members, low_messages = (2, 3) if real else (1, 0)
+    if args.members < low_members:
+        return f"--members must be >= {low_members}, got {args.members}"
+    if args.messages < low_messages:
+        return f"--messages must be >= {low_messages}, got {args.messages}"
+    if args.loss is not None and not 0 <= args.loss < 1:
+        return f"--loss must be in [0, 1), got {args.loss:g}"
+    if args.cluster is not None and not 1 <= len(args.cluster.encode()) <= 255:
+        return f"--cluster must be 1..255 bytes of utf-8, got {args.cluster!r}"
+    args.stack = args.stack or "udp"
+    args.loss = (0.0 if args.stack == "tcp" else DEMO_LOSS) if args.loss is None else args.loss
+    args.seed = DEMO_SEED if args.seed is None else args.seed
+    if real:
+        args.cluster = args.cluster or f"demo-{uuid.uuid4().hex[:8]}"
+    return None
+
+
+def _real_demo(console: Console, args: argparse.Namespace) -> int:
+    """The real demo, on the cluster it names first; Ctrl-C or SIGTERM stop its members."""
+    from triogroups.supervisor._demo import run_real_demo
+
+    console.print(
+        f"cluster {args.cluster} (probe it: triogroups probe --cluster {args.cluster})",
+        highlight=False,
+        markup=False,  # a name of the user's, printed as given
+    )
+    status = run_stoppable(partial(run_real_demo, console, args, cluster=args.cluster))
+    if isinstance(status, Stopped):
+        if not console.is_terminal:
+            console.print()  # the last frame of the live table, left unterminated
+        return stopped("demo", status, "its member processes were stopped; nothing was checked")
+    return status
+
+
+def _console() -> Console:
+    """The console of stdout: as wide as the terminal, or `PIPED_WIDTH` when piped."""
+    console = Console()
+    if not console.is_terminal and "COLUMNS" not in os.environ:
+        console = Console(width=PIPED_WIDTH)
+    return console
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit status."""
     argv, app_args = split_app_args(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
-    console = Console()
+    try:
+        return _run(args, _console())
+    except KeyboardInterrupt:  # Ctrl-C outside a run that stops cleanly by itself
+        return stopped(args.command, Stopped(signal.SIGINT))
+
+
+def _run(args: argparse.Namespace, console: Console) -> int:
     if args.command == "launch":
         return run_launch(args, console, app_args)
     if args.command == "probe":
         return run_probe(args, console)
     if args.command == "inspect":
         return run_inspect(args, console)
-    if args.command == "demo" and args.inspect:
-        return run_demo_inspect(args, console)
     if args.command == "spark":
         return run_spark(args, console)
     if args.command == "chaos":
         return run_chaos(args, console)
     if args.command == "campaign":
         return run_campaign(args, console)
+    if args.command == "demo":
+        problem = _demo_problem(args)
+        if problem is not None:
+            return fail("demo", problem)
+        if args.inspect:
+            return run_demo_inspect(args, console)
+        if not args.sim:
+            return _real_demo(console, args)
+        from triogroups._demo import run
+
+        return run(console, args)
     try:
-        if args.command == "demo" and not args.sim:
-            from triogroups.supervisor._demo import run_real_demo
-
-            return trio.run(run_real_demo, console, args)
-        if args.command == "demo":
-            from triogroups._demo import run
-
-            return run(console, args)
         if args.command == "stacks":
             _stacks(console)
         elif args.command == "protocol":
             _protocol(console, args.name)
     except PropertyError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        return 2
+        return fail(args.command, str(exc))
     return 0
 
 

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from triogroups.properties import PropertyError
-from triogroups.protocol import Protocol, protocol_class
+from triogroups.protocol import Protocol, protocol_class, protocol_names
 from triogroups.transports.base import Transport
 
 __all__ = ["LayerConfig", "StackConfig", "preset_names"]
@@ -94,6 +94,7 @@ class StackConfig:
             name = props.pop("name", None)
             if not isinstance(name, str):
                 raise PropertyError(f"stack config{where}: protocol #{i + 1} has no name")
+            _check_case(name, where)
             built.append(LayerConfig(name, props))
         return cls(tuple(built))
 
@@ -157,6 +158,19 @@ class StackConfig:
     def validate(self) -> None:
         """Raise PropertyError if `build` would."""
         self.build()
+
+
+def _check_case(name: str, where: str) -> None:
+    """Refuse a name that differs from a registered protocol only in case (``"udp"``) as
+    soon as the file is read, with the name it meant: a later check (a partial stack without
+    GMS, say) would otherwise hide the likely typo. Other unknown names wait for `build`: a
+    custom protocol registers only once its module is imported."""
+    known = protocol_names()
+    if name not in known and name.upper() in known:
+        try:
+            protocol_class(name)
+        except PropertyError as exc:
+            raise PropertyError(f"stack config{where}: {exc}") from None
 
 
 def preset_names() -> list[str]:

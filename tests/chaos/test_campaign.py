@@ -4,8 +4,10 @@ keeps the delivery contract."""
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -101,8 +103,8 @@ def test_campaign_refuses_bad_arguments_in_one_line_naming_the_argument(
 ) -> None:
     """A bad argument: exit status 2, one line naming it, no traceback."""
     assert main(["campaign", *argv]) == 2
-    out = capsys.readouterr().out.strip()
-    assert len(out.splitlines()) == 1 and named in out and "Traceback" not in out
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and named in err and "Traceback" not in err
 
 
 def test_campaign_refuses_an_unknown_preset_through_argparse(
@@ -126,3 +128,39 @@ def test_campaign_runs_two_seeds_in_worker_processes_and_sums_up() -> None:
     )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "2 seeds, 0 failed" in done.stdout
+
+
+def _catches(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (SigCgt in /proc/PID/status)."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigCgt:"):
+            return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    return False
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_campaign_stopped_by_a_signal_says_so_in_one_line(signum: signal.Signals) -> None:
+    """Issue 38 item 6: with ``--jobs 1`` the seeds ran in this process, and SIGTERM landed in
+    a seed's run: an exception-group traceback, or a "crashed" seed and a campaign that went
+    on. Now Ctrl-C and SIGTERM both end it with one line on stderr and exit status 130 or
+    143. The signal is sent once the campaign's SIGTERM handler is in place."""
+    proc = subprocess.Popen(
+        [*_CLI, "--preset", "udp", "--seeds", "100000"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 300
+        while not _catches(proc.pid, signal.SIGTERM):
+            assert proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 128 + signum, out + err
+    assert err == f"triogroups campaign: stopped by {signum.name}\n"

@@ -128,6 +128,32 @@ async def test_set_changes_a_property_at_run_time_or_answers_why_not(
         assert b.stack.protocol("DISCARD").stats()["dropped_up"] >= 10
 
 
+async def test_a_reset_or_set_answer_says_whether_it_was_applied_even_when_cut_short(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Issue 38 item 5: ``applied`` tells a probe whether a reset or set was carried out (its
+    exit status), and an answer too large for its datagram keeps the refusal beside the
+    too-large note instead of replacing it; a plain report has no ``applied``."""
+    async with open_cluster(1, "udp", cluster="applied") as cluster:
+        responder = Responder(cluster.members[0].stack)
+        body = {"op": "set", "protocol": "NAKACK2", "property": "nope", "value": 1}
+        refused = await _ask(responder, _request("applied", **body))
+        assert refused is not None and refused["applied"] is False
+        assert "nope" in refused["error"]
+        reset = await _ask(responder, _request("applied", op="reset"))
+        assert reset is not None and reset["applied"] is True and "error" not in reset
+        report = await _ask(responder, _request("applied"))
+        assert report is not None and "applied" not in report
+        whole = await responder.answer(_request("applied", **body), 65_507)
+        assert whole is not None
+        limit = len(whole) - 1  # one byte short: the answer goes without its stats
+        small = await responder.answer(_request("applied", **body), limit)
+        assert small is not None
+        _src, cut = decode_map(WireCodec("applied", max_size=1 << 24), small)
+        assert cut["applied"] is False and "stats" not in cut
+        assert "nope" in cut["error"] and f"report larger than {limit} bytes" in cut["error"]
+
+
 async def _sends(member: SimMember, n: int) -> None:
     for i in range(n):
         await member.send(f"x{i}".encode())

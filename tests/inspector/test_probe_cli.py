@@ -60,9 +60,9 @@ def test_set_takes_protocol_property_and_a_json_or_text_value() -> None:
 
 def test_bad_arguments_exit_2_without_probing(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["probe", "--set", "nonsense"]) == 2
-    assert "--set must be" in capsys.readouterr().out
+    assert "--set must be" in capsys.readouterr().err
     assert main(["probe", "--timeout", "0"]) == 2
     assert main(["probe", "--target", "localhost"]) == 2
-    assert "--target must be HOST:PORT" in capsys.readouterr().out
+    assert "--target must be HOST:PORT" in capsys.readouterr().err
     with pytest.raises(SystemExit):
         _parser().parse_args(["probe", "--reset", "--set", "A.b=1"])

@@ -41,11 +41,14 @@ def _stack(diag_port: int) -> StackConfig:
     return config.configure("GMS", join_timeout=1.0)
 
 
-async def _cli(*args: str) -> tuple[int, str]:
+async def _cli(*args: str) -> tuple[int, str, str]:
     done = await trio.run_process(
-        [sys.executable, "-m", "triogroups.cli", "probe", *args], capture_stdout=True, check=False
+        [sys.executable, "-m", "triogroups.cli", "probe", *args],
+        capture_stdout=True,
+        capture_stderr=True,
+        check=False,
     )
-    return done.returncode, done.stdout.decode()
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
 
 
 def _delivered(answer: dict[str, Any]) -> int:
@@ -73,9 +76,9 @@ async def test_probe_json_reset_and_xmit_interval_on_a_supervised_cluster() -> N
                 if len(answers) == 3 and all(_delivered(a) >= 3 * SENT for a in answers):
                     break
                 await trio.sleep(0.2)
-        code, out = await _cli("--cluster", cluster, "--json", "--port", str(port),
-                               "--expect", "3", "--timeout", "30")  # fmt: skip
-        assert code == 0, out
+        code, out, err = await _cli("--cluster", cluster, "--json", "--port", str(port),
+                                    "--expect", "3", "--timeout", "30")  # fmt: skip
+        assert code == 0 and err == "", out + err
         answers = json.loads(out)
         assert [a["name"] for a in answers] == ["A", "B", "C"]
         assert sorted(a["pid"] for a in answers) == sorted(m.pid or 0 for m in group.members)
@@ -87,9 +90,9 @@ async def test_probe_json_reset_and_xmit_interval_on_a_supervised_cluster() -> N
             assert udp["bundles_sent"] > 0 and udp["bytes_sent"] > udp["bundles_sent"]
             assert a["stats"]["GMS"]["coord"] == a["view"]["coord"]
 
-        code, out = await _cli("--cluster", f"{cluster}-other", "--port", str(port),
-                               "--timeout", "0.5")  # fmt: skip
-        assert code == 1 and "no member" in out
+        code, out, err = await _cli("--cluster", f"{cluster}-other", "--port", str(port),
+                                    "--timeout", "0.5")  # fmt: skip
+        assert code == 1 and out == "" and "no member" in err  # issue 38 item 5: on stderr
 
         reset = await probe(cluster=cluster, request="reset", expect=3, timeout=30, **where)
         assert len(reset) == 3

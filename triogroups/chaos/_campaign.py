@@ -51,6 +51,7 @@ import shutil
 import signal
 import tempfile
 import time
+import warnings
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ from typing import Any
 import trio
 import trio.testing
 
+from triogroups._cli_exit import Stopped, fail, stopped
 from triogroups.chaos._member import windows
 from triogroups.chaos._scenario import PRESETS, Scenario, Step, scenario
 from triogroups.config import StackConfig
@@ -585,11 +587,11 @@ def _steps_arg(text: str) -> list[int]:
 
 
 def run_campaign(args: argparse.Namespace, console: Any) -> int:
-    """The ``campaign`` command: exit status 1 if any seed failed, 2 on bad arguments."""
+    """The ``campaign`` command: exit status 1 if any seed failed, 2 on bad arguments (one
+    line on stderr), 130 or 143 when Ctrl-C or SIGTERM stopped it."""
     problem = _check_args(args)
     if problem is not None:
-        console.print(f"[red]error:[/red] {problem}", highlight=False)
-        return 2
+        return fail("campaign", problem)
     if args.seed is not None:
         return _replay(args, console)
     seeds = list(range(args.first_seed, args.first_seed + args.seeds))
@@ -604,9 +606,11 @@ def run_campaign(args: argparse.Namespace, console: Any) -> int:
                 failed.append(outcome.seed)
                 console.print(f"[red]seed {outcome.seed} failed[/red]", highlight=False)
                 console.print(outcome.text, highlight=False, markup=False)
-    except KeyboardInterrupt:
-        console.print("interrupted", highlight=False)
-        return 130
+    except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+        interrupt = _interruption(exc)
+        if interrupt is None:
+            raise
+        return _stopped(interrupt)
     wall = time.monotonic() - started
     failed.sort()
     console.print(
@@ -618,20 +622,42 @@ def run_campaign(args: argparse.Namespace, console: Any) -> int:
     return 1 if failed else 0
 
 
+class _Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where Ctrl-C raises KeyboardInterrupt: the same way out."""
+
+
 def _interrupt(signum: int, frame: Any) -> None:
-    raise KeyboardInterrupt
+    raise _Terminated
+
+
+def _interruption(exc: BaseException) -> KeyboardInterrupt | None:
+    """The KeyboardInterrupt (Ctrl-C, or SIGTERM as `_Terminated`) that ended a run, also when
+    trio raised it inside an exception group (``--seed``, run in this process); None if none."""
+    while isinstance(exc, BaseExceptionGroup):
+        found, _rest = exc.split(KeyboardInterrupt)
+        if found is None:
+            return None
+        exc = found.exceptions[0]
+    return exc if isinstance(exc, KeyboardInterrupt) else None
+
+
+def _stopped(exc: KeyboardInterrupt) -> int:
+    """One line on stderr; 143 for SIGTERM, 130 for Ctrl-C. The interrupt may have landed
+    between making a coroutine and awaiting it: its "never awaited" warning, printed as the
+    process exits, would only be noise after that line."""
+    warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
+    signum = signal.SIGTERM if isinstance(exc, _Terminated) else signal.SIGINT
+    return stopped("campaign", Stopped(signum))
 
 
 def _outcomes(preset: str, seeds: list[int], jobs: int) -> Iterator[_Outcome]:
     """Each seed's outcome; SIGTERM stops the campaign as Ctrl-C does (SIGINT is restored
     too, which a shell ignores for a command run in the background), and either way the
-    worker processes are terminated and reaped."""
+    worker processes are terminated and reaped. Seeds run in worker processes even with one
+    job: the interrupt then lands in this process's wait for them, never inside a seed's
+    run, where the members' supervision took it for a crash of that seed and went on."""
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    if jobs == 1:
-        for seed in seeds:
-            yield _work((preset, seed))
-        return
     pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_quiet_worker)
     try:
         yield from pool.imap_unordered(_work, [(preset, s) for s in seeds], chunksize=1)
@@ -654,9 +680,11 @@ def _replay(args: argparse.Namespace, console: Any) -> int:
             args.steps = found.scenario.kept
             say(f"smallest failing schedule found: {len(args.steps or [])} steps")
         result = run_seed(args.preset, args.seed, keep, say, steps=args.steps)
-    except KeyboardInterrupt:
-        console.print("interrupted", highlight=False)
-        return 130
+    except (KeyboardInterrupt, BaseExceptionGroup) as exc:
+        interrupt = _interruption(exc)
+        if interrupt is None:
+            raise
+        return _stopped(interrupt)
     console.print(report(result), highlight=False, markup=False)
     if keep is not None:
         console.print(f"histories kept in {keep}", highlight=False)

@@ -32,6 +32,7 @@ import time
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -40,6 +41,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from triogroups._cli_exit import Stopped, fail, run_stoppable, stopped
 from triogroups._ports import free_ports
 from triogroups.actors import Restart
 from triogroups.chaos._control import send_state
@@ -364,13 +366,41 @@ def _report(console: Console, result: ChaosResult, args: argparse.Namespace) -> 
     )
 
 
-async def run_chaos_async(console: Console, args: argparse.Namespace) -> ChaosResult:
-    """Run the chaos run ``args`` describes and check it; see the module docstring."""
-    if args.members < 3 or args.duration < 10 or args.rate <= 0:
-        raise ValueError(
-            f"chaos needs members >= 3, duration >= 10, rate > 0, got {args.members}, "
-            f"{args.duration}, {args.rate}"
-        )
+def _problem(args: argparse.Namespace) -> str | None:
+    """The first argument out of its range, named with its value; None when all are fine."""
+    if args.members < 3:
+        return f"--members must be >= 3, got {args.members}"
+    if args.duration < 10:
+        return f"--duration must be >= 10 (seconds), got {args.duration:g}"
+    if args.rate <= 0:
+        return f"--rate must be > 0, got {args.rate:g}"
+    if args.settle < 0:
+        return f"--settle must be >= 0, got {args.settle:g}"
+    if args.max_rss <= 0:
+        return f"--max-rss must be > 0, got {args.max_rss:g}"
+    if args.max_window < 1:
+        return f"--max-window must be >= 1, got {args.max_window}"
+    return None
+
+
+def _history_dir(keep: str | None) -> Path:
+    """``--keep DIR`` made (OSError if it cannot be), or a fresh temporary directory."""
+    if keep is None:
+        return Path(tempfile.mkdtemp(prefix="triogroups-chaos-"))
+    root = Path(keep)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "faults.jsonl").touch()  # writable: found now, not after the run
+    return root
+
+
+async def run_chaos_async(
+    console: Console, args: argparse.Namespace, root: Path | None = None
+) -> ChaosResult:
+    """Run the chaos run ``args`` describes and check it; see the module docstring. The
+    histories go to ``root`` (default: ``--keep``, or a temporary directory)."""
+    problem = _problem(args)
+    if problem is not None:
+        raise ValueError(problem)
     if args.seed is None:
         args.seed = random.randrange(2**31)
     names = [default_name(i) for i in range(args.members)]
@@ -381,8 +411,7 @@ async def run_chaos_async(console: Console, args: argparse.Namespace) -> ChaosRe
         f"for {args.duration:g} s, {len(schedule)} faults, seed {args.seed}",
         highlight=False,
     )
-    root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="triogroups-chaos-"))
-    root.mkdir(parents=True, exist_ok=True)
+    root = root or _history_dir(args.keep)
     board = _Board()
     with (
         HistoryWriter(root / "faults.jsonl", None, time.time) as logs,
@@ -412,12 +441,22 @@ async def run_chaos_async(console: Console, args: argparse.Namespace) -> ChaosRe
 
 
 def run_chaos(args: argparse.Namespace, console: Console) -> int:
-    """The ``chaos`` command: run, print the summary; exit status 1 on a violation."""
+    """The ``chaos`` command: run, print the summary; exit status 1 on a violation, 2 for bad
+    arguments (one line on stderr), 130 or 143 when Ctrl-C or SIGTERM stopped it."""
+    problem = _problem(args)
+    if problem is not None:
+        return fail("chaos", problem)
     try:
-        result = trio.run(run_chaos_async, console, args)
-    except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}")
-        return 2
+        root = _history_dir(args.keep)
+    except OSError as exc:
+        return fail("chaos", f"--keep {args.keep!r}: {exc.strerror or exc}")
+    result = run_stoppable(partial(run_chaos_async, console, args, root))
+    if isinstance(result, Stopped):
+        if not console.is_terminal:
+            console.print()  # the last frame of the live table, left unterminated
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+        return stopped("chaos", result, "its member processes were stopped; nothing was checked")
     _report(console, result, args)
     if not result.violations and not args.keep:
         shutil.rmtree(result.history_dir, ignore_errors=True)

@@ -1,21 +1,28 @@
 """``triogroups probe``: every member's answer once, as tables or as JSON.
 
-Exit status: 0 when at least one member answered, 1 when none did within
-``--timeout``, 2 for bad arguments (a ``--set`` without ``=``, an unreadable
-secret file).
+Exit status: 0 when at least one member answered (and, with ``--set`` or
+``--reset``, every answering member carried it out), 1 when none answered within
+``--timeout`` or a member refused the change (each refusal is a line on stderr),
+2 for bad arguments (a ``--set`` without ``=``, a port out of range, a
+``--target`` host that does not resolve, an unreadable secret file), 130 or 143
+when Ctrl-C or SIGTERM stopped it. Standard output holds only the tables, or
+with ``--json`` only the JSON list; whatever else is said goes to stderr.
 """
 
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import json
 import os
+import socket
+from functools import partial
 from typing import Any
 
-import trio
 from rich.console import Console
 from rich.table import Table
 
+from triogroups._cli_exit import EXIT_STATUS, Stopped, fail, run_stoppable, stopped
 from triogroups.inspector._probe import probe
 from triogroups.transports.base import SECRET_ENV
 
@@ -26,7 +33,11 @@ _EXAMPLE = """examples:
   triogroups probe --cluster demo --json        one cluster's answers for scripts
   triogroups probe --cluster demo --protocol NAKACK2 --member A
   triogroups probe --cluster demo --reset       zero every counter, then report
-  triogroups probe --cluster demo --set NAKACK2.xmit_interval=250ms"""
+  triogroups probe --cluster demo --set NAKACK2.xmit_interval=250ms
+
+The demo prints its cluster name (triogroups demo --cluster demo chooses it).
+
+{exit_status}"""
 
 
 def add_probe_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -34,9 +45,9 @@ def add_probe_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     parser = sub.add_parser(
         "probe",
         help="ask running members for their view, stack and counters",
-        description="Send one probe to every member that listens (UDP stacks by multicast, "
+        description="Send one probe to every member that listens (UDP stacks by multicast,\n"
         "TCP stacks over TCP) and print each answer once.",
-        epilog=_EXAMPLE,
+        epilog=_EXAMPLE.format(exit_status=EXIT_STATUS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--cluster", help="only this cluster (needed with a shared secret)")
@@ -93,10 +104,35 @@ def _set_request(text: str) -> tuple[str, str, Any]:
 
 
 def _target(text: str) -> tuple[str, int]:
+    """``HOST:PORT`` with a host that resolves (a typo is refused, not probed in vain)."""
     host, sep, port = text.rpartition(":")
     if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
         raise ValueError(f"--target must be HOST:PORT, got {text!r}")
+    try:
+        socket.getaddrinfo(host, int(port), type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError):
+        raise ValueError(f"--target {text!r}: host {host!r} does not resolve") from None
     return host, int(port)
+
+
+def _check_values(args: argparse.Namespace) -> None:
+    """Values out of their range, named with their value (ValueError)."""
+    if args.timeout <= 0:
+        raise ValueError(f"--timeout must be > 0, got {args.timeout:g}")
+    if not 0 < args.port < 65536:
+        raise ValueError(f"--port must be a port (1-65535), got {args.port}")
+    if args.port_range < 0:
+        raise ValueError(f"--port-range must be >= 0, got {args.port_range}")
+    if not 0 <= args.ttl <= 255:
+        raise ValueError(f"--ttl must be in 0..255, got {args.ttl}")
+    if args.expect is not None and args.expect < 1:
+        raise ValueError(f"--expect must be >= 1, got {args.expect}")
+    try:
+        multicast = ipaddress.IPv4Address(args.addr).is_multicast
+    except ValueError:
+        multicast = False
+    if not multicast:
+        raise ValueError(f"--addr must be an IPv4 multicast address, got {args.addr!r}")
 
 
 def _secret(args: argparse.Namespace) -> bytes | None:
@@ -131,9 +167,11 @@ def filter_answers(
 
 
 def run_probe(args: argparse.Namespace, console: Console) -> int:
-    """Probe, print, and say by the exit status whether anybody answered."""
+    """Probe, print, and say by the exit status whether anybody answered (and carried out
+    a ``--set`` or ``--reset``)."""
     options: dict[str, Any] = {}
     try:
+        _check_values(args)
         if args.set:
             protocol, key, value = _set_request(args.set)
             options = {"request": "set", "protocol": protocol, "property": key, "value": value}
@@ -141,33 +179,38 @@ def run_probe(args: argparse.Namespace, console: Console) -> int:
             options = {"request": "reset"}
         secret = _secret(args)
         targets = [_target(text) for text in args.target] or None
-        if args.timeout <= 0:
-            raise ValueError(f"--timeout must be > 0, got {args.timeout}")
     except ValueError as exc:
-        console.print(f"[red]error:[/red] {exc}", highlight=False)
-        return 2
+        return fail("probe", str(exc))
     try:
         answers = _run_probe(args, secret, {**options, "targets": targets})
     except OSError as exc:
-        console.print(f"[red]error:[/red] cannot probe from {args.bind}: {exc}", highlight=False)
-        return 2
+        return fail("probe", f"cannot probe from --bind {args.bind}: {exc.strerror or exc}")
+    if isinstance(answers, Stopped):
+        return stopped("probe", answers)
     answers = filter_answers(answers, args.member, args.protocol)
     if args.json:
-        print(json.dumps(answers, indent=1, sort_keys=True))
+        print(json.dumps(answers, indent=1, sort_keys=True), flush=True)
     elif answers:
         _print_tables(console, answers)
     if not answers:
         where = f"cluster {args.cluster!r}" if args.cluster else "any cluster"
-        console.print(f"no member of {where} answered within {args.timeout:g}s", highlight=False)
-        return 1
-    return 0
+        return fail("probe", f"no member of {where} answered within {args.timeout:g}s", 1)
+    refused = [a for a in answers if a.get("applied") is False]
+    for answer in refused:
+        change = f"--set {args.set}" if args.set else "--reset"
+        fail(
+            "probe",
+            f"{answer.get('name')}@{answer.get('cluster')} refused {change}: {answer['error']}",
+        )
+    return 1 if refused else 0
 
 
 def _run_probe(
     args: argparse.Namespace, secret: bytes | None, options: dict[str, Any]
-) -> list[dict[str, Any]]:
-    return trio.run(
-        lambda: probe(
+) -> list[dict[str, Any]] | Stopped:
+    return run_stoppable(
+        partial(
+            probe,
             cluster=args.cluster,
             timeout=args.timeout,
             members=args.member,

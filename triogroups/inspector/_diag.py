@@ -127,6 +127,8 @@ class Responder:
             self.counters["errors"] += 1
             return None
         report["probe_id"] = request.get("id")
+        if op != "report":  # whether the reset or set was carried out: a probe's exit status
+            report["applied"] = error is None
         if error:
             report["error"] = error
         codec = self._codec(max_size)
@@ -136,7 +138,8 @@ class Responder:
         except ValueError:
             self.counters["too_large"] += 1
             del report["stats"]
-            report["error"] = f"report larger than {max_size} bytes; probe over TCP for stats"
+            too_large = f"report larger than {max_size} bytes; probe over TCP for stats"
+            report["error"] = f"{error}; {too_large}" if error else too_large
             out = encode_map(codec, src, me, report)
         self.counters["answers"] += 1
         return out

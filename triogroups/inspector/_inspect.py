@@ -18,6 +18,7 @@ from typing import Any
 import trio
 from rich.console import Console
 
+from triogroups._cli_exit import fail
 from triogroups.inspector._cli import _secret as read_secret
 from triogroups.inspector._keys import raw_keys
 from triogroups.inspector._probe import probe
@@ -146,8 +147,7 @@ def run_inspect(args: argparse.Namespace, console: Console) -> int:
     except ValueError as exc:
         problem = problem or str(exc)
     if problem is not None:
-        console.print(f"[red]error:[/red] {problem}", highlight=False)
-        return 2
+        return fail("inspect", problem)
     with contextlib.suppress(KeyboardInterrupt):  # SIGINT without a terminal: a normal end
         trio.run(watch, probe_source(args, args.cluster, secret), console, args)
     return 0
