@@ -218,12 +218,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv, app_args = split_app_args(sys.argv[1:] if argv is None else argv)
     args = _parser().parse_args(argv)
     try:
-        return _run(args, _console())
+        return _run(args, _console(), app_args)
     except KeyboardInterrupt:  # Ctrl-C outside a run that stops cleanly by itself
         return stopped(args.command, Stopped(signal.SIGINT))
 
 
-def _run(args: argparse.Namespace, console: Console) -> int:
+def _run(args: argparse.Namespace, console: Console, app_args: list[str] | None) -> int:
     if args.command == "launch":
         return run_launch(args, console, app_args)
     if args.command == "probe":
