@@ -157,3 +157,31 @@ def test_probe_set_that_members_refuse_exits_non_zero_naming_each() -> None:
         for name in "ABC"
     ]
     assert "members" in done.stdout  # the answers are still shown
+
+
+def test_demo_under_the_inspector_stopped_by_sigterm_reaps_its_members_in_one_line() -> None:
+    """``demo --inspect`` (no terminal: it runs until the demo ends) used to die of SIGTERM
+    at once, its members left for a moment; now it stops them, then says so in one line
+    and exits 143, as the plain demo does."""
+    cluster = f"inspected-{uuid.uuid4().hex[:8]}"
+    # a frame a second: its output goes nowhere, so that nothing waits on a full pipe
+    argv = [*_CLI, "demo", "--messages", _MESSAGES, "--inspect", "--cluster", cluster]
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
+    )
+    try:
+        pids = [a["pid"] for a in _members(cluster)]
+        proc.send_signal(signal.SIGTERM)
+        _out, err = proc.communicate(timeout=_DEADLINE)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 143, err
+    *before, last = err.splitlines()
+    assert last == (
+        "triogroups demo: stopped by SIGTERM: its member processes were stopped; "
+        "nothing was checked"
+    ), err
+    assert all("socket buffers" in line for line in before) and len(before) <= 1, err
+    assert [pid for pid in pids if _alive(pid)] == []

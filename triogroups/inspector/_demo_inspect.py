@@ -13,7 +13,6 @@ stdin (no keys) the inspector closes by itself when the demo ends.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import io
 import sys
 import uuid
@@ -21,6 +20,7 @@ import uuid
 import trio
 from rich.console import Console
 
+from triogroups._cli_exit import Stopped, run_stoppable, stopped
 from triogroups.inspector._inspect import add_inspect_arguments, probe_source, watch
 from triogroups.supervisor._demo import run_real_demo
 
@@ -54,9 +54,12 @@ def run_demo_inspect(args: argparse.Namespace, console: Console) -> int:
             await watch(probe_source(options, cluster), console, options, note)
             nursery.cancel_scope.cancel()
 
-    with contextlib.suppress(KeyboardInterrupt):
-        trio.run(main)
+    # Ctrl-C without a terminal, or SIGTERM, cancels the run: closing the demo's process
+    # group stops and reaps its members, then one line and 130 or 143, as `demo` says
+    result = run_stoppable(main)
     console.print(output.getvalue(), end="", highlight=False, markup=False)
+    if isinstance(result, Stopped):
+        return stopped("demo", result, "its member processes were stopped; nothing was checked")
     if not status:
         console.print("[yellow]the demo was stopped before it finished: nothing was checked[/]")
         return 1
