@@ -86,7 +86,13 @@ What the checker proves (the delivery contract without FLUSH):
   from D; A, which had it, left 0.4 s before B's view 4 removed D, and the merge
   view took D back 3.1 s after the heal). When W's coordinator crashed or left
   within ``settle`` seconds of W, the ``settle`` seconds run from then: only
-  failure detection tells the others it is gone.
+  failure detection tells the others it is gone. Those ``settle`` seconds count,
+  as for **missing**, only while the fault log let the pair reach each other both
+  ways (`Outages`): while they cannot talk, no view of theirs can reach the one
+  that missed W (campaign udp-mcast seed 10357: a one-way split kept A's view 8
+  from G; 0.06 s after it ended D, G's next coordinator on its side of a
+  partition, was paused until the quiet heal, and D's view 9 reached G 5 s later,
+  10.1 s after A went).
 - **view_id**: each incarnation's view ids strictly increase; **view_members**:
   one view id names one membership, whoever installed it.
 - **memory**: no sample above ``max_rss`` bytes or ``max_window`` messages held.
@@ -332,9 +338,10 @@ def check_histories(
     faults = [line for h in histories if h.member is None for line in h.of("fault")]
     out: list[HistoryViolation] = []
     heals = [float(f.record["t"]) for f in faults if f.record["kind"] == "heal"]
-    out += _check_views(members, settle, heals)
+    outages = Outages(faults)
+    out += _check_views(members, settle, heals, outages)
     out += _check_deliveries(members)
-    out += _check_missing(members, settle, Outages(faults))
+    out += _check_missing(members, settle, outages)
     out += _check_flushed_leaves(members, settle)
     out += _check_memory(members, max_rss, max_window)
     out += _check_heals(members, faults, resume_within)
@@ -350,7 +357,7 @@ def assert_histories(histories: Iterable[History], **limits: Any) -> None:
 
 
 def _check_views(
-    members: dict[str, _Member], settle: float, heals: list[float]
+    members: dict[str, _Member], settle: float, heals: list[float], outages: Outages
 ) -> list[HistoryViolation]:
     out = []
     names: dict[tuple[int, str], Line] = {}
@@ -377,8 +384,8 @@ def _check_views(
                 stayed = b.uuid in na.record["members"] and a.uuid in nb.record["members"]
                 if not stayed or _vid(na) == _vid(nb):
                     continue
-                if _missed_excused(members, na, a, b, settle, heals) and _missed_excused(
-                    members, nb, b, a, settle, heals
+                if _missed_excused(members, na, a, b, settle, heals, outages) and _missed_excused(
+                    members, nb, b, a, settle, heals, outages
                 ):
                     continue
                 text = (
@@ -397,6 +404,7 @@ def _missed_excused(
     skipper: _Member,
     settle: float,
     heals: list[float],
+    outages: Outages,
 ) -> bool:
     """Whether ``skipper``, which installed another view where ``peer`` installed ``view``, may
     lack ``view``: it installed it after all, or it caught up within ``settle`` seconds of
@@ -424,6 +432,17 @@ def _missed_excused(
         # 9.8 s after that, when its takeover had raced a merge).
         t = coord.history.end
     if _caught_up(skipper, vid[0], t, settle):
+        return True
+    if (
+        outages.connected(
+            skipper.history.name, peer.history.name, t, _caught_up_at(skipper, vid[0])
+        )
+        < settle
+    ):
+        # The faults kept the pair apart for all but a few of those seconds (a one-way
+        # split, then a pause of the heir coordinator until the quiet heal), so no view
+        # could reach the skipper sooner: count only the seconds they could talk, as
+        # **missing** does (campaign udp-mcast seed 10357).
         return True
     for t_out, line in _later_views(members, view, peer):
         if skipper.uuid in line.record["members"]:
@@ -476,6 +495,13 @@ def _caught_up(skipper: _Member, counter: int, t: float, settle: float) -> bool:
     return any(
         _vid(line)[0] >= counter and float(line.record["t"]) <= t + settle for line in skipper.views
     )
+
+
+def _caught_up_at(skipper: _Member, counter: int) -> float:
+    """When ``skipper`` first installed a view with a counter of at least ``counter``, else
+    when its history ended."""
+    at = [float(line.record["t"]) for line in skipper.views if _vid(line)[0] >= counter]
+    return min(at) if at else skipper.history.end
 
 
 def _check_deliveries(members: dict[str, _Member]) -> list[HistoryViolation]:
