@@ -519,9 +519,14 @@ def _work(job: tuple[str, int]) -> _Outcome:
     return _Outcome(seed, bool(result.violations), report(result), time.process_time() - start)
 
 
+_STOPS = {signal.SIGINT, signal.SIGTERM}
+
+
 def _quiet_worker() -> None:
-    """A worker: Ctrl-C is the parent's to handle, and member logs would drown the report."""
+    """A worker: Ctrl-C is the parent's to handle, and member logs would drown the report.
+    It was started with the stop signals blocked (`_outcomes`): the pool's SIGTERM ends it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOPS)
     logging.disable(logging.CRITICAL)
 
 
@@ -658,13 +663,22 @@ def _outcomes(preset: str, seeds: list[int], jobs: int) -> Iterator[_Outcome]:
     run, where the members' supervision took it for a crash of that seed and went on."""
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGINT, signal.default_int_handler)
-    pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_quiet_worker)
+    pool = None
     try:
+        # A signal that interrupted the pool's start half-way through writing a worker's
+        # start-up data made that worker die with a traceback ("Ran out of input"): the
+        # signals wait until the pool is up (the workers unblock them, `_quiet_worker`)
+        blocked = signal.pthread_sigmask(signal.SIG_BLOCK, _STOPS)
+        try:
+            pool = multiprocessing.get_context("spawn").Pool(jobs, initializer=_quiet_worker)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
         yield from pool.imap_unordered(_work, [(preset, s) for s in seeds], chunksize=1)
         pool.close()
     finally:
-        pool.terminate()
-        pool.join()
+        if pool is not None:
+            pool.terminate()
+            pool.join()
 
 
 def _replay(args: argparse.Namespace, console: Any) -> int:
