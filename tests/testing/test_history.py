@@ -173,23 +173,25 @@ def test_history_message_lost_while_faults_kept_them_apart_is_not_owed(tmp_path:
     assert _kept_apart(tmp_path / "c", split_ends=8.0, pause=False) == ["missing"]
 
 
+def _fault(t: float, kind: str, detail: str = "") -> Any:
+    """A fault-log line as `Outages` reads it."""
+    return type("L", (), {"record": {"k": "fault", "t": t, "kind": kind, "detail": detail}})
+
+
 def test_history_outages_count_splits_both_ways_pauses_and_heals() -> None:
     """`Outages.connected`: a partition cuts both ways, a one-way split cuts the pair in
     either direction, a pause cuts every pair of its member, a heal ends them all, and an
     unreadable detail cuts nothing."""
 
-    def f(t: float, kind: str, detail: str = "") -> Any:
-        return type("L", (), {"record": {"k": "fault", "t": t, "kind": kind, "detail": detail}})
-
     outages = Outages(
         [
-            f(1, "partition", "partition A,B | C until 3.00"),
-            f(3, "end", "partition A,B | C until 3.00"),
-            f(4, "oneway", "oneway C stop hearing A until 9.00"),
-            f(5, "pause", "B"),
-            f(6, "resume", "B"),
-            f(7, "partition", "something else"),
-            f(8, "heal"),
+            _fault(1, "partition", "partition A,B | C until 3.00"),
+            _fault(3, "end", "partition A,B | C until 3.00"),
+            _fault(4, "oneway", "oneway C stop hearing A until 9.00"),
+            _fault(5, "pause", "B"),
+            _fault(6, "resume", "B"),
+            _fault(7, "partition", "something else"),
+            _fault(8, "heal"),
         ]
     )
     assert outages.connected("A", "C", 0, 10) == 10 - 2 - 4
@@ -207,17 +209,14 @@ def test_history_outages_count_a_leave_from_its_start_until_the_next_incarnation
     on it is cut off from everyone, until its name's next incarnation starts; the record
     that ends a leave (``"F flushed=False"``) starts nothing, and a heal ends no leave."""
 
-    def f(t: float, kind: str, detail: str = "") -> Any:
-        return type("L", (), {"record": {"k": "fault", "t": t, "kind": kind, "detail": detail}})
-
     outages = Outages(
         [
-            f(2, "restart", "C"),
-            f(3, "leave", "C flushed=True"),
-            f(4, "start", "C"),
-            f(11.7, "leave", "F"),
-            f(14, "heal"),
-            f(17.76, "leave", "F flushed=False"),
+            _fault(2, "restart", "C"),
+            _fault(3, "leave", "C flushed=True"),
+            _fault(4, "start", "C"),
+            _fault(11.7, "leave", "F"),
+            _fault(14, "heal"),
+            _fault(17.76, "leave", "F flushed=False"),
         ]
     )
     assert outages.connected("G", "F", 3.72, 17.76) == 11.7 - 3.72
