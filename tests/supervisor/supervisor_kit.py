@@ -5,11 +5,8 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -92,21 +89,3 @@ async def run_command(*argv: str, deadline: float = 4 * STEP) -> Ran:
             env={**os.environ, "COLUMNS": "200"},
         )
     return Ran(done.returncode, done.stdout.decode(), done.stderr.decode())
-
-
-@contextmanager
-def taken_ports(count: int) -> Iterator[int]:
-    """Listen on ``count`` consecutive loopback ports; yields the first."""
-    for _ in range(50):
-        base = free_ports(count)
-        with ExitStack() as held:
-            try:
-                for port in range(base, base + count):
-                    sock = held.enter_context(socket.socket())
-                    sock.bind(("127.0.0.1", port))
-                    sock.listen()
-            except OSError:
-                continue
-            yield base
-            return
-    raise RuntimeError("found no free run of loopback ports")

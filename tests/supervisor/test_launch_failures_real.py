@@ -8,8 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from supervisor_kit import APPS, fast_udp, run_command, taken_ports, write_toml
+from supervisor_kit import APPS, fast_udp, run_command, write_toml
 
+from tests.test_startup_errors import taken_ports
 from triogroups import StackConfig
 
 pytestmark = pytest.mark.real
