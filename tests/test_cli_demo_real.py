@@ -23,6 +23,8 @@ from typing import Any
 
 import pytest
 
+from tests._stop_line import assert_stopped_in_one_line
+
 pytestmark = pytest.mark.real
 
 _CLI = [sys.executable, "-m", "triogroups.cli"]
@@ -107,13 +109,7 @@ def test_demo_stopped_by_a_signal_says_so_in_one_line_after_reaping_its_members(
         proc.send_signal(signum)
         out, err = proc.communicate(timeout=_DEADLINE)
     assert proc.returncode == 128 + signum, out + err
-    # one line about the stop; before it at most the launch's one socket-buffer warning
-    *before, last = err.splitlines()
-    assert last == (
-        f"triogroups demo: stopped by {signum.name}: its member processes were stopped; "
-        "nothing was checked"
-    ), err
-    assert all("socket buffers" in line for line in before) and len(before) <= 1, err
+    assert_stopped_in_one_line(err, "demo", signum)
     assert [pid for pid in pids if _alive(pid)] == []
     assert out.endswith("\n")
 
@@ -178,10 +174,5 @@ def test_demo_under_the_inspector_stopped_by_sigterm_reaps_its_members_in_one_li
             proc.kill()
             proc.communicate()
     assert proc.returncode == 143, err
-    *before, last = err.splitlines()
-    assert last == (
-        "triogroups demo: stopped by SIGTERM: its member processes were stopped; "
-        "nothing was checked"
-    ), err
-    assert all("socket buffers" in line for line in before) and len(before) <= 1, err
+    assert_stopped_in_one_line(err, "demo", signal.SIGTERM)
     assert [pid for pid in pids if _alive(pid)] == []
