@@ -164,3 +164,13 @@ def test_campaign_stopped_by_a_signal_says_so_in_one_line(signum: signal.Signals
             proc.communicate()
     assert proc.returncode == 128 + signum, out + err
     assert err == f"triogroups campaign: stopped by {signum.name}\n"
+
+
+def test_campaign_tcp_10627_a_merge_that_comes_up_during_a_view_install_waits_for_it() -> None:
+    """Issue 37, campaign tcp 10627: K, alone in its view, was merged 12.0 s after the quiet
+    heal (``no_traffic_after_heal``): the merge leader's MERGE3 checks fell twice in a row
+    into the VIEW_ACK collection of a view, and GMS dropped each `Merge`. It now waits for
+    the view, as JGroups' view handler queues it, and K is merged about 6 s after the heal."""
+    result = run_seed("tcp", 10627)
+    late = [v for v in result.violations if v.rule == "no_traffic_after_heal"]
+    assert late == [], "\n".join(str(v) for v in late[:3])

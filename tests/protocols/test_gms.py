@@ -471,6 +471,45 @@ def test_gms_member_installing_a_view_neither_starts_nor_joins_a_merge() -> None
     assert refusal.dest == D and refusal.headers[ids.GMS].view is None
 
 
+def test_gms_merge_that_comes_up_while_a_view_is_installed_starts_once_the_view_is_in() -> None:
+    """Campaign tcp seed 10627: MERGE3's checks at the merge leader fell twice in a row into
+    the ack collection of a view (members in other subgroups never ack it), and each
+    `Merge` was dropped: a member alone in its view was merged 12 s after the heal. As in
+    JGroups, whose view handler queues MERGE behind the view it is installing, the merge
+    waits for the view and starts as soon as it is in."""
+    gms = _member(A, View(ViewId(3, A), [A, B]), max_bundling_time=0.0)
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)
+    _run_timers(gms, until=1.0)  # [A|4] waits for B's VIEW_ACK, then C's
+    (view,) = _views_up(gms)
+    gms.take_down()
+    d_view = View(ViewId(2, D), [D])
+    gms.up_event(Merge((view, d_view), (A, D)), 1.1)
+    assert _sent(gms, MERGE_REQ) == [] and not gms.merger.busy
+    gms.up([Message(A, src=B, headers={ids.GMS: GmsHeader(VIEW_ACK, view)})], 1.2)
+    assert [m.dest for m in _sent(gms, JOIN_RSP)] == [C]
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(VIEW_ACK, view)})], 1.3)
+    assert not gms.installing
+    (request,) = _sent(gms, MERGE_REQ)
+    assert request.dest == D and gms.merger.busy
+    assert gms.stats()["merges_deferred"] == 1
+
+
+def test_gms_merge_deferred_behind_a_view_does_not_start_once_the_member_leaves() -> None:
+    """The merge that waited for a view is led only by a member still in the group: a
+    coordinator that began to leave meanwhile starts none when the view is in."""
+    props = {"max_bundling_time": 0.0, "view_ack_collection_timeout": 0.5, "leave_timeout": 5.0}
+    gms = _member(A, View(ViewId(3, A), [A, B]), **props)
+    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)
+    _run_timers(gms, until=1.0)  # [A|4] waits for B's VIEW_ACK, then C's
+    (view,) = _views_up(gms)
+    gms.up_event(Merge((view, View(ViewId(2, D), [D])), (A, D)), 1.1)
+    gms.down_event(Disconnect(), 1.2)
+    _run_timers(gms, until=2.5)  # nobody acks: [A|4] is in at 2.0, A still leaving
+    assert gms.state == "leaving"
+    assert _sent(gms, MERGE_REQ) == [] and not gms.merger.busy
+    assert gms.stats()["merges_deferred"] == 1
+
+
 def test_gms_merge_participant_of_a_merge_its_leader_gave_up_answers_the_leaders_retry() -> None:
     """Campaign unicast2 seeds 1215 and 2152: C's MERGE_REQ 1 reached B (retransmitted)
     only after C's merge had timed out; B then waited in merge 1 for merge_timeout and

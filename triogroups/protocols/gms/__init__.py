@@ -238,12 +238,7 @@ class Gms(Protocol):
         elif isinstance(event, FlushDone):
             self._flush_answered(event.protocol, now)
         elif isinstance(event, Merge):
-            # never while leaving; a participant leads when no member coordinates the view
-            # it holds (MERGE3 chose it: see there)
-            if self.state in (COORDINATOR, PARTICIPANT):
-                self.merger.start(event, now)
-            else:
-                self.counters["merges_not_started"] += 1
+            self.start_merge(event, now)
         elif isinstance(event, Suspect):
             self._suspect(event.members, now)
             self.pass_up(event)
@@ -254,6 +249,14 @@ class Gms(Protocol):
             self.pass_up(event)
         else:
             super().up_event(event, now)
+
+    def start_merge(self, event: Merge, now: float) -> None:
+        """Lead the merge MERGE3 asked for: never while leaving; a participant leads when no
+        member coordinates the view it holds (MERGE3 chose it: see there)."""
+        if self.state in (COORDINATOR, PARTICIPANT):
+            self.merger.start(event, now)
+        else:
+            self.counters["merges_not_started"] += 1
 
     # --- joining ----------------------------------------------------------------------
 

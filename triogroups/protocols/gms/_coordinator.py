@@ -269,6 +269,7 @@ class Coordinator:
         if install is not None and self.gms.local_address not in install.view:
             self.gms.finish_leave()
             return
+        self.gms.merger.start_deferred(now)  # queued requests then wait for the merge
         if self._requests:
             self._bundle_deadline = min(self._bundle_deadline, now)
             self._process(now)
