@@ -458,6 +458,49 @@ def test_gms_merge_leader_whose_view_changed_meanwhile_cancels_the_merge() -> No
     assert gms.stats()["merges_cancelled"] == 1 and not gms.merger.busy
 
 
+def _installed_in_turn(gms: Gms, *views: View) -> None:
+    for view in views:
+        gms.install(view, 0.0)
+    gms.take_down(), gms.take_up()
+
+
+def test_gms_merge_leader_leaves_out_a_member_a_later_view_of_its_own_removed() -> None:
+    """Campaign udp-mcast 10609: C was excluded from [A|3] in [A|4] while paused, then A
+    left in [A|5]; C, still holding [A|3], speaks for it in the merge. B's own views
+    removed A after [A|3]: A must not come back (it never acks, and MCAST senders would
+    wait for it), and the merged digest names nobody left out. C itself comes back: it
+    answered, it is alive and holds that view."""
+    gms = _member(B, View(ViewId(3, A), [A, B, C]))
+    _installed_in_turn(gms, View(ViewId(4, A), [A, B]), View(ViewId(5, A), [B]))
+    stale = View(ViewId(3, A), [A, B, C])
+    gms.up_event(Merge((View(ViewId(5, A), [B]), stale), (B, C)), 1.0)
+    (req,) = _sent(gms, MERGE_REQ)
+    assert req.dest == C
+    digest = Digest({A: (4, 4), B: (2, 2), C: (9, 9)})
+    rsp = GmsHeader(MERGE_RSP, stale, digest, merge_id=req.headers[ids.GMS].merge_id)
+    gms.up([Message(B, src=C, headers={ids.GMS: rsp})], 1.1)
+    (merged,) = _views_up(gms)
+    assert isinstance(merged, MergeView) and merged.members == (B, C)
+    assert stale in merged.subgroups
+    (install,) = _sent(gms, INSTALL_MERGE_VIEW)
+    assert install.dest == C
+    assert install.headers[ids.GMS].digest == Digest({B: (2, 2), C: (9, 9)})
+
+
+def test_gms_merge_leader_keeps_the_members_of_a_view_it_never_installed() -> None:
+    """Only what B saw itself counts: A left B's view, but C's view [C|4] is not one B
+    installed (A may have gone over to C's side), so its members all come in."""
+    gms = _member(B, View(ViewId(3, A), [A, B]))
+    _installed_in_turn(gms, View(ViewId(4, B), [B]))
+    other = View(ViewId(4, C), [C, A])
+    gms.up_event(Merge((View(ViewId(4, B), [B]), other), (B, C)), 1.0)
+    (req,) = _sent(gms, MERGE_REQ)
+    rsp = GmsHeader(MERGE_RSP, other, merge_id=req.headers[ids.GMS].merge_id)
+    gms.up([Message(B, src=C, headers={ids.GMS: rsp})], 1.1)
+    (merged,) = _views_up(gms)
+    assert isinstance(merged, MergeView) and merged.members == (B, C, A)
+
+
 def test_gms_member_installing_a_view_neither_starts_nor_joins_a_merge() -> None:
     gms = _member(A, View(ViewId(3, A), [A, B]), max_bundling_time=0.0)
     gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)

@@ -8,7 +8,7 @@ from typing import Any
 import trio
 
 from triogroups import Digest, Flag, Message, StackConfig
-from triogroups.events import DigestReply, GetDigest, SetDigest
+from triogroups.events import DigestReply, GetDigest, SetDigest, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.mcast import ACK, as_header
 from triogroups.testing import SimCluster, SimMember, open_cluster
@@ -564,3 +564,49 @@ async def test_mcast_digest_past_a_gap_delivers_what_the_window_held(
             await trio.sleep(1)
             assert _payloads(b) == [b"c2", b"c3", b"c4", b"c5", b"c6"]
             assert b.protocol("MCAST").stats()["skipped_by_window_move"] == 1
+
+
+# --- issue 37: a member that left is not merged back ------------------------------------------
+
+
+async def test_mcast_udp_mcast_left_member_is_not_merged_back_through_a_paused_members_view(
+    autojump_clock: Any,
+) -> None:
+    """Campaign udp-mcast 10609: C is paused and excluded; A, the coordinator, leaves
+    gracefully; C resumes still holding the view with A and speaks for it in the merge.
+    The merge view must not bring A back (a later view of the leader's subgroup removed
+    it): otherwise C's send window, full of multicasts sent before the pause, waits for
+    acks from A, who is gone, until A is suspected and excluded again, and a multicast C
+    sends meanwhile is not even delivered at C."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(4, _udp_mcast(capacity=8), seed=5, view=False) as cluster:
+            a, b, c, d = cluster.members
+            await _join_one_at_a_time(cluster, [a, b, c, d])
+            stale = c.protocol("GMS").view
+            c.pause()
+            await cluster.wait_for_view([a, b, d])
+            assert await a.disconnect()
+            after_leave = await cluster.wait_for_view([b, d])
+            c.resume()
+            sent = [f"c{i}".encode() for i in range(12)]
+            await c.send_many(sent)  # past the window: the rest waits for acks
+            merged = await cluster.wait_for_view([b, c, d])
+            assert c.protocol("GMS").view is not stale
+            for member in (b, c, d):
+                views = [e.view for e in member.events if isinstance(e, ViewChange)]
+                later = [v for v in views if v.view_id.id > after_leave.view_id.id]
+                assert later and all(a.address not in v for v in later), (member, later)
+            assert merged.view_id.id > after_leave.view_id.id
+            await c.send(b"c-after-merge")
+            with trio.fail_after(30):  # C's window drained: B and D acked, A is not awaited
+                while _payloads_from(c, c)[-1:] != [b"c-after-merge"] or any(
+                    b"c-after-merge" not in _payloads_from(m, c) for m in (b, d)
+                ):
+                    await trio.sleep(0.1)
+            assert _payloads_from(c, c) == [*sent, b"c-after-merge"]
+            stayed = [m.address for m in (b, c, d)]
+            cluster.log.check(stayed, stayed, gaps=True)
+
+
+def _payloads_from(member: SimMember, sender: SimMember) -> list[bytes]:
+    return [m.payload for m in member.delivered if m.src == sender.address]

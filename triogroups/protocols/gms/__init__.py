@@ -329,6 +329,7 @@ class Gms(Protocol):
         _log_view(self.local_address, self.view, view)
         self.view = view
         self.counters["views_installed"] += 1
+        self.merger.view_installed(view)
         self._suspected &= set(view.members)
         mine = view.coord == self.local_address
         self._move(RoleInput.VIEW_AS_COORD if mine else RoleInput.VIEW_AS_PARTICIPANT)

@@ -6,10 +6,15 @@ digest, or refuses (view None) while it takes part in another merge or
 installs a view. Once all have answered, or ``merge_timeout`` passed (a
 member that never answers is left out), the leader builds the MergeView:
 its own subgroup first (so it coordinates), then the other subgroups ordered
-by their coordinators; the view id is one above the highest merged id. The
-leader is one of the representatives MERGE3 chose, not necessarily the
-coordinator of its own view (when no member coordinates the view it holds,
-see MERGE3): it comes first in the merge view, so it coordinates it. With
+by their coordinators; the view id is one above the highest merged id. A
+member listed only in another subgroup's view is left out when a view the
+leader installed after that one removed it, unless it answered for that
+view (`_lineage`: a member that left must not come back through the stale
+view of a member that missed its leave; JGroups keeps only the members
+whose digests the subgroup coordinators fetched). The leader is one of the
+representatives MERGE3 chose, not necessarily the coordinator of its own
+view (when no member coordinates the view it holds, see MERGE3): it comes
+first in the merge view, so it coordinates it. With
 fewer than two answers the merge is cancelled (CANCEL_MERGE), and so it is
 when the leader's own view changed while it waited: the merge would be
 built from a view it no longer has. A participant whose leader disappears
@@ -76,6 +81,7 @@ from triogroups.protocols.gms._header import (
     VIEW_ACK,
     GmsHeader,
 )
+from triogroups.protocols.gms._lineage import Lineage, still_members
 from triogroups.view import Digest, MergeView, View, ViewId
 
 if TYPE_CHECKING:
@@ -108,6 +114,7 @@ class Merger:
         self._early: tuple[Message, GmsHeader] | None = None
         # a Merge that came up while a view was being installed: it starts after it
         self._deferred: Merge | None = None
+        self._lineage = Lineage()
 
     @property
     def busy(self) -> bool:
@@ -115,6 +122,11 @@ class Merger:
 
     def next_deadline(self) -> float:
         return min(self._deadline, self._participant_deadline)
+
+    def view_installed(self, view: View) -> None:
+        """GMS installed ``view``: the leader leaves out whom a later view removed
+        (see `_lineage`)."""
+        self._lineage.installed(view)
 
     # --- leader ----------------------------------------------------------------------
 
@@ -208,10 +220,19 @@ class Merger:
             gms.coordinator.resume_requests(now)
             return
         others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
-        members = list(dict.fromkeys([me, *(m for v in [own, *others] for m in v.members)]))
+        reps = [rep for rep in answers if rep != me]
+        members = list(
+            dict.fromkeys(
+                [
+                    me,
+                    *own.members,
+                    *(m for v in others for m in still_members(v, self._lineage, reps)),
+                ]
+            )
+        )
         top = max(v.view_id.id for v in views)
         view = MergeView(ViewId(top + 1, me), members, [own, *others])
-        digest = _merged_digest([answers[m] for m in answers])
+        digest = _merged_digest([answers[m] for m in answers], set(members))
         gms.counters["merges_done"] += 1
         _log.info(
             "%s: merge %d: merging %s into [%s]",
@@ -308,6 +329,7 @@ class Merger:
         """Drop any merge this member leads or takes part in (it left the group)."""
         self._early = None
         self._deferred = None
+        self._lineage.forget()
         self._reset_leader()
         self._clear_participant()
 
@@ -359,12 +381,15 @@ def _other_subgroups(view: MergeView, mine: ViewId) -> set[Address]:
     return {m for sub in view.subgroups if sub.view_id != mine for m in sub.members}
 
 
-def _merged_digest(answers: list[tuple[View, Digest | None]]) -> Digest | None:
-    """Each member's entry from the digest of its own subgroup (highest wins on overlap)."""
+def _merged_digest(
+    answers: list[tuple[View, Digest | None]], members: set[Address]
+) -> Digest | None:
+    """Each merged member's entry from the digest of its own subgroup (highest wins on
+    overlap); a member left out of the merge view has none."""
     merged: Digest | None = None
     for view, digest in answers:
         if digest is None:
             continue
-        own = Digest({m: digest[m] for m in view.members if m in digest})
+        own = Digest({m: digest[m] for m in view.members if m in digest and m in members})
         merged = own if merged is None else merged.merge(own)
     return merged
