@@ -84,6 +84,22 @@ def test_campaign_udp_mcast_5135_a_multicast_parked_in_a_full_window_goes_at_the
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+@pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13]])
+def test_campaign_udp_mcast_10750_a_merge_asked_for_during_a_view_install_is_not_lost(
+    steps: list[int] | None,
+) -> None:
+    """Issue 37, campaign udp-mcast 10750 (whole, and shrunk to 12 steps): H missed view 5
+    (a one-way split) and its coordinator C crashed; G, in view 5 with it, could not take
+    over while F and E, ranked before it, were alive in a view of their own. Only a merge
+    could bring H on, and F's merge came while F waited for a joiner's VIEW_ACK: GMS
+    dropped it, and H got a newer view 10.5 to 13 s after it could hear G again (view_order
+    allows 10). A merge asked for during a view install now starts right after it, as
+    JGroups' view handler queues it."""
+    result = run_seed("udp-mcast", 10750, steps=steps)
+    order = [v for v in result.violations if v.rule == "view_order"]
+    assert order == [], "\n".join(str(v) for v in order[:3])
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [
