@@ -39,7 +39,7 @@ pytestmark = pytest.mark.package
 BUILD_TIMEOUT = 600
 
 # The files a user of the sdist or the wheel is promised beside the code.
-PROJECT_FILES = ("LICENSE", "README.md")
+PROJECT_FILES = ("LICENSE", "README.md", "CHANGELOG.md", "CONTRIBUTING.md", "SECURITY.md")
 
 
 def _run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> str:
