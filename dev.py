@@ -4,7 +4,8 @@
 Creates ``.venv`` beside this file on first use, installs triogroups into it
 (editable, with the test and spark extras), then runs the demo cluster or the whole
 check: ruff lint, ruff format check, mypy, and pytest (in four workers). Needs only Python
-3.11+, pip and the package index.
+3.11+, pip and the package index. `python3 dev.py test --fast` is the quick loop while
+working: the same lint and type checks, and every test but the slow kinds (`FAST_SKIPS`).
 """
 
 from __future__ import annotations
@@ -39,6 +40,21 @@ INSTALL = ("-e", ".[test,spark]")
 # on two cores; `dev.py test -n 0` runs everything in one process.
 PARALLEL = ("-n", "4", "--dist", "worksteal")
 
+# What `test --fast` leaves out (pytest markers, pyproject.toml): member processes over real
+# sockets, Spark (a JVM), network namespaces, and building and installing the package. What
+# remains is the sans-IO, simulated and in-process tests; CI runs everything.
+FAST_SKIPS = ("real", "spark", "sparkcluster", "multihost", "package")
+
+
+def pytest_args(rest: list[str]) -> list[str]:
+    """pytest's arguments for `dev.py test [--fast] [pytest args]`: ``--fast`` becomes a
+    marker expression that deselects `FAST_SKIPS`; everything else goes to pytest as given
+    (a later ``-m`` of the caller's replaces it)."""
+    args = [*PARALLEL]
+    if "--fast" in rest:
+        args += ["-m", " and ".join(f"not {marker}" for marker in FAST_SKIPS)]
+    return args + [arg for arg in rest if arg != "--fast"]
+
 
 def _ensure_venv() -> None:
     if not (BIN / "python").exists():
@@ -58,7 +74,9 @@ def _ensure_venv() -> None:
 
 def main(argv: list[str]) -> None:
     if not argv or argv[0] not in ("demo", "test"):
-        sys.exit("usage: python3 dev.py demo [options] | python3 dev.py test [pytest args]")
+        sys.exit(
+            "usage: python3 dev.py demo [options] | python3 dev.py test [--fast] [pytest args]"
+        )
     _ensure_venv()
     command, rest = argv[0], argv[1:]
     if command == "demo":
@@ -67,7 +85,7 @@ def main(argv: list[str]) -> None:
     _run(BIN / "ruff", "check", ".")
     _run(BIN / "ruff", "format", "--check", ".")
     _run(BIN / "mypy")
-    _run(BIN / "python", "-m", "pytest", *PARALLEL, *rest)
+    _run(BIN / "python", "-m", "pytest", *pytest_args(rest))
 
 
 if __name__ == "__main__":
