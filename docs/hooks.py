@@ -295,15 +295,22 @@ GENERATED: dict[str, Callable[[], str]] = {
 # -- nav sections from folders -------------------------------------------------------------
 
 
+_PAGE_LINK = re.compile(r"\]\(([\w.-]+\.md)(?:#[^)]*)?\)")
+"""A Markdown link to a page in the same folder: ``[text](page.md)`` or ``(page.md#part)``."""
+
+
 def folder_pages(docs_dir: Path, folder: str) -> list[Any]:
-    """The nav entries of a folder: ``index.md`` first, the other pages by file name, and
-    each subfolder as a section of its own (titled from its name)."""
+    """The nav entries of a folder: ``index.md`` first, then the pages in the order the
+    index links to them (it is the section's table of contents), then the others by file
+    name; each subfolder is a section of its own, titled from its name."""
     root = docs_dir / folder
     if not root.is_dir():
         return []
-    entries: list[Any] = []
-    pages = sorted(root.glob("*.md"), key=lambda p: (p.name != "index.md", p.name))
-    entries += [p.relative_to(docs_dir).as_posix() for p in pages]
+    index = root / "index.md"
+    linked = re.findall(_PAGE_LINK, index.read_text()) if index.exists() else []
+    order = {name: i for i, name in enumerate(dict.fromkeys(["index.md", *linked]))}
+    pages = sorted(root.glob("*.md"), key=lambda p: (order.get(p.name, len(order)), p.name))
+    entries: list[Any] = [p.relative_to(docs_dir).as_posix() for p in pages]
     for sub in sorted(p for p in root.iterdir() if p.is_dir()):
         inner = folder_pages(docs_dir, f"{folder.rstrip('/')}/{sub.name}/")
         if inner:

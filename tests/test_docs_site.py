@@ -196,19 +196,29 @@ def test_api_reference_documents_every_public_name_once(page: str, module: Modul
     assert sorted(documented) == sorted(module.__all__)
 
 
-def test_nav_folder_section_lists_index_first_then_pages_by_name(tmp_path: Path) -> None:
-    for page in ("tutorial/b.md", "tutorial/index.md", "tutorial/a.md", "tutorial/more/c.md"):
+def test_nav_folder_section_follows_its_index_then_file_names(tmp_path: Path) -> None:
+    pages = {
+        "tutorial/index.md": "# Start\n\n[first](first.md), [then](then.md#part), [x](../x.md)\n",
+        "tutorial/then.md": "# Then\n",
+        "tutorial/first.md": "# First\n",
+        "tutorial/b-unlinked.md": "# B\n",
+        "tutorial/a-unlinked.md": "# A\n",
+        "tutorial/more-steps/c.md": "# C\n",
+    }
+    for page, text in pages.items():
         (tmp_path / page).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / page).write_text("# page\n")
+        (tmp_path / page).write_text(text)
     nav = [{"Home": "index.md"}, {"Tutorial": "tutorial/"}, {"Design": "design/"}]
     assert hooks.expand_nav(nav, tmp_path) == [
         {"Home": "index.md"},
         {
             "Tutorial": [
                 "tutorial/index.md",
-                "tutorial/a.md",
-                "tutorial/b.md",
-                {"More": ["tutorial/more/c.md"]},
+                "tutorial/first.md",
+                "tutorial/then.md",
+                "tutorial/a-unlinked.md",
+                "tutorial/b-unlinked.md",
+                {"More steps": ["tutorial/more-steps/c.md"]},
             ]
         },
     ]
@@ -242,9 +252,12 @@ def _serve(root: Path) -> Iterator[str]:
         def log_message(self, format: str, *args: Any) -> None:
             pass
 
-    server = http.server.ThreadingHTTPServer(
-        ("127.0.0.1", 0), functools.partial(Handler, directory=str(root))
-    )
+    class Server(http.server.ThreadingHTTPServer):
+        def handle_error(self, request: Any, client_address: Any) -> None:
+            if not isinstance(sys.exc_info()[1], ConnectionError):  # a transfer cut short
+                super().handle_error(request, client_address)
+
+    server = Server(("127.0.0.1", 0), functools.partial(Handler, directory=str(root)))
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
@@ -259,14 +272,15 @@ def _watch(page: Any, problems: list[str]) -> None:
     """Record in ``problems`` what a page's visitor would call broken: a console error, an
     uncaught exception, an HTTP error, a failed request, any request that leaves 127.0.0.1.
     A request the browser itself cut short for the next navigation (ERR_ABORTED) is not
-    one: a missing file is an HTTP 404, a dead server a refused connection."""
+    one: a missing file is an HTTP 404, a dead server a refused connection; nor is one the
+    test blocked on purpose (ERR_BLOCKED_BY_CLIENT)."""
 
     def console(message: Any) -> None:
         if message.type == "error":
             problems.append(f"console error: {message.text}")
 
     def failed(request: Any) -> None:
-        if "ERR_ABORTED" not in (request.failure or ""):
+        if not any(e in (request.failure or "") for e in ("ERR_ABORTED", "ERR_BLOCKED_BY_CLIENT")):
             problems.append(f"failed: {request.url} {request.failure}")
 
     def response(response: Any) -> None:
@@ -285,10 +299,8 @@ def _watch(page: Any, problems: list[str]) -> None:
 
 
 @pytest.fixture
-def browser_page(site: Path) -> Iterator[tuple[Any, str, list[str]]]:
-    """(a Playwright page, the site's base URL, problems seen so far) in headless Chromium;
-    a problem is a console error, an uncaught exception, a failed request or one that
-    left 127.0.0.1."""
+def browser() -> Iterator[Any]:
+    """Headless Chromium under Playwright, or a skip that says how to install one."""
     sync_api = pytest.importorskip("playwright.sync_api", reason=f"no playwright: {BROWSER_HINT}")
     with sync_api.sync_playwright() as playwright:
         executable = chromium()
@@ -296,13 +308,40 @@ def browser_page(site: Path) -> Iterator[tuple[Any, str, list[str]]]:
             pytest.skip(BROWSER_HINT)
         browser = playwright.chromium.launch(executable_path=executable, args=BROWSER_FLAGS)
         try:
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            problems: list[str] = []
-            _watch(page, problems)
-            with _serve(site) as base:
-                yield page, base, problems
+            yield browser
         finally:
             browser.close()
+
+
+@contextlib.contextmanager
+def _open(browser: Any, root: Path) -> Iterator[tuple[Any, str, list[str]]]:
+    """(a page, the base URL of ``root`` served on 127.0.0.1, the problems `_watch` saw)."""
+    page = browser.new_page(viewport={"width": 1280, "height": 900})
+    problems: list[str] = []
+    _watch(page, problems)
+    with _serve(root) as base:
+        yield page, base, problems
+
+
+@pytest.fixture
+def browser_page(site: Path, browser: Any) -> Iterator[tuple[Any, str, list[str]]]:
+    with _open(browser, site) as opened:
+        yield opened
+
+
+def test_browser_check_sees_console_errors_missing_files_and_outside_requests(
+    browser: Any, tmp_path: Path
+) -> None:
+    """The page checks below can fail: a broken page shows each kind of problem."""
+    (tmp_path / "index.html").write_text(
+        "<h1>broken</h1><img src='missing.png'>"
+        "<script>console.error('boom'); fetch('http://192.0.2.1/x').catch(() => {});</script>"
+    )
+    with _open(browser, tmp_path) as (page, base, problems):
+        page.goto(base, wait_until="load")
+    assert "console error: boom" in problems
+    assert any(p.startswith("HTTP 404:") and "missing.png" in p for p in problems), problems
+    assert any(p.startswith("outside: http://192.0.2.1/") for p in problems), problems
 
 
 def _pages(site: Path) -> list[str]:
@@ -322,6 +361,9 @@ def test_docs_site_every_page_loads_in_chromium_without_errors(
     site: Path, browser_page: tuple[Any, str, list[str]]
 ) -> None:
     page, base, problems = browser_page
+    # Each page would start the search worker, which indexes the whole site again: 40% of
+    # this test's time. The search test runs it; here it is blocked.
+    page.route("**/assets/javascripts/workers/*", lambda route: route.abort("blockedbyclient"))
     paths = _pages(site)
     assert "./" in paths and "reference/cli/" in paths
     for path in paths:
