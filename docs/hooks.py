@@ -42,8 +42,9 @@ from triogroups.protocol import protocol_class, protocol_names
 
 log = logging.getLogger("mkdocs.hooks.triogroups")
 
-HELP_WIDTH = 100
-"""Columns of the usage lines on the CLI page (argparse wraps at the terminal's width)."""
+HELP_WIDTH = 80
+"""Columns of the usage lines on the CLI page: argparse wraps at the terminal's width, and
+material's text column holds about 84 characters of code."""
 
 _PUBLIC_MODULES = (triogroups, triogroups.extend, triogroups.testing)
 
