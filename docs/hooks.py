@@ -162,12 +162,18 @@ def cli_page() -> str:
 # -- protocols -----------------------------------------------------------------------------
 
 
-def _class_reference(cls: type) -> str:
-    """A link to the class's entry in the API reference, or its import path."""
+def _public_path(cls: type) -> str | None:
+    """``module.Name`` where a public module exports ``cls`` (its API reference entry)."""
     for module in _PUBLIC_MODULES:
         if getattr(module, cls.__name__, None) is cls and cls.__name__ in module.__all__:
-            return f"[`{module.__name__}.{cls.__name__}`][{module.__name__}.{cls.__name__}]"
-    return f"`{inspect.getmodule(cls).__name__}.{cls.__name__}`"  # type: ignore[union-attr]
+            return f"{module.__name__}.{cls.__name__}"
+    return None
+
+
+def _class_reference(cls: type) -> str:
+    """A link to the class's entry in the API reference, or its import path."""
+    path = _public_path(cls)
+    return f"[`{path}`][{path}]" if path else f"`{cls.__module__}.{cls.__qualname__}`"
 
 
 def _anchor(name: str) -> str:
@@ -241,13 +247,6 @@ def _errors(module: Any) -> list[type[BaseException]]:
         if inspect.isclass(obj) and issubclass(obj, BaseException):
             found.append(obj)
     return found
-
-
-def _public_path(cls: type) -> str | None:
-    for module in _PUBLIC_MODULES:
-        if getattr(module, cls.__name__, None) is cls and cls.__name__ in module.__all__:
-            return f"{module.__name__}.{cls.__name__}"
-    return None
 
 
 def _base_names(cls: type) -> str:
