@@ -58,6 +58,8 @@ BROWSER_FLAGS = [
     "--disable-sync",
     "--no-first-run",
 ]
+BROWSER_STEP_TIMEOUT_MS = 180_000
+BUILD_TIMEOUT = 300  # seconds; a build takes about 7 s of CPU
 
 
 def _module(name: str, path: Path) -> ModuleType:
@@ -84,7 +86,7 @@ def _build(out: Path) -> dict[str, Any]:
         env=env,
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=BUILD_TIMEOUT,
         check=False,
     )
     return {"returncode": result.returncode, "output": result.stdout + result.stderr}
@@ -317,6 +319,9 @@ def browser() -> Iterator[Any]:
 def _open(browser: Any, root: Path) -> Iterator[tuple[Any, str, list[str]]]:
     """(a page, the base URL of ``root`` served on 127.0.0.1, the problems `_watch` saw)."""
     page = browser.new_page(viewport={"width": 1280, "height": 900})
+    # Playwright's 30 s per step is for a quiet machine: only a hang should fail these
+    page.set_default_timeout(BROWSER_STEP_TIMEOUT_MS)
+    page.set_default_navigation_timeout(BROWSER_STEP_TIMEOUT_MS)
     problems: list[str] = []
     _watch(page, problems)
     with _serve(root) as base:
