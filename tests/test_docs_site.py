@@ -34,6 +34,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import yaml
 from rich.console import Console
 
 import triogroups
@@ -77,11 +78,11 @@ griffe_docstrings = _module("docs_griffe_docstrings", DOCS / "griffe_docstrings.
 # -- the build -----------------------------------------------------------------------------
 
 
-def _build(out: Path) -> dict[str, Any]:
+def _build(out: Path, config: Path = ROOT / "mkdocs.yml") -> dict[str, Any]:
     env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}  # material's banner about its successor
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
     result = subprocess.run(
-        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", "mkdocs.yml", "-d", str(out)],
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "-f", str(config), "-d", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -130,6 +131,28 @@ def test_docs_site_config_fails_on_every_broken_link_and_nav_entry() -> None:
     for group in ("nav", "links"):
         levels = config.validation[group]
         assert all(level >= 30 for level in levels.values()), (group, levels)  # WARNING
+
+
+def test_docs_site_strict_build_fails_on_a_broken_anchor_or_cross_reference(
+    tmp_path: Path,
+) -> None:
+    """mkdocs.yml's settings on a site of one page with a link to a missing anchor and a
+    reference to an API name that does not exist: the build fails and names both."""
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "index.md").write_text("# Home\n\n## Here\n")
+    (docs / "page.md").write_text(
+        "# Page\n\nSee [home](index.md#not-here) and [`Nope`][triogroups.Nope].\n"
+    )
+    config["docs_dir"] = str(docs)
+    config["nav"] = ["index.md", "page.md", *hooks.GENERATED]
+    config["hooks"] = [str(DOCS / "hooks.py")]
+    (tmp_path / "mkdocs.yml").write_text(yaml.safe_dump(config))
+    result = _build(tmp_path / "site", tmp_path / "mkdocs.yml")
+    assert result["returncode"] != 0
+    assert "'index.md' does not contain an anchor '#not-here'" in result["output"]
+    assert "Could not find cross-reference target 'triogroups.Nope'" in result["output"]
 
 
 # -- the generated reference ---------------------------------------------------------------
