@@ -2,14 +2,16 @@
 """One entry point for a fresh checkout: `python3 dev.py demo` or `python3 dev.py test`.
 
 Creates ``.venv`` beside this file on first use, installs triogroups into it
-(editable, with the test and spark extras), then runs the demo cluster or the whole
+(editable, with the test, spark and docs extras), then runs the demo cluster or the whole
 check: ruff lint, ruff format check, mypy, and pytest (in four workers). Needs only Python
-3.11+, pip and the package index.
+3.11+, pip and the package index. `python3 dev.py test --fast` is the quick loop while
+working: the same lint and type checks, and every test but the slow kinds (`FAST_SKIPS`).
 """
 
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -31,13 +33,49 @@ def _run(*args: str | Path) -> None:
 # application's `mypy --strict` sees triogroups and its py.typed (setuptools' default editable
 # mode hides the package behind an import hook that type checkers cannot follow, and the
 # compat mode that avoided it is deprecated).
-INSTALL = ("-e", ".[test,spark]")
+INSTALL = ("-e", ".[test,spark,docs]")
 
 # The suite spends most of its time waiting (member processes starting, failure detection,
 # merges, chaos runs in real time): tests/real and tests/supervisor took 509 s of wall time
 # for 106 s of CPU. Four workers that steal each other's queued tests overlap those waits
 # on two cores; `dev.py test -n 0` runs everything in one process.
 PARALLEL = ("-n", "4", "--dist", "worksteal")
+
+# What `test --fast` leaves out (pytest markers, pyproject.toml): member processes over real
+# sockets, Spark (a JVM), network namespaces, and building and installing the package. What
+# remains is the sans-IO, simulated and in-process tests; CI runs everything.
+FAST_SKIPS = ("real", "spark", "sparkcluster", "multihost", "package")
+
+
+def pytest_args(rest: list[str]) -> list[str]:
+    """pytest's arguments for `dev.py test [--fast] [pytest args]`: ``--fast`` becomes a
+    marker expression that deselects `FAST_SKIPS`; everything else goes to pytest as given
+    (a later ``-m`` of the caller's replaces it)."""
+    args = [*PARALLEL]
+    if "--fast" in rest:
+        args += ["-m", " and ".join(f"not {marker}" for marker in FAST_SKIPS)]
+    return args + [arg for arg in rest if arg != "--fast"]
+
+
+# The docs site's browser test (tests/test_docs_site.py) drives a Chromium that is already
+# installed, the distribution's or Playwright's own; without one it is skipped.
+BROWSER_ENV = "TRIOGROUPS_CHROMIUM"
+BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
+BROWSER_HINT = (
+    "no Chromium found, so the docs site's browser test is skipped; install one with "
+    "`sudo apt-get install chromium` (Debian; Ubuntu: chromium-browser) or "
+    "`.venv/bin/python -m playwright install chromium`, or set "
+    f"{BROWSER_ENV} to a Chromium or Chrome binary"
+)
+
+
+def chromium() -> str | None:
+    """The browser for the docs site's test: ``$TRIOGROUPS_CHROMIUM``, else the first of
+    `BROWSERS` on the PATH, else None."""
+    chosen = os.environ.get(BROWSER_ENV)
+    if chosen:
+        return chosen
+    return next((found for name in BROWSERS if (found := shutil.which(name))), None)
 
 
 def _ensure_venv() -> None:
@@ -56,9 +94,17 @@ def _ensure_venv() -> None:
         stamp.write_text(wanted)
 
 
+def _playwright_has_chromium() -> bool:
+    """Whether ``playwright install chromium`` put a browser where Playwright looks."""
+    cache = Path(os.environ.get("PLAYWRIGHT_BROWSERS_PATH") or Path.home() / ".cache/ms-playwright")
+    return any(cache.glob("chromium-*"))
+
+
 def main(argv: list[str]) -> None:
     if not argv or argv[0] not in ("demo", "test"):
-        sys.exit("usage: python3 dev.py demo [options] | python3 dev.py test [pytest args]")
+        sys.exit(
+            "usage: python3 dev.py demo [options] | python3 dev.py test [--fast] [pytest args]"
+        )
     _ensure_venv()
     command, rest = argv[0], argv[1:]
     if command == "demo":
@@ -67,7 +113,9 @@ def main(argv: list[str]) -> None:
     _run(BIN / "ruff", "check", ".")
     _run(BIN / "ruff", "format", "--check", ".")
     _run(BIN / "mypy")
-    _run(BIN / "python", "-m", "pytest", *PARALLEL, *rest)
+    if chromium() is None and not _playwright_has_chromium():
+        print(f"note: {BROWSER_HINT}", flush=True)
+    _run(BIN / "python", "-m", "pytest", *pytest_args(rest))
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 """Every benchmark in ``benchmarks/`` runs to its table, in its smallest configuration.
 
 The benchmarks are measurements, never timed tests, so nothing here looks at a figure. What
-this checks is that each still runs as the README says to run it: a benchmark that crashes
+this checks is that each still runs as docs/benchmarks.md says to run it: a benchmark that crashes
 (as ``bench_diag.py`` did once ``bench_channel`` gained an option it did not pass on) is
 found by the suite, not by the next person who needs its figures. Each runs as a user runs
 it, ``python benchmarks/<name>.py ...``, with its member processes; the driver is killed if

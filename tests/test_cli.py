@@ -94,6 +94,18 @@ def test_protocol_shows_defaults_with_units_and_rules(capsys: pytest.CaptureFixt
     assert "in [0, 1]" in row, row
 
 
+def test_protocol_prints_brackets_in_rules_and_docs_as_written(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TCPPING's ``host[port]`` is text, not rich markup (it printed as "host" and the docs
+    site, which shows the same rows, said "host[port]")."""
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped: every cell whole on one line
+    assert main(["protocol", "TCPPING"]) == 0
+    (row,) = _lines_with(capsys.readouterr().out, "initial_hosts")
+    assert "a list of host[port] entries" in row, row
+    assert "endpoints to ask: host[port], ..." in row, row
+
+
 _DEMO_STACK = _demo.demo_stack
 
 

@@ -1,6 +1,6 @@
 """``triogroups demo`` as a user meets it while it runs (issue 38): it prints its cluster, the
-README's probe commands find it there, and Ctrl-C or SIGTERM stop it in one line with its
-member processes reaped.
+probe commands of docs/how-to/probe-and-inspector.md find it there, and Ctrl-C or SIGTERM stop
+it in one line with its member processes reaped.
 
 Each test starts the real command (member processes on loopback, on a cluster name of its own)
 and probes it with the real ``probe`` command; every process is reaped, whatever happens.

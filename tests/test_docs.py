@@ -1,8 +1,10 @@
-"""Every code block in README.md and every example in a docstring runs as written.
+"""Every code block in the Markdown docs and every example in a docstring runs as written.
 
-A user copies examples; one that does not run is a bug. So:
+The Markdown docs are README.md, every ``.md`` file under ``docs/`` and the reference pages
+the docs site generates at build time (``docs/hooks.py``). A user copies examples; one that
+does not run is a bug. So:
 
-- each ```python block of the README runs as a program of its own (a fresh
+- each ```python block of those pages runs as a program of its own (a fresh
   interpreter in an empty directory), or, when it defines ``test_*``
   functions, as a pytest file with pytest-trio's ``trio_mode``;
 - each ```toml block parses, and one with ``[[protocol]]`` layers is checked
@@ -13,8 +15,8 @@ A user copies examples; one that does not run is a bug. So:
   and its ``::`` literal blocks are TOML stacks, commands that parse, or one
   of the few format descriptions named below (never untested Python).
 
-The tests are generic: a block added to the README is covered without
-touching this file.
+The tests are generic: a block added to the README or to a page under docs/ is covered
+without touching this file.
 """
 
 from __future__ import annotations
@@ -44,7 +46,29 @@ from triogroups.transports.base import Transport
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+DOCS = ROOT / "docs"
 EXAMPLES = ROOT / "examples"
+
+
+def _load_docs_hooks() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("docs_hooks", DOCS / "hooks.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _markdown_pages() -> dict[str, str]:
+    """Page name -> Markdown text: README.md, docs/**/*.md, and the generated reference."""
+    pages = {"README.md": README.read_text()}
+    for path in sorted(DOCS.rglob("*.md")):
+        pages[path.relative_to(ROOT).as_posix()] = path.read_text()
+    for uri, make in _load_docs_hooks().GENERATED.items():
+        pages[f"docs/{uri} (generated)"] = make()
+    return pages
+
+
+PAGES = _markdown_pages()
 
 _FENCE = re.compile(r"^```(\w*)[ \t]*\n(.*?)^```[ \t]*$", re.MULTILINE | re.DOTALL)
 _LITERAL = re.compile(r"::\n\n((?:[ \t]+\S.*\n|[ \t]*\n)+)")
@@ -65,13 +89,13 @@ _NOT_CODE = ("", "text")  # format descriptions, sample output
 
 
 def _blocks(*languages: str) -> list[Any]:
-    """``pytest.param(text, id="README.md:<line>")`` for each block in one of ``languages``."""
-    text = README.read_text()
+    """``pytest.param(text, id="<page>:<line>")`` for each block in one of ``languages``."""
     found = []
-    for match in _FENCE.finditer(text):
-        if match.group(1) in languages:
-            line = text.count("\n", 0, match.start()) + 1
-            found.append(pytest.param(match.group(2), id=f"README.md:{line}"))
+    for page, text in PAGES.items():
+        for match in _FENCE.finditer(text):
+            if match.group(1) in languages:
+                line = text.count("\n", 0, match.start()) + 1
+                found.append(pytest.param(match.group(2), id=f"{page}:{line}"))
     return found
 
 
@@ -95,7 +119,7 @@ def _run(args: list[str], cwd: Path, timeout: float = 120) -> None:
 
 
 @pytest.mark.parametrize("source", _blocks("python"))
-def test_readme_python_block_runs_as_written(source: str, tmp_path: Path) -> None:
+def test_doc_python_block_runs_as_written(source: str, tmp_path: Path) -> None:
     """The block alone, in an empty directory, with nothing imported for it."""
     if _defines_tests(source):
         (tmp_path / "test_block.py").write_text(source)
@@ -107,10 +131,19 @@ def test_readme_python_block_runs_as_written(source: str, tmp_path: Path) -> Non
         _run([sys.executable, "block.py"], tmp_path)
 
 
-def test_readme_blocks_are_in_a_checked_language() -> None:
+@pytest.mark.parametrize("page", PAGES)
+def test_doc_blocks_are_in_a_checked_language(page: str) -> None:
     """A block in another language would go unchecked: name it python, toml or sh."""
-    languages = {match.group(1) for match in _FENCE.finditer(README.read_text())}
+    languages = {match.group(1) for match in _FENCE.finditer(PAGES[page])}
     assert languages <= {*_CHECKED, *_NOT_CODE}, languages - {*_CHECKED, *_NOT_CODE}
+
+
+def test_docs_pages_are_found_under_docs_and_generated() -> None:
+    """The block tests above see the hand-written pages under docs/ and the generated
+    reference, not only the README."""
+    assert any(page.startswith("docs/") and "(generated)" not in page for page in PAGES)
+    assert "docs/reference/presets.md (generated)" in PAGES
+    assert any(p.id.startswith("docs/reference/presets.md") for p in _blocks("toml"))
 
 
 def _check_stack_toml(text: str) -> None:
@@ -126,7 +159,7 @@ def _check_stack_toml(text: str) -> None:
 
 
 @pytest.mark.parametrize("text", _blocks("toml"))
-def test_readme_toml_block_is_a_valid_stack(text: str) -> None:
+def test_doc_toml_block_is_a_valid_stack(text: str) -> None:
     _check_stack_toml(text)
 
 
@@ -169,23 +202,23 @@ def _check_one_group(lines: list[str]) -> None:
         assert options == first, f"members of one group with different options: {lines}"
 
 
-def _readme_commands() -> list[Any]:
-    text = README.read_text()
+def _doc_commands() -> list[Any]:
     lines = [
         line
         for block in _blocks(*_SHELL)
         for line in re.sub(r"\\\n\s*", " ", block.values[0]).splitlines()  # `\` continues
     ]
-    lines += _INLINE_COMMAND.findall(text)
+    for text in PAGES.values():
+        lines += _INLINE_COMMAND.findall(text)
     return [pytest.param(line, id=line) for line in dict.fromkeys(lines) if line.strip()]
 
 
-@pytest.mark.parametrize("line", _readme_commands())
-def test_readme_command_parses(line: str) -> None:
+@pytest.mark.parametrize("line", _doc_commands())
+def test_doc_command_parses(line: str) -> None:
     _check_command(line)
 
 
-def test_readme_command_check_can_fail() -> None:
+def test_doc_command_check_can_fail() -> None:
     with pytest.raises(AssertionError, match="does not parse"):
         _check_command("triogroups demo --members three")
 
@@ -249,9 +282,9 @@ def test_docstring_literal_blocks_are_checked(module: ModuleType) -> None:
                 ), f"{module.__name__}: a literal block not tested; make it a doctest:\n{lines}"
 
 
-def _readme_block_containing(language: str, needle: str) -> str:
+def _block_containing(language: str, needle: str) -> str:
     found = [p.values[0] for p in _blocks(language) if needle in p.values[0]]
-    assert found, f"no ```{language} block in README.md contains {needle!r}"
+    assert found, f"no ```{language} block in the docs contains {needle!r}"
     return str(found[0])
 
 
@@ -261,7 +294,7 @@ def test_readme_quick_start_activation_makes_its_commands_work_as_typed() -> Non
     (first contact: without that line, "command not found" and ModuleNotFoundError)."""
     if not (ROOT / ".venv" / "bin" / "activate").exists():
         pytest.skip("no .venv beside the checkout: `python3 dev.py test` makes it")
-    block = _readme_block_containing("sh", "activate")
+    block = _block_containing("sh", "activate")
     activate = next(line for line in block.splitlines() if "activate" in line)
     activate = activate.split("#")[0].strip()
     fresh_path = ":".join(
@@ -288,7 +321,7 @@ def test_readme_first_channel_example_shows_both_messages_it_sends(tmp_path: Pat
     """The Channels section's first example multicasts a dict and unicasts bytes to itself;
     the two travel apart, so it must wait for both whatever their order, and print each
     (it used to stop at the unicast, which usually came first)."""
-    source = _readme_block_containing("python", 'ch.send(b"just you", to=ch.address)')
+    source = _block_containing("python", 'ch.send(b"just you", to=ch.address)')
     (tmp_path / "block.py").write_text(source)
     result = subprocess.run(
         [sys.executable, "block.py"],

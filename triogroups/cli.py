@@ -24,6 +24,7 @@ from functools import partial
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from triogroups import __version__
 from triogroups._cli_exit import EXIT_STATUS, Stopped, fail, run_stoppable, stopped
@@ -33,7 +34,7 @@ from triogroups.config import StackConfig, preset_names
 from triogroups.inspector._cli import add_probe_parser, run_probe
 from triogroups.inspector._demo_inspect import run_demo_inspect
 from triogroups.inspector._inspect import add_inspect_parser, run_inspect
-from triogroups.properties import PropertyError
+from triogroups.properties import PropertyError, property_rows
 from triogroups.protocol import protocol_class, protocol_names
 from triogroups.supervisor._launch import add_launch_parser, run_launch, split_app_args
 from triogroups.supervisor.spark._cli import add_spark_parser, run_spark
@@ -146,11 +147,8 @@ def _protocol(console: Console, name: str | None) -> None:
     table.add_column("property", no_wrap=True)  # the name to type: never cut short
     for column in ("default", "rule", "doc"):
         table.add_column(column)
-    for key, prop in sorted(cls.declared_properties().items()):
-        rule = prop.rule or "-"
-        if prop.nullable:
-            rule = f"{rule}, or none" if prop.rule else "or none"
-        table.add_row(key, prop.show(prop.default), rule, prop.doc)
+    for row in property_rows(cls.declared_properties()):
+        table.add_row(*map(Text, row))  # text, not markup: TCPPING's "host[port]" stays whole
     console.print(table, highlight=False)
 
 

@@ -26,7 +26,7 @@ bytes; "64KB", "2MB" are accepted.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "at_least",
     "between",
     "positive",
+    "property_rows",
 ]
 
 
@@ -124,6 +125,24 @@ class Property(Generic[T]):
         if self.check is not None and not self.check(converted):
             raise PropertyError(f"{owner}.{self.name} must be {self.rule}, got {value!r}")
         return converted
+
+
+def property_rows(properties: Mapping[str, Property[Any]]) -> list[tuple[str, str, str, str]]:
+    """(name, default, rule, doc) of each property, sorted by name: the table that
+    ``triogroups protocol X`` prints and the docs site's protocol reference shows, made in
+    one place so the two cannot differ. The default is written as a TOML stack writes it.
+
+    >>> rows = property_rows({"xmit_interval": Duration(0.5, doc="between runs", check=positive)})
+    >>> rows
+    [('xmit_interval', '"500ms"', '> 0', 'between runs')]
+    """
+    rows = []
+    for name, prop in sorted(properties.items()):
+        rule = prop.rule or "-"
+        if prop.nullable:
+            rule = f"{rule}, or none" if prop.rule else "or none"
+        rows.append((name, prop.show(prop.default), rule, prop.doc))
+    return rows
 
 
 class Int(Property[int]):

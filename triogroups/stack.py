@@ -111,7 +111,7 @@ class Stack:
     incarnation's address comes from ``new_address(name)`` (random UUIDs by
     default; the test kit derives them from its seed).
 
-    ``secret`` turns on shared-secret mode (README "Security"): every bundle
+    ``secret`` turns on shared-secret mode (docs/how-to/shared-secret.md): every bundle
     is encrypted and authenticated with a key derived from it and the cluster
     name. Without it the transport's ``secret_file`` or ``$TRIOGROUPS_SECRET``
     is used, if set. `install_secret` rotates it at run time.

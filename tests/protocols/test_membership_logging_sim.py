@@ -3,7 +3,7 @@
 On the simulated network with a fixed seed: a join, a leave, a suspicion, a
 merge, and a layer crash with its restart each leave records under
 ``triogroups.*`` at the agreed levels: INFO for membership changes, WARNING
-for suspicions and crashes (the README's "Logging" subsection lists them).
+for suspicions and crashes (docs/how-to/logging.md lists them).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@
 A request/response round trip between two processes pays for each side
 waking up: the side that waits blocks in ``epoll_wait``, the kernel puts it
 to sleep, and the answer has to wake it again. On virtual machines whose idle
-CPUs halt at once that wake-up is a large share of a short round trip (see the
-README's "Measured"), and the woken code runs slower on cold caches.
+CPUs halt at once that wake-up is a large share of a short round trip (see
+docs/benchmarks.md), and the woken code runs slower on cold caches.
 
 A transport with ``busy_poll`` set keeps one extra task, the `BusyPoller`,
 runnable for that long after each send and each receive. While it is
@@ -15,7 +15,7 @@ task parks on an event until the next send or receive; an idle member does
 not spin. The trade is CPU for latency, as with Linux's ``SO_BUSY_POLL`` or
 the Erlang VM's scheduler busy-wait: a waiting member keeps a CPU busy for up
 to the window, which costs throughput where members outnumber the cores
-(off by default; the README says when to turn it on).
+(off by default; docs/how-to/busy-polling.md says when to turn it on).
 
 Only Trio's public API is used: the spinning task yields at every pass, so
 every other task runs as usual.

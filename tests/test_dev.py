@@ -1,0 +1,58 @@
+"""``python3 dev.py test --fast``: the quick loop runs lint, types and every test but the slow
+kinds, which are exactly the markers pyproject.toml registers (CONTRIBUTING.md, Testing)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import dev
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _registered_markers() -> set[str]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    return {line.split(":")[0] for line in config["tool"]["pytest"]["ini_options"]["markers"]}
+
+
+def test_dev_test_fast_becomes_a_marker_expression_and_the_rest_goes_to_pytest() -> None:
+    fast = "not real and not spark and not sparkcluster and not multihost and not package"
+    assert dev.pytest_args(["--fast", "-k", "wire", "-x"]) == [
+        *dev.PARALLEL,
+        "-m",
+        fast,
+        "-k",
+        "wire",
+        "-x",
+    ]
+    assert dev.pytest_args(["-k", "wire"]) == [*dev.PARALLEL, "-k", "wire"]
+
+
+def test_dev_test_fast_skips_every_registered_marker() -> None:
+    """Every marker the suite registers names a slow kind of test (processes, Spark,
+    namespaces, the package build): a new marker must be placed in or out of the quick
+    loop on purpose."""
+    assert set(dev.FAST_SKIPS) == _registered_markers()
+
+
+def test_dev_test_fast_expression_deselects_marked_tests_and_keeps_the_rest() -> None:
+    """pytest reads the expression as meant: the package tests (module marker) go, the wire
+    codec's tests stay."""
+    (*_, flag, expression) = dev.pytest_args(["--fast"])
+    collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
+    files = ("tests/test_packaging.py", "tests/test_wire.py")
+    result = subprocess.run(
+        [*collect, flag, expression, *files],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    selected = [line for line in result.stdout.splitlines() if "::" in line]
+    assert selected, result.stdout
+    assert all(line.startswith("tests/test_wire.py::") for line in selected), result.stdout
