@@ -30,8 +30,6 @@ from triogroups.protocols import ids
 from triogroups.protocols.gms import Gms, GmsHeader
 from triogroups.protocols.gms._header import (
     CANCEL_MERGE,
-    GET_DIGEST_REQ,
-    GET_DIGEST_RSP,
     INSTALL_MERGE_VIEW,
     JOIN_REQ,
     JOIN_RSP,
@@ -707,71 +705,3 @@ def test_gms_joiner_whose_merge_view_overtakes_its_join_rsp_installs_both() -> N
     acks = [m.headers[ids.GMS] for d in down if isinstance(d, list) for m in d]
     assert [(h.type, h.view) for h in acks] == [(VIEW_ACK, left), (VIEW_ACK, merged)]
     assert gms.view == merged and gms.take_up() == [ViewChange(left), ViewChange(merged)]
-
-
-def _from(src: Address, dest: Address, hdr: GmsHeader) -> Message:
-    return Message(dest, src=src, headers={ids.GMS: hdr})
-
-
-def test_gms_merge_representative_answers_for_the_members_of_its_view_that_are_still_there() -> (
-    None
-):
-    """Campaign udp seeds 10908 and 11070: F was cut off while its coordinator A was killed
-    and C, B left; it held [A|4] (A, D, C, B, E, F) until a merge, whose view then named
-    the dead A, C and B (and D and E, in other views without F). As JGroups' representative
-    fetches the digests of its subpartition (JGRP-948), F asks the other members of its view
-    first and answers, after merge_timeout / 2, with only those that answered."""
-    leader, e, f = Address(10, "L"), Address(5, "E"), Address(6, "F")
-    stale = View(ViewId(4, A), [A, D, C, B, e, f])
-    gms = _member(f, stale, merge_timeout=2.0)
-    gms.up([_from(leader, f, GmsHeader(MERGE_REQ, merge_id=7))], 20.0)
-    probes = _sent(gms, GET_DIGEST_REQ)
-    assert sorted(m.dest for m in probes) == [A, B, C, D, e]  # type: ignore[type-var]
-    (probe,) = {m.headers[ids.GMS] for m in probes}
-    gms.up([_from(e, f, GmsHeader(GET_DIGEST_RSP, merge_id=probe.merge_id))], 20.1)
-    assert _sent(gms, MERGE_RSP) == []  # the others may still answer
-    _run_timers(gms, until=20.0 + 0.99)
-    assert _sent(gms, MERGE_RSP) == []
-    _run_timers(gms, until=21.0)
-    (answer,) = _sent(gms, MERGE_RSP)
-    hdr = answer.headers[ids.GMS]
-    assert answer.dest == leader and hdr.merge_id == 7
-    assert hdr.view == View(ViewId(4, A), [e, f])
-    assert gms.stats()["merge_members_left_out"] == 4
-
-
-def test_gms_merge_leader_leaves_out_the_members_of_its_own_view_that_never_answer() -> None:
-    """The leader speaks for its own view too: a member of it that is dead is not in the
-    merge view, and gets no INSTALL_MERGE_VIEW."""
-    gms = _member(A, View(ViewId(3, A), [A, C]), merge_timeout=2.0, max_bundling_time=0.0)
-    b_view = View(ViewId(2, B), [B])
-    gms.up_event(Merge((View(ViewId(3, A), [A, C]), b_view), (A, B)), 1.0)
-    (probe,) = _sent(gms, GET_DIGEST_REQ)
-    assert probe.dest == C
-    gms.up([_merge_rsp(B, b_view)], 1.1)
-    assert _views_up(gms) == []  # our own answer is not in yet
-    _run_timers(gms, until=2.0)
-    (merged,) = _views_up(gms)
-    assert isinstance(merged, MergeView) and merged.members == (A, B)
-    assert merged.subgroups == (View(ViewId(3, A), [A]), b_view)
-    (install,) = _sent(gms, INSTALL_MERGE_VIEW)
-    assert install.dest == B
-
-
-def test_gms_member_answers_get_digest_req_only_from_a_member_of_its_view_while_in_the_group() -> (
-    None
-):
-    """D, in [D|9] without F, does not answer F's GET_DIGEST_REQ (JGroups answers members of
-    its view only): F's stale view must not claim D. A member on its way out does not
-    answer either: a merge must not take it back in."""
-    gms = _member(B, View(ViewId(5, A), [A, B]))
-    gms.up([_from(A, B, GmsHeader(GET_DIGEST_REQ, merge_id=3))], 1.0)
-    (answer,) = _sent(gms, GET_DIGEST_RSP)
-    assert answer.dest == A and answer.headers[ids.GMS].merge_id == 3
-    gms.up([_from(C, B, GmsHeader(GET_DIGEST_REQ, merge_id=4))], 1.1)
-    assert _sent(gms, GET_DIGEST_RSP) == []
-    gms.down_event(Disconnect(), 1.2)
-    gms.take_down()
-    gms.up([_from(A, B, GmsHeader(GET_DIGEST_REQ, merge_id=5))], 1.3)
-    assert _sent(gms, GET_DIGEST_RSP) == []
-    assert gms.stats()["digest_requests_ignored"] == 2

@@ -24,7 +24,7 @@ EXPORTED = {
     "triogroups.protocols.gms": (
         "GmsHeader",
         "JOIN_REQ JOIN_RSP LEAVE_REQ LEAVE_RSP VIEW VIEW_ACK MERGE_REQ MERGE_RSP "
-        "INSTALL_MERGE_VIEW CANCEL_MERGE GET_DIGEST_REQ GET_DIGEST_RSP",
+        "INSTALL_MERGE_VIEW CANCEL_MERGE",
     ),
     "triogroups.protocols.stable": ("StableHeader", "STABLE_GOSSIP STABILITY"),
     "triogroups.protocols.merge3": ("Merge3Header", "INFO"),

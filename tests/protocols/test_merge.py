@@ -273,18 +273,14 @@ def test_merge3_over_a_multicasting_transport_sends_one_info_multicast() -> None
     assert isinstance(batch, list) and [msg.dest for msg in batch] == [None]
 
 
-async def test_merge_joiner_whose_join_rsp_is_lost_while_its_coordinator_merges_catches_up(
+async def test_merge_joiner_whose_merge_view_overtakes_its_join_rsp_installs_it(
     autojump_clock: Any,
 ) -> None:
     """Chaos run udp seed 17 on the simulated network: D joins C's view {C}, its JOIN_RSP
     is lost (UNICAST3 resends it after 8 s; D asks again only after 30 s), and meanwhile
-    A merges {A} with C's {C, D}. A's INSTALL_MERGE_VIEW, the first unicast from A, used to
-    reach D first, and D dropped it and stayed behind (now it would install it after the
-    join view, `Merger.joined`). Since C asks the members of its view whether they are
-    still there before it answers the merge (GET_DIGEST_REQ, JGRP-948), D, which cannot
-    hear C until the lost JOIN_RSP (C's first unicast to it) comes again, is left out of
-    that merge view: no merge view names D without D installing it, and D ends up in the
-    group."""
+    A merges {A} with C's {C, D}. A's INSTALL_MERGE_VIEW, the first unicast from A, reaches
+    D first; D must install the merge view right after the join view instead of dropping
+    it and staying behind."""
     from triogroups.protocols.gms._header import JOIN_RSP
 
     stack = (
@@ -331,36 +327,4 @@ async def test_merge_joiner_whose_join_rsp_is_lost_while_its_coordinator_merges_
             await trio.sleep(0.05)
             nursery.cancel_scope.cancel()
         merges = [v for v in seen["C"] if isinstance(v, MergeView) and d.address in v]
-        assert all(v in seen["D"] for v in merges), seen
-        assert c.protocol("GMS").stats()["merge_members_left_out"] == 1
-
-
-async def test_merge_of_a_view_whose_coordinator_died_leaves_the_dead_coordinator_out(
-    autojump_clock: Any,
-) -> None:
-    """Campaign udp seeds 10908 and 11070 on the simulated network, reduced: Z still holds
-    [X|n] (X, Y, Z) when X is killed, while Y has moved on to a view of its own. Failure
-    detection is slow here, so MERGE3 merges [X|n] (spoken for by Z) with Y's view first.
-    Z asks X and Y whether they are still in [X|n] (GET_DIGEST_REQ, JGRP-948): X is dead
-    and Y holds a view without Z, so the merge view is {Y, Z}. It used to name X too, so
-    Z and every other member kept a dead member in their view until failure detection
-    removed it in one more view."""
-    stack = (
-        StackConfig.preset("udp")
-        .configure("FD_ALL3", interval=1.0, timeout=120.0)
-        .configure("MERGE3", min_interval=0.5, max_interval=1.0)
-        .configure("GMS", merge_timeout=2.0)
-    )
-    async with open_cluster(3, stack, seed=10908) as cluster:
-        first = await cluster.wait_for_view()
-        x = next(m for m in cluster.members if m.address == first.coord)
-        y, z = sorted((m for m in cluster.members if m is not x), key=lambda m: m.address)
-        n = first.view_id.id
-        await cluster.inject_view(View(ViewId(n + 1, y.address), [y.address]), [y])
-        x.kill()
-        with trio.fail_after(60):
-            while not isinstance(y.view, MergeView) or z.view != y.view:
-                await trio.sleep(0.05)
-        merged = y.view
-        assert x.address not in merged, merged
-        assert {v.view_id for v in merged.subgroups} == {first.view_id, ViewId(n + 1, y.address)}
+        assert merges and all(v in seen["D"] for v in merges), seen

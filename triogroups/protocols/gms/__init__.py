@@ -91,8 +91,6 @@ from triogroups.protocols._batch import carries
 from triogroups.protocols.gms._coordinator import SUSPECT_REQ, Coordinator
 from triogroups.protocols.gms._header import (
     CANCEL_MERGE,
-    GET_DIGEST_REQ,
-    GET_DIGEST_RSP,
     INSTALL_MERGE_VIEW,
     JOIN_REQ,
     JOIN_RSP,
@@ -111,8 +109,6 @@ from triogroups.view import MergeView, View, ViewId
 
 __all__ = [
     "CANCEL_MERGE",
-    "GET_DIGEST_REQ",
-    "GET_DIGEST_RSP",
     "INSTALL_MERGE_VIEW",
     "JOIN_REQ",
     "JOIN_RSP",
@@ -200,8 +196,6 @@ class Gms(Protocol):
         self._has_discovery = False
         self.has_digest = False
         self._join_attempts = 0
-        #: The coordinator our last JOIN_REQ went to (it may admit us and then merge).
-        self.join_target: Address | None = None
         self._join_deadline = math.inf
         self._leave_deadline = math.inf
         self._leaving_coordinator = False
@@ -290,7 +284,6 @@ class Gms(Protocol):
             target = coords.most_common(1)[0][0]
             self._join_attempts += 1
             self.counters["join_requests_sent"] += 1
-            self.join_target = target
             self.send_down_one(_control(target, GmsHeader(JOIN_REQ)))
             self._join_deadline = now + self.join_timeout
         elif any(r.is_server and r.address != me for r in event.responses):
@@ -390,17 +383,6 @@ class Gms(Protocol):
         suspected: it is on its way out, the next member takes over.
         """
         return self.state == COORDINATOR or (self.state == LEAVING and self._leaving_coordinator)
-
-    def still_with(self, member: Address) -> bool:
-        """Whether ``member``, a merge representative asking (GET_DIGEST_REQ), may count us
-        in its view: we are in the group (neither joining nor leaving nor gone) and it is
-        in the view we hold, as JGroups answers members of its view only; or we are joining
-        and it is the coordinator we asked, which may have admitted us just before it
-        merged (`Merger.joined` then installs the merge view after the JOIN_RSP's view)."""
-        if self.state == CLIENT:
-            return member == self.join_target
-        view = self.view
-        return self.state in (PARTICIPANT, COORDINATOR) and view is not None and member in view
 
     @property
     def installing(self) -> bool:
@@ -542,10 +524,6 @@ class Gms(Protocol):
             self.merger.install(msg, hdr, now)
         elif kind == CANCEL_MERGE:
             self.merger.cancel(msg, hdr, now)
-        elif kind == GET_DIGEST_REQ:
-            self.merger.digest_request(msg, hdr)
-        elif kind == GET_DIGEST_RSP:
-            self.merger.digest_response(msg, hdr, now)
 
     # --- timers -------------------------------------------------------------------------
 

@@ -21,25 +21,6 @@ built from a view it no longer has. A participant whose leader disappears
 forgets the merge after ``merge_timeout``, so the next check can elect
 another leader.
 
-A representative speaks only for the members of its view that are still
-there (JGroups' JGRP-948, ``fetchDigestsFromAllMembersInSubPartition``):
-before it answers, it sends GET_DIGEST_REQ to every other member of its
-view and waits up to ``merge_timeout`` / 2 for their GET_DIGEST_RSP, and
-its answer's view lists only itself and those that answered. A member
-answers while it is in the group (not leaving or gone) and the asker is in
-the view it holds now, as JGroups answers only members of its view; a
-joiner answers the coordinator it sent JOIN_REQ to (admitted just before
-that coordinator merged, it installs the merge view after its JOIN_RSP,
-below). So a view held by a member whose coordinator and other members
-crashed or left while it was cut off is merged as what is left of it, not
-with the dead: the merge view used to take in every member of the stale
-view (campaign udp seeds 10908 and 11070: F, paused or split off while its
-coordinator was killed and the others left, was merged back 20 s later in
-a view that still named them all, and one more view had to remove them
-once failure detection caught up). In triogroups the answer carries no
-digest: the representative's own digest already has an entry for each
-member of its view, as before; the round only says who is still there.
-
 The leader sends INSTALL_MERGE_VIEW with the merged digest to every member,
 which installs it after a `MergeDigest` with the entries of the members of
 the other subgroups only: its own subgroup (the one whose view it holds) is
@@ -87,7 +68,6 @@ from __future__ import annotations
 
 import logging
 import math
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from triogroups.address import Address
@@ -95,8 +75,6 @@ from triogroups.events import GetDigest, Merge, MergeDigest, ResumeStable, Suspe
 from triogroups.message import Message
 from triogroups.protocols.gms._header import (
     CANCEL_MERGE,
-    GET_DIGEST_REQ,
-    GET_DIGEST_RSP,
     INSTALL_MERGE_VIEW,
     MERGE_REQ,
     MERGE_RSP,
@@ -116,29 +94,6 @@ DIGEST_REQUESTER = "GMS.merge"
 _log = logging.getLogger("triogroups.protocols.gms")
 
 
-@dataclass
-class _Answer:
-    """A representative's answer in the making: who of its view is still there, and its
-    digest. ``reply_to`` is the leader and merge id to answer (None: we lead, the answer
-    is our own)."""
-
-    round: int
-    view: View
-    reply_to: tuple[Address, int] | None
-    waiting: set[Address]
-    answered: set[Address]
-    deadline: float
-    digest: Digest | None = None
-    digest_pending: bool = False
-
-    def ready(self) -> bool:
-        return not self.waiting and not self.digest_pending
-
-    def reduced_view(self) -> View:
-        """The view as far as its members answered (its id unchanged)."""
-        return View(self.view.view_id, [m for m in self.view.members if m in self.answered])
-
-
 class Merger:
     """Merge state of one GMS: as leader, or as participant of someone's merge."""
 
@@ -150,12 +105,11 @@ class Merger:
         self._expected: set[Address] = set()
         self._answers: dict[Address, tuple[View, Digest | None]] = {}
         self._deadline = math.inf
+        self._own_digest_pending = False
         # participant side
         self._leader: tuple[Address, int] | None = None
         self._participant_deadline = math.inf
-        # representative (leader or participant): our answer while our view's members answer
-        self._rounds = 0
-        self._answer_due: _Answer | None = None
+        self._reply_pending: tuple[Address, int] | None = None
         # a joiner: the INSTALL_MERGE_VIEW that came before its JOIN_RSP
         self._early: tuple[Message, GmsHeader] | None = None
         # a Merge that came up while a view was being installed: it starts after it
@@ -167,8 +121,7 @@ class Merger:
         return self.merge_id != 0 or self._leader is not None
 
     def next_deadline(self) -> float:
-        due = self._answer_due.deadline if self._answer_due is not None else math.inf
-        return min(self._deadline, self._participant_deadline, due)
+        return min(self._deadline, self._participant_deadline)
 
     def view_installed(self, view: View) -> None:
         """GMS installed ``view``: the leader leaves out whom a later view removed
@@ -197,7 +150,7 @@ class Merger:
         gms.pass_down(SuspendStable(gms.merge_timeout))
         for rep in event.coords:
             if rep == me:
-                self._prepare_answer(None, now)
+                self._own_answer(now)
             else:
                 gms.send_down_one(gms.control(rep, GmsHeader(MERGE_REQ, merge_id=self.merge_id)))
 
@@ -208,79 +161,24 @@ class Merger:
         if event is not None:
             self.gms.start_merge(event, now)
 
-    # --- representative: who of our view is still there ----------------------------------
-
-    def _prepare_answer(self, reply_to: tuple[Address, int] | None, now: float) -> None:
-        """Start our answer for the view we hold: ask its other members (GET_DIGEST_REQ)
-        and our digest layer; `_answer_if_ready` sends it once all are in."""
+    def _own_answer(self, now: float) -> None:
         gms = self.gms
-        view, me = gms.view, gms.local_address
-        assert view is not None and me is not None
-        self._rounds += 1
-        others = {m for m in view.members if m != me}
-        due = _Answer(
-            self._rounds,
-            view,
-            reply_to,
-            waiting=others,
-            answered={me},
-            deadline=now + gms.merge_timeout / 2 if others else math.inf,
-            digest_pending=gms.has_digest,
-        )
-        self._answer_due = due
-        for member in view.members:
-            if member in others:
-                probe = GmsHeader(GET_DIGEST_REQ, merge_id=due.round)
-                gms.send_down_one(gms.control(member, probe))
         if gms.has_digest:
+            self._own_digest_pending = True
             gms.pass_down(GetDigest(DIGEST_REQUESTER))
-        self._answer_if_ready(now)
-
-    def digest_request(self, msg: Message, hdr: GmsHeader) -> None:
-        """A representative asks whether we are still in its view (`Gms.still_with`)."""
-        gms = self.gms
-        if msg.src is None or not gms.still_with(msg.src):
-            gms.counters["digest_requests_ignored"] += 1
-            return
-        gms.send_down_one(gms.control(msg.src, GmsHeader(GET_DIGEST_RSP, merge_id=hdr.merge_id)))
-
-    def digest_response(self, msg: Message, hdr: GmsHeader, now: float) -> None:
-        due = self._answer_due
-        if due is None or hdr.merge_id != due.round or msg.src not in due.waiting:
-            self.gms.counters["digest_responses_ignored"] += 1
-            return
-        due.waiting.discard(msg.src)
-        due.answered.add(msg.src)
-        self._answer_if_ready(now)
+        else:
+            self._answer(gms.local_address, gms.view, None, now)  # type: ignore[arg-type]
 
     def digest_ready(self, digest: Digest, now: float) -> None:
-        """Our own digest arrived: part of our answer, as leader or as participant."""
-        due = self._answer_due
-        if due is not None and due.digest_pending:
-            due.digest_pending = False
-            due.digest = digest
-            self._answer_if_ready(now)
-
-    def _answer_if_ready(self, now: float) -> None:
-        due = self._answer_due
-        if due is None or not due.ready():
-            return
-        self._answer_due = None
+        """Our own digest arrived: as leader it is our answer; as participant our reply."""
         gms = self.gms
-        view = due.reduced_view()
-        if due.answered != set(due.view.members):
-            gms.counters["merge_members_left_out"] += len(due.view.members) - len(view.members)
-            _log.info(
-                "%s: merge: %s of [%s] did not answer; left out",
-                gms.local_address,
-                ", ".join(str(m) for m in due.view.members if m not in due.answered),
-                due.view.view_id,
-            )
-        if due.reply_to is None:
-            self._answer(gms.local_address, view, due.digest, now)  # type: ignore[arg-type]
-        else:
-            leader, merge_id = due.reply_to
-            hdr = GmsHeader(MERGE_RSP, view, due.digest, merge_id=merge_id)
+        if self._own_digest_pending:
+            self._own_digest_pending = False
+            self._answer(gms.local_address, gms.view, digest, now)  # type: ignore[arg-type]
+        if self._reply_pending is not None and gms.view is not None:
+            leader, merge_id = self._reply_pending
+            self._reply_pending = None
+            hdr = GmsHeader(MERGE_RSP, gms.view, digest, merge_id=merge_id)
             gms.send_down_one(gms.control(leader, hdr))
 
     def response(self, msg: Message, hdr: GmsHeader, now: float) -> None:
@@ -299,8 +197,7 @@ class Merger:
         self._maybe_finish(now)
 
     def _maybe_finish(self, now: float) -> None:
-        own_pending = self._answer_due is not None and self._answer_due.reply_to is None
-        if self.merge_id and self._expected <= set(self._answers) and not own_pending:
+        if self.merge_id and self._expected <= set(self._answers) and not self._own_digest_pending:
             self._finish(now)
 
     def _finish(self, now: float) -> None:
@@ -357,8 +254,7 @@ class Merger:
         self._expected = set()
         self._answers = {}
         self._deadline = math.inf
-        if self._answer_due is not None and self._answer_due.reply_to is None:
-            self._answer_due = None
+        self._own_digest_pending = False
 
     # --- participant -----------------------------------------------------------------
 
@@ -382,7 +278,12 @@ class Merger:
         self._leader = (msg.src, hdr.merge_id)
         self._participant_deadline = now + gms.merge_timeout
         gms.pass_down(SuspendStable(gms.merge_timeout))
-        self._prepare_answer(self._leader, now)
+        if gms.has_digest:
+            self._reply_pending = (msg.src, hdr.merge_id)
+            gms.pass_down(GetDigest(DIGEST_REQUESTER))
+        else:
+            reply = GmsHeader(MERGE_RSP, gms.view, None, merge_id=hdr.merge_id)
+            gms.send_down_one(gms.control(msg.src, reply))
 
     def install(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         view = hdr.view
@@ -436,8 +337,7 @@ class Merger:
         if self._leader is not None:
             self.gms.pass_down(ResumeStable())
         self._leader = None
-        if self._answer_due is not None and self._answer_due.reply_to is not None:
-            self._answer_due = None
+        self._reply_pending = None
         self._participant_deadline = math.inf
 
     def _install(self, view: View, digest: Digest | None, now: float) -> None:
@@ -450,12 +350,6 @@ class Merger:
     # --- timers ---------------------------------------------------------------------------
 
     def tick(self, now: float) -> None:
-        due = self._answer_due
-        if due is not None and now >= due.deadline:
-            # merge_timeout / 2 passed: the members that did not answer are left out
-            due.waiting.clear()
-            due.deadline = math.inf
-            self._answer_if_ready(now)
         if now >= self._deadline:
             self.gms.counters["merge_timeouts"] += 1
             missing = ", ".join(map(str, self._expected - set(self._answers)))
