@@ -28,12 +28,14 @@ CI_SAMPLE = {
 _CLI = [sys.executable, "-m", "triogroups.cli", "campaign"]
 
 
-def test_a_seed_replays_its_histories_byte_for_byte(tmp_path: Path) -> None:
+@pytest.mark.parametrize("preset", ["udp-mcast", "tcp"])
+def test_a_seed_replays_its_histories_byte_for_byte(preset: str, tmp_path: Path) -> None:
     """The same seed run twice in one process writes identical history files (addresses,
-    faults, scheduling and the traffic all follow the seed)."""
+    faults, scheduling and the traffic all follow the seed; on tcp discovery's sends to
+    TCPPING's hosts and the ports members take too)."""
     first, second = tmp_path / "1", tmp_path / "2"
-    run_seed("udp-mcast", 3, first)
-    run_seed("udp-mcast", 3, second)
+    run_seed(preset, 3, first)
+    run_seed(preset, 3, second)
     names = sorted(p.name for p in first.iterdir())
     assert names == sorted(p.name for p in second.iterdir())
     assert len(names) >= 4  # members and the fault log
