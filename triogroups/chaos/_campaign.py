@@ -295,10 +295,10 @@ class _Run:
                 self.skip(step)
                 return
             life.member.pause()
-        elif kind in ("partition", "oneway"):
-            self.splits.append(step)
+        elif kind in ("partition", "oneway", "connloss"):
+            self.splits.append(step)  # a lost connection blocks one way, as a oneway split
             self.apply_network()
-            self.cluster.record_fault(kind, step.describe())
+            self.cluster.record_fault("oneway" if kind == "connloss" else kind, step.describe())
         else:
             self.quality[kind] = step.value
             self.apply_quality()
@@ -313,7 +313,7 @@ class _Run:
             slot = self.slots.get(name)
             if slot is not None and slot.life is not None:
                 slot.life.member.resume()
-        elif kind in ("partition", "oneway"):
+        elif kind in ("partition", "oneway", "connloss"):
             self.splits.remove(step)
             self.apply_network()
             self.cluster.record_fault("end", step.describe())
