@@ -3,6 +3,8 @@ seed that keeps a group able to recover, as the real chaos schedule does."""
 
 from __future__ import annotations
 
+import itertools
+
 import pytest
 
 from triogroups.chaos import LOSSLESS_KINDS
@@ -79,10 +81,21 @@ def test_every_step_ends_before_the_quiet_period_and_traffic_goes_on_into_it(
 
 
 def test_tcp_gets_only_the_kinds_a_lossless_transport_can_take() -> None:
-    """No partitions, one-way partitions or loss on tcp: nothing there retransmits."""
-    kinds = {s.kind for seed in SEEDS for s in scenario("tcp", seed).steps}
-    assert kinds <= {*LOSSLESS_KINDS, "join", "leave"}
-    assert {"kill", "pause", "join", "leave"} <= kinds
+    """No partitions, one-way partitions or loss on tcp, but short lost connections (what a
+    TCP transport drops when a connection breaks), one at a time, between two members."""
+    scenarios = [scenario("tcp", seed) for seed in SEEDS]
+    kinds = {s.kind for sc in scenarios for s in sc.steps}
+    assert kinds <= {*LOSSLESS_KINDS, "join", "leave", "connloss"}
+    assert {"kill", "pause", "join", "leave", "connloss"} <= kinds
+    for sc in scenarios:
+        lost = [s for s in sc.steps if s.kind == "connloss"]
+        for step in lost:
+            assert step.until is not None and 0 < step.until - step.at <= 2.01  # rounded
+            assert len(step.members) == len(step.others) == 1
+            assert step.members != step.others
+        for first, second in itertools.pairwise(lost):
+            assert first.until is not None and first.until <= second.at
+    assert "connloss" not in {s.kind for seed in SEEDS for s in scenario("udp", seed).steps}
 
 
 def test_lossy_presets_draw_every_kind_and_small_windows_in_some_runs() -> None:

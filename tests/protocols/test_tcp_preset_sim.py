@@ -19,6 +19,7 @@ import trio
 
 from triogroups import StackConfig
 from triogroups.testing import open_cluster
+from triogroups.view import MergeView
 
 
 def _tcp() -> StackConfig:
@@ -45,3 +46,55 @@ async def test_tcp_preset_delivers_multicasts_its_transport_dropped_for_a_moment
             got = [m.payload for m in c.delivered if m.src == a.address]
             assert len(got) == 20
             assert len(c.view.members) == 3
+
+
+async def test_tcp_preset_member_joins_an_existing_group_by_tcpping_discovery(
+    autojump_clock: Any,
+) -> None:
+    """A tcp member finds the group by asking TCPPING's ``initial_hosts`` (the simulated
+    transport delivers discovery's `SendToHosts` to the endpoints there) and joins it: its
+    first view is the group's next one, made by the coordinator, not a singleton view of
+    its own that only a merge would bring back (every tcp start of campaign seed 10627
+    found nobody before the simulated transport delivered `SendToHosts`)."""
+    with trio.fail_after(300):
+        async with open_cluster(2, _tcp(), seed=3) as cluster:
+            a, b = cluster.members
+            before = a.view
+            assert before is not None
+            c = await cluster.add_member()
+            view = await cluster.join(c)
+            assert set(view.members) == {a.address, b.address, c.address}
+            assert not isinstance(view, MergeView)
+            assert view.view_id.coord == before.coord
+            assert view.view_id.id == before.view_id.id + 1
+            assert c.stack.protocol("TCPPING").stats()["responses_received"] >= 2
+            for member in cluster.members:
+                assert member.stack.protocol("MERGE3").stats()["merges_started"] == 0
+
+
+async def test_tcp_preset_merge3_finds_other_views_by_discovery_and_merges(
+    autojump_clock: Any,
+) -> None:
+    """The simulated TCP transport multicasts to its view only and says it cannot multicast,
+    so MERGE3 takes its TCP path: a discovery round (TCPPING) every INFO interval, then an
+    INFO unicast to each member found. After a split heals, the two views hear of each
+    other that way and merge."""
+    with trio.fail_after(600):
+        async with open_cluster(3, _tcp(), seed=5) as cluster:
+            a, b, c = cluster.members
+            assert a.stack.protocols[0].supports_multicasting is False
+            finds = {m.name: m.stack.protocol("TCPPING").stats()["finds"] for m in cluster.members}
+            cluster.partition([a, b], [c])
+            await cluster.wait_for_view([a, b], timeout=120)
+            await cluster.wait_for_view([c], timeout=120)
+            cluster.heal()
+            view = await cluster.wait_for_view(timeout=120)
+            assert isinstance(view, MergeView)
+            assert (
+                sum(m.stack.protocol("MERGE3").stats()["merges_started"] for m in cluster.members)
+                >= 1
+            )
+            for member in cluster.members:
+                ping = member.stack.protocol("TCPPING").stats()
+                assert ping["finds"] > finds[member.name]  # MERGE3's rounds, not joins
+                assert member.stack.protocol("MERGE3").stats()["infos_received"] > 0

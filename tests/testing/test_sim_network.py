@@ -10,6 +10,7 @@ import trio
 from triogroups import Message, Stack, StackConfig, View
 from triogroups.events import TmpView
 from triogroups.testing import open_cluster, sim_config
+from triogroups.transports import SendToHosts
 from triogroups.transports.sim import SimNetwork, open_sim_network
 
 
@@ -151,3 +152,42 @@ async def test_a_seed_on_the_real_clock_is_not_offered_as_a_reproducer() -> None
     notes = await _failure_notes()
     assert any("seed=1234 on the real clock: a rerun may not replay it" in n for n in notes)
     assert not any("reproduce" in n for n in notes)
+
+
+async def test_bound_endpoints_take_the_first_free_port_and_get_send_to_hosts(
+    autojump_clock: Any,
+) -> None:
+    """With ``bind_port`` an endpoint takes the first free port of its range on the network's
+    host, as TCP binds (a stopped one's port is free again), and discovery's `SendToHosts`
+    reaches the endpoint listening at each address: what TCPPING needs to find members."""
+    async with open_sim_network() as net, trio.open_nursery() as nursery:
+        sim = {"network": net.name, "bind_port": 7800, "port_range": 2}
+        cfg = StackConfig.of(("SIM", sim), "PASS")
+        a, b = Stack(cfg, "c", "A"), Stack(cfg, "c", "B")
+        await nursery.start(a.run)
+        await nursery.start(b.run)
+        await trio.sleep(0.1)
+        assert a.protocols[0].physical == (net.name, 7800)
+        assert b.protocols[0].physical == (net.name, 7801)
+        hosts = ((net.name, 7800), (net.name, 7801), (net.name, 7802))  # 7802: nobody
+        await a.send(SendToHosts(hosts, (Message(None, b"who is there?"),)))
+        item = await b.receive()
+        while not isinstance(item, list):  # LocalPhysicalAddress comes up first
+            item = await b.receive()
+        assert [m.payload for m in item] == [b"who is there?"]
+        assert net.stats()["unreachable"] == 1  # 7802; A's own address is skipped
+        c_scope = trio.CancelScope()
+
+        async def run_c() -> None:
+            with c_scope:
+                await Stack(cfg, "c", "C").run()
+
+        nursery.start_soon(run_c)
+        await trio.sleep(0.1)
+        c_scope.cancel()
+        await trio.sleep(0.1)
+        d = Stack(cfg, "c", "D")
+        await nursery.start(d.run)
+        await trio.sleep(0.1)
+        assert d.protocols[0].physical == (net.name, 7802)  # C's, free again
+        nursery.cancel_scope.cancel()

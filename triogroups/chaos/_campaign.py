@@ -14,8 +14,11 @@ stack knobs, traffic mix, timed steps); `run_scenario` carries it out:
   after a burst), kill (`SimMember.kill`, then a new incarnation joins), restart
   (a graceful leave, then a new incarnation), pause (`SimMember.pause`: the
   member's clock stops, not only its network), split the network (symmetric and
-  one-way partitions, up to two overlapping, re-applied to new incarnations) and
-  set network-wide loss, duplication and delay (reordering) bursts;
+  one-way partitions, up to two overlapping, re-applied to new incarnations),
+  on tcp lose a connection for a moment (what one member sends another is
+  dropped for up to 2 s, as a TCP transport drops what it queued; recorded as
+  the one-way split it is) and set network-wide loss, duplication and delay
+  (reordering) bursts;
 - the quiet period heals and resumes everything, traffic goes on for a while,
   and `check_histories` judges every history file, with ``settle``,
   ``resume_within`` and ``max_window`` as the real chaos runner uses them (every
@@ -295,10 +298,10 @@ class _Run:
                 self.skip(step)
                 return
             life.member.pause()
-        elif kind in ("partition", "oneway"):
-            self.splits.append(step)
+        elif kind in ("partition", "oneway", "connloss"):
+            self.splits.append(step)  # a lost connection blocks one way, as a oneway split
             self.apply_network()
-            self.cluster.record_fault(kind, step.describe())
+            self.cluster.record_fault("oneway" if kind == "connloss" else kind, step.describe())
         else:
             self.quality[kind] = step.value
             self.apply_quality()
@@ -313,7 +316,7 @@ class _Run:
             slot = self.slots.get(name)
             if slot is not None and slot.life is not None:
                 slot.life.member.resume()
-        elif kind in ("partition", "oneway"):
+        elif kind in ("partition", "oneway", "connloss"):
             self.splits.remove(step)
             self.apply_network()
             self.cluster.record_fault("end", step.describe())
@@ -536,9 +539,10 @@ def add_campaign_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]
         "campaign",
         help="many seeded simulated runs under faults, each checked",
         description="Each seed is one simulated run of a whole group on virtual time: "
-        "joins, graceful leaves, kills and restarts, pauses, partitions, loss, duplication "
-        "and delay while members send multicasts and unicasts; every run ends with a quiet "
-        "period and is judged by the history checker. --seed replays one run verbosely.",
+        "joins, graceful leaves, kills and restarts, pauses, partitions, lost TCP "
+        "connections, loss, duplication and delay while members send multicasts and "
+        "unicasts; every run ends with a quiet period and is judged by the history "
+        "checker. --seed replays one run verbosely.",
     )
     campaign.add_argument("--preset", choices=PRESETS, required=True, help="the stack")
     campaign.add_argument("--seeds", type=int, default=None, help="how many seeds to run")

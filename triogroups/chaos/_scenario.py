@@ -20,7 +20,13 @@ Rules that keep a run meaningful (a group that can always recover), as in
 - at most two network splits (partitions, one-way partitions) overlap, and one
   burst of each network-quality kind (loss, dup, delay) at a time;
 - on a TCP stack (``tcp``) only the kinds of `LOSSLESS_KINDS` (nothing that drops:
-  TCP loses nothing it carries) and joins and leaves.
+  TCP loses nothing it carries), joins and leaves, and lost connections
+  (``connloss``, one at a time): for 0.2 to 2 s, well inside failure detection,
+  what one member sends another is dropped, as a TCP transport drops the bundles
+  it queued for a peer when a connection breaks or cannot be made (a real chaos
+  run lost 78 multicasts that way, which only NAKACK2's retransmission brings
+  back). Its fault record is a one-way split, so the checker knows the pair could
+  not talk meanwhile.
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ _LOSSLESS_PRESETS = ("tcp",)
 # the faults and their weights are chaos runs' own (`fault_schedule`); a campaign adds
 # joins and graceful leaves, which a chaos run makes through restarts
 STEP_KINDS = ("join", "leave", *FAULT_KINDS)
-_WEIGHTS = {"join": 2, "leave": 2, **FAULT_WEIGHTS}
+_WEIGHTS = {"join": 2, "leave": 2, "connloss": 2, **FAULT_WEIGHTS}
 _NAMES = "ABCDEFGHIJKLMNOPQRSTUVWXYZ"
 _MAX_MEMBERS = 9
 _MIN_MEMBERS = 3
@@ -85,6 +91,8 @@ class Step:
             return f"partition {who} | {','.join(self.others)}{end}"
         if self.kind == "oneway":
             return f"oneway {who} stop hearing {','.join(self.others)}{end}"
+        if self.kind == "connloss":  # read by the checker as the one-way split it is
+            return f"oneway {who} stop hearing {','.join(self.others)}{end} (connection lost)"
         if self.kind in _QUALITY:
             return f"{self.kind} {self.value:g}{end}"
         if self.kind == "kill":
@@ -163,6 +171,8 @@ def scenario(preset: str, seed: int, *, warmup: float = 2.0) -> Scenario:
     mix = {"regular": 0.6, "oob": 0.1, "noloop": 0.1, "unicast": 0.2}
     allowed = (*LOSSLESS_KINDS, "join", "leave") if preset in _LOSSLESS_PRESETS else STEP_KINDS
     kinds = [k for k in STEP_KINDS if k in allowed]
+    if preset in _LOSSLESS_PRESETS:
+        kinds.append("connloss")
     steps = _steps(rng, kinds, n, warmup, active)
     return Scenario(
         preset=preset,
@@ -187,6 +197,7 @@ def _steps(rng: random.Random, kinds: list[str], n: int, warmup: float, last: fl
     down_until: dict[str, float] = {}  # member -> when it is back (counts as down)
     splits: list[float] = []  # when each split ends
     quality = dict.fromkeys(_QUALITY, 0.0)
+    connloss_until = 0.0
     out: list[Step] = []
     t = warmup
     while True:
@@ -228,6 +239,13 @@ def _steps(rng: random.Random, kinds: list[str], n: int, warmup: float, last: fl
                 busy[name] = until + _BACK_AFTER
                 present.remove(name)  # rejoins at the end of the join order
                 present.append(name)
+        elif kind == "connloss":
+            if connloss_until > t:
+                continue
+            deaf, source = rng.sample(present, 2)
+            until = round(min(t + rng.uniform(0.2, 2.0), last), 2)
+            out.append(Step(t, kind, (deaf,), until, others=(source,)))
+            connloss_until = until
         elif kind in _SPLIT:
             splits = [end for end in splits if end > t]
             if len(splits) >= _MAX_SPLITS:

@@ -63,13 +63,36 @@ def _deterministic_scheduling(seed: int) -> Iterator[None]:
 
 
 def sim_config(config: StackConfig | str | Path, network: SimNetwork) -> StackConfig:
-    """``config`` with its transport replaced by a `SimTransport` on ``network``."""
+    """``config`` with its transport replaced by a `SimTransport` on ``network``.
+
+    UDP becomes a lossy endpoint. TCP becomes a lossless one that multicasts as
+    TCP does (``fan_out``: one copy to each member of the view, so no IP
+    multicast) and takes the first free port of TCP's ``bind_port ..
+    bind_port + port_range`` on the network's host; TCPPING's ``initial_hosts``
+    keep their ports on that host. Discovery and MERGE3 then take the paths
+    they take over TCP: a joiner finds the group by asking those endpoints.
+    """
     config = StackConfig.resolve(config)
     bottom = config.layers[0].name
     if bottom == "SIM":
         return config.configure("SIM", network=network.name)
-    lossless = bottom in _LOSSLESS_TRANSPORTS
-    return config.replace(bottom, "SIM", network=network.name, lossless=lossless)
+    if bottom not in _LOSSLESS_TRANSPORTS:
+        return config.replace(bottom, "SIM", network=network.name, lossless=False)
+    tcp = config.layers[0].build()
+    config = config.replace(
+        bottom,
+        "SIM",
+        network=network.name,
+        lossless=True,
+        fan_out=True,
+        bind_port=getattr(tcp, "bind_port", 0),
+        port_range=getattr(tcp, "port_range", 0),
+    )
+    if "TCPPING" in config.names():
+        ping = config.layers[config.names().index("TCPPING")].build()
+        hosts = [f"{network.name}[{port}]" for _, port in getattr(ping, "listed", [])]
+        config = config.configure("TCPPING", initial_hosts=hosts)
+    return config
 
 
 class SimMember:

@@ -29,7 +29,8 @@ import trio
 from triogroups.address import Address
 from triogroups.events import Item, LocalPhysicalAddress, TmpView, ViewChange
 from triogroups.message import Message
-from triogroups.properties import Bool, Size, Str, at_least
+from triogroups.properties import Bool, Int, Size, Str, at_least, between
+from triogroups.transports._addresses import Physical, SendToHosts
 from triogroups.transports._bundler import encode_bundles, route
 from triogroups.transports.base import Transport, UpChannel, fan_out_targets
 from triogroups.view import View
@@ -48,7 +49,9 @@ class SimNetwork:
     ``loss`` and ``duplicate`` are probabilities per copy; each copy is
     delayed uniformly in [``min_delay``, ``max_delay``] seconds, so a spread
     reorders. ``lossless`` endpoints (TCP-like) are exempt from random loss
-    but not from partitions.
+    but not from partitions. Every endpoint has a physical address on the
+    network's one host (its name), which discovery announces and TCPPING
+    sends to (`transmit_to_host`).
     """
 
     def __init__(
@@ -66,6 +69,7 @@ class SimNetwork:
         self.rng = random.Random(seed)
         self.set_faults(loss=loss, duplicate=duplicate, min_delay=min_delay, max_delay=max_delay)
         self._endpoints: dict[Address, SimTransport] = {}
+        self._hosts: dict[Physical, Address] = {}  # physical address -> endpoint there
         self._blocked: set[tuple[Address, Address]] = set()
         self._queue: list[tuple[float, int, Address, bytes]] = []
         self._seq = itertools.count()
@@ -144,10 +148,44 @@ class SimNetwork:
         """Make ``endpoint`` unreachable; what is in flight to it is dropped (``unreachable``)."""
         if endpoint.local_address is not None:
             self._endpoints.pop(endpoint.local_address, None)
+        for physical, address in list(self._hosts.items()):
+            if address == endpoint.local_address:
+                del self._hosts[physical]
 
-    def physical_address(self) -> tuple[str, int]:
-        """A unique synthetic (host, port) for a new endpoint, so discovery has one to announce."""
-        return (self.name, next(self._ports))
+    def physical_address(self, endpoint: SimTransport | None = None) -> Physical:
+        """The (host, port) of a starting endpoint, so discovery has one to announce.
+
+        An endpoint with a ``bind_port`` takes the first port of ``bind_port ..
+        bind_port + port_range`` no attached endpoint holds, as a TCP transport
+        binds the first free one, so a static host list (TCPPING's
+        ``initial_hosts``) finds it, and a restarted member may take its old
+        port; RuntimeError if all are taken. Others get a port of their own,
+        never reused.
+        """
+        if endpoint is None or not endpoint.bind_port:
+            physical = (self.name, next(self._ports))
+        else:
+            first, last = endpoint.bind_port, endpoint.bind_port + endpoint.port_range
+            free = [p for p in range(first, last + 1) if (self.name, p) not in self._hosts]
+            if not free:
+                raise RuntimeError(
+                    f"SIM: every port of {first}..{last} on network {self.name!r} is taken "
+                    "(raise port_range)"
+                )
+            physical = (self.name, free[0])
+        if endpoint is not None and endpoint.local_address is not None:
+            self._hosts[physical] = endpoint.local_address
+        return physical
+
+    def transmit_to_host(self, src: Address, host: Physical, data: bytes) -> None:
+        """Schedule one datagram to the endpoint at physical address ``host`` (what TCP does
+        when discovery sends to an endpoint); counted ``unreachable`` if none is there."""
+        dest = self._hosts.get(host)
+        if dest is None:
+            self.counters["sent"] += 1
+            self.counters["unreachable"] += 1
+            return
+        self.transmit(src, dest, data)
 
     def members(self) -> list[Address]:
         """The addresses of the endpoints attached now."""
@@ -231,7 +269,10 @@ class SimTransport(Transport):
     without touching the network, and receives in batches. A multicast
     reaches every endpoint on the network, or with ``fan_out`` only the
     members of the current view (and of a `TmpView`), one copy each, as TCP
-    sends it.
+    sends it: such a transport then does not support multicasting
+    (``supports_multicasting``), so MERGE3 finds other views by discovery as
+    over TCP. Discovery's `SendToHosts` goes to the endpoints at those
+    physical addresses (one group bundle each), as TCP connects to them.
     """
 
     name = "SIM"
@@ -248,6 +289,16 @@ class SimTransport(Transport):
         False,
         doc="multicast as TCP does: one copy to each member of the view (all endpoints without)",
     )
+    bind_port = Int(
+        0,
+        doc="first port to take on the network's host (the first free one up to "
+        "bind_port + port_range, as TCP binds); 0: a port of its own",
+        check=between(0, 65535),
+        rule="in 0..65535",
+    )
+    port_range = Int(
+        0, doc="how many ports above bind_port to try", check=between(0, 65535), rule="in 0..65535"
+    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
@@ -261,6 +312,16 @@ class SimTransport(Transport):
         self.decode_errors: dict[str, int] = {}
         self._net: SimNetwork | None = None
         self._resumed: trio.Event | None = None  # set while paused
+        self.physical: Physical | None = None
+
+    @property
+    def supports_multicasting(self) -> bool:  # type: ignore[override]
+        """False with ``fan_out``: a multicast reaches only the view's members, as over TCP."""
+        return not self.fan_out
+
+    def port_span(self) -> int | None:
+        """``port_range`` when the port comes from a range (``bind_port``), as TCP's."""
+        return self.port_range if self.bind_port else None
 
     def pause(self) -> None:
         """Stop sending and receiving, as a SIGSTOPped process's socket does.
@@ -318,7 +379,8 @@ class SimTransport(Transport):
         net, self._net = self._net, None
         assert net is not None
         try:
-            await up.send(LocalPhysicalAddress(net.physical_address()))
+            self.physical = net.physical_address(self)
+            await up.send(LocalPhysicalAddress(self.physical))
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._receive_loop, up)
                 task_status.started()
@@ -331,6 +393,8 @@ class SimTransport(Transport):
                         self._next_view = None
                     elif isinstance(item, TmpView):
                         self._next_view = item.view
+                    elif isinstance(item, SendToHosts):
+                        self._send_to_hosts(net, item)
                 nursery.cancel_scope.cancel()
         finally:
             net.detach(self)
@@ -357,6 +421,20 @@ class SimTransport(Transport):
                     net.transmit(me, target, data)
         if local:
             await up.send([m.copy() for m in local])
+
+    def _send_to_hosts(self, net: SimNetwork, event: SendToHosts) -> None:
+        """Discovery's messages, as one group bundle, to each endpoint but our own."""
+        me = self.local_address
+        assert me is not None and self._codec is not None
+        msgs = list(event.messages)
+        encoded, _ = encode_bundles(self._codec, None, me, msgs, self.max_bundle_size)
+        for host in event.hosts:
+            if host == self.physical:
+                continue
+            for data, count in encoded:
+                self.counters["bundles_sent"] += 1
+                self.counters["msgs_sent"] += count
+                net.transmit_to_host(me, host, data)
 
     def _fan_out_targets(self) -> list[Address | None]:
         """The members a TCP multicast goes to: the view's, the TmpView's joiners too."""
