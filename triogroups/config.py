@@ -23,13 +23,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triogroups.properties import PropertyError
 from triogroups.protocol import Protocol, protocol_class, protocol_names
 from triogroups.transports.base import Transport
 
-__all__ = ["LayerConfig", "StackConfig", "preset_names"]
+if TYPE_CHECKING:
+    from triogroups.transports.sim import SimNetwork
+
+__all__ = ["LayerConfig", "StackConfig", "preset_names", "sim_config"]
 
 
 @dataclass(frozen=True)
@@ -179,3 +182,20 @@ def preset_names() -> list[str]:
     return sorted(
         p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
     )
+
+
+_LOSSLESS_TRANSPORTS = {"TCP"}
+
+
+def sim_config(config: StackConfig | str | Path, network: SimNetwork) -> StackConfig:
+    """``config`` with its transport replaced by a `SimTransport` on ``network``.
+
+    Lives with the configuration, not the test kit, because `open_channel(network=...)`
+    uses it too and a member process never imports `triogroups.testing`. A lossless
+    transport (TCP) becomes a lossless SIM."""
+    config = StackConfig.resolve(config)
+    bottom = config.layers[0].name
+    if bottom == "SIM":
+        return config.configure("SIM", network=network.name)
+    lossless = bottom in _LOSSLESS_TRANSPORTS
+    return config.replace(bottom, "SIM", network=network.name, lossless=lossless)

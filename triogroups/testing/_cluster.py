@@ -24,7 +24,7 @@ import trio._core._run as _trio_run
 import trio.testing
 
 from triogroups.address import Address
-from triogroups.config import StackConfig
+from triogroups.config import StackConfig, sim_config
 from triogroups.events import Connect, Disconnect, Disconnected, Event, InjectView, ViewChange
 from triogroups.message import Flag, Message
 from triogroups.stack import Stack
@@ -33,9 +33,7 @@ from triogroups.testing._history import HistoryWriter
 from triogroups.transports.sim import SimNetwork, SimTransport, open_sim_network
 from triogroups.view import Digest, MergeView, View, ViewId
 
-__all__ = ["SimCluster", "SimMember", "open_cluster", "sim_config"]
-
-_LOSSLESS_TRANSPORTS = {"TCP"}
+__all__ = ["SimCluster", "SimMember", "open_cluster"]
 
 
 @contextmanager
@@ -60,16 +58,6 @@ def _deterministic_scheduling(seed: int) -> Iterator[None]:
     finally:
         _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = flag  # type: ignore[misc]
         _trio_run._r.setstate(state)
-
-
-def sim_config(config: StackConfig | str | Path, network: SimNetwork) -> StackConfig:
-    """``config`` with its transport replaced by a `SimTransport` on ``network``."""
-    config = StackConfig.resolve(config)
-    bottom = config.layers[0].name
-    if bottom == "SIM":
-        return config.configure("SIM", network=network.name)
-    lossless = bottom in _LOSSLESS_TRANSPORTS
-    return config.replace(bottom, "SIM", network=network.name, lossless=lossless)
 
 
 class SimMember:
