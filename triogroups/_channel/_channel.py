@@ -49,25 +49,12 @@ import logging
 import math
 import weakref
 from collections import defaultdict, deque
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence, Set
 from typing import Any, NamedTuple
 
 import trio
 
 from triogroups._cadence import SEND_CHECKPOINT_EVERY, Cadence
-from triogroups._channel._codec import (
-    PayloadError,
-    decode_app_payload,
-    decode_payload,
-    encode_payload,
-)
-from triogroups._channel._errors import (
-    ChannelClosed,
-    JoinFailed,
-    MessageTooLarge,
-    NotAMember,
-    StateTransferFailed,
-)
 from triogroups._channel._inbox import RECEIVE_BUFFER, Inbox, Received, Sink, received
 from triogroups._channel._state import (
     PICKLE_REFUSED,
@@ -79,7 +66,20 @@ from triogroups._channel._state import (
     first_gap,
 )
 from triogroups._channel._views import ViewIterator
+from triogroups._errors import (
+    ChannelClosed,
+    JoinFailed,
+    MessageTooLarge,
+    NotAMember,
+    StateTransferFailed,
+)
 from triogroups._layer import after_chain
+from triogroups._payload import (
+    PayloadError,
+    decode_app_payload,
+    decode_payload,
+    encode_payload,
+)
 from triogroups._rpc import RPC_REQ, RpcDispatcher
 from triogroups._rpc._dispatcher import Resume
 from triogroups.address import Address
@@ -207,7 +207,7 @@ class Channel:
         self._refuses_pickle: set[Address] = set()
         self._told_pickle_refused: set[Address] = set()
         self._reset_membership()
-        self.rpc: RpcDispatcher = RpcDispatcher(self)
+        self.rpc: RpcDispatcher = RpcDispatcher(_RpcLink(self))
         for method, fn in (handlers or {}).items():
             self.rpc.register(method, fn)
         stack.on_incarnation(self._new_incarnation)
@@ -1306,6 +1306,57 @@ class Channel:
         self.rpc._close()
         for watch in list(self._watches):
             watch._close()
+
+
+class _RpcLink:
+    """The channel as its RPC dispatcher sees it (`triogroups._rpc.ChannelLink`): RPC sits
+    below the channel and reaches it through these members only."""
+
+    __slots__ = ("_channel",)
+
+    def __init__(self, channel: Channel) -> None:
+        self._channel = channel
+
+    @property
+    def address(self) -> Address:
+        return self._channel.address
+
+    @property
+    def view(self) -> View:
+        return self._channel.view
+
+    @property
+    def suspected(self) -> Set[Address]:
+        return self._channel._suspected
+
+    @property
+    def allow_pickle(self) -> bool:
+        return self._channel.allow_pickle
+
+    @property
+    def nursery(self) -> trio.Nursery | None:
+        return self._channel._nursery
+
+    def check_open(self) -> None:
+        self._channel._check_open()
+
+    def check_pickle(self, to: Address | None) -> None:
+        self._channel._check_pickle(to)
+
+    def check_member(self, member: Address) -> None:
+        self._channel._check_member(member)
+
+    def check_size(self, size: int) -> None:
+        self._channel._check_size(size)
+
+    async def send(self, msg: Message, *, urgent: bool = False, join: bool = False) -> None:
+        await self._channel._send_batch([msg], urgent=urgent, join=join)
+
+    async def send_replies(self, msgs: list[Message]) -> None:
+        await self._channel._send_batch(msgs, internal=True, urgent=True)
+
+    def send_replies_nowait(self, msgs: list[Message]) -> None:
+        self._channel._send_batch_nowait(msgs, urgent=True)
 
 
 class _SizeLimit(NamedTuple):
