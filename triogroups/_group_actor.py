@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from triogroups._channel._channel import Channel
+from triogroups._channel._facade import Channel
 from triogroups._channel._inbox import Received
 from triogroups._channel._open import run_channel
 from triogroups._channel._state import StateProvider

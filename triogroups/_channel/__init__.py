@@ -1,6 +1,6 @@
 """The application's channel (see `_channel`). Import the public names from `triogroups`."""
 
-from triogroups._channel._channel import Channel
+from triogroups._channel._facade import Channel
 from triogroups._channel._inbox import Received, Sink
 from triogroups._channel._open import open_channel
 from triogroups._channel._signals import Interrupted, SignalExit

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from triogroups._channel._channel import Channel
+from triogroups._channel._facade import Channel
 from triogroups._channel._inbox import RECEIVE_BUFFER
 from triogroups._channel._signals import SignalLeave
 from triogroups._channel._state import StateProvider
