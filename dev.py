@@ -3,7 +3,8 @@
 
 Creates ``.venv`` beside this file on first use, installs triogroups into it
 (editable, with the test, spark and docs extras), then runs the demo cluster or the whole
-check: ruff lint, ruff format check, mypy, and pytest (in four workers). Needs only Python
+check: ruff lint, ruff format check, mypy, the import layers (`lint-imports`, the contracts in
+pyproject.toml) and pytest (in four workers). Needs only Python
 3.11+, pip and the package index. `python3 dev.py test --fast` is the quick loop while
 working: the same lint and type checks, and every test but the slow kinds (`FAST_SKIPS`).
 """
@@ -113,6 +114,7 @@ def main(argv: list[str]) -> None:
     _run(BIN / "ruff", "check", ".")
     _run(BIN / "ruff", "format", "--check", ".")
     _run(BIN / "mypy")
+    _run(BIN / "lint-imports")
     if chromium() is None and not _playwright_has_chromium():
         print(f"note: {BROWSER_HINT}", flush=True)
     _run(BIN / "python", "-m", "pytest", *pytest_args(rest))

@@ -24,11 +24,11 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
 
-from triogroups._channel._channel import Channel
-from triogroups._channel._errors import ChannelClosed
+from triogroups._channel._facade import Channel
 from triogroups._channel._inbox import Received
 from triogroups._channel._open import run_channel
 from triogroups._channel._state import StateProvider
+from triogroups._errors import ChannelClosed
 from triogroups.actors import Actor, ChildSpec, Restart
 from triogroups.config import StackConfig
 from triogroups.view import View

@@ -23,13 +23,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from triogroups.properties import PropertyError
 from triogroups.protocol import Protocol, protocol_class, protocol_names
 from triogroups.transports.base import Transport
 
-__all__ = ["LayerConfig", "StackConfig", "preset_names"]
+if TYPE_CHECKING:
+    from triogroups.transports.sim import SimNetwork
+
+__all__ = ["LayerConfig", "StackConfig", "preset_names", "sim_config"]
 
 
 @dataclass(frozen=True)
@@ -179,3 +182,42 @@ def preset_names() -> list[str]:
     return sorted(
         p.name.removesuffix(".toml") for p in folder.iterdir() if p.name.endswith(".toml")
     )
+
+
+_LOSSLESS_TRANSPORTS = {"TCP"}
+
+
+def sim_config(config: StackConfig | str | Path, network: SimNetwork) -> StackConfig:
+    """``config`` with its transport replaced by a `SimTransport` on ``network``.
+
+    Lives with the configuration, not the test kit, because `open_channel(network=...)`
+    uses it too and a member process never imports `triogroups.testing`.
+
+    UDP becomes a lossy endpoint. TCP becomes a lossless one that multicasts as
+    TCP does (``fan_out``: one copy to each member of the view, so no IP
+    multicast) and takes the first free port of TCP's ``bind_port ..
+    bind_port + port_range`` on the network's host; TCPPING's ``initial_hosts``
+    keep their ports on that host. Discovery and MERGE3 then take the paths
+    they take over TCP: a joiner finds the group by asking those endpoints.
+    """
+    config = StackConfig.resolve(config)
+    bottom = config.layers[0].name
+    if bottom == "SIM":
+        return config.configure("SIM", network=network.name)
+    if bottom not in _LOSSLESS_TRANSPORTS:
+        return config.replace(bottom, "SIM", network=network.name, lossless=False)
+    tcp = config.layers[0].build()
+    config = config.replace(
+        bottom,
+        "SIM",
+        network=network.name,
+        lossless=True,
+        fan_out=True,
+        bind_port=getattr(tcp, "bind_port", 0),
+        port_range=getattr(tcp, "port_range", 0),
+    )
+    if "TCPPING" in config.names():
+        ping = config.layers[config.names().index("TCPPING")].build()
+        hosts = [f"{network.name}[{port}]" for _, port in getattr(ping, "listed", [])]
+        config = config.configure("TCPPING", initial_hosts=hosts)
+    return config

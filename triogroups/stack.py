@@ -32,6 +32,7 @@ from typing import Any
 import trio
 
 from triogroups._cadence import SEND_CHECKPOINT_EVERY, Cadence
+from triogroups._diagnostics import Responder, serve_diagnostics
 from triogroups._layer import Inlet, LayerActor, TransportActor, original_error
 from triogroups.actors import (
     Actor,
@@ -45,8 +46,6 @@ from triogroups.actors import (
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.events import Item
-from triogroups.inspector._diag import Responder
-from triogroups.inspector._service import serve_diagnostics
 from triogroups.protocol import Protocol
 from triogroups.transports.base import Transport
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 import types
 import typing
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, NamedTuple, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import msgpack
 
@@ -38,15 +38,13 @@ from triogroups.address import Address
 from triogroups.message import ALL_FLAGS, Message
 from triogroups.view import Digest, MergeView, View, ViewId
 
-if TYPE_CHECKING:
-    from triogroups._keyring import Keyring
-
 __all__ = [
     "MAGIC",
     "SEALED",
     "WIRE_VERSION",
     "Authenticator",
     "Bundle",
+    "Sealer",
     "WireCodec",
     "WireError",
     "header_type",
@@ -102,6 +100,19 @@ class Authenticator(Protocol):
     def verify(self, body: bytes, tag: bytes) -> bool:
         """True if ``tag`` is a valid tag for ``body``; a bundle that fails is dropped
         (counted as ``auth``), never decoded."""
+        ...
+
+
+class Sealer(Protocol):
+    """Seals and opens bundle bodies in shared-secret mode (`triogroups._keyring.Keyring`,
+    which sits above the codec: it raises `WireError`)."""
+
+    def seal(self, head: bytes, body: bytes) -> bytes:
+        """``head`` (the prefix up to the auth slot), the slot and the sealed body."""
+        ...
+
+    def open(self, data: bytes | memoryview, slot_at: int) -> bytes:
+        """The plain body of ``data`` (auth slot length byte at ``slot_at``), or WireError."""
         ...
 
 
@@ -455,7 +466,7 @@ class WireCodec:
         *,
         max_size: int = 65_507,
         authenticator: Authenticator | None = None,
-        keyring: Keyring | None = None,
+        keyring: Sealer | None = None,
     ) -> None:
         raw = cluster.encode()
         if not 0 < len(raw) < 256:

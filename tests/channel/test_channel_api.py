@@ -21,7 +21,7 @@ from triogroups import (
     StackConfig,
     open_channel,
 )
-from triogroups._channel._codec import MSGPACK
+from triogroups._payload import MSGPACK
 
 
 async def take(ch: object, n: int, timeout: float = 30.0) -> list[Received]:

@@ -26,9 +26,9 @@ from triogroups import (
     open_channel,
 )
 from triogroups._cadence import QUEUE_CHECKPOINT_AFTER, QUEUE_CHECKPOINT_EVERY, QUEUE_CLOCK_EVERY
-from triogroups._channel._codec import encode_payload
 from triogroups._channel._inbox import Inbox, received
 from triogroups._channel._state import Alignment
+from triogroups._payload import encode_payload
 from triogroups._rpc._dispatcher import RPC_REQ, RPC_RSP, RpcHeader
 from triogroups.protocols import ids
 

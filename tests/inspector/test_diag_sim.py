@@ -8,10 +8,10 @@ from typing import Any
 import trio
 
 from triogroups import Address, Message, Stack, StackConfig
+from triogroups._diagnostics import Responder
+from triogroups._diagnostics._messages import decode_map, encode_map
 from triogroups._keyring import Keyring
 from triogroups.inspector import ANY_CLUSTER, build_report
-from triogroups.inspector._diag import Responder
-from triogroups.inspector._messages import decode_map, encode_map
 from triogroups.protocols import PassThrough
 from triogroups.testing import SimMember, open_cluster
 from triogroups.transports.sim import open_sim_network

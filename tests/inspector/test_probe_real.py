@@ -17,7 +17,7 @@ import pytest
 import trio
 
 from triogroups import Channel, StackConfig, open_channel, probe
-from triogroups.inspector._messages import encode_map
+from triogroups._diagnostics._messages import encode_map
 from triogroups.testing import free_ports
 from triogroups.wire import WireCodec
 

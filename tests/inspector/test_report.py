@@ -74,7 +74,7 @@ def test_plain_turns_rich_stats_values_into_plain_data() -> None:
     import enum
 
     from triogroups import Address
-    from triogroups.inspector._report import plain
+    from triogroups._diagnostics._report import plain
 
     class Kind(enum.IntEnum):
         ONE = 1

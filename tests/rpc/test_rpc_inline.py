@@ -18,7 +18,7 @@ import trio.testing
 
 from tests._task_steps import counting_steps
 from triogroups import Channel, Message, SimNetwork, StackConfig, open_channel
-from triogroups._channel._codec import encode_payload
+from triogroups._payload import encode_payload
 from triogroups._rpc import RPC_REQ, RpcHeader
 from triogroups.protocols import ids
 

@@ -1,7 +1,12 @@
 """The application's channel (see `_channel`). Import the public names from `triogroups`."""
 
-from triogroups._channel._channel import Channel
-from triogroups._channel._errors import (
+from triogroups._channel._facade import Channel
+from triogroups._channel._inbox import Received, Sink
+from triogroups._channel._open import open_channel
+from triogroups._channel._signals import Interrupted, SignalExit
+from triogroups._channel._state import StateProvider
+from triogroups._channel._views import ViewIterator
+from triogroups._errors import (
     ChannelClosed,
     ChannelError,
     JoinFailed,
@@ -10,11 +15,6 @@ from triogroups._channel._errors import (
     NotAMember,
     StateTransferFailed,
 )
-from triogroups._channel._inbox import Received, Sink
-from triogroups._channel._open import open_channel
-from triogroups._channel._signals import Interrupted, SignalExit
-from triogroups._channel._state import StateProvider
-from triogroups._channel._views import ViewIterator
 
 __all__ = [
     "Channel",

@@ -15,7 +15,7 @@ from typing import Any, NamedTuple, Protocol, TypeVar
 import trio
 
 from triogroups._cadence import QUEUE_CHECKPOINT_AFTER, QUEUE_CHECKPOINT_EVERY, QUEUE_CLOCK_EVERY
-from triogroups._channel._errors import ChannelClosed
+from triogroups._errors import ChannelClosed
 from triogroups.address import Address
 from triogroups.view import View
 

@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from triogroups._channel._channel import Channel
+from triogroups._channel._facade import Channel
 from triogroups._channel._inbox import RECEIVE_BUFFER
 from triogroups._channel._signals import SignalLeave
 from triogroups._channel._state import StateProvider
-from triogroups.config import StackConfig
+from triogroups.config import StackConfig, sim_config
 from triogroups.stack import Stack
 
 if TYPE_CHECKING:
@@ -116,8 +116,6 @@ async def run_channel(
     """`open_channel` with every `Channel` option, including a custom ``sink``."""
     config = StackConfig.resolve(stack)
     if network is not None:
-        from triogroups.testing import sim_config
-
         config = sim_config(config, network)
     if "GMS" not in config.names():
         raise ValueError(

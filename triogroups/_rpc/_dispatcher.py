@@ -26,12 +26,12 @@ import inspect
 import math
 from collections import defaultdict
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 import trio
 
-from triogroups._channel._codec import PICKLE, PayloadError, decode_payload, encode_payload
-from triogroups._channel._errors import ChannelClosed, MemberGone
+from triogroups._errors import ChannelClosed, MemberGone
+from triogroups._payload import PICKLE, PayloadError, decode_payload, encode_payload
 from triogroups._rpc._errors import (
     NotExecuted,
     RpcTimeout,
@@ -39,15 +39,13 @@ from triogroups._rpc._errors import (
     error_info,
     rebuild_error,
 )
+from triogroups._rpc._link import ChannelLink
 from triogroups._rpc._rsp import Rsp, RspList
 from triogroups.address import Address
 from triogroups.message import Flag, Message
 from triogroups.protocols import ids
 from triogroups.view import View
 from triogroups.wire import register_header
-
-if TYPE_CHECKING:
-    from triogroups._channel._channel import Channel
 
 __all__ = ["RPC_EXC", "RPC_REQ", "RPC_RSP", "Mode", "Resume", "RpcDispatcher", "RpcHeader"]
 
@@ -140,7 +138,7 @@ class _Call:
 class RpcDispatcher:
     """Registered methods and calls in flight for one channel (`Channel.rpc`)."""
 
-    def __init__(self, channel: Channel) -> None:
+    def __init__(self, channel: ChannelLink) -> None:
         self._channel = channel
         self._methods: dict[str, Callable[..., Any]] = {}
         self._async_methods: set[str] = set()  # coroutine functions: `_run_now` leaves them
@@ -186,7 +184,7 @@ class RpcDispatcher:
         """Run a request (called by the channel's dispatcher, in delivery order)."""
         if self._closed or msg.src is None:
             return
-        nursery = self._channel._nursery
+        nursery = self._channel.nursery
         if msg.flags & _OOB and nursery is not None:
             nursery.start_soon(self._run, msg, hdr)
         else:
@@ -283,7 +281,7 @@ class RpcDispatcher:
             except TypeError as exc:
                 return self._error_answer(caller, req_id, exc)
         try:
-            self._channel._check_size(len(payload))
+            self._channel.check_size(len(payload))
         except ValueError as exc:
             return self._error_answer(caller, req_id, exc)
         return Message(caller, payload, flags=_OOB, headers={_ID: RpcHeader(RPC_RSP, req_id)})
@@ -313,7 +311,7 @@ class RpcDispatcher:
         if trio.lowlevel.current_task() is self._holder:
             self._held.append(msg)
             return
-        await self._channel._send(msg, internal=True, urgent=True)
+        await self._channel.send_replies([msg])
 
     def _hold_replies(self) -> None:
         """Answers given in this task (the channel's dispatcher) wait until it calls
@@ -331,7 +329,7 @@ class RpcDispatcher:
         if self._closed:
             return
         self._counters["reply_batches"] += 1
-        await self._channel._send_batch(held, internal=True, urgent=True)
+        await self._channel.send_replies(held)
 
     def _flush_now(self) -> bool:
         """`_flush_replies` without awaiting; False when the answers must wait (the stack
@@ -340,7 +338,7 @@ class RpcDispatcher:
             self._held.clear()
             return True
         try:
-            self._channel._send_batch_nowait(self._held, urgent=True)
+            self._channel.send_replies_nowait(self._held)
         except trio.WouldBlock:
             return False
         self._held = []
@@ -392,12 +390,12 @@ class RpcDispatcher:
         if not timeout > 0:
             raise ValueError(f"timeout must be > 0, got {timeout}")
         channel = self._channel
-        channel._check_open()
+        channel.check_open()
         targets = self._targets(to, exclude_self)
         if pickle:
-            channel._check_pickle(to if isinstance(to, Address) else None)
+            channel.check_pickle(to if isinstance(to, Address) else None)
         data = _encode_args(method, args, pickle)
-        channel._check_size(len(data))
+        channel.check_size(len(data))
         flags = _OOB if oob else 0
         if to is None and exclude_self:
             flags |= int(Flag.DONT_LOOPBACK)
@@ -409,8 +407,8 @@ class RpcDispatcher:
         req_id = self._next_id
         call = _Call(targets, mode)
         self._calls[req_id] = call
-        if channel._suspected:
-            self._gone([m for m in targets if m in channel._suspected], "suspected")
+        if channel.suspected:
+            self._gone([m for m in targets if m in channel.suspected], "suspected")
         try:
             await self._send_request(to, targets, method, req_id, data, flags)
             self._counters["calls"] += 1
@@ -484,7 +482,7 @@ class RpcDispatcher:
     def _targets(self, to: Address | Iterable[Address] | None, exclude_self: bool) -> list[Address]:
         channel = self._channel
         if type(to) is Address:  # one member (`call_one`): the checks below, in short
-            channel._check_member(to)
+            channel.check_member(to)
             return [to]
         if to is None:
             me = channel.address
@@ -500,7 +498,7 @@ class RpcDispatcher:
                 raise TypeError(
                     f"rpc targets must be Addresses, got {type(member).__name__} {member!r}"
                 )
-            channel._check_member(member)
+            channel.check_member(member)
         return members
 
     async def _send_request(
@@ -523,7 +521,7 @@ class RpcDispatcher:
             # round starts after the burst, not in its middle (STABLE forgets the bytes
             # sent while its round runs)
             waking = dest is not None and self._waking > 0
-            await self._channel._send(
+            await self._channel.send(
                 Message(dest, data, flags=flags, headers={_ID: hdr}),
                 urgent=dest is not None and not waking,
                 join=waking,

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgpack
 
-from triogroups._channel._errors import ChannelError
+from triogroups._errors import ChannelError
 from triogroups.actors._errors import format_traceback
 from triogroups.address import Address
 

@@ -10,8 +10,8 @@ from ._errors import (
     PermanentError,
     RestartIntensityExceeded,
 )
-from ._spec import ChildSpec, Restart, Strategy
-from ._supervisor import Supervisor
+from ._spec import Restart, Strategy
+from ._supervisor import ChildSpec, Supervisor
 
 __all__ = [
     "Actor",

@@ -1,21 +1,15 @@
-"""What a supervisor is told: restart strategies, restart policies and child specs.
+"""What a supervisor is told: restart strategies and restart policies.
 
-Plain values only; the behaviour lives in `_supervisor`. The enum values are the strings a
+Plain values only; the behaviour lives in `_supervisor` (and `ChildSpec` beside it, since a
+child's factory may return a nested `Supervisor`). The enum values are the strings a
 configuration file uses (``Strategy("one_for_all")``).
 """
 
 from __future__ import annotations
 
 import enum
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from ._actor import Actor
-    from ._supervisor import Supervisor
-
-__all__ = ["ChildSpec", "Restart", "Strategy"]
+__all__ = ["Restart", "Strategy"]
 
 
 class Strategy(enum.Enum):
@@ -38,21 +32,3 @@ class Restart(enum.Enum):
     """Only after a crash."""
     TEMPORARY = "temporary"
     """Never; its slot is stopped for good once it ends."""
-
-
-@dataclass(frozen=True)
-class ChildSpec:
-    """A supervised child: its name and a factory called at every (re)start.
-
-    A factory that returns a `Supervisor` makes a nested tree.
-    """
-
-    name: str
-    factory: Callable[[], Actor | Supervisor]
-    restart: Restart = Restart.PERMANENT
-
-    def __post_init__(self) -> None:
-        if not self.name:
-            raise ValueError("child name must not be empty")
-        if not isinstance(self.restart, Restart):
-            raise TypeError(f"restart must be a Restart, got {self.restart!r}")

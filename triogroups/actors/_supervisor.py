@@ -19,11 +19,29 @@ import trio
 from ._actor import Actor, ActorRef, _Slot, run_incarnation
 from ._errors import CrashReport, PermanentError, RestartIntensityExceeded, format_traceback
 from ._policy import RestartIntensity, plan_restart, restarts_after
-from ._spec import ChildSpec, Strategy
+from ._spec import Restart, Strategy
 
-__all__ = ["Supervisor"]
+__all__ = ["ChildSpec", "Supervisor"]
 
 _MAX_CRASH_REPORTS = 100
+
+
+@dataclass(frozen=True)
+class ChildSpec:
+    """A supervised child: its name and a factory called at every (re)start.
+
+    A factory that returns a `Supervisor` makes a nested tree.
+    """
+
+    name: str
+    factory: Callable[[], Actor | Supervisor]
+    restart: Restart = Restart.PERMANENT
+
+    def __post_init__(self) -> None:
+        if not self.name:
+            raise ValueError("child name must not be empty")
+        if not isinstance(self.restart, Restart):
+            raise TypeError(f"restart must be a Restart, got {self.restart!r}")
 
 
 class _Child:

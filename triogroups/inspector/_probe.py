@@ -19,10 +19,10 @@ from typing import Any, Literal
 
 import trio
 
+from triogroups._diagnostics._messages import ANY_CLUSTER, OPS, cluster_of, decode_map, encode_map
+from triogroups._diagnostics._service import MAX_DATAGRAM, MAX_FRAME
 from triogroups._keyring import Keyring
 from triogroups.address import Address
-from triogroups.inspector._messages import ANY_CLUSTER, OPS, cluster_of, decode_map, encode_map
-from triogroups.inspector._service import MAX_DATAGRAM, MAX_FRAME
 from triogroups.wire import WireCodec, WireError
 
 __all__ = ["probe"]

@@ -38,7 +38,8 @@ narrows where they are drawn from, so runs side by side can split the range).
 
 from triogroups._ports import free_ports
 from triogroups._public import set_public_module
-from triogroups.testing._cluster import SimCluster, SimMember, open_cluster, sim_config
+from triogroups.config import sim_config
+from triogroups.testing._cluster import SimCluster, SimMember, open_cluster
 from triogroups.testing._contract import ContractViolation, DeliveryLog
 from triogroups.testing._history import (
     History,
@@ -91,6 +92,7 @@ __all__ = [
 
 set_public_module(__name__, {name: globals()[name] for name in __all__})
 # `free_ports` lives outside this package so that the chaos runner, the demo and benchmark
-# members can draw ports without importing the test kit (~9 MiB per process)
-set_public_module(__name__, {"free_ports": free_ports}, root="triogroups")
+# members can draw ports without importing the test kit (~9 MiB per process), and
+# `sim_config` beside the configuration, since `open_channel(network=...)` uses it too
+set_public_module(__name__, {"free_ports": free_ports, "sim_config": sim_config}, root="triogroups")
 del set_public_module

@@ -24,7 +24,7 @@ import trio._core._run as _trio_run
 import trio.testing
 
 from triogroups.address import Address
-from triogroups.config import StackConfig
+from triogroups.config import StackConfig, sim_config
 from triogroups.events import Connect, Disconnect, Disconnected, Event, InjectView, ViewChange
 from triogroups.message import Flag, Message
 from triogroups.stack import Stack
@@ -33,9 +33,7 @@ from triogroups.testing._history import HistoryWriter
 from triogroups.transports.sim import SimNetwork, SimTransport, open_sim_network
 from triogroups.view import Digest, MergeView, View, ViewId
 
-__all__ = ["SimCluster", "SimMember", "open_cluster", "sim_config"]
-
-_LOSSLESS_TRANSPORTS = {"TCP"}
+__all__ = ["SimCluster", "SimMember", "open_cluster"]
 
 
 @contextmanager
@@ -60,39 +58,6 @@ def _deterministic_scheduling(seed: int) -> Iterator[None]:
     finally:
         _trio_run._ALLOW_DETERMINISTIC_SCHEDULING = flag  # type: ignore[misc]
         _trio_run._r.setstate(state)
-
-
-def sim_config(config: StackConfig | str | Path, network: SimNetwork) -> StackConfig:
-    """``config`` with its transport replaced by a `SimTransport` on ``network``.
-
-    UDP becomes a lossy endpoint. TCP becomes a lossless one that multicasts as
-    TCP does (``fan_out``: one copy to each member of the view, so no IP
-    multicast) and takes the first free port of TCP's ``bind_port ..
-    bind_port + port_range`` on the network's host; TCPPING's ``initial_hosts``
-    keep their ports on that host. Discovery and MERGE3 then take the paths
-    they take over TCP: a joiner finds the group by asking those endpoints.
-    """
-    config = StackConfig.resolve(config)
-    bottom = config.layers[0].name
-    if bottom == "SIM":
-        return config.configure("SIM", network=network.name)
-    if bottom not in _LOSSLESS_TRANSPORTS:
-        return config.replace(bottom, "SIM", network=network.name, lossless=False)
-    tcp = config.layers[0].build()
-    config = config.replace(
-        bottom,
-        "SIM",
-        network=network.name,
-        lossless=True,
-        fan_out=True,
-        bind_port=getattr(tcp, "bind_port", 0),
-        port_range=getattr(tcp, "port_range", 0),
-    )
-    if "TCPPING" in config.names():
-        ping = config.layers[config.names().index("TCPPING")].build()
-        hosts = [f"{network.name}[{port}]" for _, port in getattr(ping, "listed", [])]
-        config = config.configure("TCPPING", initial_hosts=hosts)
-    return config
 
 
 class SimMember:

@@ -22,17 +22,13 @@ import errno
 import logging
 import socket
 import struct
-from typing import TYPE_CHECKING
 
 import trio
 
+from triogroups._diagnostics._responder import MAX_REQUEST, DiagnosedStack, Responder
 from triogroups._log import warn_once
-from triogroups.inspector._diag import MAX_REQUEST, Responder
 from triogroups.transports._sockets import bind_in_range, close_socket, multicast_socket
 from triogroups.transports.base import Transport
-
-if TYPE_CHECKING:
-    from triogroups.stack import Stack
 
 __all__ = ["MAX_DATAGRAM", "MAX_FRAME", "serve_diagnostics"]
 
@@ -44,7 +40,7 @@ _LEN = struct.Struct("!I")
 _TCP_IO_TIMEOUT = 5.0  # a probe that connects and says nothing is let go
 
 
-async def serve_diagnostics(stack: Stack) -> None:
+async def serve_diagnostics(stack: DiagnosedStack) -> None:
     """Answer probes for ``stack`` until cancelled (returns at once when turned off)."""
     transport = stack.protocols[0]
     assert isinstance(transport, Transport)

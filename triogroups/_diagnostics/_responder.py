@@ -13,23 +13,32 @@ not decode is dropped and counted by its `WireError` reason.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from triogroups._diagnostics._messages import ANY_CLUSTER, OPS, cluster_of, decode_map, encode_map
+from triogroups._diagnostics._report import ReportedStack, build_report
 from triogroups.address import Address
-from triogroups.inspector._messages import ANY_CLUSTER, OPS, cluster_of, decode_map, encode_map
-from triogroups.inspector._report import build_report
 from triogroups.properties import PropertyError
 from triogroups.transports.base import Transport
 from triogroups.wire import WireCodec, WireError
 
-if TYPE_CHECKING:
-    from triogroups.stack import Stack
-
-__all__ = ["Responder"]
+__all__ = ["DiagnosedStack", "Responder"]
 
 _log = logging.getLogger("triogroups.inspector")
 
 MAX_REQUEST = 65_507  # a request is one datagram at most, over TCP too
+
+
+class DiagnosedStack(ReportedStack, Protocol):
+    """Everything a probe can see or change of a member's stack (`triogroups.stack.Stack`
+    is one). The diagnostics sit below the stack host, as JGroups keeps its probe server
+    in the transport: the host hands itself over and is never imported here."""
+
+    diagnostics: Responder | None  # set by `serve_diagnostics` while it answers probes
+
+    def reset_stats(self) -> None: ...
+
+    async def set_property(self, protocol: str, key: str, value: Any) -> None: ...
 
 
 class Responder:
@@ -41,7 +50,7 @@ class Responder:
     answer: a datagram, or a TCP frame.
     """
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: DiagnosedStack) -> None:
         self.stack = stack
         self.counters = {"requests": 0, "answers": 0, "not_for_me": 0, "too_large": 0}
         self.counters["send_errors"] = self.counters["errors"] = 0

@@ -1,0 +1,76 @@
+"""Issue 40: the package's layers point down, and the test command holds them.
+
+The contracts live in pyproject.toml (``[tool.importlinter]``); `lint-imports` checks
+them in `python3 dev.py test`, beside ruff and mypy. These tests say what the contract
+must keep being (no exception, every top-level module placed) and run it once here too,
+so a plain ``pytest`` run also fails on an import that points up.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import dev
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _contracts() -> list[dict[str, Any]]:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    contracts: list[dict[str, Any]] = config["tool"]["importlinter"]["contracts"]
+    return contracts
+
+
+def test_import_layers_contract_is_kept() -> None:
+    """No module of triogroups imports from a layer above its own: at run time, lazily
+    inside a function, or under TYPE_CHECKING (the stack host starting the inspector's
+    diagnostics, the channel importing the test kit for ``sim_config``, RPC importing the
+    channel were such arrows)."""
+    lint = Path(sys.executable).parent / "lint-imports"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    result = subprocess.run(
+        [str(lint), "--no-cache"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "0 broken" in result.stdout, result.stdout
+
+
+def test_the_layers_contract_has_no_exception_and_places_every_module() -> None:
+    """No ``ignore_imports`` (an exception for a circle), TYPE_CHECKING imports checked
+    too, and ``exhaustive``: a new top-level module fails until it has its layer."""
+    layers = [c for c in _contracts() if c["type"] == "layers"]
+    assert [c["containers"] for c in layers if c["containers"] == ["triogroups"]]
+    for contract in _contracts():
+        assert "ignore_imports" not in contract, contract["name"]
+        assert not contract.get("exclude_type_checking_imports", False), contract["name"]
+    for contract in layers:
+        assert contract["exhaustive"] is True, contract["name"]
+
+
+def test_dev_test_runs_lint_imports_with_and_without_fast(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`python3 dev.py test` (and ``--fast``) runs `lint-imports` after mypy, before pytest."""
+    monkeypatch.setattr(dev, "_ensure_venv", lambda: None)
+    for argv in (["test"], ["test", "--fast"]):
+        ran: list[list[str]] = []
+
+        def record(*args: object, ran: list[list[str]] = ran) -> None:
+            ran.append([str(a) for a in args])
+
+        monkeypatch.setattr(dev, "_run", record)
+        dev.main(argv)
+        names = [Path(cmd[0]).name for cmd in ran]
+        assert names.index("mypy") < names.index("lint-imports") < len(names) - 1
+        assert ran[-1][1:3] == ["-m", "pytest"]
