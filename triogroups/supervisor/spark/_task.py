@@ -16,8 +16,16 @@ Runs in Spark's Python worker, never on the driver. The order of a task:
    among members starting together and GMS makes it the coordinator, deterministically; each
    attempt's addresses are new incarnations.
 5. The member function runs once the view holds all N members (its result converted by the
-   form's ``finish``, if any); then one ``barrier()`` so no member leaves while others still
-   send, then the channel leaves.
+   form's ``finish``, if any); then the members meet (`_meet`) so no member leaves while
+   others still send, then the channel leaves.
+
+The final meeting is the group's own (an OOB RPC to every other member, answered once that
+member's function returned), not Spark's ``barrier()``: a task still waiting in
+``barrier()`` when Spark cancels the stage (another member failed) makes its executor's JVM
+fail that wait with a TaskKilledException in a thread that nothing catches, and the whole
+executor exits (code 50), taking every other task and cached block on it along (issue 39).
+Waiting in the group instead, a cancelled task is an ordinary killed task. The ``allGather``
+of step 2 has the same hazard, for a task that fails before every member has gathered.
 
 Any error becomes a `SparkGroupError` whose text carries the member's own traceback between
 markers the driver finds in Spark's error (`member_failure`).
@@ -48,6 +56,8 @@ _END = "<</triogroups member>>"
 # Every member is past the final barrier when it leaves, so nobody needs the leave answered:
 # waiting long for it only delays the stage's end.
 _LEAVE_TIMEOUT = 0.2
+# The RPC method every member answers once its own member function has returned.
+_DONE = "triogroups.spark.done"
 _FAILURE = re.compile(r"<<triogroups member p(\d+)>>\n(.*?)<</triogroups member>>", re.DOTALL)
 
 
@@ -87,6 +97,7 @@ class TaskSpec:
     bind_addr: str | None
     formation_timeout: float
     allow_pickle: bool
+    meet_timeout: float = 300.0
 
 
 def member_failure(text: str) -> tuple[int, str] | None:
@@ -143,6 +154,7 @@ class _Member:
             peers = [json.loads(entry) for entry in gathered]
             self.generation = str(peers[0][2])
             deadline = trio.current_time() + spec.formation_timeout
+            returned = trio.Event()
             try:
                 async with open_channel(
                     f"{spec.cluster}-{self.generation}",
@@ -153,6 +165,7 @@ class _Member:
                     leave_timeout=_LEAVE_TIMEOUT,
                     handle_signals=False,
                     new_address=self.new_address,
+                    handlers={_DONE: returned.wait},
                 ) as ch:
                     reserved.close()
                     await self._formed(ch, deadline)
@@ -162,7 +175,8 @@ class _Member:
                     result = await spec.member_fn(ch, task)
                     if self.finish is not None:
                         result = self.finish(result)
-                    await trio.to_thread.run_sync(self.ctx.barrier)
+                    returned.set()
+                    await self._meet(ch)
             except JoinFailed as exc:
                 raise self._not_formed(str(exc)) from None
             return result
@@ -176,6 +190,22 @@ class _Member:
                 if len(view) >= self.members:
                     return
         raise self._not_formed(f"last view {ch.view}")
+
+    async def _meet(self, ch: Channel) -> None:
+        """Return once every other member's function has returned (it answered `_DONE`,
+        registered before its channel joined) or it left the view: a member that left met
+        everyone already or failed, and a failed member fails the stage whatever this one
+        does. SparkGroupError when a member is still running after ``meet_timeout`` seconds
+        (the session's ``spark.barrier.sync.timeout``, as for Spark's own ``barrier()``)."""
+        if len(ch.view) < 2:
+            return
+        rsps = await ch.rpc.call(_DONE, oob=True, exclude_self=True, timeout=self.spec.meet_timeout)
+        running = [m.name for m, rsp in rsps.items() if not (rsp.ok or rsp.suspected)]
+        if running:
+            raise SparkGroupError(
+                f"{', '.join(running)} still running after {self.spec.meet_timeout:g} s "
+                f"(spark.barrier.sync.timeout) while this member waited at the end"
+            )
 
     def _not_formed(self, detail: str) -> SparkGroupError:
         return SparkGroupError(
