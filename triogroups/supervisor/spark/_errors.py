@@ -58,10 +58,12 @@ def lost_member(text: str) -> tuple[int, str] | None:
             break
     else:
         return None
-    return partition, (
-        f"member p{partition} failed: {happened}; its group's barrier stage ({match.group(1)}) "
-        f"failed with it (with retry=True: every attempt of the stage failed)"
-    )
+    stage = f"its group's barrier stage ({match.group(1)}) failed with it"
+    if match.group(0).startswith("barrier task ShuffleMapTask"):
+        # A barrier stage followed by a shuffle (run_group's retry=True) is rerun, each
+        # attempt a new group; the job fails only when the last attempt allowed did.
+        stage += " in its last attempt (spark.stage.maxConsecutiveAttempts)"
+    return partition, f"member p{partition} failed: {happened}; {stage}"
 
 
 def _translating(original: Any) -> Any:
