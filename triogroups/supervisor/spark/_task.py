@@ -53,8 +53,8 @@ __all__ = ["SparkTask", "TaskSpec", "member_failure", "run_task"]
 
 _BEGIN = "<<triogroups member p{partition}>>"
 _END = "<</triogroups member>>"
-# Every member is past the final barrier when it leaves, so nobody needs the leave answered:
-# waiting long for it only delays the stage's end.
+# Every member's function has returned when a member leaves (`_meet`), so nobody needs the
+# leave answered: waiting long for it only delays the stage's end.
 _LEAVE_TIMEOUT = 0.2
 # The RPC method every member answers once its own member function has returned.
 _DONE = "triogroups.spark.done"
