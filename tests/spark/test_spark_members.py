@@ -67,9 +67,12 @@ async def report(ch: Channel, task: SparkTask) -> dict[str, Any]:
     }
 
 
-async def run_stage(n: int, member: Any = report, stage: Stage | None = None) -> list[Any]:
+async def run_stage(
+    n: int, member: Any = report, stage: Stage | None = None, stack: StackConfig | None = None
+) -> list[Any]:
     """Run ``member`` as the ``n`` tasks of one stage; each task's result or exception."""
-    spec = TaskSpec(member, StackConfig.preset("spark"), "t", "127.0.0.1", 30.0, False)
+    stack = stack or StackConfig.preset("spark")
+    spec = TaskSpec(member, stack, "t", "127.0.0.1", 30.0, False)
     stage = stage or Stage(n)
     results: list[Any] = [{} for _ in range(n)]
 
@@ -106,6 +109,18 @@ async def test_spark_members_meet_in_the_group_at_the_end_never_in_sparks_barrie
     stage = Stage(3)
     assert await run_stage(3, burst_then_return, stage) == [300, 300, 300]
     assert stage.barrier_calls == 0
+
+
+async def test_spark_members_end_together_without_waiting_for_failure_detection() -> None:
+    """Members that all return at once leave together; none may be left waiting for an
+    answer or a message that a member which left never sent (it would wait until failure
+    detection excludes that member). With FD_ALL3 at 600 s, ten stages of 4 end well within
+    a deadline that a single such wait would pass."""
+    slow_fd = StackConfig.preset("spark").configure("FD_ALL3", timeout="600s")
+    with trio.fail_after(300):
+        for _ in range(10):
+            results = await run_stage(4, stack=slow_fd)
+            assert [sorted(r["view"]) for r in results] == [["p0", "p1", "p2", "p3"]] * 4
 
 
 async def p1_fails(ch: Channel, task: SparkTask) -> int:
