@@ -12,7 +12,9 @@ worker's 2 slots) must wait for executors that register after it was asked for.
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
+import io
 import json
 import os
 import signal
@@ -26,11 +28,21 @@ from typing import Any
 import trio
 
 from triogroups import Channel
+from triogroups.cli import main as triogroups_main
 from triogroups.supervisor.spark import SparkTask, run_group, spark_session
 from triogroups.supervisor.spark._setup import registered_slots
 
 REPORT, MARKS = Path(sys.argv[1]), Path(sys.argv[2])
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+def cli(*args: str) -> dict[str, Any]:
+    """``triogroups spark ARGS`` run in this driver, so under spark-submit: its exit status
+    and what it printed."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        status = triogroups_main(["spark", *args])
+    return {"status": status, "lines": out.getvalue().splitlines()}
 
 
 def pipeline(spark: Any, arrow: bool) -> dict[str, Any]:
@@ -127,6 +139,8 @@ def main() -> None:
         step("a group of 2 whose p1 raises", lambda: run_group(spark, 2, p1_raises))
         time.sleep(10)  # an executor that was to die of it has died by now
         step("then a group of 4 on the same session", lambda: run_group(spark, 4, partition))
+        hello = f"{EXAMPLES / 'spark_hello.py'}:member"
+        step("triogroups spark without --master", lambda: cli("-n", "4", hello, "2"))
         step("the pipeline example, rows", lambda: pipeline(spark, arrow=False))
         step("the pipeline example, arrow", lambda: pipeline(spark, arrow=True))
         step("p1's Python worker killed", lambda: run_group(spark, 2, killer("python", "py")))

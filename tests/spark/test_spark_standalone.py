@@ -7,6 +7,7 @@ last test stops the cluster and finds no process of it left."""
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import subprocess
@@ -143,6 +144,25 @@ def test_spark_member_that_raises_fails_its_group_without_losing_an_executor(
     assert [r[0] for r in _ok(after)] == [0, 1, 2, 3]
     first = report["cold start: a group of 4 right after the session"]
     assert failed["executors"] == after["executors"] == first["executors"]
+
+
+def test_spark_cli_under_spark_submit_runs_on_its_master(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """``triogroups spark -n 4`` without ``--master`` in a driver that spark-submit started
+    runs its group on the cluster's two executors (the session spark-submit's master gave)
+    and prints each member's result. (That the CLI takes SPARK_MASTER and spark-submit's
+    master over its local default is checked without a JVM in test_spark_master.py.)"""
+    entry = report["triogroups spark without --master"]
+    result = _ok(entry)
+    assert result["status"] == 0
+    assert [line.split(":")[0] for line in result["lines"]] == ["p0", "p1", "p2", "p3"]
+    for i, line in enumerate(result["lines"]):
+        member = ast.literal_eval(line.split(": ", 1)[1])
+        assert member["sum"] == 12  # two rounds of 0 + 1 + 2 + 3
+        assert member["greeting"] == f"hello from p{(i - 1) % 4}"
+        assert member["view"][0] == "p0" and sorted(member["view"]) == ["p0", "p1", "p2", "p3"]
+    assert len(entry["executors"]) == 2
 
 
 @pytest.mark.parametrize("form", ["rows", "arrow"])
