@@ -21,7 +21,7 @@ import pytest
 from _standalone import StandaloneCluster, processes, spark_home
 
 from triogroups.supervisor.spark import SparkUnavailable
-from triogroups.supervisor.spark._setup import find_java
+from triogroups.supervisor.spark._setup import find_java, require_pyspark
 
 pytestmark = [pytest.mark.spark, pytest.mark.sparkcluster]
 
@@ -34,6 +34,7 @@ _SUBMIT_TIMEOUT = 900  # seconds for the whole application (a loaded 2-core mach
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
     """The master and the first of two workers, started once for this module."""
     try:
+        require_pyspark()
         find_java()
     except SparkUnavailable as exc:
         pytest.skip(str(exc))
