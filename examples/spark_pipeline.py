@@ -1,6 +1,11 @@
 """A data pipeline on Spark whose partitions cooperate as one group.
 
     python examples/spark_pipeline.py --rows 1000000 --out /tmp/top_keys.parquet [--arrow]
+    spark-submit --master spark://HOST:7077 examples/spark_pipeline.py --rows 1000000
+
+The master is ``--master``, else spark-submit's, else ``SPARK_MASTER``, else ``local[4]``;
+the group has ``--members`` members whatever the master (too few slots: an error, never a
+smaller group).
 
 1. Generate a DataFrame of ``--rows`` events ``(user, key, value)`` in ``--members``
    partitions (``value`` in cents, so sums are exact).
@@ -33,7 +38,7 @@ from typing import Any
 import trio
 
 from triogroups import Channel
-from triogroups.supervisor.spark import SparkTask, map_in_group, spark_session, task_slots
+from triogroups.supervisor.spark import SparkGroupError, SparkTask, map_in_group, spark_session
 
 CHUNK = 4096  # entries per shuffle message: well below FRAG's limits, few messages
 SCHEMA = "rank INT, key STRING, total LONG, distinct_users LONG"
@@ -181,14 +186,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=1_000_000, help="events (default 1M)")
     parser.add_argument("--members", type=int, default=4, help="partitions = members")
     parser.add_argument("--k", type=int, default=10, help="top k keys (default 10)")
-    parser.add_argument("--master", default="local[4]", help="Spark master (default local[4])")
+    parser.add_argument(
+        "--master",
+        default=None,
+        help="Spark master (default: spark-submit's or SPARK_MASTER, else local[4])",
+    )
     parser.add_argument("--out", default="/tmp/triogroups_top_keys.parquet", help="Parquet out")
     parser.add_argument("--arrow", action="store_true", help="barrier mapInArrow, pyarrow")
     args = parser.parse_args(argv)
     spark = spark_session(args.master, "spark_pipeline")
     try:
-        members = min(args.members, task_slots(spark.sparkContext))
-        report = run_pipeline(spark, args.rows, members, args.k, args.out, args.arrow)
+        report = run_pipeline(spark, args.rows, args.members, args.k, args.out, args.arrow)
+    except SparkGroupError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     finally:
         spark.stop()
     for rank, key, total, _distinct in report["written"]:

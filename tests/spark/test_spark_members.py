@@ -1,6 +1,7 @@
 """The members' side of a Spark group on real loopback sockets, without a JVM: the tasks of a
 stage are stood in for by a `Stage` that does what ``BarrierTaskContext`` does (one
-``allGather``, one ``barrier``), so the rendezvous runs many times in seconds."""
+``allGather``; ``barrier`` too, counted: members must not call it), so the rendezvous runs
+many times in seconds."""
 
 from __future__ import annotations
 
@@ -31,6 +32,7 @@ class Stage:
         self.values = [""] * n
         self._gathered = threading.Barrier(n)
         self._met = threading.Barrier(n)
+        self.barrier_calls = 0
 
     def context(self, partition: int) -> Any:
         stage = self
@@ -48,6 +50,7 @@ class Stage:
                 return list(stage.values)
 
             def barrier(self) -> None:
+                stage.barrier_calls += 1
                 stage._met.wait(timeout=30)
 
         return Context()
@@ -64,18 +67,75 @@ async def report(ch: Channel, task: SparkTask) -> dict[str, Any]:
     }
 
 
-async def run_stage(n: int) -> list[dict[str, Any]]:
-    spec = TaskSpec(report, StackConfig.preset("spark"), "t", "127.0.0.1", 30.0, False)
-    stage = Stage(n)
-    results: list[dict[str, Any]] = [{} for _ in range(n)]
+async def run_stage(
+    n: int, member: Any = report, stage: Stage | None = None, stack: StackConfig | None = None
+) -> list[Any]:
+    """Run ``member`` as the ``n`` tasks of one stage; each task's result or exception."""
+    stack = stack or StackConfig.preset("spark")
+    spec = TaskSpec(member, stack, "t", "127.0.0.1", 30.0, False)
+    stage = stage or Stage(n)
+    results: list[Any] = [{} for _ in range(n)]
 
     async def one(partition: int) -> None:
-        results[partition] = await _Member(spec, stage.context(partition), []).run()
+        try:
+            results[partition] = await _Member(spec, stage.context(partition), []).run()
+        except Exception as exc:
+            results[partition] = exc
 
     async with trio.open_nursery() as nursery:
         for partition in range(n):
             nursery.start_soon(one, partition)
     return results
+
+
+async def burst_then_return(ch: Channel, task: SparkTask) -> int:
+    """p0 multicasts 300 messages and returns at once; the others start reading a second
+    later, when p0 would be long gone if it did not wait for them at the end."""
+    if task.partition == 0:
+        for i in range(300):
+            await ch.send(i)
+        return 300
+    await trio.sleep(1)
+    got = [(await ch.receive()).payload for _ in range(300)]
+    assert got == list(range(300))
+    return len(got)
+
+
+async def test_spark_members_meet_in_the_group_at_the_end_never_in_sparks_barrier() -> None:
+    """Issue 39: a task waiting in Spark's ``barrier()`` when the stage is cancelled takes
+    its executor's JVM down (code 50). The members meet in the group instead: p0, done
+    first, stays until the others have read everything it sent, and no member calls
+    ``barrier()``."""
+    stage = Stage(3)
+    assert await run_stage(3, burst_then_return, stage) == [300, 300, 300]
+    assert stage.barrier_calls == 0
+
+
+async def test_spark_members_end_together_without_waiting_for_failure_detection() -> None:
+    """Members that all return at once leave together; none may be left waiting for an
+    answer or a message that a member which left never sent (it would wait until failure
+    detection excludes that member). With FD_ALL3 at 600 s, ten stages of 4 end well within
+    a deadline that a single such wait would pass."""
+    slow_fd = StackConfig.preset("spark").configure("FD_ALL3", timeout="600s")
+    with trio.fail_after(300):
+        for _ in range(10):
+            results = await run_stage(4, stack=slow_fd)
+            assert [sorted(r["view"]) for r in results] == [["p0", "p1", "p2", "p3"]] * 4
+
+
+async def p1_fails(ch: Channel, task: SparkTask) -> int:
+    if task.partition == 1:
+        await trio.sleep(0.5)
+        raise ValueError("p1 gives up")
+    return task.partition
+
+
+async def test_spark_members_waiting_at_the_end_finish_when_a_member_fails() -> None:
+    """A member raises while the others wait for it at the end: its channel leaves, the
+    others stop waiting for it (the failed task fails the stage anyway) and end."""
+    results = await run_stage(3, p1_fails)
+    assert results[0] == 0 and results[2] == 2
+    assert isinstance(results[1], ValueError)
 
 
 async def test_spark_members_form_one_view_with_partition_0_coordinating_every_time() -> None:

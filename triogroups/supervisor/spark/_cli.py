@@ -1,9 +1,13 @@
-"""``triogroups spark``: run a member function as a group in one barrier stage of a local Spark.
+"""``triogroups spark``: run a member function as a group in one barrier stage.
 
-Checks before starting anything: the app loads, the stack resolves, pyspark and Java are
-there, the master has the slots (each a one-line error and exit status 2, no traceback, no
-JVM left behind). Then one `run_group` on a session made by `spark_session` and each member's
-result printed by partition. Exit status 0 when every member returned, 1 when one failed (its
+The master is ``--master``, else the one ``spark-submit`` or ``SPARK_MASTER`` gives, else
+``local[N]`` for N members (`session_master`). Checks before starting anything: the app
+loads and is an async function, the stack resolves, pyspark and Java are there, a master
+whose string says its slots (``local[K]``, ``local-cluster``) has the N (each a one-line
+error and exit status 2, no traceback, no JVM left behind); on a cluster manager the stage
+waits up to ``--formation-timeout`` for executors with N slots to register. Then one
+`run_group` on a session made by `spark_session` and each member's result printed by
+partition. Exit status 0 when every member returned, 1 when one failed (its
 traceback is printed).
 """
 
@@ -16,12 +20,14 @@ from rich.console import Console
 from rich.markup import escape
 
 from triogroups.supervisor._app import AppError, load_app, resolve_stack
-from triogroups.supervisor.spark._driver import run_group
+from triogroups.supervisor.spark._driver import is_async, run_group
 from triogroups.supervisor.spark._setup import (
     SparkGroupError,
     SparkUnavailable,
     find_java,
+    master_slots,
     require_pyspark,
+    session_master,
     spark_session,
 )
 from triogroups.supervisor.spark._task import SparkTask
@@ -45,7 +51,11 @@ def _add_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
         return value if defaults else argparse.SUPPRESS
 
     parser.add_argument("-n", type=int, default=default(2), help="how many members (default 2)")
-    parser.add_argument("--master", default=default(None), help="Spark master (default local[N])")
+    parser.add_argument(
+        "--master",
+        default=default(None),
+        help="Spark master (default: spark-submit's or SPARK_MASTER, else local[N])",
+    )
     parser.add_argument(
         "--stack", default=default("spark"), help="preset name or TOML file (default spark)"
     )
@@ -85,11 +95,22 @@ def run_spark(args: argparse.Namespace, console: Console) -> int:
         if args.n < 1:
             raise AppError(f"-n must be >= 1, got {args.n}")
         app = load_app(args.app)
+        if not is_async(app):
+            raise AppError(
+                f"app {args.app!r} must be an async function: async def {args.app.rsplit(':')[-1]}"
+                f"(ch, task, *args)"
+            )
         stack = resolve_stack(args.stack)
+        master = session_master(args.master, None, f"local[{args.n}]")
+        slots = None if master is None else master_slots(master)
+        if slots is not None and args.n > slots:
+            raise AppError(
+                f"-n {args.n} needs {args.n} task slots at once, master {master} has {slots}"
+            )
         require_pyspark()
         find_java()
     except (AppError, SparkUnavailable) as exc:
-        errors.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        errors.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     extra = tuple(args.args)
 
@@ -100,13 +121,13 @@ def run_spark(args: argparse.Namespace, console: Console) -> int:
     from pyspark.sql import SparkSession
 
     ours = SparkSession.getActiveSession() is None  # stop only the session started here
-    session = spark_session(args.master or f"local[{args.n}]", "triogroups spark")
+    session = spark_session(master, "triogroups spark")
     try:
         results = run_group(
             session, args.n, member, stack=stack, formation_timeout=args.formation_timeout
         )
     except SparkGroupError as exc:
-        errors.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False)
+        errors.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2 if exc.member is None else 1
     finally:
         if ours:

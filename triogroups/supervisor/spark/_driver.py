@@ -8,6 +8,7 @@ own traceback in it and raises `SparkGroupError` with just that.
 from __future__ import annotations
 
 import importlib.machinery
+import inspect
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -19,10 +20,10 @@ from triogroups.supervisor.spark._arrow import arrow_stage
 from triogroups.supervisor.spark._errors import translate_member_failures
 from triogroups.supervisor.spark._setup import (
     SparkGroupError,
+    master_slots,
     registered_slots,
     require_arrow,
     require_pyspark,
-    task_slots,
 )
 from triogroups.supervisor.spark._task import MemberFn, TaskSpec, run_task
 
@@ -43,7 +44,35 @@ def _ship_module_by_value(member_fn: MemberFn) -> None:
         register(module)
 
 
+def is_async(fn: object) -> bool:
+    """Whether calling ``fn`` returns a coroutine: an ``async def`` function, a partial of
+    one, or an object whose ``__call__`` is one."""
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(
+        getattr(fn, "__call__", None)  # noqa: B004 (the method, not callability)
+    )
+
+
+def check_member_fn(member_fn: object) -> None:
+    """TypeError unless ``member_fn`` is an async function: checked on the driver, since a
+    plain function would fail only inside every task, after the stage started."""
+    if not callable(member_fn):
+        raise TypeError(f"member_fn must be an async function, got {type(member_fn).__name__}")
+    if not is_async(member_fn):
+        name = getattr(member_fn, "__qualname__", type(member_fn).__name__)
+        raise TypeError(
+            f"member_fn must be an async function (async def {name}(ch, task)), "
+            f"got a plain {type(member_fn).__name__} {name!r}"
+        )
+
+
+def _sync_timeout(sc: Any) -> float:
+    """The session's ``spark.barrier.sync.timeout`` in seconds (Spark's default: 365 days)."""
+    conf = sc._jsc.sc().conf()
+    return float(conf.getTimeAsSeconds("spark.barrier.sync.timeout", "31536000s"))
+
+
 def _spec(
+    sc: Any,
     member_fn: MemberFn,
     stack: StackConfig | str | Path,
     cluster: str,
@@ -51,8 +80,7 @@ def _spec(
     formation_timeout: float,
     allow_pickle: bool,
 ) -> TaskSpec:
-    if not callable(member_fn):
-        raise TypeError(f"member_fn must be an async function, got {type(member_fn).__name__}")
+    check_member_fn(member_fn)
     if not formation_timeout > 0:
         raise ValueError(f"formation_timeout must be > 0, got {formation_timeout}")
     _ship_module_by_value(member_fn)
@@ -62,24 +90,34 @@ def _spec(
         raise ValueError(
             f"a spark group's stack needs {', '.join(missing)}, got {', '.join(config.names())}"
         )
-    return TaskSpec(member_fn, config, cluster, bind_addr, formation_timeout, allow_pickle)
+    return TaskSpec(
+        member_fn,
+        config,
+        cluster,
+        _default_bind(sc, bind_addr),
+        formation_timeout,
+        allow_pickle,
+        _sync_timeout(sc),
+    )
 
 
 _SLOTS_POLL = 0.1  # seconds between two looks at the registered executors
 
 
 def _check_slots(sc: Any, n: int, wait: float) -> None:
-    """Fail at once when ``sc`` cannot run ``n`` tasks at once; otherwise wait up to ``wait``
-    seconds for executors with ``n`` slots to have registered.
+    """Fail at once when ``sc``'s master can never run ``n`` tasks at once (``local[N]``,
+    ``local-cluster``); otherwise wait up to ``wait`` seconds for executors with ``n`` slots
+    to have registered.
 
-    A ``local-cluster`` master has its slots (from its master string) before its executor
-    processes have registered, and the session checks a barrier stage against the registered
-    ones once, a second after submitting it (`SESSION_CONF`): submitted while an executor is
-    still starting (seconds, on a loaded machine), the stage would fail at once."""
-    slots = task_slots(sc)
-    if n > slots:
+    Spark checks a barrier stage against the executors registered when it is submitted, once
+    (`SESSION_CONF`), and executors register seconds after the session started: with a
+    ``local-cluster`` master (which knows its slots from its string) and on every cluster
+    manager (standalone, YARN, Kubernetes: slots are whatever registered so far). A group is
+    never shrunk to fit: either its ``n`` slots are there or it fails saying how many are."""
+    known = master_slots(str(sc.master), int(sc.getConf().get("spark.task.cpus", "1")))
+    if known is not None and n > known:
         raise SparkGroupError(
-            f"a group of {n} needs {n} task slots at once, {sc.master} has {slots}: "
+            f"a group of {n} needs {n} task slots at once, {sc.master} has {known}: "
             f"use fewer members or a master with more slots"
         )
     deadline = time.monotonic() + wait
@@ -87,7 +125,8 @@ def _check_slots(sc: Any, n: int, wait: float) -> None:
         if time.monotonic() >= deadline:
             raise SparkGroupError(
                 f"a group of {n} needs {n} task slots at once; after {wait:g} s the executors "
-                f"registered with {sc.master} have {registered}"
+                f"registered with {sc.master} have {registered}: use fewer members, or give "
+                f"the application more executors or cores (or a longer formation_timeout)"
             )
         time.sleep(_SLOTS_POLL)
 
@@ -116,14 +155,20 @@ def run_group(
 
     ``await member_fn(channel, task)`` runs in each task inside a Trio event loop, once the
     channel's view holds all ``n`` members (partition 0 is the coordinator; ``task`` is a
-    `SparkTask`). Returns once every member returned and met the others at a final barrier.
+    `SparkTask`). Returns once every member returned and met the others at the end (in the
+    group: a member that finished first waits there for the others' functions to return).
 
-    Raises SparkGroupError before anything starts when the session has fewer than ``n`` task
-    slots (or its executors have not registered ``n`` within ``formation_timeout`` seconds),
-    when no view of ``n`` forms within ``formation_timeout`` seconds, and when a member
-    raises (the message is that member's traceback). With ``retry`` the stage is followed by a
-    shuffle, so Spark reruns the whole group after a failure (up to
-    ``spark.stage.maxConsecutiveAttempts``), each attempt a fresh group with a new generation.
+    TypeError on the driver for a ``member_fn`` that is not an async function. Raises
+    SparkGroupError before anything starts when the master can never run ``n`` tasks at once
+    (``local[N]``, ``local-cluster``) or its executors have not registered ``n`` slots within
+    ``formation_timeout`` seconds (on a cluster manager the stage waits for them; a group is
+    never made smaller); when no view of ``n`` forms within ``formation_timeout`` seconds;
+    when a member raises (the message is that member's traceback); and when a member's
+    Python worker or executor dies (the message names the member and what happened). With
+    ``retry`` the stage is followed by a shuffle, so Spark reruns the whole group after any
+    of these failures (up to ``spark.stage.maxConsecutiveAttempts``), each attempt a fresh
+    group of ``n`` with a new generation whose members start their function again: the
+    results are all the new attempt's; the error, when every attempt failed, the last one's.
     ``bind_addr`` defaults to loopback in local modes and to each executor's address otherwise.
     SparkUnavailable when pyspark is not installed.
     """
@@ -131,9 +176,7 @@ def run_group(
     if not isinstance(n, int) or n < 1:
         raise ValueError(f"n must be a positive int, got {n!r}")
     sc = spark.sparkContext
-    spec = _spec(
-        member_fn, stack, cluster, _default_bind(sc, bind_addr), formation_timeout, allow_pickle
-    )
+    spec = _spec(sc, member_fn, stack, cluster, bind_addr, formation_timeout, allow_pickle)
     _check_slots(sc, n, formation_timeout)
 
     def one(index: int, rows: Iterable[Any]) -> Iterator[tuple[int, Any]]:
@@ -198,9 +241,7 @@ def map_in_group(
         require_arrow(data)
     rdd = getattr(data, "rdd", data)
     sc = rdd.context
-    spec = _spec(
-        member_fn, stack, cluster, _default_bind(sc, bind_addr), formation_timeout, allow_pickle
-    )
+    spec = _spec(sc, member_fn, stack, cluster, bind_addr, formation_timeout, allow_pickle)
     _check_slots(sc, rdd.getNumPartitions(), formation_timeout)
     translate_member_failures()
     if arrow:

@@ -7,21 +7,63 @@ through ``py4j.protocol.get_return_value``; pyspark wraps that function once per
 turn Java errors into Python ones, always starting again from the one in ``py4j.protocol``.
 So the translation wraps that one, once per process: a Java error whose text carries a
 member's failure (the markers `_task` puts around it) becomes SparkGroupError with that
-member's traceback; every other error passes unchanged, and a session created later keeps
-the translation.
+member's traceback. A barrier stage that failed because a task's Python worker died (killed,
+crashed, out of memory) or its executor was lost carries no member traceback, only Spark's
+account: it becomes SparkGroupError naming the member (the task's partition) and what
+happened (`lost_member`). Every other error passes unchanged, and a session created later
+keeps the translation.
 """
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Any
 
 from triogroups.supervisor.spark._setup import SparkGroupError
 from triogroups.supervisor.spark._task import member_failure
 
-__all__ = ["translate_member_failures"]
+__all__ = ["lost_member", "translate_member_failures"]
+
+# "Stage failed because barrier task ResultTask(3, 1) finished unsuccessfully." and then the
+# task's failure: the stage and the partition, which is the member.
+_BARRIER_TASK = re.compile(
+    r"barrier task \w*Task\((\d+), (\d+)\) finished unsuccessfully\.\s*\n(.*)"
+)
+_CAUSES = (
+    (
+        "Python worker exited unexpectedly",
+        "its Python worker exited unexpectedly (killed or crashed)",
+    ),
+    ("ExecutorLostFailure", "its executor was lost"),
+)
 
 _reading = threading.local()  # True while the error's own text is fetched (a Py4J call too)
+
+
+def lost_member(text: str) -> tuple[int, str] | None:
+    """The member (partition) whose task failed a barrier stage without a member traceback,
+    and what happened to it in one line, from the text of Spark's stage failure; None when
+    the text is not such a failure."""
+    match = _BARRIER_TASK.search(text)
+    if match is None:
+        return None
+    partition, cause = int(match.group(2)), match.group(3).strip()
+    for pattern, what in _CAUSES:
+        if pattern in cause:
+            detail = (
+                cause.split("ExecutorLostFailure", 1)[1].strip() if "Executor" in pattern else ""
+            )
+            happened = f"{what} {detail}".strip()
+            break
+    else:
+        return None
+    stage = f"its group's barrier stage ({match.group(1)}) failed with it"
+    if match.group(0).startswith("barrier task ShuffleMapTask"):
+        # A barrier stage followed by a shuffle (run_group's retry=True) is rerun, each
+        # attempt a new group; the job fails only when the last attempt allowed did.
+        stage += " in its last attempt (spark.stage.maxConsecutiveAttempts)"
+    return partition, f"member p{partition} failed: {happened}; {stage}"
 
 
 def _translating(original: Any) -> Any:
@@ -35,9 +77,10 @@ def _translating(original: Any) -> Any:
                 raise
             _reading.active = True
             try:
-                found = member_failure(str(exc))
+                text = str(exc)
             finally:
                 _reading.active = False
+            found = member_failure(text) or lost_member(text)
             if found is None:
                 raise
             raise SparkGroupError(found[1], found[0]) from None

@@ -20,9 +20,11 @@ __all__ = [
     "SparkGroupError",
     "SparkUnavailable",
     "find_java",
+    "master_slots",
     "registered_slots",
     "require_arrow",
     "require_pyspark",
+    "session_master",
     "spark_session",
     "task_slots",
 ]
@@ -119,17 +121,40 @@ def _worker_python_path() -> str:
     return os.pathsep.join(p for p in dict.fromkeys([*entries, *old.split(os.pathsep)]) if p)
 
 
+LOCAL_MASTER = "local[4]"
+
+
+def session_master(
+    master: str | None = None, conf: dict[str, str] | None = None, local: str = LOCAL_MASTER
+) -> str | None:
+    """The master a session is given: ``master`` when not None, then ``spark.master`` in
+    ``conf``, then none at all under ``spark-submit`` (None: its ``--master``, its
+    ``spark-defaults.conf`` or its own default stand, as Spark's do), then the
+    ``SPARK_MASTER`` environment variable, and ``local`` only when none of these says."""
+    if master:
+        return master
+    if conf and conf.get("spark.master"):
+        return conf["spark.master"]
+    if os.environ.get("PYSPARK_GATEWAY_PORT"):  # set for the driver spark-submit started
+        return None
+    return os.environ.get("SPARK_MASTER") or local
+
+
 def spark_session(
-    master: str = "local[4]", app_name: str = "triogroups", conf: dict[str, str] | None = None
+    master: str | None = None, app_name: str = "triogroups", conf: dict[str, str] | None = None
 ) -> Any:
     """A SparkSession ready for groups (`getOrCreate`: an existing session is returned as is).
 
-    Checks pyspark and Java first (SparkUnavailable, one line). Python workers run this
-    interpreter with the driver's ``sys.path`` (``PYSPARK_PYTHON``, ``PYTHONPATH``), slot
-    checks fail within seconds instead of ten minutes, ``barrier()`` waits at most 300 s
-    (and up to 120 s, not 15, for its executor's JVM to accept its local socket),
-    Python workers start with triogroups imported, and the web UI and progress bar are off.
-    ``conf`` adds or overrides Spark settings.
+    The master is ``master`` when given, else ``spark.master`` in ``conf``, else the one
+    ``spark-submit`` was given (this driver runs under it), else ``SPARK_MASTER``, else
+    ``local[4]`` (`session_master`). Checks pyspark and Java first (SparkUnavailable, one
+    line). Python workers run this interpreter with the driver's ``sys.path``
+    (``PYSPARK_PYTHON``, ``PYTHONPATH``; on a cluster the executors' own environment decides
+    what they import), slot checks fail within seconds instead of ten minutes,
+    ``allGather()`` and the members' meeting at the end wait at most 300 s
+    (``spark.barrier.sync.timeout``; a task waits up to 120 s, not 15, for its executor's JVM
+    to accept its local socket), Python workers start with triogroups imported, and the web
+    UI and progress bar are off. ``conf`` adds or overrides Spark settings.
     """
     require_pyspark()
     find_java()
@@ -138,7 +163,10 @@ def spark_session(
     os.environ["PYTHONPATH"] = _worker_python_path()
     from pyspark.sql import SparkSession
 
-    builder = SparkSession.builder.master(master).appName(app_name)
+    builder = SparkSession.builder.appName(app_name)
+    chosen = session_master(master, conf)
+    if chosen is not None:
+        builder = builder.master(chosen)
     for key, value in {**SESSION_CONF, **(conf or {})}.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
@@ -150,23 +178,30 @@ _LOCAL = re.compile(r"^local(?:\[(\d+|\*)(?:,\s*\d+)?\])?$")
 _LOCAL_CLUSTER = re.compile(r"^local-cluster\[\s*(\d+)\s*,\s*(\d+)\s*,\s*\d+\s*\]$")
 
 
+def master_slots(master: str, task_cpus: int = 1) -> int | None:
+    """How many tasks a master runs at once when its string says (``local[N]``, ``local[*]``,
+    ``local-cluster[E,C,M]``), before any session starts; None for a cluster manager
+    (``spark://``, ``yarn``, ``k8s://``), whose slots are the executors that registered."""
+    local = _LOCAL.match(master)
+    if local:
+        threads = local.group(1) or "1"
+        return (os.cpu_count() or 1) if threads == "*" else int(threads) // task_cpus
+    cluster = _LOCAL_CLUSTER.match(master)
+    if cluster:
+        return int(cluster.group(1)) * (int(cluster.group(2)) // task_cpus)
+    return None
+
+
 def task_slots(sc: Any) -> int:
     """How many tasks ``sc`` runs at once: what a barrier stage may ask for.
 
     Read from the master for ``local[N]`` and ``local-cluster[E,C,M]`` (known before any
     executor registered), otherwise Spark's own count of concurrent tasks over the executors
-    that registered so far.
+    that registered so far (on a cluster manager more may register later).
     """
     cpus = int(sc.getConf().get("spark.task.cpus", "1"))
-    master = str(sc.master)
-    local = _LOCAL.match(master)
-    if local:
-        threads = local.group(1) or "1"
-        return (os.cpu_count() or 1) if threads == "*" else int(threads) // cpus
-    cluster = _LOCAL_CLUSTER.match(master)
-    if cluster:
-        return int(cluster.group(1)) * (int(cluster.group(2)) // cpus)
-    return registered_slots(sc)
+    known = master_slots(str(sc.master), cpus)
+    return registered_slots(sc) if known is None else known
 
 
 def registered_slots(sc: Any) -> int:

@@ -16,8 +16,17 @@ Runs in Spark's Python worker, never on the driver. The order of a task:
    among members starting together and GMS makes it the coordinator, deterministically; each
    attempt's addresses are new incarnations.
 5. The member function runs once the view holds all N members (its result converted by the
-   form's ``finish``, if any); then one ``barrier()`` so no member leaves while others still
-   send, then the channel leaves.
+   form's ``finish``, if any); then the members meet (`_meet`) so no member leaves while
+   others still send, then the channel leaves.
+
+The final meeting is the group's own (`_meet`: every member calls the coordinator, which
+answers once every member's function returned, and leaves last), not Spark's
+``barrier()``: a task still waiting in
+``barrier()`` when Spark cancels the stage (another member failed) makes its executor's JVM
+fail that wait with a TaskKilledException in a thread that nothing catches, and the whole
+executor exits (code 50), taking every other task and cached block on it along (issue 39).
+Waiting in the group instead, a cancelled task is an ordinary killed task. The ``allGather``
+of step 2 has the same hazard, for a task that fails before every member has gathered.
 
 Any error becomes a `SparkGroupError` whose text carries the member's own traceback between
 markers the driver finds in Spark's error (`member_failure`).
@@ -45,9 +54,16 @@ __all__ = ["SparkTask", "TaskSpec", "member_failure", "run_task"]
 
 _BEGIN = "<<triogroups member p{partition}>>"
 _END = "<</triogroups member>>"
-# Every member is past the final barrier when it leaves, so nobody needs the leave answered:
-# waiting long for it only delays the stage's end.
+# Every member's function has returned when a member leaves (`_meet`), so nobody needs the
+# leave answered: waiting long for it only delays the stage's end.
 _LEAVE_TIMEOUT = 0.2
+# The RPC method every member answers once its own member function has returned.
+_DONE = "triogroups.spark.done"
+_BYE = "triogroups.spark.bye"  # a member tells the coordinator it has the answer to _DONE
+_MEET_POLL = 0.05  # seconds between two looks at who called, while the coordinator waits
+# How long the coordinator, having answered every member, waits for their byes before it
+# leaves (a bye can be lost when its member leaves at once; it has its answer by then).
+_BYES_WAIT = 5.0
 _FAILURE = re.compile(r"<<triogroups member p(\d+)>>\n(.*?)<</triogroups member>>", re.DOTALL)
 
 
@@ -87,6 +103,7 @@ class TaskSpec:
     bind_addr: str | None
     formation_timeout: float
     allow_pickle: bool
+    meet_timeout: float = 300.0
 
 
 def member_failure(text: str) -> tuple[int, str] | None:
@@ -129,6 +146,9 @@ class _Member:
         self.members = len(infos)
         self.host = spec.bind_addr or str(infos[self.partition].address).rsplit(":", 1)[0]
         self.generation = "-"
+        self.everyone_returned = trio.Event()  # the coordinator's: every function returned
+        self.called_by: set[str] = set()  # the members that called _DONE here
+        self.said_bye: set[str] = set()  # the members that have their answer to _DONE
 
     def new_address(self, name: str) -> Address:
         return Address((self.partition << 96) | secrets.randbits(96), name)
@@ -153,6 +173,7 @@ class _Member:
                     leave_timeout=_LEAVE_TIMEOUT,
                     handle_signals=False,
                     new_address=self.new_address,
+                    handlers={_DONE: self._answer_done, _BYE: self.said_bye.add},
                 ) as ch:
                     reserved.close()
                     await self._formed(ch, deadline)
@@ -162,7 +183,7 @@ class _Member:
                     result = await spec.member_fn(ch, task)
                     if self.finish is not None:
                         result = self.finish(result)
-                    await trio.to_thread.run_sync(self.ctx.barrier)
+                    await self._meet(ch)
             except JoinFailed as exc:
                 raise self._not_formed(str(exc)) from None
             return result
@@ -176,6 +197,56 @@ class _Member:
                 if len(view) >= self.members:
                     return
         raise self._not_formed(f"last view {ch.view}")
+
+    async def _answer_done(self, caller: str) -> None:
+        """`_DONE` at the coordinator: answer ``caller`` once every member's function has
+        returned."""
+        self.called_by.add(caller)
+        await self.everyone_returned.wait()
+
+    async def _meet(self, ch: Channel) -> None:
+        """Return once every member's function has returned; the coordinator returns once
+        the others have their answer too (or `_BYES_WAIT` passed).
+
+        Each other member calls `_DONE` at the coordinator, which answers all of them once
+        its own function returned and every member in the view has called; on the answer
+        they tell the coordinator (`_BYE`) and leave. A member that left the view early
+        failed (it fails the stage whatever the others do): it counts as done. The
+        coordinator leaves last, so no member waits for an answer from a member that has
+        left: members that leave together leave their last messages unsent, and a member
+        waiting for one would wait for FD_ALL3's 30 s to see the view without its sender.
+
+        SparkGroupError when a member is still running after ``meet_timeout`` seconds (the
+        session's ``spark.barrier.sync.timeout``, as for Spark's own ``barrier()``)."""
+        deadline = trio.current_time() + self.spec.meet_timeout
+        coordinator = ch.view.members[0]
+        if coordinator != ch.address:
+            rsps = await ch.rpc.call(
+                _DONE, ch.name, to=coordinator, oob=True, timeout=self.spec.meet_timeout
+            )
+            if rsps.timed_out:
+                raise self._still_running([coordinator.name])
+            if rsps[coordinator].ok:
+                await ch.rpc.call(_BYE, ch.name, to=coordinator, mode="none", oob=True)
+            return
+        while waiting := self._others(ch) - self.called_by:
+            if trio.current_time() >= deadline:
+                raise self._still_running(sorted(waiting))
+            await trio.sleep(_MEET_POLL)
+        self.everyone_returned.set()
+        with trio.move_on_after(_BYES_WAIT):
+            while self._others(ch) - self.said_bye:
+                await trio.sleep(_MEET_POLL)
+
+    @staticmethod
+    def _others(ch: Channel) -> set[str]:
+        return {m.name for m in ch.view.members if m != ch.address}
+
+    def _still_running(self, names: list[str]) -> SparkGroupError:
+        return SparkGroupError(
+            f"{', '.join(names)} still running after {self.spec.meet_timeout:g} s "
+            f"(spark.barrier.sync.timeout) while this member waited at the end"
+        )
 
     def _not_formed(self, detail: str) -> SparkGroupError:
         return SparkGroupError(

@@ -1,0 +1,235 @@
+"""Groups on a real Spark standalone cluster (issue 39): a master and two workers of two
+cores each, every one its own JVM on loopback (`_standalone`), and one driver submitted to
+it with ``spark-submit --master spark://...`` (`standalone_app`) that runs its steps on one
+session; each test checks one step of its report. The second worker starts only once the
+driver's session is up, so its first group waits for executors, as on a cold cluster. The
+last test stops the cluster and finds no process of it left."""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from _standalone import StandaloneCluster, processes, spark_home
+
+from triogroups.supervisor.spark import SparkUnavailable
+from triogroups.supervisor.spark._setup import find_java, require_pyspark
+
+pytestmark = [pytest.mark.spark, pytest.mark.sparkcluster]
+
+APP = Path(__file__).with_name("standalone_app.py")
+ROOT = Path(__file__).resolve().parents[2]
+_SUBMIT_TIMEOUT = 900  # seconds for the whole application (a loaded 2-core machine)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
+    """The master and the first of two workers, started once for this module."""
+    try:
+        require_pyspark()
+        find_java()
+    except SparkUnavailable as exc:
+        pytest.skip(str(exc))
+    started = StandaloneCluster(tmp_path_factory.mktemp("standalone"))
+    try:
+        yield started.start(workers=1)
+    finally:
+        started.stop()
+
+
+@pytest.fixture(scope="module")
+def report(cluster: StandaloneCluster) -> dict[str, dict[str, Any]]:
+    """`standalone_app` submitted to the cluster; its steps by name."""
+    out = cluster.directory / "report.json"
+    marks = cluster.directory / "marks"
+    marks.mkdir()
+    submit = [str(spark_home() / "bin" / "spark-submit"), "--master", cluster.url]
+    for conf in (
+        "spark.executor.memory=512m",
+        "spark.executor.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        "spark.driver.extraJavaOptions=-XX:+UseSerialGC -XX:TieredStopAtLevel=1",
+        "spark.stage.maxConsecutiveAttempts=3",
+    ):
+        submit += ["--conf", conf]
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(spark_home()),
+        "PYSPARK_PYTHON": sys.executable,
+        "PYSPARK_DRIVER_PYTHON": sys.executable,
+        "PYTHONPATH": os.pathsep.join([str(ROOT), str(APP.parent)]),
+    }
+    env.pop("SPARK_MASTER", None)
+    log = cluster.directory / "driver.log"
+    with open(log, "wb") as output:
+        driver = subprocess.Popen(
+            [*submit, str(APP), str(out), str(marks)],
+            stdin=subprocess.DEVNULL,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            env=env,
+            cwd=cluster.directory,
+        )
+    try:
+        deadline = time.monotonic() + _SUBMIT_TIMEOUT
+        while not (marks / "session").exists() and driver.poll() is None:
+            assert time.monotonic() < deadline, "the driver's session did not start"
+            time.sleep(0.2)
+        if driver.poll() is None:
+            cluster.start_worker()
+        returncode = driver.wait(timeout=max(1.0, deadline - time.monotonic()))
+    finally:
+        if driver.poll() is None:
+            driver.kill()
+            driver.wait()
+    assert returncode == 0, log.read_text()[-3000:]
+    session = json.loads((marks / "session").read_text())
+    steps = {entry["step"]: entry for entry in json.loads(out.read_text())}
+    steps["session"] = session
+    return steps
+
+
+def _ok(entry: dict[str, Any]) -> Any:
+    assert "error" not in entry, entry.get("trace")
+    return entry["result"]
+
+
+def test_spark_submit_master_wins_and_a_cold_group_waits_for_its_executors(
+    cluster: StandaloneCluster, report: dict[str, dict[str, Any]]
+) -> None:
+    """The driver's ``spark_session()`` takes spark-submit's ``--master`` (not local[4]),
+    and a group of 4 asked for when at most one worker's 2 slots were registered waits for
+    the second worker's executor (instead of failing at once with the slots registered so
+    far): one view of 4, p0 first, across both executors."""
+    assert report["session"]["registered"] <= 2  # one worker's slots at most: it must wait
+    entry = report["cold start: a group of 4 right after the session"]
+    assert entry["master"] == cluster.url
+    results = _ok(entry)
+    assert [r[0] for r in results] == [0, 1, 2, 3]
+    assert all(r[1][0] == "p0" and sorted(r[1]) == ["p0", "p1", "p2", "p3"] for r in results)
+    assert len({r[2] for r in results}) == 1
+    assert len(entry["executors"]) == 2
+
+
+def test_spark_member_function_not_async_is_refused_before_any_job(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """A plain ``def`` member: TypeError naming it, on the driver, no job started."""
+    entry = report["a member function that is not async"]
+    assert entry["error"] == "TypeError"
+    assert entry["message"].startswith("member_fn must be an async function")
+    assert "'plain'" in entry["message"]
+    assert entry["jobs_started"] == 0
+
+
+def test_spark_member_that_raises_fails_its_group_without_losing_an_executor(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """p1 raises while p0 waits at the group's end: SparkGroupError names p1 and carries its
+    traceback; ten seconds later a group of 4 runs on the same session, on the same two
+    executors (Spark's own ``barrier()`` there made p0's executor exit with code 50 when
+    the stage was cancelled, and a new one replaced it)."""
+    failed = report["a group of 2 whose p1 raises"]
+    assert failed["error"] == "SparkGroupError"
+    assert failed["member"] == 1
+    assert failed["message"].startswith("member p1 of 2")
+    assert "ValueError: p1 gives up" in failed["message"]
+    after = report["then a group of 4 on the same session"]
+    assert [r[0] for r in _ok(after)] == [0, 1, 2, 3]
+    first = report["cold start: a group of 4 right after the session"]
+    assert failed["executors"] == after["executors"] == first["executors"]
+
+
+def test_spark_cli_under_spark_submit_runs_on_its_master(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """``triogroups spark -n 4`` without ``--master`` in a driver that spark-submit started
+    runs its group on the cluster's two executors (the session spark-submit's master gave)
+    and prints each member's result. (That the CLI takes SPARK_MASTER and spark-submit's
+    master over its local default is checked without a JVM in test_spark_master.py.)"""
+    entry = report["triogroups spark without --master"]
+    result = _ok(entry)
+    assert result["status"] == 0
+    assert [line.split(":")[0] for line in result["lines"]] == ["p0", "p1", "p2", "p3"]
+    for i, line in enumerate(result["lines"]):
+        member = ast.literal_eval(line.split(": ", 1)[1])
+        assert member["sum"] == 12  # two rounds of 0 + 1 + 2 + 3
+        assert member["greeting"] == f"hello from p{(i - 1) % 4}"
+        assert member["view"][0] == "p0" and sorted(member["view"]) == ["p0", "p1", "p2", "p3"]
+    assert len(entry["executors"]) == 2
+
+
+@pytest.mark.parametrize("form", ["rows", "arrow"])
+def test_spark_pipeline_example_on_the_cluster_equals_plain_spark(
+    report: dict[str, dict[str, Any]], form: str
+) -> None:
+    """examples/spark_pipeline.py's `map_in_group` stage, in the Row and the Arrow form,
+    across both executors: what it wrote equals plain Spark's answer."""
+    result = _ok(report[f"the pipeline example, {form}"])
+    assert len(result["written"]) == 5
+    assert result["written"] == result["expected"]
+
+
+def test_spark_member_whose_python_worker_is_killed_is_named_with_what_happened(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """p1's Python worker killed mid-group: SparkGroupError naming p1 and that its worker
+    exited, not Spark's Py4JJavaError; its peer's executor survives it."""
+    entry = report["p1's Python worker killed"]
+    assert entry["error"] == "SparkGroupError", entry.get("trace")
+    assert entry["member"] == 1
+    assert entry["message"].startswith("member p1 failed: its Python worker exited unexpectedly")
+    first = report["cold start: a group of 4 right after the session"]
+    assert entry["executors"] == first["executors"]
+
+
+def test_spark_group_with_retry_reruns_as_a_new_group_after_a_python_worker_is_killed(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """With ``retry=True`` the killed worker's stage reruns: the results are those of a new
+    group (one generation, a view of 2)."""
+    results = _ok(report["p1's Python worker killed, retry"])
+    assert [r[0] for r in results] == [0, 1]
+    assert results[0][2] == results[1][2]
+    assert all(sorted(r[1]) == ["p0", "p1"] for r in results)
+
+
+def test_spark_member_whose_executor_is_lost_is_named_with_what_happened(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """p1's executor JVM killed mid-group: SparkGroupError naming p1 and what happened to
+    it (its executor lost, or its Python worker cut off with it), not a Py4JJavaError."""
+    entry = report["p1's executor JVM killed"]
+    assert entry["error"] == "SparkGroupError", entry.get("trace")
+    assert entry["member"] == 1
+    assert entry["message"].startswith(
+        ("member p1 failed: its executor was lost", "member p1 failed: its Python worker")
+    )
+
+
+def test_spark_standalone_cluster_stops_with_no_process_left(
+    cluster: StandaloneCluster, report: dict[str, dict[str, Any]]
+) -> None:
+    """Stopping the master and workers ends every process they started (executors, Python
+    daemons and workers): ``ps`` finds none of their sessions."""
+    sessions = cluster.sessions
+    assert processes(sessions), "the cluster's JVMs should be running before the stop"
+    assert cluster.stop() == {}
+    listing = subprocess.run(
+        ["ps", "-eo", "sid=,stat=,pid=,args="], capture_output=True, text=True, check=True
+    ).stdout
+    # An exited process that its new parent has not reaped yet (a zombie, stat Z) runs
+    # nothing and holds no port: only a running one would be an orphan.
+    left = [
+        line
+        for line in listing.splitlines()
+        if int(line.split()[0]) in sessions and not line.split()[1].startswith("Z")
+    ]
+    assert left == []
