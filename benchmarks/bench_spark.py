@@ -8,10 +8,10 @@ so Python workers exist.
 
 - **view of N**: from submitting the stage (`run_group` called on the driver) to the member
   function starting in each task, which happens once the member's view holds all N members
-  (first and last member), and the whole `run_group` (including the final barrier and the
-  leave). Beside it, in the same run, the baseline: a plain barrier stage whose tasks do
-  one ``allGather`` (what a one-off rendezvous costs: Spark polls once a second), from
-  submission to the gather returning, and the whole stage.
+  (first and last member), and the whole `run_group` (including the members' meeting at
+  the end and the leave). Beside it, in the same run, the baseline: a plain barrier stage
+  whose tasks do one ``allGather`` (what a one-off rendezvous costs: Spark polls once a
+  second), from submission to the gather returning, and the whole stage.
 - **arrow**: the same for `map_in_group` on a DataFrame of N partitions: from the action
   (``collect``) to the member function starting, in the Arrow form (barrier ``mapInArrow``)
   beside the Row form (barrier RDD of Rows, made a DataFrame again).

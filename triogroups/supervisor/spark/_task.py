@@ -269,8 +269,9 @@ def run_task(
 ) -> Any:
     """Run this barrier task's member to its end and return what the member function returned.
 
-    ``finish`` converts that result inside the member, before the final barrier, so a result
-    it refuses is this member's failure (with its traceback) rather than the stage's.
+    ``finish`` converts that result inside the member, before the members' meeting at the
+    end, so a result it refuses is this member's failure (with its traceback) rather than
+    the stage's.
     """
     from pyspark import BarrierTaskContext
 
