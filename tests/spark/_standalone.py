@@ -25,7 +25,7 @@ from typing import Any
 
 from triogroups.testing import free_ports
 
-__all__ = ["JVM_OPTIONS", "StandaloneCluster", "processes", "spark_home"]
+__all__ = ["JVM_OPTIONS", "StandaloneCluster", "processes", "spark_home", "write_driver_only"]
 
 ROOT = Path(__file__).resolve().parents[2]
 JVM_OPTIONS = ["-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"]
@@ -38,6 +38,48 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
+
+
+# Member code only a driver has (issue 39): the workers' PYTHONPATH has the repository, never
+# the directory these are written to, so their tasks import them only if the driver sent them.
+_DRIVER_ONLY = {
+    "drivermod.py": """
+import os
+
+async def member(ch, task):
+    return [task.partition, [m.name for m in ch.view.members], os.path.abspath(__file__)]
+""",
+    "climod.py": """
+async def member(ch, task, word="hi"):
+    return f"{word} from p{task.partition} of {len(ch.view)} in {__file__}"
+""",
+    "driverpkg/__init__.py": "",
+    "driverpkg/helpers.py": """
+def label(partition):
+    return f"helped p{partition}"
+""",
+    "driverpkg/members.py": """
+from driverpkg.helpers import label
+
+async def member(ch, task):
+    return [task.partition, label(task.partition), __file__]
+""",
+    "nspkg/members.py": """
+async def member(ch, task):
+    return task.partition
+""",
+}
+
+
+def write_driver_only(directory: Path) -> Path:
+    """Write the driver-only modules into ``directory`` (a top-level module ``drivermod``,
+    ``climod`` for the CLI, a package ``driverpkg`` whose ``members`` imports its sibling
+    ``helpers``, and ``nspkg.members`` in a namespace package) and return ``directory``."""
+    for name, text in _DRIVER_ONLY.items():
+        path = directory / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text.lstrip())
+    return directory
 
 
 def _scala_version(home: Path) -> str:

@@ -13,6 +13,7 @@ worker's 2 slots) must wait for executors that register after it was asked for.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import importlib.util
 import io
 import json
@@ -26,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 import trio
+from _standalone import write_driver_only
 
 from triogroups import Channel
 from triogroups.cli import main as triogroups_main
@@ -38,11 +40,26 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 
 def cli(*args: str) -> dict[str, Any]:
     """``triogroups spark ARGS`` run in this driver, so under spark-submit: its exit status
-    and what it printed."""
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
+    and what it printed on stdout and on stderr."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         status = triogroups_main(["spark", *args])
-    return {"status": status, "lines": out.getvalue().splitlines()}
+    return {
+        "status": status,
+        "lines": out.getvalue().splitlines(),
+        "errors": err.getvalue().splitlines(),
+    }
+
+
+def driver_only(name: str) -> Any:
+    """The member function of a module written to a directory only this driver's sys.path
+    has (`write_driver_only`)."""
+    directory = MARKS / "driver-only"
+    if str(directory) not in sys.path:
+        directory.mkdir(exist_ok=True)
+        sys.path.insert(0, str(write_driver_only(directory)))
+        importlib.invalidate_caches()
+    return importlib.import_module(name).member
 
 
 def pipeline(spark: Any, arrow: bool) -> dict[str, Any]:
@@ -141,6 +158,22 @@ def main() -> None:
         step("then a group of 4 on the same session", lambda: run_group(spark, 4, partition))
         hello = f"{EXAMPLES / 'spark_hello.py'}:member"
         step("triogroups spark without --master", lambda: cli("-n", "4", hello, "2"))
+        step(
+            "a member function in a module only the driver has",
+            lambda: run_group(spark, 2, driver_only("drivermod")),
+        )
+        step(
+            "a member function in a package only the driver has",
+            lambda: run_group(spark, 2, driver_only("driverpkg.members")),
+        )
+        step(
+            "a member function in a namespace package only the driver has",
+            lambda: run_group(spark, 2, driver_only("nspkg.members")),
+        )
+        step(
+            "triogroups spark with a namespace package only the driver has",
+            lambda: (driver_only("nspkg.members"), cli("-n", "2", "nspkg.members:member"))[1],
+        )
         step("the pipeline example, rows", lambda: pipeline(spark, arrow=False))
         step("the pipeline example, arrow", lambda: pipeline(spark, arrow=True))
         step("p1's Python worker killed", lambda: run_group(spark, 2, killer("python", "py")))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib
 import os
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -137,6 +139,32 @@ def test_spark_session_gives_python_workers_a_socket_timeout_for_a_loaded_machin
         lambda _: os.environ.get("SPARK_AUTH_SOCKET_TIMEOUT")
     )
     assert got.collect() == ["120"] * 4
+
+
+def test_spark_member_module_the_workers_cannot_import_fails_naming_it(
+    spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A member function whose module the Python workers cannot import (here: from a
+    directory put on the driver's sys.path after the session started, which the workers do
+    not have; on a cluster, code only the driver has that could not be sent) fails as
+    SparkGroupError naming the module and what to do, not as Spark's Py4JJavaError with a
+    JVM stack trace around a ModuleNotFoundError."""
+    (tmp_path / "late_member_module.py").write_text(
+        "async def member(ch, task):\n    return task.partition\n"
+    )
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        member = importlib.import_module("late_member_module").member
+        with pytest.raises(SparkGroupError) as failed:
+            run_group(spark, 2, member)
+    finally:
+        sys.modules.pop("late_member_module", None)
+    assert failed.value.member in (0, 1)
+    assert str(failed.value) == (
+        f"member p{failed.value.member} failed: its executor cannot import module "
+        f"'late_member_module' (ModuleNotFoundError): install it on every executor, or pass "
+        f"it with spark-submit --py-files"
+    )
 
 
 def test_spark_formation_timeout_is_an_error_naming_it(spark: Any) -> None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from _standalone import StandaloneCluster, processes, spark_home
+from _standalone import StandaloneCluster, processes, spark_home, write_driver_only
 
 from triogroups.supervisor.spark import SparkUnavailable
 from triogroups.supervisor.spark._setup import find_java, require_pyspark
@@ -164,6 +164,76 @@ def test_spark_cli_under_spark_submit_runs_on_its_master(
         assert member["greeting"] == f"hello from p{(i - 1) % 4}"
         assert member["view"][0] == "p0" and sorted(member["view"]) == ["p0", "p1", "p2", "p3"]
     assert len(entry["executors"]) == 2
+
+
+def test_spark_member_in_a_module_only_the_driver_has_is_sent_to_the_executors(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """A member function in a module that only the driver's sys.path has (a top-level
+    module, and a package whose module imports its sibling) runs on both executors: the
+    driver sent the module's file, or its package as a zip, as ``sc.addPyFile`` does; the
+    tasks imported it from there. (Without that every task failed with
+    ModuleNotFoundError and a raw Py4JJavaError came a minute later.)"""
+    entry = report["a member function in a module only the driver has"]
+    results = _ok(entry)
+    assert [r[0] for r in results] == [0, 1]
+    assert all(sorted(r[1]) == ["p0", "p1"] for r in results)
+    for _partition, _view, file in results:
+        assert file.endswith("/drivermod.py") and "driver-only" not in file
+    assert len(entry["executors"]) == 2
+    results = _ok(report["a member function in a package only the driver has"])
+    assert [r[:2] for r in results] == [[0, "helped p0"], [1, "helped p1"]]
+    assert all(r[2].endswith("driverpkg.zip/driverpkg/members.py") for r in results)
+
+
+def test_spark_member_module_that_cannot_be_sent_is_refused_on_the_driver_in_one_line(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """A member function in a namespace package only the driver has cannot travel as a file
+    or a zip: SparkGroupError before any job, saying what to do; the CLI prints it as one
+    line and exits 2."""
+    entry = report["a member function in a namespace package only the driver has"]
+    assert entry["error"] == "SparkGroupError"
+    assert entry["member"] is None
+    assert entry["message"] == (
+        "member_fn's module 'nspkg.members' cannot be sent to the executors ('nspkg' is a "
+        "namespace package): install it on every executor, or pass it with spark-submit "
+        "--py-files"
+    )
+    assert entry["jobs_started"] == 0
+    result = _ok(report["triogroups spark with a namespace package only the driver has"])
+    assert result["status"] == 2
+    assert result["lines"] == []
+    assert len(result["errors"]) == 1
+    assert result["errors"][0].startswith("error: member_fn's module 'nspkg.members' cannot")
+
+
+def test_spark_cli_with_master_runs_a_member_module_only_its_driver_has(
+    cluster: StandaloneCluster, report: dict[str, dict[str, Any]], tmp_path: Path
+) -> None:
+    """``PYTHONPATH=. triogroups spark --master spark://... climod:member`` (the module beside
+    the driver, not on the workers) runs its group on the cluster and prints each member's
+    result (the submitted application has finished: its cores are free again)."""
+    directory = write_driver_only(tmp_path)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), "."])}
+    env.pop("SPARK_MASTER", None)
+    code = "import sys; from triogroups.cli import main; sys.exit(main())"
+    command = [sys.executable, "-c", code, "spark", "--master", cluster.url, "-n", "2"]
+    run = subprocess.run(
+        [*command, "climod:member", "hey"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=directory,
+        timeout=_SUBMIT_TIMEOUT,
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    lines = run.stdout.splitlines()
+    assert [line.split(":")[0] for line in lines] == ["p0", "p1"]
+    for i, line in enumerate(lines):
+        said = ast.literal_eval(line.split(": ", 1)[1])
+        assert said.startswith(f"hey from p{i} of 2 in ") and "climod.py" in said
+        assert str(directory) not in said
 
 
 @pytest.mark.parametrize("form", ["rows", "arrow"])

@@ -7,9 +7,7 @@ own traceback in it and raises `SparkGroupError` with just that.
 
 from __future__ import annotations
 
-import importlib.machinery
 import inspect
-import sys
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -25,23 +23,10 @@ from triogroups.supervisor.spark._setup import (
     require_arrow,
     require_pyspark,
 )
+from triogroups.supervisor.spark._ship import ship_member_code
 from triogroups.supervisor.spark._task import MemberFn, TaskSpec, run_task
 
 __all__ = ["map_in_group", "run_group"]
-
-
-def _ship_module_by_value(member_fn: MemberFn) -> None:
-    """Let a member function from a module the workers cannot import by name (a file loaded by
-    path, as `triogroups spark` and test kits load them) travel by value, like ``__main__``."""
-    name = getattr(member_fn, "__module__", None) or "__main__"
-    module = sys.modules.get(name)
-    if module is None or name == "__main__" or "." in name:
-        return
-    if importlib.machinery.PathFinder.find_spec(name, sys.path) is None:
-        from pyspark import cloudpickle
-
-        register: Any = cloudpickle.register_pickle_by_value  # untyped in pyspark
-        register(module)
 
 
 def is_async(fn: object) -> bool:
@@ -83,7 +68,7 @@ def _spec(
     check_member_fn(member_fn)
     if not formation_timeout > 0:
         raise ValueError(f"formation_timeout must be > 0, got {formation_timeout}")
-    _ship_module_by_value(member_fn)
+    ship_member_code(sc, member_fn)
     config = StackConfig.resolve(stack)
     missing = [name for name in ("TCP", "TCPPING", "GMS") if name not in config.names()]
     if missing:
@@ -158,8 +143,13 @@ def run_group(
     `SparkTask`). Returns once every member returned and met the others at the end (in the
     group: a member that finished first waits there for the others' functions to return).
 
+    On a cluster master, a ``member_fn`` whose module only the driver can import (beside
+    the driver's script, or a package of its project) is sent to the executors as
+    ``sc.addPyFile`` does (its ``.py`` file, or its top-level package as a zip; see `_ship`).
+
     TypeError on the driver for a ``member_fn`` that is not an async function. Raises
-    SparkGroupError before anything starts when the master can never run ``n`` tasks at once
+    SparkGroupError before anything starts when ``member_fn``'s module cannot be sent that
+    way (the message says what to do instead), when the master can never run ``n`` tasks at once
     (``local[N]``, ``local-cluster``) or its executors have not registered ``n`` slots within
     ``formation_timeout`` seconds (on a cluster manager the stage waits for them; a group is
     never made smaller); when no view of ``n`` forms within ``formation_timeout`` seconds;
@@ -225,10 +215,11 @@ def map_in_group(
     SparkUnavailable when pyarrow, pandas or barrier ``mapInArrow`` (pyspark 3.5) is missing.
 
     The stage runs when an action needs it; a shuffle after it lets Spark rerun the whole
-    group after a failure (a new generation each time). Too few slots raise SparkGroupError
-    here, before anything runs; a member's failure raises SparkGroupError with that member's
-    traceback from the action that ran the stage (any action, on the result or on what was
-    derived from it).
+    group after a failure (a new generation each time). ``member_fn``'s module is sent to the
+    executors as for `run_group`. Too few slots, or a module that cannot be sent, raise
+    SparkGroupError here, before anything runs; a member's failure raises SparkGroupError
+    with that member's traceback from the action that ran the stage (any action, on the
+    result or on what was derived from it).
     """
     require_pyspark()
     if arrow:

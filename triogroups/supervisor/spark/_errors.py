@@ -10,8 +10,11 @@ member's failure (the markers `_task` puts around it) becomes SparkGroupError wi
 member's traceback. A barrier stage that failed because a task's Python worker died (killed,
 crashed, out of memory) or its executor was lost carries no member traceback, only Spark's
 account: it becomes SparkGroupError naming the member (the task's partition) and what
-happened (`lost_member`). Every other error passes unchanged, and a session created later
-keeps the translation.
+happened (`lost_member`). A task whose Python worker could not even read the member function,
+because a module it refers to is not importable on the executor (code only the driver has,
+which `_ship` could not send), becomes SparkGroupError naming the module and what to do
+(`missing_module`). Every other error passes unchanged, and a session created later keeps
+the translation.
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from typing import Any
 from triogroups.supervisor.spark._setup import SparkGroupError
 from triogroups.supervisor.spark._task import member_failure
 
-__all__ = ["lost_member", "translate_member_failures"]
+__all__ = ["lost_member", "missing_module", "translate_member_failures"]
 
 # "Stage failed because barrier task ResultTask(3, 1) finished unsuccessfully." and then the
 # task's failure: the stage and the partition, which is the member.
@@ -37,6 +40,8 @@ _CAUSES = (
     ),
     ("ExecutorLostFailure", "its executor was lost"),
 )
+
+_NO_MODULE = re.compile(r"ModuleNotFoundError: No module named '([\w.]+)'")
 
 _reading = threading.local()  # True while the error's own text is fetched (a Py4J call too)
 
@@ -66,6 +71,21 @@ def lost_member(text: str) -> tuple[int, str] | None:
     return partition, f"member p{partition} failed: {happened}; {stage}"
 
 
+def missing_module(text: str) -> tuple[int, str] | None:
+    """The member (partition) whose task failed a barrier stage because its Python worker
+    could not import a module, and that in one line saying what to do; None otherwise."""
+    task = _BARRIER_TASK.search(text)
+    missing = None if task is None else _NO_MODULE.search(text, task.start())
+    if task is None or missing is None:
+        return None
+    partition = int(task.group(2))
+    return partition, (
+        f"member p{partition} failed: its executor cannot import module {missing.group(1)!r} "
+        f"(ModuleNotFoundError): install it on every executor, or pass it with spark-submit "
+        f"--py-files"
+    )
+
+
 def _translating(original: Any) -> Any:
     from py4j.protocol import Py4JJavaError
 
@@ -80,7 +100,7 @@ def _translating(original: Any) -> Any:
                 text = str(exc)
             finally:
                 _reading.active = False
-            found = member_failure(text) or lost_member(text)
+            found = member_failure(text) or missing_module(text) or lost_member(text)
             if found is None:
                 raise
             raise SparkGroupError(found[1], found[0]) from None
