@@ -184,8 +184,14 @@ def _check_command(line: str) -> None:
         return
     else:
         return
+    assert_cli_parses(args, line)
+
+
+def assert_cli_parses(args: list[str], line: str) -> None:
+    """``triogroups ARGS`` (from ``line``) parses with the CLI's own parser; a lone subcommand
+    named in the prose must exist (it is asked for its ``--help``)."""
     if len(args) == 1 and not args[0].startswith("-"):
-        args = [*args, "--help"]  # a subcommand named in the prose: it must exist
+        args = [*args, "--help"]
     try:
         _parser().parse_args(args)
     except SystemExit as exc:

@@ -16,8 +16,8 @@ import pytest
 
 import dev
 import triogroups
+from tests.test_docs import assert_cli_parses
 from triogroups import _keyring
-from triogroups.cli import _parser
 from triogroups.transports.base import SECRET_ENV, Transport
 from triogroups.transports.tcp import TcpTransport
 from triogroups.transports.udp import UdpTransport
@@ -49,13 +49,7 @@ def _check_command(line: str) -> None:
     dev.py's rules, and a script a command runs exists."""
     argv = shlex.split(line, comments=True)
     if argv[0] == "triogroups":
-        args = argv[1:]
-        if len(args) == 1 and not args[0].startswith("-"):
-            args = [*args, "--help"]  # a subcommand named in the prose: it must exist
-        try:
-            _parser().parse_args(args)
-        except SystemExit as exc:
-            assert exc.code == 0, f"`{line}` does not parse"
+        assert_cli_parses(argv[1:], line)
     elif argv[:2] in (["python3", "dev.py"], ["python", "dev.py"]):
         assert argv[2] in ("test", "demo"), f"`{line}`: dev.py has no command {argv[2]!r}"
         if argv[2] == "test":
