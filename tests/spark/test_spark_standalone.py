@@ -217,6 +217,7 @@ def test_spark_cli_with_master_runs_a_member_module_only_its_driver_has(
     directory = write_driver_only(tmp_path)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), "."])}
     env.pop("SPARK_MASTER", None)
+    env["COLUMNS"] = "40"  # each result stays one line however narrow the terminal
     code = "import sys; from triogroups.cli import main; sys.exit(main())"
     command = [sys.executable, "-c", code, "spark", "--master", cluster.url, "-n", "2"]
     run = subprocess.run(

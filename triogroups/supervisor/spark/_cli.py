@@ -133,5 +133,5 @@ def run_spark(args: argparse.Namespace, console: Console) -> int:
         if ours:
             session.stop()
     for partition, result in enumerate(results):
-        console.print(f"p{partition}: {result!r}", highlight=False, markup=False)
+        console.print(f"p{partition}: {result!r}", highlight=False, markup=False, soft_wrap=True)
     return 0
