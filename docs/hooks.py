@@ -278,9 +278,11 @@ def errors_page() -> str:
         "Every exception type the public modules export, made from the code when the site is "
         "built. Bad values raise `ValueError` (a bad stack or property: `PropertyError`), bad "
         "types `TypeError`, misuse `RuntimeError`; protocol and membership failures have "
-        "their own types. Each name links to its full entry in the API reference.\n\n"
-        + "\n\n".join(sections)
-        + "\n"
+        "their own types. Every error of the package is a `TriogroupsError` and keeps the "
+        "built-in base its meaning calls for (`RpcTimeout` is a `TimeoutError`); `SignalExit` "
+        "and `Interrupted` end the process, so they are a `SystemExit` only, and the test "
+        "kit's failed checks are `AssertionError`s. Each name links to its full entry in the "
+        "API reference.\n\n" + "\n\n".join(sections) + "\n"
     )
 
 

@@ -9,6 +9,7 @@ transports, the wire codec) from `triogroups.extend`; the test kit lives in
 """
 
 from triogroups import protocols as _protocols  # noqa: F401  (registers protocols)
+from triogroups._error_root import TriogroupsError
 from triogroups._layer import StartupError
 from triogroups.actors import (
     Actor,
@@ -59,6 +60,7 @@ __all__ = [
     "StartupError",
     "Strategy",
     "Supervisor",
+    "TriogroupsError",
     "View",
     "ViewId",
     "open_sim_network",

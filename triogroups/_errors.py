@@ -8,6 +8,7 @@ remedies, so they are different classes.
 
 from __future__ import annotations
 
+from triogroups._error_root import TriogroupsError
 from triogroups.address import Address
 
 __all__ = [
@@ -21,7 +22,7 @@ __all__ = [
 ]
 
 
-class ChannelError(Exception):
+class ChannelError(TriogroupsError):
     """Base class of the channel's own errors."""
 
 

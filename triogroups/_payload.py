@@ -23,6 +23,8 @@ from typing import Any
 import cloudpickle
 import msgpack
 
+from triogroups._error_root import TriogroupsError
+
 __all__ = [
     "MSGPACK",
     "PICKLE",
@@ -39,7 +41,7 @@ PICKLE = 2
 _RAW_TAG = bytes((RAW,))
 
 
-class PayloadError(Exception):
+class PayloadError(TriogroupsError):
     """Bytes that are not a payload this channel accepts; ``reason`` is a stats key."""
 
     def __init__(self, reason: str, detail: str) -> None:

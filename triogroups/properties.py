@@ -29,6 +29,8 @@ import re
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
+from triogroups._error_root import TriogroupsError
+
 __all__ = [
     "Bool",
     "Duration",
@@ -47,7 +49,7 @@ __all__ = [
 ]
 
 
-class PropertyError(ValueError):
+class PropertyError(TriogroupsError, ValueError):
     """A bad stack configuration; the message names the protocol and the property."""
 
 

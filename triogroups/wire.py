@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, Protocol
 
 import msgpack
 
+from triogroups._error_root import TriogroupsError
 from triogroups.address import Address
 from triogroups.message import ALL_FLAGS, Message
 from triogroups.view import Digest, MergeView, View, ViewId
@@ -76,7 +77,7 @@ _VIEW_ID_LIMIT = 1 << 63
 _BAD_FLAGS = ~ALL_FLAGS
 
 
-class WireError(Exception):
+class WireError(TriogroupsError):
     """Bytes that are not a valid bundle for this codec.
 
     The only exception `WireCodec.decode` raises. ``reason`` is one of

@@ -17,6 +17,7 @@ from typing import Any
 
 import msgpack
 
+from triogroups._error_root import TriogroupsError
 from triogroups._errors import ChannelError
 from triogroups.actors._errors import format_traceback
 from triogroups.address import Address
@@ -31,7 +32,7 @@ __all__ = [
 ]
 
 
-class RemoteError(Exception):
+class RemoteError(TriogroupsError):
     """An exception raised by an RPC handler on another member.
 
     ``type_name`` is the remote type's qualified name (with its module),
@@ -50,11 +51,11 @@ class RemoteError(Exception):
         return type(self), (self.type_name, self.message, self.traceback, self.member)
 
 
-class RpcTimeout(ChannelError):
-    """No answer from a member within the call's timeout."""
+class RpcTimeout(ChannelError, TimeoutError):
+    """No answer from a member within the call's timeout (also a `TimeoutError`)."""
 
 
-class UnknownMethod(LookupError):
+class UnknownMethod(TriogroupsError, LookupError):
     """The member has no RPC method of that name registered."""
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass
 
 import trio
 
+from triogroups._error_root import TriogroupsError
+
 __all__ = [
     "ActorCrashed",
     "ActorGone",
@@ -57,7 +59,7 @@ class CrashReport:
         )
 
 
-class ActorCrashed(Exception):
+class ActorCrashed(TriogroupsError):
     """An unsupervised actor raised; raised into the nursery it was spawned in.
 
     The original exception is kept with its type as ``exception`` and as ``__cause__``.
@@ -74,7 +76,7 @@ class ActorCrashed(Exception):
         return type(self), (self.actor, self.exception, self.traceback)
 
 
-class RestartIntensityExceeded(Exception):
+class RestartIntensityExceeded(TriogroupsError):
     """A supervisor saw more than ``max_restarts`` restarts within ``within`` seconds.
 
     Raised by `Supervisor.run` after all its children were stopped; a parent supervisor treats it
@@ -103,7 +105,7 @@ class RestartIntensityExceeded(Exception):
         return type(self), (self.supervisor, self.reports, self.max_restarts, self.within)
 
 
-class PermanentError(Exception):
+class PermanentError(TriogroupsError):
     """An error a restart cannot fix; raise it (or a subclass) from an actor to say so.
 
     A supervisor records the crash but restarts nothing: it stops all its children and `run`
@@ -113,9 +115,9 @@ class PermanentError(Exception):
     """
 
 
-class ActorGone(RuntimeError):
+class ActorGone(TriogroupsError, RuntimeError):
     """The actor slot was stopped for good; its mailbox accepts nothing any more."""
 
 
-class MailboxFull(trio.WouldBlock):
+class MailboxFull(TriogroupsError, trio.WouldBlock):
     """``send_nowait`` found the bounded mailbox full; ``send`` would have waited."""

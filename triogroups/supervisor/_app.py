@@ -20,6 +20,7 @@ from typing import Any
 
 import cloudpickle
 
+from triogroups._error_root import TriogroupsError
 from triogroups.config import StackConfig
 from triogroups.properties import PropertyError
 
@@ -28,7 +29,7 @@ __all__ = ["AppError", "Payload", "load_app", "resolve_stack", "stack_label"]
 App = Callable[..., Any]
 
 
-class AppError(ValueError):
+class AppError(TriogroupsError, ValueError):
     """The application or the stack cannot be used; the message is one line naming why."""
 
 

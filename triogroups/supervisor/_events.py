@@ -11,6 +11,7 @@ import signal
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from triogroups._error_root import TriogroupsError
 from triogroups.actors import CrashReport, RestartIntensityExceeded
 from triogroups.address import Address
 from triogroups.view import ViewId
@@ -92,7 +93,7 @@ class MemberRestarted:
 GroupEvent = MemberJoined | MemberView | MemberExited | MemberRestarted
 
 
-class MemberCrashed(Exception):
+class MemberCrashed(TriogroupsError):
     """A member process ended without being asked to; kept in the group's crash reports."""
 
     def __init__(self, member: str, returncode: int, output: Sequence[str]) -> None:

@@ -33,6 +33,7 @@ import os
 
 import trio
 
+from triogroups._error_root import TriogroupsError
 from triogroups.address import Address
 from triogroups.message import Flag, Message
 from triogroups.transports._addresses import Physical
@@ -45,7 +46,7 @@ _CHUNK = 1 << 18
 _WRITE_CHUNK = 1 << 20  # coalesce up to this much per send_all
 
 
-class FrameError(Exception):
+class FrameError(TriogroupsError):
     """A byte stream that cannot be framed; ``reason`` is a stats key."""
 
     def __init__(self, reason: str, detail: str) -> None:

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from triogroups._error_root import TriogroupsError
+
 __all__ = [
     "SESSION_CONF",
     "SparkGroupError",
@@ -50,11 +52,11 @@ SESSION_CONF: dict[str, str] = {
 _INSTALL = "pip install triogroups[spark]"
 
 
-class SparkUnavailable(RuntimeError):
+class SparkUnavailable(TriogroupsError, RuntimeError):
     """pyspark or Java is missing; the message names what to install."""
 
 
-class SparkGroupError(RuntimeError):
+class SparkGroupError(TriogroupsError, RuntimeError):
     """A group in a Spark barrier stage could not run or a member failed.
 
     ``member`` is the failing member's partition (None when the stage did not start), and the
