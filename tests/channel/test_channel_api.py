@@ -319,7 +319,7 @@ async def test_open_channel_raises_join_failed_when_no_view_comes_in_time(
 ) -> None:
     slow = stack.configure("GMS", join_timeout=5.0)  # discovery alone takes 5 s
     with pytest.raises(JoinFailed, match="within 1"):
-        async with open_channel("c", slow, "A", network=net, join_timeout=1):
+        async with open_channel("c", slow, "A", network=net, connect_timeout=1):
             pass
 
 

@@ -90,7 +90,7 @@ async def test_a_send_that_yields_while_the_channel_closes_sends_nothing(
         channel_size=4 * SEND_CHECKPOINT_EVERY,
     )
     stack._new_incarnation()
-    ch = Channel(stack, leave_timeout=0.1)
+    ch = Channel(stack, close_timeout=0.1)
     sent = 0
     with trio.fail_after(60):  # a send left waiting for room fails here, not hangs
         async with trio.open_nursery() as nursery:

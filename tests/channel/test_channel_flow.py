@@ -105,7 +105,7 @@ async def test_sends_waiting_for_room_raise_channel_closed_when_another_task_clo
     before stays sent, in order."""
     stack = Stack(FLOW, "c", "A", channel_size=2)
     stack._new_incarnation()
-    ch = Channel(stack, leave_timeout=0.1)
+    ch = Channel(stack, close_timeout=0.1)
     await ch.send(b"one")
     await ch.send(b"two")
     outcomes: list[str] = []

@@ -254,7 +254,7 @@ async def test_a_second_signal_stops_waiting_for_the_leave(
             os.kill(os.getpid(), signal.SIGTERM)
 
         with pytest.raises(SignalExit):
-            async with open_channel("c", slow, "C", network=net, leave_timeout=60) as c:
+            async with open_channel("c", slow, "C", network=net, close_timeout=60) as c:
                 await _view_of(c, 2)
                 net.partition([a.address], [c.address])
                 start = trio.current_time()

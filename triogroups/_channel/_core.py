@@ -53,9 +53,9 @@ class ChannelCore:
     allow_pickle: bool
     rpc: RpcDispatcher
     _provider: StateProvider | None  # the application's state, for state transfer
-    _join_timeout: float
+    _connect_timeout: float
     _state_timeout: float
-    _leave_timeout: float
+    _close_timeout: float
     # receiving: the queue the application reads, and where delivered messages go
     _inbox: Inbox
     _sink: Sink

@@ -33,6 +33,7 @@ from triogroups._channel._membership import Membership, leave_bound
 from triogroups._channel._state import Alignment, StateProvider
 from triogroups._channel._views import ViewIterator
 from triogroups._errors import ChannelClosed
+from triogroups._renamed import renamed
 from triogroups._rpc import RpcDispatcher
 from triogroups._rpc._dispatcher import Resume
 from triogroups.address import Address
@@ -80,21 +81,39 @@ class Channel(Membership):
         state: StateProvider | None = None,
         handlers: Mapping[str, Callable[..., Any]] | None = None,
         receive_buffer: int = RECEIVE_BUFFER,
-        join_timeout: float = 60.0,
+        connect_timeout: float = 60.0,
         state_timeout: float = 30.0,
-        leave_timeout: float | None = None,
+        close_timeout: float | None = None,
         sink: Sink | None = None,
+        join_timeout: float | None = None,
+        leave_timeout: float | None = None,
     ) -> None:
+        connect_timeout = renamed(
+            "Channel()",
+            "join_timeout",
+            join_timeout,
+            "connect_timeout",
+            connect_timeout,
+            default=60.0,
+        )
+        close_timeout = renamed(
+            "Channel()",
+            "leave_timeout",
+            leave_timeout,
+            "close_timeout",
+            close_timeout,
+            default=None,
+        )
         for label, value in (
-            ("join_timeout", join_timeout),
+            ("connect_timeout", connect_timeout),
             ("state_timeout", state_timeout),
-            ("leave_timeout", 1.0 if leave_timeout is None else leave_timeout),
+            ("close_timeout", 1.0 if close_timeout is None else close_timeout),
         ):
             if not 0 < value < math.inf:
                 raise ValueError(f"{label} must be a finite number > 0, got {value}")
-        self._join_timeout = join_timeout
+        self._connect_timeout = connect_timeout
         self._state_timeout = state_timeout
-        self._leave_timeout = leave_bound(stack.config) if leave_timeout is None else leave_timeout
+        self._close_timeout = leave_bound(stack.config) if close_timeout is None else close_timeout
         if state is not None and not isinstance(state, StateProvider):
             raise TypeError(
                 f"state must have get_state() and set_state(), got {type(state).__name__}"

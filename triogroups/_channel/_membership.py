@@ -46,9 +46,9 @@ class Membership(Dispatcher):
         it waits for the new one to join.
         """
         await self._stack.send(Connect())
-        if not await self._wait_until(lambda: self._in_view, self._join_timeout):
+        if not await self._wait_until(lambda: self._in_view, self._connect_timeout):
             raise JoinFailed(
-                f"{self.name or 'member'} saw no view including it within {self._join_timeout}s"
+                f"{self.name or 'member'} saw no view including it within {self._connect_timeout}s"
             )
         deadline = trio.current_time() + self._state_timeout
         retry = _STATE_RETRY_FIRST
@@ -85,7 +85,7 @@ class Membership(Dispatcher):
         began raise ChannelClosed. Returns True if the leave flushed everything,
         False if not (logged at WARNING, counted in ``stats()`` as
         ``leaves_unflushed``) or if the channel was closed already. The channel's
-        ``leave_timeout`` bounds the wait; by default it is GMS's own bound
+        ``close_timeout`` bounds the wait; by default it is GMS's own bound
         (`leave_bound`).
 
         Pending receives and RPC calls fail with ChannelClosed, and so do sends
@@ -100,7 +100,7 @@ class Membership(Dispatcher):
             return False
         self._shut()
         self._stack.release_senders()
-        with trio.move_on_after(self._leave_timeout):
+        with trio.move_on_after(self._close_timeout):
             await self._flush_outgoing()  # what was sent goes before we leave
             await self._stack.send(Disconnect())
             await self._left.wait()

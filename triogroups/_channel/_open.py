@@ -18,6 +18,7 @@ from triogroups._channel._facade import Channel
 from triogroups._channel._inbox import RECEIVE_BUFFER
 from triogroups._channel._signals import SignalLeave
 from triogroups._channel._state import StateProvider
+from triogroups._renamed import renamed
 from triogroups.config import StackConfig, sim_config
 from triogroups.stack import Stack
 
@@ -48,10 +49,12 @@ async def open_channel(
     state: StateProvider | None = None,
     handlers: Mapping[str, Callable[..., Any]] | None = None,
     receive_buffer: int = RECEIVE_BUFFER,
-    join_timeout: float = 60.0,
+    connect_timeout: float = 60.0,
     state_timeout: float = 30.0,
-    leave_timeout: float | None = None,
+    close_timeout: float | None = None,
     handle_signals: bool = True,
+    join_timeout: float | None = None,
+    leave_timeout: float | None = None,
     **stack_options: Any,
 ) -> AsyncIterator[Channel]:
     """Join ``cluster`` as member ``name``; leave on exit.
@@ -66,14 +69,14 @@ async def open_channel(
     ``state`` (an object with ``get_state``/``set_state``) is given, once
     the group's state was set: the application sees no message before it.
     Raises JoinFailed or StateTransferFailed when that takes longer than
-    ``join_timeout`` or ``state_timeout``. ``handlers`` are RPC methods
+    ``connect_timeout`` or ``state_timeout``. ``handlers`` are RPC methods
     registered before joining, so no early call finds them missing.
     ``allow_pickle`` is a group-wide choice: with it the channel sends and
     unpickles cloudpickled payloads, without it it does neither; a member
     without it that receives a pickle drops it and tells the sender, which
     logs a warning and refuses further pickles to it.
 
-    On exit the member leaves gracefully, waiting at most ``leave_timeout``
+    On exit the member leaves gracefully, waiting at most ``close_timeout``
     (also when the body was cancelled; by default GMS's own bound, see
     `Channel.aclose`), then the stack stops. If the stack
     fails beyond its restart intensity, that error is raised here.
@@ -83,7 +86,30 @@ async def open_channel(
     leaves gracefully, and `SignalExit` (status 143 or 130, no traceback;
     for Ctrl-C also a KeyboardInterrupt) is raised here. Only in the main
     thread; see `triogroups._channel._signals` for the rules.
+
+    ``join_timeout`` and ``leave_timeout`` are the deprecated names of ``connect_timeout``
+    and ``close_timeout`` (GMS has properties of those names that mean something else); they
+    still work for this release, with a `DeprecationWarning`.
     """
+    where = "open_channel()"
+    connect_timeout = renamed(
+        where,
+        "join_timeout",
+        join_timeout,
+        "connect_timeout",
+        connect_timeout,
+        default=60.0,
+        stacklevel=3,
+    )
+    close_timeout = renamed(
+        where,
+        "leave_timeout",
+        leave_timeout,
+        "close_timeout",
+        close_timeout,
+        default=None,
+        stacklevel=3,
+    )
     async with run_channel(
         cluster,
         stack,
@@ -94,9 +120,9 @@ async def open_channel(
         state=state,
         handlers=handlers,
         receive_buffer=receive_buffer,
-        join_timeout=join_timeout,
+        connect_timeout=connect_timeout,
         state_timeout=state_timeout,
-        leave_timeout=leave_timeout,
+        close_timeout=close_timeout,
         handle_signals=handle_signals,
     ) as channel:
         yield channel
@@ -151,4 +177,4 @@ async def run_channel(
         raise error from error.__cause__
     finally:
         stop.left()
-    await stop.exit(channel._leave_timeout)
+    await stop.exit(channel._close_timeout)

@@ -28,10 +28,10 @@ Decisions:
   leaves on its way out. Cancelling the outer block would cancel the inner
   channel's stack before it could leave. Channels in sibling tasks are
   each cancelled, and each raises only once all of them have left (at most
-  ``leave_timeout`` more): the first `SignalExit` cancels its siblings'
+  ``close_timeout`` more): the first `SignalExit` cancels its siblings'
   tasks, stacks included, and would cut short a leave still under way.
 - On the signal the body of the ``async with`` (or the join still under
-  way) is cancelled, the member leaves (at most ``leave_timeout``; a second
+  way) is cancelled, the member leaves (at most ``close_timeout``; a second
   signal stops waiting), the stack stops, and `open_channel` raises
   `SignalExit` with exit status 128 + the signal number: 143 for SIGTERM,
   130 for Ctrl-C. That is what a shell, systemd or Kubernetes report for a
