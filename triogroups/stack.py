@@ -212,7 +212,7 @@ class Stack:
             children,
             strategy=Strategy.ONE_FOR_ALL,
             max_restarts=self._max_restarts,
-            within=self._restart_window,
+            restart_window=self._restart_window,
             before_restart=self._new_incarnation,
             on_crash=self._crashed,
         )

@@ -61,7 +61,7 @@ async def test_exactly_max_restarts_within_the_window_are_allowed(
 ) -> None:
     crasher = Scheduled(1, 2, 3)
     supervisor = Supervisor(
-        "root", [ChildSpec("w", crasher)], **no_backoff(max_restarts=3, within=5)
+        "root", [ChildSpec("w", crasher)], **no_backoff(max_restarts=3, restart_window=5)
     )
     await run_for(supervisor, 10)
     assert supervisor.stats()["restarts"] == 3
@@ -73,7 +73,7 @@ async def test_one_restart_more_than_max_within_the_window_escalates(
 ) -> None:
     crasher = Scheduled(1, 2, 3, 4)
     supervisor = Supervisor(
-        "root", [ChildSpec("w", crasher)], **no_backoff(max_restarts=3, within=5)
+        "root", [ChildSpec("w", crasher)], **no_backoff(max_restarts=3, restart_window=5)
     )
     with pytest.raises(RestartIntensityExceeded, match="max_restarts=3") as info:
         await run_for(supervisor, 10)
@@ -99,7 +99,7 @@ async def test_restarts_spread_beyond_the_window_do_not_escalate(
 ) -> None:
     crasher = Scheduled(1, 4, 7, 10, 13, 16)
     supervisor = Supervisor(
-        "root", [ChildSpec("w", crasher)], **no_backoff(max_restarts=2, within=5)
+        "root", [ChildSpec("w", crasher)], **no_backoff(max_restarts=2, restart_window=5)
     )
     await run_for(supervisor, 20)
     assert supervisor.stats()["restarts"] == 6
@@ -109,7 +109,7 @@ async def test_the_same_restarts_closer_together_escalate(autojump_clock: trio.a
     """Control for the spread test: three restarts inside one 5 s window."""
     crasher = Scheduled(1, 3, 5)
     supervisor = Supervisor(
-        "root", [ChildSpec("w", crasher)], **no_backoff(max_restarts=2, within=5)
+        "root", [ChildSpec("w", crasher)], **no_backoff(max_restarts=2, restart_window=5)
     )
     with pytest.raises(RestartIntensityExceeded):
         await run_for(supervisor, 20)
@@ -123,7 +123,7 @@ async def test_a_group_restart_counts_once(autojump_clock: trio.abc.Clock) -> No
         "root",
         [ChildSpec("w", crasher), *bystanders],
         strategy=Strategy.ONE_FOR_ALL,
-        **no_backoff(max_restarts=2, within=5),
+        **no_backoff(max_restarts=2, restart_window=5),
     )
     await run_for(supervisor, 10)
     assert supervisor.stats()["restarts"] == 2
@@ -151,7 +151,7 @@ async def test_backoff_doubles_with_each_restart_in_the_window(
         "root",
         [ChildSpec("w", crasher)],
         max_restarts=10,
-        within=100,
+        restart_window=100,
         backoff_initial=0.01,
         backoff_factor=2.0,
         backoff_max=1.0,
@@ -166,7 +166,7 @@ async def test_backoff_is_capped_at_backoff_max(autojump_clock: trio.abc.Clock) 
         "root",
         [ChildSpec("w", crasher)],
         max_restarts=10,
-        within=100,
+        restart_window=100,
         backoff_initial=0.25,
         backoff_factor=3.0,
         backoff_max=1.0,
@@ -182,7 +182,7 @@ async def test_backoff_starts_over_once_the_window_is_empty(
     supervisor = Supervisor(
         "root",
         [ChildSpec("w", crasher)],
-        within=1,
+        restart_window=1,
         backoff_initial=0.01,
         backoff_factor=2.0,
     )
@@ -213,7 +213,7 @@ async def test_escalation_stops_siblings_in_reverse_order_and_runs_their_stopped
     ("kwargs", "message"),
     [
         ({"max_restarts": -1}, "max_restarts must be >= 0, got -1"),
-        ({"within": 0}, "within must be > 0, got 0"),
+        ({"restart_window": 0}, "restart_window must be > 0, got 0"),
         ({"backoff_initial": -0.5}, "backoff_initial must be >= 0, got -0.5"),
         ({"backoff_factor": 0.5}, "backoff_factor must be >= 1, got 0.5"),
         ({"backoff_max": -1.0}, r"backoff_max must be >= 0, got -1.0"),

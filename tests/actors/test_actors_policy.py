@@ -55,9 +55,13 @@ def test_plan_restart_groups_by_strategy(
 
 def test_intensity_allows_max_restarts_within_the_window_then_escalates() -> None:
     """Backoff doubles per restart inside the window up to backoff_max; one restart more than
-    max_restarts within `within` seconds is None (escalate); old restarts slide out."""
+    max_restarts within `restart_window` seconds is None (escalate); old restarts slide out."""
     intensity = RestartIntensity(
-        max_restarts=3, within=10.0, backoff_initial=0.5, backoff_factor=2.0, backoff_max=1.5
+        max_restarts=3,
+        restart_window=10.0,
+        backoff_initial=0.5,
+        backoff_factor=2.0,
+        backoff_max=1.5,
     )
     assert [intensity.admit(t) for t in (0.0, 1.0, 2.0)] == [0.5, 1.0, 1.5]
     assert intensity.admit(3.0) is None
@@ -68,7 +72,7 @@ def test_intensity_allows_max_restarts_within_the_window_then_escalates() -> Non
     ("kwargs", "message"),
     [
         ({"max_restarts": -1}, "max_restarts must be >= 0, got -1"),
-        ({"within": 0}, "within must be > 0, got 0"),
+        ({"restart_window": 0}, "restart_window must be > 0, got 0"),
         ({"backoff_initial": -1}, "backoff_initial must be >= 0, got -1"),
         ({"backoff_factor": 0.5}, "backoff_factor must be >= 1, got 0.5"),
         ({"backoff_max": -1}, "backoff_max must be >= 0, got -1"),

@@ -16,7 +16,7 @@ def _defaults() -> GroupIntensity:
     return GroupIntensity(
         RestartIntensity(
             max_restarts=MAX_RESTARTS,
-            within=RESTART_WINDOW,
+            restart_window=RESTART_WINDOW,
             backoff_initial=0.1,
             backoff_factor=2.0,
             backoff_max=5.0,
@@ -79,7 +79,7 @@ def test_running_time_leaves_out_every_start_and_counts_nested_starts_once() -> 
 
 def test_the_horizon_is_the_time_of_the_oldest_restart_still_in_the_window() -> None:
     """The give-up reports the crashes from the oldest restart in the window on: in the
-    caller's time, which a slow start stretches past ``within`` seconds ago."""
+    caller's time, which a slow start stretches past ``restart_window`` seconds ago."""
     intensity = _defaults()
     for t in (0.0, 100.0, 200.0):
         assert intensity.admit(t) is not None

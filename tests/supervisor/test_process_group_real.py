@@ -108,7 +108,7 @@ async def test_member_that_crashes_at_start_up_escalates_with_its_name_reason_an
             1,
             stack=fast_udp(),
             max_restarts=1,
-            within=600,
+            restart_window=600,
             backoff_initial=0.05,
             output=quiet,
         ) as group:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import trio
 
 from triogroups._error_root import TriogroupsError
+from triogroups._renamed import warn_renamed
 
 __all__ = [
     "ActorCrashed",
@@ -77,7 +78,7 @@ class ActorCrashed(TriogroupsError):
 
 
 class RestartIntensityExceeded(TriogroupsError):
-    """A supervisor saw more than ``max_restarts`` restarts within ``within`` seconds.
+    """A supervisor saw more than ``max_restarts`` restarts within ``restart_window`` seconds.
 
     Raised by `Supervisor.run` after all its children were stopped; a parent supervisor treats it
     as a crash of that child. ``reports`` are the crash reports inside the window.
@@ -88,21 +89,27 @@ class RestartIntensityExceeded(TriogroupsError):
         supervisor: str,
         reports: Sequence[CrashReport],
         max_restarts: int,
-        within: float,
+        restart_window: float,
     ) -> None:
         super().__init__(
             f"supervisor {supervisor!r} exceeded its restart intensity: "
-            f"more than max_restarts={max_restarts} restarts within {within}s"
+            f"more than max_restarts={max_restarts} restarts within {restart_window}s"
         )
         self.supervisor = supervisor
         self.reports = list(reports)
         self.max_restarts = max_restarts
-        self.within = within
+        self.restart_window = restart_window
 
     def __reduce__(
         self,
     ) -> tuple[type[RestartIntensityExceeded], tuple[str, list[CrashReport], int, float]]:
-        return type(self), (self.supervisor, self.reports, self.max_restarts, self.within)
+        return type(self), (self.supervisor, self.reports, self.max_restarts, self.restart_window)
+
+    @property
+    def within(self) -> float:
+        """Deprecated: the old name of ``restart_window`` (warns; goes in the next release)."""
+        warn_renamed(f"{type(self).__name__}.within", "within", "restart_window", stacklevel=2)
+        return self.restart_window
 
 
 class PermanentError(TriogroupsError):

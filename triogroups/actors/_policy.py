@@ -3,8 +3,8 @@
 The actor `Supervisor` and the OS-process supervisor (`triogroups.supervisor`) supervise
 different things the same way: whether a child that ended is restarted (its `Restart` policy),
 which siblings go with it (the `Strategy`), and whether the restart is still within the
-intensity (at most ``max_restarts`` within ``within`` seconds, with exponential backoff) or the
-supervisor escalates. Those rules live here, as plain functions and one small object with no
+intensity (at most ``max_restarts`` within ``restart_window`` seconds, with exponential backoff)
+or the supervisor escalates. Those rules live here, as plain functions and one small object with no
 trio, no clock of its own and no I/O: the caller passes ``now``.
 """
 
@@ -54,7 +54,7 @@ def plan_restart(
 
 
 class RestartIntensity:
-    """At most ``max_restarts`` restarts within ``within`` seconds, each after its backoff.
+    """At most ``max_restarts`` restarts within ``restart_window`` seconds, each after its backoff.
 
     A sliding window over the times passed to `admit`. The k-th restart inside the window
     waits ``min(backoff_initial * backoff_factor**(k-1), backoff_max)`` seconds.
@@ -64,15 +64,15 @@ class RestartIntensity:
         self,
         *,
         max_restarts: int = 3,
-        within: float = 5.0,
+        restart_window: float = 5.0,
         backoff_initial: float = 0.01,
         backoff_factor: float = 2.0,
         backoff_max: float = 1.0,
     ) -> None:
         if max_restarts < 0:
             raise ValueError(f"max_restarts must be >= 0, got {max_restarts}")
-        if not within > 0:
-            raise ValueError(f"within must be > 0, got {within}")
+        if not restart_window > 0:
+            raise ValueError(f"restart_window must be > 0, got {restart_window}")
         if backoff_initial < 0:
             raise ValueError(f"backoff_initial must be >= 0, got {backoff_initial}")
         if backoff_factor < 1:
@@ -80,7 +80,7 @@ class RestartIntensity:
         if backoff_max < 0:
             raise ValueError(f"backoff_max must be >= 0, got {backoff_max}")
         self.max_restarts = max_restarts
-        self.within = within
+        self.restart_window = restart_window
         self.backoff_initial = backoff_initial
         self.backoff_factor = backoff_factor
         self.backoff_max = backoff_max
@@ -88,7 +88,7 @@ class RestartIntensity:
 
     def horizon(self, now: float) -> float:
         """Restarts (and crashes) after this time are inside the window."""
-        return now - self.within
+        return now - self.restart_window
 
     def admit(self, now: float) -> float | None:
         """Record a restart at *now*: the backoff to wait before it, or None to escalate."""

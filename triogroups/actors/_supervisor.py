@@ -16,6 +16,8 @@ from typing import Any
 
 import trio
 
+from triogroups._renamed import renamed, warn_renamed
+
 from ._actor import Actor, ActorRef, _Slot, run_incarnation
 from ._errors import CrashReport, PermanentError, RestartIntensityExceeded, format_traceback
 from ._policy import RestartIntensity, plan_restart, restarts_after
@@ -94,10 +96,11 @@ class _StartedSignal(trio.TaskStatus["Supervisor"]):
 class Supervisor:
     """Runs child actors and supervisors, restarting them by strategy and restart policy.
 
-    More than ``max_restarts`` restarts within ``within`` seconds (a sliding window on the trio
-    clock) stop all children and make `run` raise RestartIntensityExceeded. A child that crashes
-    with a `PermanentError` is never restarted: the children stop and `run` raises that error
-    (during the first start, before `run` reports started). The k-th restart
+    More than ``max_restarts`` restarts within ``restart_window`` seconds (a sliding window on
+    the trio clock; ``within`` is its deprecated name) stop all children and make `run` raise
+    RestartIntensityExceeded. A child that crashes with a `PermanentError` is never restarted:
+    the children stop and `run` raises that error (during the first start, before `run`
+    reports started). The k-th restart
     inside the window first waits ``min(backoff_initial * backoff_factor**(k-1), backoff_max)``
     seconds. ``before_restart`` is called with the child names about to start again, just before
     their factories; ``on_crash`` with every crash report.
@@ -110,20 +113,24 @@ class Supervisor:
         *,
         strategy: Strategy = Strategy.ONE_FOR_ONE,
         max_restarts: int = 3,
-        within: float = 5.0,
+        restart_window: float = 5.0,
         backoff_initial: float = 0.01,
         backoff_factor: float = 2.0,
         backoff_max: float = 1.0,
         before_restart: Callable[[list[str]], None] | None = None,
         on_crash: Callable[[CrashReport], None] | None = None,
+        within: float | None = None,
     ) -> None:
+        restart_window = renamed(
+            "Supervisor()", "within", within, "restart_window", restart_window, default=5.0
+        )
         if not name:
             raise ValueError("supervisor name must not be empty")
         if not isinstance(strategy, Strategy):
             raise TypeError(f"strategy must be a Strategy, got {strategy!r}")
         self._intensity = RestartIntensity(
             max_restarts=max_restarts,
-            within=within,
+            restart_window=restart_window,
             backoff_initial=backoff_initial,
             backoff_factor=backoff_factor,
             backoff_max=backoff_max,
@@ -131,7 +138,7 @@ class Supervisor:
         self.name = name
         self.strategy = strategy
         self.max_restarts = max_restarts
-        self.within = within
+        self.restart_window = restart_window
         self.backoff_initial = backoff_initial
         self.backoff_factor = backoff_factor
         self.backoff_max = backoff_max
@@ -150,6 +157,12 @@ class Supervisor:
         self._restarts = 0
         self._nursery: trio.Nursery | None = None
         self._exits: trio.MemorySendChannel[_Exit] | None = None
+
+    @property
+    def within(self) -> float:
+        """Deprecated: the old name of ``restart_window`` (warns; goes in the next release)."""
+        warn_renamed("Supervisor.within", "within", "restart_window", stacklevel=2)
+        return self.restart_window
 
     @property
     def path(self) -> str:
@@ -263,7 +276,9 @@ class Supervisor:
         if backoff is None:
             horizon = self._intensity.horizon(now)
             reports = [report for report in self.crash_reports if report.time > horizon]
-            return RestartIntensityExceeded(self._path, reports, self.max_restarts, self.within)
+            return RestartIntensityExceeded(
+                self._path, reports, self.max_restarts, self.restart_window
+            )
         again, retire = plan_restart(
             self.strategy,
             self._children,

@@ -424,7 +424,7 @@ async def run_chaos_async(
             args=(str(root), args.rate, args.seed),
             restart=Restart.PERMANENT,
             max_restarts=1_000_000,
-            within=1.0,
+            restart_window=1.0,
             backoff_max=1.0,
             stop_timeout=5.0,
             output=board.output,

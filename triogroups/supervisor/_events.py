@@ -120,12 +120,12 @@ class ProcessGroupFailed(RestartIntensityExceeded):
         crash: MemberCrashed,
         reports: Sequence[CrashReport],
         max_restarts: int,
-        within: float,
+        restart_window: float,
     ) -> None:
-        super().__init__(group, reports, max_restarts, within)
+        super().__init__(group, reports, max_restarts, restart_window)
         lines = "".join(f"\n  | {line}" for line in crash.output) or "\n  (no output)"
         self.args = (
-            f"{crash}: more than max_restarts={max_restarts} restarts within {within:g} s "
+            f"{crash}: more than max_restarts={max_restarts} restarts within {restart_window:g} s "
             "of running time, "
             f"group {group!r} stopped; last output:{lines}",
         )
@@ -137,5 +137,5 @@ class ProcessGroupFailed(RestartIntensityExceeded):
             self.crash,
             self.reports,
             self.max_restarts,
-            self.within,
+            self.restart_window,
         )

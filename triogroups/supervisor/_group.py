@@ -18,6 +18,7 @@ from typing import Any
 
 import trio
 
+from triogroups._renamed import renamed
 from triogroups.actors import CrashReport, Restart, Strategy
 from triogroups.actors._policy import RestartIntensity
 from triogroups.config import StackConfig
@@ -54,7 +55,7 @@ class ProcessGroup:
         strategy: Strategy,
         restart: Restart,
         max_restarts: int,
-        within: float,
+        restart_window: float,
         backoff_initial: float,
         backoff_factor: float,
         backoff_max: float,
@@ -104,7 +105,7 @@ class ProcessGroup:
         self._bare = bare
         intensity = RestartIntensity(
             max_restarts=max_restarts,
-            within=within,
+            restart_window=restart_window,
             backoff_initial=backoff_initial,
             backoff_factor=backoff_factor,
             backoff_max=backoff_max,
@@ -262,7 +263,7 @@ async def open_process_group(
     strategy: Strategy = Strategy.ONE_FOR_ONE,
     restart: Restart = Restart.PERMANENT,
     max_restarts: int = MAX_RESTARTS,
-    within: float = RESTART_WINDOW,
+    restart_window: float = RESTART_WINDOW,
     backoff_initial: float = 0.1,
     backoff_factor: float = 2.0,
     backoff_max: float = 5.0,
@@ -274,6 +275,7 @@ async def open_process_group(
     state: Any = None,
     bare: bool = False,
     launcher: Sequence[str] = (),
+    within: float | None = None,
 ) -> AsyncIterator[ProcessGroup]:
     """Start ``n`` member processes, each running ``await app(channel, *args)`` in the group.
 
@@ -283,8 +285,8 @@ async def open_process_group(
     path or a `StackConfig`) as ``names[i]`` (A, B, C, ... by default) through `open_channel`.
     Returns once every member joined (or ended). Members are supervised like actors:
     ``strategy``, ``restart`` (PERMANENT: always, TRANSIENT: after a crash, TEMPORARY: never),
-    at most ``max_restarts`` within ``within`` seconds of running time (the time members spend
-    starting, and the backoff before a start, do not count: a member that crashes as it starts
+    at most ``max_restarts`` within ``restart_window`` seconds of running time (the time members
+    spend starting, and the backoff before a start, do not count: a member that crashes as it starts
     is given up on after ``max_restarts`` restarts however slow its start) with exponential
     backoff; past that every member is stopped and `ProcessGroupFailed` (a
     `RestartIntensityExceeded`) is raised here, naming the member, why it ended and its last
@@ -309,7 +311,19 @@ async def open_process_group(
     Leaving the block (also by cancellation or Ctrl-C) stops the members in reverse start
     order: SIGTERM, on which each leaves the group and exits, then SIGKILL after
     ``stop_timeout`` seconds. A member whose supervisor dies (even by SIGKILL) leaves too.
+
+    ``within`` is the deprecated name of ``restart_window`` (it still works for this release,
+    with a `DeprecationWarning`).
     """
+    restart_window = renamed(
+        "open_process_group()",
+        "within",
+        within,
+        "restart_window",
+        restart_window,
+        default=RESTART_WINDOW,
+        stacklevel=3,
+    )
     group = ProcessGroup(
         app,
         n,
@@ -320,7 +334,7 @@ async def open_process_group(
         strategy=strategy,
         restart=restart,
         max_restarts=max_restarts,
-        within=within,
+        restart_window=restart_window,
         backoff_initial=backoff_initial,
         backoff_factor=backoff_factor,
         backoff_max=backoff_max,

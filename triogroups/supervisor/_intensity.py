@@ -32,7 +32,7 @@ class GroupIntensity:
     def __init__(self, intensity: RestartIntensity) -> None:
         self.intensity = intensity
         self.max_restarts = intensity.max_restarts
-        self.within = intensity.within
+        self.restart_window = intensity.restart_window
         self._paused = 0.0  # running time not counted, from stretches that ended
         self._since: float | None = None  # when the open stretch began
         self._depth = 0

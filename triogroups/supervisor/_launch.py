@@ -320,7 +320,7 @@ async def _run_group(args: argparse.Namespace, printer: _Printer) -> int:
                     args=args.args,
                     restart=_RESTART[args.restart],
                     max_restarts=args.max_restarts,
-                    within=args.restart_window,
+                    restart_window=args.restart_window,
                     output=printer.line,
                     log_format=args.log_format,
                     log_level=args.log_level,

@@ -216,7 +216,11 @@ class Supervisor:
             horizon = self.intensity.horizon()
             reports = [r for r in self.crash_reports if r.time >= horizon]
             return ProcessGroupFailed(
-                self.name, crash, reports, self.intensity.max_restarts, self.intensity.within
+                self.name,
+                crash,
+                reports,
+                self.intensity.max_restarts,
+                self.intensity.restart_window,
             )
         with self._starting():
             await self._replace(member, backoff)
