@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypedDict
 
 import trio
 
@@ -99,6 +99,17 @@ class _Incarnation:
         now = trio.current_time()
         for proto in self.protocols:
             proto.start(self.address, cluster, now)
+
+
+class StackOptions(TypedDict, total=False):
+    """`Stack`'s keyword options, as `open_channel` takes them on to its stack: each one typed,
+    so a type checker checks the caller (`Stack` says what each does and its default)."""
+
+    channel_size: int
+    max_restarts: int
+    restart_window: float
+    new_address: Callable[[str], Address]
+    secret: bytes | None
 
 
 class Stack:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Unpack
 
 import trio
 
@@ -20,7 +20,7 @@ from triogroups._channel._signals import SignalLeave
 from triogroups._channel._state import StateProvider
 from triogroups._renamed import renamed
 from triogroups.config import StackConfig, sim_config
-from triogroups.stack import Stack
+from triogroups.stack import Stack, StackOptions
 
 if TYPE_CHECKING:
     from triogroups.transports.sim import SimNetwork
@@ -55,7 +55,7 @@ async def open_channel(
     handle_signals: bool = True,
     join_timeout: float | None = None,
     leave_timeout: float | None = None,
-    **stack_options: Any,
+    **stack_options: Unpack[StackOptions],
 ) -> AsyncIterator[Channel]:
     """Join ``cluster`` as member ``name``; leave on exit.
 

@@ -17,7 +17,7 @@ import random
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 
 import trio
 import trio._core._run as _trio_run
@@ -30,7 +30,7 @@ from triogroups.message import Flag, Message
 from triogroups.stack import Stack
 from triogroups.testing._contract import DeliveryLog
 from triogroups.testing._history import HistoryWriter
-from triogroups.transports.sim import SimNetwork, SimTransport, open_sim_network
+from triogroups.transports.sim import NetworkOptions, SimNetwork, SimTransport, open_sim_network
 from triogroups.view import Digest, MergeView, View, ViewId
 
 __all__ = ["SimCluster", "SimMember", "open_cluster"]
@@ -471,9 +471,10 @@ async def open_cluster(
     cluster: str = "test",
     view: bool = True,
     history: str | Path | None = None,
-    **faults: Any,
+    **faults: Unpack[NetworkOptions],
 ) -> AsyncIterator[SimCluster]:
-    """``n`` members on a fresh simulated network; ``faults`` go to `SimNetwork`.
+    """``n`` members on a fresh simulated network; ``faults`` go to `SimNetwork` (``loss``,
+    ``duplicate``, ``min_delay``, ``max_delay``, ``name``).
 
     With ``history`` (a directory) every member incarnation records what it sent,
     delivered and installed there, one JSON-lines file each, plus ``faults.jsonl``

@@ -22,7 +22,7 @@ import random
 import weakref
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import trio
 
@@ -36,11 +36,28 @@ from triogroups.transports.base import Transport, UpChannel, fan_out_targets
 from triogroups.view import View
 from triogroups.wire import WireCodec, WireError
 
-__all__ = ["SimNetwork", "SimTransport", "open_sim_network"]
+__all__ = ["NetworkOptions", "SimNetwork", "SimNetworkOptions", "SimTransport", "open_sim_network"]
 
 _log = logging.getLogger(__name__)
 _NETWORKS: weakref.WeakValueDictionary[str, SimNetwork] = weakref.WeakValueDictionary()
 _names = itertools.count(1)
+
+
+class NetworkOptions(TypedDict, total=False):
+    """A `SimNetwork`'s keyword options but the seed (its faults and its name), as
+    `open_cluster` takes them on beside a seed of its own."""
+
+    loss: float
+    duplicate: float
+    min_delay: float
+    max_delay: float
+    name: str | None
+
+
+class SimNetworkOptions(NetworkOptions, total=False):
+    """Every keyword option of `SimNetwork`, as `open_sim_network` takes them on."""
+
+    seed: int
 
 
 class SimNetwork:
@@ -250,8 +267,9 @@ class SimNetwork:
 
 
 @asynccontextmanager
-async def open_sim_network(**options: Any) -> AsyncIterator[SimNetwork]:
-    """A running `SimNetwork` for the body of the ``async with``."""
+async def open_sim_network(**options: Unpack[SimNetworkOptions]) -> AsyncIterator[SimNetwork]:
+    """A running `SimNetwork` for the body of the ``async with``; ``options`` are `SimNetwork`'s
+    (``seed``, ``loss``, ``duplicate``, ``min_delay``, ``max_delay``, ``name``)."""
     net = SimNetwork(**options)
     async with trio.open_nursery() as nursery:
         await nursery.start(net.run)
