@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import importlib
 import inspect
 import logging
 import os
@@ -32,9 +33,7 @@ from mkdocs.config.defaults import MkDocsConfig
 from mkdocs.exceptions import PluginError
 from mkdocs.structure.files import File, Files
 
-import triogroups
-import triogroups.extend
-import triogroups.testing
+from triogroups._public import PUBLIC_NAMESPACES
 from triogroups.cli import _parser
 from triogroups.config import StackConfig, preset_names
 from triogroups.properties import property_rows
@@ -46,7 +45,9 @@ HELP_WIDTH = 80
 """Columns of the usage lines on the CLI page: argparse wraps at the terminal's width, and
 material's text column holds about 84 characters of code."""
 
-_PUBLIC_MODULES = (triogroups, triogroups.extend, triogroups.testing)
+_PUBLIC_MODULES = tuple(importlib.import_module(ns.module) for ns in PUBLIC_NAMESPACES)
+"""The modules users import from (`triogroups._public.PUBLIC_NAMESPACES`), each with its page
+in the API reference."""
 
 
 def _escape(text: str) -> str:
@@ -260,11 +261,8 @@ def _base_names(cls: type) -> str:
 def errors_page() -> str:
     """The exception classes of the public modules: what each is and what it derives from."""
     sections = []
-    for module, title in (
-        (triogroups, "Application errors"),
-        (triogroups.extend, "Extension errors"),
-        (triogroups.testing, "Test kit errors"),
-    ):
+    for module, namespace in zip(_PUBLIC_MODULES, PUBLIC_NAMESPACES, strict=True):
+        title = f"{namespace.audience} errors"
         rows = ["| error | is a | meaning |", "| --- | --- | --- |"]
         for cls in _errors(module):
             path = f"{module.__name__}.{cls.__name__}"

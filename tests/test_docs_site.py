@@ -37,10 +37,8 @@ import pytest
 import yaml
 from rich.console import Console
 
-import triogroups
-import triogroups.extend
-import triogroups.testing
 from dev import BROWSER_HINT, chromium
+from triogroups._public import PUBLIC_NAMESPACES
 from triogroups.cli import _parser, _protocol
 from triogroups.config import preset_names
 from triogroups.protocol import protocol_names
@@ -72,6 +70,7 @@ def _module(name: str, path: Path) -> ModuleType:
 
 
 hooks = _module("docs_hooks", DOCS / "hooks.py")
+PUBLIC_MODULES = [importlib.import_module(ns.module) for ns in PUBLIC_NAMESPACES]
 griffe_docstrings = _module("docs_griffe_docstrings", DOCS / "griffe_docstrings.py")
 
 
@@ -207,22 +206,39 @@ def test_preset_reference_shows_every_preset_file() -> None:
 
 def test_error_reference_lists_every_public_exception() -> None:
     page = hooks.errors_page()
-    for module in (triogroups, triogroups.extend, triogroups.testing):
+    for module in PUBLIC_MODULES:
         for name in module.__all__:
             obj = getattr(module, name)
             if isinstance(obj, type) and issubclass(obj, BaseException):
                 assert f"[`{name}`][{module.__name__}.{name}]" in page, name
 
 
-@pytest.mark.parametrize(
-    ("page", "module"),
-    [("api.md", triogroups), ("extend.md", triogroups.extend), ("testing.md", triogroups.testing)],
-)
-def test_api_reference_documents_every_public_name_once(page: str, module: ModuleType) -> None:
-    """A name added to ``__all__`` needs its place on the page (and one only)."""
-    text = (DOCS / "reference" / page).read_text()
+@pytest.mark.parametrize("module", PUBLIC_MODULES, ids=lambda m: m.__name__)
+def test_api_reference_documents_every_public_name_once(module: ModuleType) -> None:
+    """Each public namespace (`PUBLIC_NAMESPACES`) has one reference page, whose first
+    entry is the module itself; a name added to its ``__all__`` needs its place on that page
+    (and one only)."""
+    root = re.compile(rf"^::: {re.escape(module.__name__)}$", re.MULTILINE)
+    pages = [p for p in sorted((DOCS / "reference").glob("*.md")) if root.search(p.read_text())]
+    assert len(pages) == 1, (module.__name__, pages)
+    text = pages[0].read_text()
     documented = re.findall(rf"^::: {re.escape(module.__name__)}\.(\w+)$", text, re.MULTILINE)
     assert sorted(documented) == sorted(module.__all__)
+
+
+def test_every_reference_page_of_a_module_is_a_public_namespace() -> None:
+    """The other way round: a page documenting a module that is not in `PUBLIC_NAMESPACES`
+    means the list is missing it (its ``__all__`` and errors would go unchecked)."""
+    module_entry = re.compile(
+        r"^::: ([\w.]+)\n    options:\n      members: false\n      show_root_heading: false$",
+        re.MULTILINE,
+    )
+    roots = [
+        module
+        for page in sorted((DOCS / "reference").glob("*.md"))
+        for module in module_entry.findall(page.read_text())
+    ]
+    assert sorted(roots) == sorted(ns.module for ns in PUBLIC_NAMESPACES)
 
 
 def test_nav_folder_section_follows_its_index_then_file_names(tmp_path: Path) -> None:

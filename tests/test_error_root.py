@@ -14,20 +14,19 @@ import pytest
 import trio
 
 import triogroups
-import triogroups.extend
 import triogroups.supervisor.spark
+import triogroups.testing
 from triogroups import TriogroupsError
+from triogroups._public import PUBLIC_NAMESPACES, Namespace
 
 # Outside the root on purpose (see `triogroups._error_root`): a SystemExit ends the process and
 # must not be caught by ``except Exception``; the test kit's failed checks are assertions.
+TEST_KIT_CHECKS = {"ContractViolation", "HistoryError", "Livelock"}
 OUTSIDE = {
     "triogroups.Interrupted",
     "triogroups.SignalExit",
     "triogroups.chaos._campaign._Terminated",
-    "triogroups.testing.ContractViolation",
-    "triogroups.testing.HistoryError",
-    "triogroups.testing.Livelock",
-}
+} | {f"triogroups.testing.{name}" for name in TEST_KIT_CHECKS}
 
 
 def exception_classes() -> dict[str, type[BaseException]]:
@@ -53,14 +52,16 @@ def test_every_exception_class_of_the_package_is_a_triogroups_error() -> None:
     assert outside == sorted(OUTSIDE)
 
 
-@pytest.mark.parametrize(
-    "module", [triogroups, triogroups.extend, triogroups.supervisor.spark], ids=lambda m: m.__name__
-)
-def test_each_exported_exception_is_a_triogroups_error(module: object) -> None:
-    exported = [getattr(module, n) for n in module.__all__]  # type: ignore[attr-defined]
+@pytest.mark.parametrize("namespace", PUBLIC_NAMESPACES, ids=lambda ns: ns.module)
+def test_each_exported_exception_is_a_triogroups_error(namespace: Namespace) -> None:
+    """What a public namespace (`PUBLIC_NAMESPACES`) exports: every Exception but the test
+    kit's failed checks."""
+    module = importlib.import_module(namespace.module)
+    exported = [getattr(module, n) for n in module.__all__]
     errors = [e for e in exported if isinstance(e, type) and issubclass(e, Exception)]
     assert errors
-    assert [e.__name__ for e in errors if not issubclass(e, TriogroupsError)] == []
+    outside = sorted(e.__name__ for e in errors if not issubclass(e, TriogroupsError))
+    assert outside == (sorted(TEST_KIT_CHECKS) if module is triogroups.testing else [])
 
 
 @pytest.mark.parametrize(

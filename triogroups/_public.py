@@ -1,4 +1,8 @@
-"""Make re-exported names say where users import them from.
+"""The public namespaces, and making re-exported names say where users import them from.
+
+`PUBLIC_NAMESPACES` is the one list of the modules users import from: the docs site's
+reference pages and errors page, and the tests of ``__all__``, docstrings and errors, all
+read it, so a new namespace is added here once.
 
 `set_public_module` sets ``__module__`` of public classes and functions (and
 of the methods and properties a public class defines) to the package that
@@ -15,9 +19,27 @@ import inspect
 import sys
 import typing
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
-__all__ = ["set_public_module"]
+__all__ = ["PUBLIC_NAMESPACES", "Namespace", "set_public_module"]
+
+
+class Namespace(NamedTuple):
+    """A public module and who it is for (the errors page titles its section so)."""
+
+    module: str
+    audience: str
+
+
+PUBLIC_NAMESPACES = (
+    Namespace("triogroups", "Application"),
+    Namespace("triogroups.extend", "Extension"),
+    Namespace("triogroups.testing", "Test kit"),
+    Namespace("triogroups.supervisor.spark", "Spark group"),
+)
+"""The modules users import from, each with a ``__all__`` and its page in the API reference;
+other modules are implementation details, or (`triogroups.events`, `triogroups.properties`)
+what `triogroups.extend` gathers from for protocol authors."""
 
 
 def set_public_module(package: str, names: Mapping[str, Any], *, root: str | None = None) -> None:
