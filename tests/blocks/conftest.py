@@ -91,6 +91,11 @@ async def start(nursery: trio.Nursery, net: SimNetwork, names: str, **options: A
     return members
 
 
+def split(net: SimNetwork, *sides: Sequence[Member]) -> None:
+    """Partition the network between ``sides`` (both ways)."""
+    net.partition(*([m.channel.address for m in side] for side in sides))
+
+
 async def wait_views(members: Sequence[Member], size: int, timeout: float = 60) -> None:
     """Until every one of ``members`` has one and the same view of ``size`` members."""
     with trio.fail_after(timeout):

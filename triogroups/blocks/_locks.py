@@ -267,7 +267,12 @@ class LockService(CoordinatedService):
         decoded = {m: LockReport.decode(m, raw) for m, raw in reports.items()}
         granting = self._quorum.has_majority or not self.majority
         table, refused = rebuild_locks(
-            decoded, view.members, side=side, granting=granting, token_gap=self.token_gap
+            decoded,
+            view.members,
+            side=side,
+            granting=granting,
+            token_gap=self.token_gap,
+            view_counter=view.view_id.id,
         )
         self._stepped_down()
         self._table = table

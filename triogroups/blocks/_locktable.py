@@ -12,9 +12,10 @@ Decisions where JGroups' CENTRAL_LOCK leaves a choice:
   coordinator takes over, waiters ask again (JGroups' clients resend their pending
   requests the same way).
 - Every grant carries a fencing token, one more than the last the table issued. A
-  rebuilt table starts at the largest token any member reports, plus ``token_gap``, so
-  tokens keep growing across a coordinator's crash even when the last grants reached
-  only members that crashed with it.
+  rebuilt table starts above the largest token any member reports (plus ``token_gap``)
+  and above the view id times 2**32 (`rebuild_locks`), so tokens keep growing across a
+  coordinator's crash even when the last grants reached only members that crashed
+  with it.
 - Backups get each changed entry with a version; an entry with a higher version
   replaces a lower one, so backups need no ordering and a resent entry is harmless.
 """
@@ -253,6 +254,7 @@ def rebuild_locks(
     side: Iterable[Address] | None = None,
     granting: bool = True,
     token_gap: int = TOKEN_GAP,
+    view_counter: int = 0,
 ) -> tuple[LockTable, list[tuple[str, Grant]]]:
     """A new coordinator's table, from the reports of the members of its view.
 
@@ -265,8 +267,14 @@ def rebuild_locks(
     holder that is not in ``members`` is dropped (it left); a holder that answered and
     neither holds nor waits for the lock is dropped (its release or cancel was lost
     with the old coordinator); a lock a member says it holds is added when free, and
-    refused when someone else holds it; tokens go on from the largest reported plus
-    ``token_gap``.
+    refused when someone else holds it.
+
+    Tokens go on from the largest reported plus ``token_gap``, and from no less than
+    ``view_counter`` (the id of the view being rebuilt) times 2**32: the members left may
+    know no token at all (the old coordinator and its backups crashed, or in majority
+    mode sat in the minority), but view ids only grow along a line of views, so every
+    coordinator's tokens start above those of the coordinators before it (as long as
+    one coordinator grants fewer than 2**32 locks).
     """
     live = frozenset(members)
     preferred = live if side is None else frozenset(side)
@@ -278,7 +286,8 @@ def rebuild_locks(
         + [e.grant.token for e in newest.values() if e.grant is not None]
     )
     top_version = max([0] + [e.version for r in reports.values() for e in r.copy]) + 1
-    table = LockTable(max_token=top_token + token_gap, version=top_version, granting=granting)
+    first = max(top_token + token_gap, view_counter << 32)
+    table = LockTable(max_token=first, version=top_version, granting=granting)
     for entry in newest.values():
         grant = entry.grant
         if grant is None or grant.owner.member not in live:
