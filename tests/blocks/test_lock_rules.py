@@ -80,6 +80,17 @@ def test_no_grant_while_not_granting_and_waiters_granted_when_it_resumes() -> No
     assert table.install_view([A, B], granting=True) == [Grant(a1, 1), Grant(b1, 2)]
 
 
+def test_a_view_without_the_right_to_grant_frees_every_lock() -> None:
+    """Majority mode in a minority: the owners count their locks as lost, so a request
+    resent there must not find its old grant; it waits for a majority instead."""
+    table = LockTable()
+    table.request("x", a1)
+    assert table.install_view([A, B], granting=False) == []
+    assert table.holder("x") is None
+    assert table.request("x", a1) is None
+    assert table.install_view([A, B, C], granting=True) == [Grant(a1, 2)]
+
+
 def test_tokens_only_grow() -> None:
     rng = random.Random(3)
     table = LockTable()
@@ -133,7 +144,7 @@ def test_a_whole_copy_replaces_older_entries_but_not_newer_ones() -> None:
 
 def test_report_survives_encoding() -> None:
     report = LockReport(
-        A, [Entry("x", Grant(b1, 4), 7), Entry("y", None, 8)], 12, {"z": Grant(a1, 11)}, {"w": [a2]}
+        A, [Entry("x", Grant(b1, 4), 7), Entry("y", None, 8)], 12, {"z": Grant(a1, 11)}
     )
     again = LockReport.decode(A, report.encode())
     assert again == report
@@ -143,7 +154,7 @@ def report(member: object, **kw: object) -> LockReport:
     return LockReport(member, **kw)  # type: ignore[arg-type]
 
 
-def test_rebuild_keeps_backed_up_grants_of_live_owners_and_tokens_grow_past_a_gap() -> None:
+def test_rebuild_keeps_what_the_owners_hold_and_tokens_grow_past_a_gap() -> None:
     reports = {
         B: report(B, copy=[Entry("x", Grant(c1, 40), 3)], max_token=40),
         C: report(C, held={"x": Grant(c1, 40)}, max_token=40),
@@ -162,16 +173,29 @@ def test_rebuild_drops_the_grants_of_members_gone() -> None:
     assert table.max_token > 5
 
 
-def test_rebuild_drops_a_grant_its_live_owner_no_longer_claims() -> None:
-    """The old coordinator copied the grant, then the owner's cancel or release was lost
-    with it: the owner, asked, neither holds nor waits for the lock."""
+def test_rebuild_drops_a_backed_up_grant_its_owner_does_not_hold() -> None:
+    """The old coordinator copied the grant, then crashed before its answer left (or the
+    owner's release was lost with it): the owner, asked, does not hold the lock. It asks
+    again and gets a new grant, with a larger token than the one it never saw."""
     reports = {
-        B: report(B, copy=[Entry("x", Grant(c1, 5), 1), Entry("y", Grant(c1, 6), 2)]),
-        C: report(C, pending={"y": [c1]}),
+        B: report(B, copy=[Entry("x", Grant(c1, 5), 1)], max_token=5),
+        C: report(C),
     }
     table, _ = rebuild_locks(reports, [B, C])
     assert table.holder("x") is None
-    assert table.holder("y") == Grant(c1, 6)  # its answer was lost: it asks again
+    grant = table.request("x", c1)
+    assert grant is not None and grant.token > 5
+
+
+def test_rebuild_takes_a_silent_members_grants_from_the_backups() -> None:
+    """D is in the view but did not answer in time: the newest copy speaks for it."""
+    reports = {
+        B: report(B, copy=[Entry("x", Grant(d1, 5), 1), Entry("x", None, 2)]),
+        C: report(C, copy=[Entry("y", Grant(d1, 6), 3), Entry("x", Grant(d1, 5), 1)]),
+    }
+    table, _ = rebuild_locks(reports, [B, C, D])
+    assert table.holder("x") is None  # released at version 2
+    assert table.holder("y") == Grant(d1, 6)
 
 
 def test_rebuild_takes_the_largest_token_anyone_saw() -> None:
@@ -180,19 +204,20 @@ def test_rebuild_takes_the_largest_token_anyone_saw() -> None:
     assert table.max_token == 91
 
 
-def test_rebuild_after_a_merge_keeps_the_coordinators_side_and_refuses_the_other() -> None:
-    """Without majority mode both sides of a split may grant the same lock: the side of
-    the new coordinator keeps it, the other owner is refused (told it lost it)."""
+def test_rebuild_after_a_merge_keeps_the_larger_token_and_refuses_the_other() -> None:
+    """Without majority mode both sides of a split may grant the same lock: the grant
+    with the larger token keeps it (a fenced resource takes only that one), the other
+    owner is refused (told it lost it); what only one side held is kept."""
     reports = {
         A: report(A, held={"x": Grant(a1, 1005)}),
         B: report(B, copy=[Entry("x", Grant(a1, 1005), 2)]),
         C: report(C, held={"x": Grant(c1, 2001), "only-c": Grant(c1, 2002)}),
         D: report(D, copy=[Entry("x", Grant(c1, 2001), 5)]),
     }
-    table, refused = rebuild_locks(reports, [A, B, C, D], side=[A, B])
-    assert table.holder("x") == Grant(a1, 1005)
+    table, refused = rebuild_locks(reports, [A, B, C, D])
+    assert table.holder("x") == Grant(c1, 2001)
     assert table.holder("only-c") == Grant(c1, 2002)
-    assert refused == [("x", Grant(c1, 2001))]
+    assert refused == [("x", Grant(a1, 1005))]
     assert table.max_token > 2002
 
 

@@ -190,6 +190,11 @@ async def test_majority_mode_refuses_in_a_minority_partition(
         history.acquired("D", "x", taken.token, d.channel.view.view_id)
         assert taken.token > held.token
         assert await c.locks.lock("y").try_lock(5.0)
+        net.heal()
+        await wait_views(members, 5, timeout=120)
+        await trio.sleep(5.0)  # the merged view's table is rebuilt
+        assert taken.held and held.lost
+        assert not await a.locks.lock("x").try_lock(1.0)  # still D's after the merge
         nursery.cancel_scope.cancel()
     assert history.violations() == []
 
@@ -198,7 +203,7 @@ async def test_without_majority_both_sides_grant_and_the_merge_keeps_one_owner(
     autojump_clock: Any, net: SimNetwork
 ) -> None:
     """CENTRAL_LOCK's behaviour: each side of a split grants x; after the heal the
-    merged view keeps the merge leader's side's owner and tells the other it lost x."""
+    merged view keeps the owner with the larger token and tells the other it lost x."""
     async with trio.open_nursery() as nursery:
         a, b, c, d = await start(nursery, net, "ABCD")
         split(net, [a, b], [c, d])
@@ -212,7 +217,6 @@ async def test_without_majority_both_sides_grant_and_the_merge_keeps_one_owner(
         with trio.fail_after(30):
             while left.held and right.held:
                 await trio.sleep(0.1)
-        assert left.held != right.held
-        loser = right if left.held else left
-        assert loser.lost
+        winner, loser = (left, right) if left.token > right.token else (right, left)
+        assert winner.held and not loser.held and loser.lost
         nursery.cancel_scope.cancel()

@@ -85,7 +85,6 @@ class LockService(CoordinatedService):
         self._task_numbers = itertools.count(1)
         self._held: dict[str, Grant] = {}
         self._handles: dict[tuple[str, Owner], Lock] = {}
-        self._pending: dict[str, list[Owner]] = {}
         self._max_token = 0
         rpc = channel.rpc
         rpc.register(_PREFIX + "acquire", self._on_acquire)
@@ -130,8 +129,6 @@ class LockService(CoordinatedService):
         held = self._held.get(name)
         if held is not None and held.owner == owner:
             raise RuntimeError(f"lock {name!r} is held by this task already (not reentrant)")
-        pending = self._pending.setdefault(name, [])
-        pending.append(owner)
         try:
             answer = await self._ask(
                 "acquire", name, owner.encode(), timeout is not None, timeout=timeout
@@ -142,10 +139,6 @@ class LockService(CoordinatedService):
             with trio.CancelScope(shield=True):
                 await self._release_quietly(name, owner)
             raise
-        finally:
-            pending.remove(owner)
-            if not pending:
-                del self._pending[name]
         if answer is None or answer == "busy":
             with trio.CancelScope(shield=True):
                 await self._release_quietly(name, owner)
@@ -259,7 +252,6 @@ class LockService(CoordinatedService):
             list(self._copy.entries.values()),
             max(self._max_token, self._copy.max_token, self._table.max_token),
             dict(self._held),
-            {n: list(o) for n, o in self._pending.items()},
         )
         return report.encode()
 
@@ -269,7 +261,6 @@ class LockService(CoordinatedService):
         table, refused = rebuild_locks(
             decoded,
             view.members,
-            side=side,
             granting=granting,
             token_gap=self.token_gap,
             view_counter=view.view_id.id,
@@ -320,8 +311,8 @@ class Lock:
     resource the lock guards, which refuses a token lower than one it has seen, so a
     stale owner (paused, partitioned away, its lock given to another) cannot write.
     ``lost`` becomes True when this member learns that the lock was taken from it
-    (majority mode: its view lost the majority; after a merge: the other side's owner
-    kept it): the token still protects the resource in between.
+    (majority mode: its view lost the majority; after a merge: an owner with a larger
+    token from the other side kept it): the token still protects the resource in between.
     """
 
     def __init__(self, service: LockService, name: str) -> None:

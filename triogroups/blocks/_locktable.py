@@ -11,6 +11,8 @@ Decisions where JGroups' CENTRAL_LOCK leaves a choice:
 - Waiters are granted in arrival order. The queue is not backed up: after a new
   coordinator takes over, waiters ask again (JGroups' clients resend their pending
   requests the same way).
+- A new coordinator rebuilds the table from what the owners say they hold, the
+  backups standing in for members that do not answer (`rebuild_locks`).
 - Every grant carries a fencing token, one more than the last the table issued. A
   rebuilt table starts above the largest token any member reports (plus ``token_gap``)
   and above the view id times 2**32 (`rebuild_locks`), so tokens keep growing across a
@@ -87,21 +89,18 @@ class Entry(NamedTuple):
 @dataclass
 class LockReport:
     """What one member tells a new coordinator: its backup copy, the largest token it
-    saw, and the locks its tasks hold or wait for (``held``: grants; ``pending``:
-    owners that asked and have no answer yet, by lock name)."""
+    saw, and the locks its tasks hold (by lock name)."""
 
     member: Address
     copy: list[Entry] = field(default_factory=list)
     max_token: int = 0
     held: dict[str, Grant] = field(default_factory=dict)
-    pending: dict[str, list[Owner]] = field(default_factory=dict)
 
     def encode(self) -> list[Any]:
         return [
             [e.encode() for e in self.copy],
             self.max_token,
             [[n, g.owner.encode(), g.token] for n, g in self.held.items()],
-            [[n, [o.encode() for o in owners]] for n, owners in self.pending.items()],
         ]
 
     @classmethod
@@ -111,7 +110,6 @@ class LockReport:
             [Entry.decode(e) for e in raw[0]],
             int(raw[1]),
             {str(n): Grant(Owner.decode(o), int(t)) for n, o, t in raw[2]},
-            {str(n): [Owner.decode(o) for o in owners] for n, owners in raw[3]},
         )
 
 
@@ -164,7 +162,10 @@ class LockTable:
 
     def install_view(self, members: Iterable[Address], *, granting: bool) -> list[Grant]:
         """A new view: the locks and requests of members not in it go (their owners
-        left or crashed); returns the grants this makes for the next waiters."""
+        left or crashed); returns the grants this makes for the next waiters. A view in
+        which the table may not grant (majority mode, a minority) frees every lock:
+        its owners count them as lost, and a request resent in it must not find its
+        old grant."""
         live = frozenset(members)
         self.granting = granting
         for name, queue in list(self.waiting.items()):
@@ -174,7 +175,7 @@ class LockTable:
             else:
                 del self.waiting[name]
         for name, grant in list(self.holders.items()):
-            if grant.owner.member not in live:
+            if grant.owner.member not in live or not granting:
                 del self.holders[name]
                 self._changed(name, None)
         return self.grant_waiting()
@@ -251,23 +252,21 @@ def rebuild_locks(
     reports: Mapping[Address, LockReport],
     members: Sequence[Address],
     *,
-    side: Iterable[Address] | None = None,
     granting: bool = True,
     token_gap: int = TOKEN_GAP,
     view_counter: int = 0,
 ) -> tuple[LockTable, list[tuple[str, Grant]]]:
     """A new coordinator's table, from the reports of the members of its view.
 
-    ``side``: after a merge, the members of the new coordinator's own subgroup; their
-    backup copies win, and the other side's locks are taken only where they do not
-    clash. Returns the table and the grants it refuses (a clash after a merge: the
-    owner must be told its lock is lost).
-
-    The rules, in order: the newest backup entry per lock (from ``side`` first); a
-    holder that is not in ``members`` is dropped (it left); a holder that answered and
-    neither holds nor waits for the lock is dropped (its release or cancel was lost
-    with the old coordinator); a lock a member says it holds is added when free, and
-    refused when someone else holds it.
+    As JGroups' CENTRAL_LOCK2 reconciles, the owners are asked: a lock is held by the
+    owner that says it holds it. The backup copies stand in for the members in the
+    view that did not answer in time (their newest entry per lock). A grant that no
+    owner claims is dropped: its owner left, released it, or never heard of it (the
+    old coordinator crashed before its answer left; the owner asks again and gets a
+    new grant with a larger token). Two owners claim one lock only after a split in
+    which both sides granted it: the grant with the larger token keeps it (a resource
+    fenced by tokens takes only that one anyway), and the others are returned as
+    refused, to be told they lost it.
 
     Tokens go on from the largest reported plus ``token_gap``, and from no less than
     ``view_counter`` (the id of the view being rebuilt) times 2**32: the members left may
@@ -277,55 +276,41 @@ def rebuild_locks(
     one coordinator grants fewer than 2**32 locks).
     """
     live = frozenset(members)
-    preferred = live if side is None else frozenset(side)
-    newest = newest_entries(reports, preferred)
+    claims: dict[str, set[Grant]] = {}
+    for report in reports.values():
+        for name, grant in report.held.items():
+            if grant.owner.member in live:
+                claims.setdefault(name, set()).add(grant)
+    for name, entry in newest_entries(reports).items():
+        backed = entry.grant
+        if (
+            backed is not None
+            and backed.owner.member in live
+            and backed.owner.member not in reports
+        ):
+            claims.setdefault(name, set()).add(backed)
     top_token = max(
         [0]
         + [r.max_token for r in reports.values()]
-        + [g.token for r in reports.values() for g in r.held.values()]
-        + [e.grant.token for e in newest.values() if e.grant is not None]
+        + [g.token for grants in claims.values() for g in grants]
     )
     top_version = max([0] + [e.version for r in reports.values() for e in r.copy]) + 1
     first = max(top_token + token_gap, view_counter << 32)
     table = LockTable(max_token=first, version=top_version, granting=granting)
-    for entry in newest.values():
-        grant = entry.grant
-        if grant is None or grant.owner.member not in live:
-            continue
-        report = reports.get(grant.owner.member)
-        if report is not None and not _claims(report, entry.name, grant.owner):
-            continue
-        table.holders[entry.name] = grant
     refused: list[tuple[str, Grant]] = []
-    ordered = sorted(reports.values(), key=lambda r: r.member not in preferred)
-    for report in ordered:
-        for name, grant in report.held.items():
-            have = table.holders.get(name)
-            if have is None:
-                table.holders[name] = grant
-            elif have.owner != grant.owner:
-                refused.append((name, grant))
+    for name, grants in claims.items():
+        ranked = sorted(grants, key=lambda g: g.token, reverse=True)
+        table.holders[name] = ranked[0]
+        refused.extend((name, g) for g in ranked[1:] if g.owner != ranked[0].owner)
     return table, refused
 
 
-def newest_entries(
-    reports: Mapping[Address, LockReport], preferred: frozenset[Address]
-) -> dict[str, Entry]:
-    """Per lock the newest backup entry, from the ``preferred`` members' copies where
-    they have one (versions of two sides of a merge do not compare)."""
-    mine: dict[str, Entry] = {}
-    others: dict[str, Entry] = {}
-    for member, report in reports.items():
-        into = mine if member in preferred else others
+def newest_entries(reports: Mapping[Address, LockReport]) -> dict[str, Entry]:
+    """Per lock the backup entry with the highest version among the reported copies."""
+    newest: dict[str, Entry] = {}
+    for report in reports.values():
         for entry in report.copy:
-            have = into.get(entry.name)
+            have = newest.get(entry.name)
             if have is None or entry.version > have.version:
-                into[entry.name] = entry
-    return {**others, **mine}
-
-
-def _claims(report: LockReport, name: str, owner: Owner) -> bool:
-    held = report.held.get(name)
-    if held is not None and held.owner == owner:
-        return True
-    return owner in report.pending.get(name, ())
+                newest[entry.name] = entry
+    return newest
