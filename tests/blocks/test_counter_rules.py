@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from triogroups.blocks._countertable import (
+    Caller,
     CounterCopy,
     CounterEntry,
     CounterReport,
@@ -15,32 +16,51 @@ A, B, C, D = addresses("ABCD")
 a, b = A.to_bytes(), B.to_bytes()
 
 
+def by(member: bytes, seqno: int, done_below: int | None = None) -> Caller:
+    """An update ``seqno`` of ``member``, with every earlier one answered by default."""
+    return Caller(member, seqno, seqno if done_below is None else done_below)
+
+
 def test_operations() -> None:
     t = CounterTable()
     assert t.get("n") == 0
-    assert t.add_and_get("n", 5, a, 1) == 5
-    assert t.add_and_get("n", -2, b, 1) == 3
-    assert t.compare_and_set("n", 4, 10, a, 2) is False
-    assert t.compare_and_set("n", 3, 10, a, 3) is True
-    t.set("n", 7, b, 2)
+    assert t.add_and_get("n", 5, by(a, 1)) == 5
+    assert t.add_and_get("n", -2, by(b, 1)) == 3
+    assert t.compare_and_set("n", 4, 10, by(a, 2)) is False
+    assert t.compare_and_set("n", 3, 10, by(a, 3)) is True
+    t.set("n", 7, by(b, 2))
     assert t.get("n") == 7
+
+
+def test_updates_in_flight_at_once_are_each_remembered_until_answered() -> None:
+    """A member with three updates in flight: each one resent is answered from memory;
+    what its ``done_below`` says was answered is forgotten with its next update."""
+    t = CounterTable()
+    assert t.add_and_get("n", 1, by(a, 1, 1)) == 1
+    assert t.add_and_get("n", 1, by(a, 2, 1)) == 2
+    assert t.add_and_get("n", 1, by(a, 3, 1)) == 3
+    assert t.add_and_get("n", 1, by(a, 2, 1)) == 2
+    assert t.add_and_get("n", 1, by(a, 1, 1)) == 1
+    assert t.get("n") == 3
+    assert t.add_and_get("n", 1, by(a, 4, 3)) == 4
+    assert set(t.counters["n"].last[a]) == {3, 4}
 
 
 def test_a_resent_update_is_answered_again_not_applied_twice() -> None:
     """The old coordinator copied the update and crashed before answering: the caller
     asks the new one with the same seqno."""
     t = CounterTable()
-    assert t.add_and_get("n", 1, a, 1) == 1
-    assert t.add_and_get("n", 1, b, 1) == 2
-    assert t.add_and_get("n", 1, a, 1) == 1
+    assert t.add_and_get("n", 1, by(a, 1)) == 1
+    assert t.add_and_get("n", 1, by(b, 1)) == 2
+    assert t.add_and_get("n", 1, by(a, 1)) == 1
     assert t.get("n") == 2
-    assert t.add_and_get("n", 1, a, 2) == 3
+    assert t.add_and_get("n", 1, by(a, 2)) == 3
 
 
 def test_versions_grow_and_changes_go_to_the_outbox() -> None:
     t = CounterTable()
-    t.add_and_get("n", 1, a, 1)
-    t.add_and_get("m", 1, a, 2)
+    t.add_and_get("n", 1, by(a, 1))
+    t.add_and_get("m", 1, by(a, 2))
     out = t.take_outbox()
     assert [(e.name, e.value, e.version) for e in out] == [("n", 1, 1), ("m", 1, 2)]
     assert t.take_outbox() == []
@@ -48,14 +68,14 @@ def test_versions_grow_and_changes_go_to_the_outbox() -> None:
 
 def test_a_view_forgets_the_last_updates_of_members_gone() -> None:
     t = CounterTable()
-    t.add_and_get("n", 1, a, 1)
-    t.add_and_get("n", 1, b, 1)
+    t.add_and_get("n", 1, by(a, 1))
+    t.add_and_get("n", 1, by(b, 1))
     t.install_view([B])
     assert set(t.counters["n"].last) == {b}
 
 
 def test_entry_survives_encoding() -> None:
-    entry = CounterEntry("n", -3, 9, {a: (4, True), b: (2, None)})
+    entry = CounterEntry("n", -3, 9, {a: {4: True, 5: False}, b: {2: None}})
     assert CounterEntry.decode(entry.encode()) == entry
 
 
@@ -75,7 +95,7 @@ def test_rebuild_takes_the_newest_copy_of_each_counter() -> None:
     }
     t = rebuild_counters(reports)
     assert (t.get("n"), t.get("m")) == (10, 1)
-    assert t.add_and_get("n", 1, a, 1) == 11
+    assert t.add_and_get("n", 1, by(a, 1)) == 11
     assert t.counters["n"].version > 10
 
 

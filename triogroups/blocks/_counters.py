@@ -10,16 +10,14 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections import defaultdict
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import trio
-
 from triogroups._channel import Channel
 from triogroups.address import Address
 from triogroups.blocks._countertable import (
+    Caller,
     CounterCopy,
     CounterEntry,
     CounterReport,
@@ -41,7 +39,8 @@ class CounterService(CoordinatedService):
     ``counter(name)`` gives a `Counter`. Every operation is linearisable: it takes
     effect at one instant between its call and its return, as if on one integer,
     including across the coordinator's crash (an update the old coordinator made and
-    copied is answered again, not applied twice). On a merge the merge leader's side
+    copied is answered again, not applied twice). Any number of tasks may update at
+    once. On a merge the merge leader's side
     wins (`rebuild_counters`).
     """
 
@@ -63,7 +62,7 @@ class CounterService(CoordinatedService):
         self._table = CounterTable()
         self._copy = CounterCopy()
         self._seqnos = itertools.count(1)
-        self._in_turn: defaultdict[str, trio.Lock] = defaultdict(trio.Lock)
+        self._in_flight: set[int] = set()  # seqnos of updates waiting for their answer
         rpc = channel.rpc
         for method in self._methods():
             rpc.register(_PREFIX + method, getattr(self, "_on_" + method))
@@ -88,11 +87,13 @@ class CounterService(CoordinatedService):
         for value in args:
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"counter values must be int, got {type(value).__name__}")
-        # one update per counter from this member at a time: the coordinator remembers
-        # one seqno per member and counter to answer a resent update (`_countertable`)
-        async with self._in_turn[name]:
-            me = self._channel.address.to_bytes()
-            answer = await self._ask(op, name, list(args), me, next(self._seqnos))
+        seqno = next(self._seqnos)
+        self._in_flight.add(seqno)
+        try:
+            caller = [self._channel.address.to_bytes(), seqno, min(self._in_flight)]
+            answer = await self._ask(op, name, list(args), caller)
+        finally:
+            self._in_flight.discard(seqno)
         return answer[1]
 
     # --- the coordinator's side -------------------------------------------------
@@ -107,19 +108,20 @@ class CounterService(CoordinatedService):
         return ["value", value] if self._still(term) else RETRY
 
     async def _on_update(
-        self, op: str, name: str, args: list[int], member: bytes, seqno: int
+        self, op: str, name: str, args: list[int], raw_caller: list[Any]
     ) -> list[Any] | str:
         term = await self._serving()
         if term is None:
             return RETRY
         table = self._table
+        caller = Caller(bytes(raw_caller[0]), int(raw_caller[1]), int(raw_caller[2]))
         if op == "set":
-            table.set(name, args[0], member, seqno)
+            table.set(name, args[0], caller)
             result: Any = None
         elif op == "add_and_get":
-            result = table.add_and_get(name, args[0], member, seqno)
+            result = table.add_and_get(name, args[0], caller)
         else:
-            result = table.compare_and_set(name, args[0], args[1], member, seqno)
+            result = table.compare_and_set(name, args[0], args[1], caller)
         await self._replicate()
         return ["value", result] if self._still(term) else RETRY
 

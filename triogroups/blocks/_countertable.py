@@ -6,12 +6,15 @@ changed counter is put in ``outbox`` for the backups. Nothing here ever awaits.
 Decisions where JGroups' COUNTER leaves a choice:
 
 - A counter that was never set reads as 0 (no create step).
-- Every update carries the caller's (member, seqno). Each counter keeps, per member,
-  the last seqno it applied and its result, and answers a resent update with that
-  result instead of applying it twice: a caller whose coordinator crashed after the
-  backups had the update but before the answer left asks the next coordinator again
-  and gets the same answer (the service sends one update per member and counter at
-  a time, so one remembered seqno per member is enough).
+- Every update carries the caller's `Caller` (member, seqno, and ``done_below``: every
+  seqno of that member below it has its answer). Each counter remembers, per member,
+  the result of each update it applied whose answer may not have arrived yet, and
+  answers a resent update with it instead of applying it twice: a caller whose
+  coordinator crashed after the backups had the update but before the answer left
+  asks the next coordinator and gets the same answer. What ``done_below`` covers is
+  forgotten with the member's next update of that counter, and everything of a member
+  once it leaves the view (as RIFL keeps completion records until the client
+  acknowledges them), so a member may have many updates in flight at once.
 - Backups keep the newest version of each counter; the copies of the new
   coordinator's own side win after a merge (see `rebuild_counters`).
 """
@@ -24,24 +27,42 @@ from typing import Any, NamedTuple
 
 from triogroups.address import Address
 
-__all__ = ["CounterCopy", "CounterEntry", "CounterReport", "CounterTable", "rebuild_counters"]
+__all__ = [
+    "Caller",
+    "CounterCopy",
+    "CounterEntry",
+    "CounterReport",
+    "CounterTable",
+    "rebuild_counters",
+]
+
+
+class Caller(NamedTuple):
+    """Who sends an update: a member (its 16-byte address), the update's seqno, and the
+    seqno below which every update of this member has its answer."""
+
+    member: bytes
+    seqno: int
+    done_below: int
 
 
 class CounterEntry(NamedTuple):
     """One counter as the backups keep it: value, version, and per member (its 16-byte
-    address) the last update's seqno and result."""
+    address) the results of its updates that may still be resent, by seqno."""
 
     name: str
     value: int
     version: int
-    last: Mapping[bytes, tuple[int, Any]]
+    last: Mapping[bytes, Mapping[int, Any]]
 
     def encode(self) -> list[Any]:
-        return [self.name, self.value, self.version, [[m, s, r] for m, (s, r) in self.last.items()]]
+        last = [[m, [[s, r] for s, r in done.items()]] for m, done in self.last.items()]
+        return [self.name, self.value, self.version, last]
 
     @classmethod
     def decode(cls, raw: Sequence[Any]) -> CounterEntry:
-        return cls(str(raw[0]), int(raw[1]), int(raw[2]), {m: (int(s), r) for m, s, r in raw[3]})
+        last = {m: {int(s): r for s, r in done} for m, done in raw[3]}
+        return cls(str(raw[0]), int(raw[1]), int(raw[2]), last)
 
 
 @dataclass
@@ -68,18 +89,16 @@ class CounterTable:
         entry = self.counters.get(name)
         return 0 if entry is None else entry.value
 
-    def set(self, name: str, value: int, member: bytes, seqno: int) -> None:
-        self._update(name, member, seqno, lambda _: (value, None))
+    def set(self, name: str, value: int, caller: Caller) -> None:
+        self._update(name, caller, lambda _: (value, None))
 
-    def add_and_get(self, name: str, delta: int, member: bytes, seqno: int) -> int:
-        result: int = self._update(name, member, seqno, lambda v: (v + delta, v + delta))
+    def add_and_get(self, name: str, delta: int, caller: Caller) -> int:
+        result: int = self._update(name, caller, lambda v: (v + delta, v + delta))
         return result
 
-    def compare_and_set(
-        self, name: str, expect: int, update: int, member: bytes, seqno: int
-    ) -> bool:
+    def compare_and_set(self, name: str, expect: int, update: int, caller: Caller) -> bool:
         result: bool = self._update(
-            name, member, seqno, lambda v: (update, True) if v == expect else (v, False)
+            name, caller, lambda v: (update, True) if v == expect else (v, False)
         )
         return result
 
@@ -98,17 +117,19 @@ class CounterTable:
         out, self.outbox = self.outbox, []
         return out
 
-    def _update(self, name: str, member: bytes, seqno: int, op: Any) -> Any:
+    def _update(self, name: str, caller: Caller, op: Any) -> Any:
         entry = self.counters.get(name)
         if entry is None:
             entry = CounterEntry(name, 0, 0, {})
-        done = entry.last.get(member)
-        if done is not None and done[0] == seqno:
-            return done[1]  # a resent update: answered before, not applied again
+        member, seqno, done_below = caller
+        done = entry.last.get(member, {})
+        if seqno in done:
+            return done[seqno]  # a resent update: answered before, not applied again
         value, result = op(entry.value)
         self.version += 1
-        last = {**entry.last, member: (seqno, result)}
-        entry = CounterEntry(name, value, self.version, last)
+        kept = {s: r for s, r in done.items() if s >= done_below}
+        kept[seqno] = result
+        entry = CounterEntry(name, value, self.version, {**entry.last, member: kept})
         self.counters[name] = entry
         self.outbox.append(entry)
         return result

@@ -79,7 +79,7 @@ class CoordinatedService:
         self._term = 0  # grows each time this member starts or stops coordinating
         self._ready = trio.Event()  # set once the coordinator's table is rebuilt
         self._backups: list[Address] = []
-        self._replicating = trio.Lock()  # one copy to the backups at a time, in order
+        self._copies: set[trio.Event] = set()  # copies to the backups in flight
         self._new_view = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._counters: dict[str, int] = {
@@ -160,10 +160,9 @@ class CoordinatedService:
         backups = [m for m in view.members if m != me][: self.num_backups]
         fresh = [m for m in backups if m not in self._backups]
         self._backups = backups
-        async with self._replicating:
-            if fresh:
-                await self._send_to(fresh, "copy", self._full_copy())
-            await self._send_changes_locked()
+        if fresh:
+            await self._send_to(fresh, "copy", self._full_copy())
+        await self._replicate()
         self._ready.set()
 
     async def _rebuild_round(self, view: View) -> None:
@@ -191,14 +190,24 @@ class CoordinatedService:
 
     async def _replicate(self) -> None:
         """Copy every change made so far to the backups; returns once they have it
-        (or are gone). Callers answer a request only after this."""
-        async with self._replicating:
-            await self._send_changes_locked()
+        (or are gone). Callers answer a request only after this.
 
-    async def _send_changes_locked(self) -> None:
+        Copies go out at once, side by side (a backup keeps the newest version of each
+        entry, whatever order they arrive in); a caller whose change another caller's
+        copy took waits for every copy in flight when it came, that one included.
+        """
+        earlier = list(self._copies)
         changes = self._take_changes()
         if changes is not None and self._backups:
-            await self._send_to(self._backups, "changes", changes)
+            done = trio.Event()
+            self._copies.add(done)
+            try:
+                await self._send_to(self._backups, "changes", changes)
+            finally:
+                self._copies.discard(done)
+                done.set()
+        for copy in earlier:
+            await copy.wait()
 
     async def _send_to(self, members: list[Address], what: str, payload: Any) -> None:
         view = self._channel.view
