@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import trio
@@ -17,6 +18,7 @@ class Hold:
     view: ViewId
     start: float
     end: float | None = None
+    members: frozenset[str] = frozenset()  # names in the owner's view at the grant
 
 
 @dataclass
@@ -26,8 +28,10 @@ class LockHistory:
 
     holds: list[Hold] = field(default_factory=list)
 
-    def acquired(self, owner: str, name: str, token: int, view: ViewId) -> Hold:
-        hold = Hold(owner, name, token, view, trio.current_time())
+    def acquired(
+        self, owner: str, name: str, token: int, view: ViewId, members: Iterable[str] = ()
+    ) -> Hold:
+        hold = Hold(owner, name, token, view, trio.current_time(), None, frozenset(members))
         self.holds.append(hold)
         return hold
 
@@ -36,8 +40,10 @@ class LockHistory:
         hold.end = trio.current_time()
 
     def violations(self) -> list[str]:
-        """No two owners of one lock at once in one view; per lock, each grant's token
-        is larger than every earlier grant's."""
+        """No two owners of one lock at once in one view, nor while the earlier owner is
+        still in the later owner's view (its lock was given away while it was a member:
+        only leaving or being excluded frees it); per lock, each grant's token is larger
+        than every earlier grant's."""
         found = []
         by_name: dict[str, list[Hold]] = {}
         for hold in sorted(self.holds, key=lambda h: h.start):
@@ -48,6 +54,6 @@ class LockHistory:
                     if g.token >= h.token:
                         found.append(f"{name}: token {h.token} of {h.owner} after {g.token}")
                     overlaps = g.end is None or g.end > h.start
-                    if overlaps and g.view == h.view:
+                    if overlaps and (g.view == h.view or g.owner in h.members):
                         found.append(f"{name}: {g.owner} and {h.owner} at once in {h.view}")
         return found

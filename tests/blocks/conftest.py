@@ -48,6 +48,7 @@ class Member:
     def __init__(self, net: SimNetwork) -> None:
         self.net = net
         self.scope = trio.CancelScope()
+        self.crashed = False
         self.channel: Channel
         self.locks: LockService
         self.counters: CounterService
@@ -77,6 +78,7 @@ class Member:
         """Stop at once without a leave, as a killed process: cut off the network first,
         so nothing it would still send reaches anyone."""
         self.net.partition([self.channel.address], [m.channel.address for m in others])
+        self.crashed = True
         self.scope.cancel()
 
     def leave(self) -> None:

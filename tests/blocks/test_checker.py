@@ -26,3 +26,14 @@ def test_checker_allows_overlap_in_different_views_but_not_a_smaller_token() -> 
     must still grow in the order the grants arrived."""
     history = LockHistory([Hold("A", "x", 5, V1, 0.0, None), Hold("B", "x", 3, V2, 1.0, 2.0)])
     assert history.violations() == ["x: token 3 of B after 5"]
+
+
+def test_checker_finds_a_lock_given_away_while_its_owner_is_still_a_member() -> None:
+    history = LockHistory(
+        [
+            Hold("A", "x", 1, V1, 0.0, None, frozenset("AB")),
+            Hold("B", "x", 2, V2, 1.0, 2.0, frozenset("AB")),
+        ]
+    )
+    (found,) = history.violations()
+    assert "A and B at once" in found

@@ -13,16 +13,39 @@ import trio
 
 from tests.blocks._checker import LockHistory
 from tests.blocks.conftest import Member, split, start, wait_views
-from triogroups import SimNetwork
+from triogroups import ChannelClosed, SimNetwork
 
 
 async def contend(
-    member: Member, history: LockHistory, name: str, rounds: int, rng: random.Random
+    member: Member,
+    history: LockHistory,
+    name: str,
+    rounds: int,
+    rng: random.Random,
+    longest: float = 0.2,
+) -> None:
+    """Hold ``name`` ``rounds`` times, each for up to ``longest`` seconds."""
+    try:
+        await hold_in_turn(member, history, name, rounds, rng, longest)
+    except ChannelClosed:
+        if not member.crashed:  # a crashed member's tasks die with it
+            raise
+
+
+async def hold_in_turn(
+    member: Member,
+    history: LockHistory,
+    name: str,
+    rounds: int,
+    rng: random.Random,
+    longest: float,
 ) -> None:
     for _ in range(rounds):
         async with member.locks.lock(name) as lock:
-            hold = history.acquired(member.name, name, lock.token, member.channel.view.view_id)
-            await trio.sleep(rng.uniform(0.0, 0.2))
+            view = member.channel.view
+            names = [m.name for m in view.members]
+            hold = history.acquired(member.name, name, lock.token, view.view_id, names)
+            await trio.sleep(rng.uniform(0.0, longest))
             history.released(hold)
         await trio.sleep(rng.uniform(0.0, 0.1))
 
@@ -44,6 +67,31 @@ async def test_lock_mutual_exclusion_history(
                         tasks.start_soon(contend, member, history, name, 8, rng)
         nursery.cancel_scope.cancel()
     assert len(history.holds) == 4 * 3 * 8
+    assert history.violations() == []
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_lock_mutual_exclusion_across_the_coordinators_crash(
+    autojump_clock: Any, net: SimNetwork, seed: int
+) -> None:
+    """As above while A, the coordinator, crashes mid-run (its tasks may hold a lock or
+    wait): the history still shows one owner at a time among members of one view, and
+    tokens that only grow."""
+    rng = random.Random(seed)
+    history = LockHistory()
+    async with trio.open_nursery() as nursery:
+        members = await start(nursery, net, "ABCD")
+        a = members[0]
+        with trio.fail_after(600):
+            async with trio.open_nursery() as tasks:
+                for member in members:
+                    for name in ("x", "x", "y"):
+                        # holds long enough to span the crash and the rebuild
+                        tasks.start_soon(contend, member, history, name, 8, rng, 5.0)
+                await trio.sleep(rng.uniform(1.0, 5.0))
+                a.crash(members[1:])
+        nursery.cancel_scope.cancel()
+    assert sum(h.owner != "A" for h in history.holds) == 3 * 3 * 8
     assert history.violations() == []
 
 
