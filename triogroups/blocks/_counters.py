@@ -63,9 +63,6 @@ class CounterService(CoordinatedService):
         self._copy = CounterCopy()
         self._seqnos = itertools.count(1)
         self._in_flight: set[int] = set()  # seqnos of updates waiting for their answer
-        rpc = channel.rpc
-        for method in self._methods():
-            rpc.register(_PREFIX + method, getattr(self, "_on_" + method))
 
     def counter(self, name: str) -> Counter:
         """The counter ``name`` (a counter never set reads 0)."""
@@ -224,6 +221,7 @@ async def open_counter_service(
     copies; ``timeout`` each call and each copy to the backups.
     """
     async with open_service(
+        channel,
         lambda: CounterService(
             channel, num_backups=num_backups, rebuild_timeout=rebuild_timeout, timeout=timeout
         ),

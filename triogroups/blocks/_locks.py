@@ -63,6 +63,8 @@ class LockService(CoordinatedService):
         rebuild_timeout: float = 5.0,
         timeout: float = 10.0,
     ) -> None:
+        if isinstance(token_gap, bool) or not isinstance(token_gap, int) or token_gap < 1:
+            raise ValueError(f"token_gap must be an int >= 1, got {token_gap!r}")
         super().__init__(
             channel,
             _PREFIX,
@@ -70,8 +72,6 @@ class LockService(CoordinatedService):
             rebuild_timeout=rebuild_timeout,
             timeout=timeout,
         )
-        if isinstance(token_gap, bool) or not isinstance(token_gap, int) or token_gap < 1:
-            raise ValueError(f"token_gap must be an int >= 1, got {token_gap!r}")
         self.majority = majority
         self.token_gap = token_gap
         self._table = LockTable()
@@ -86,10 +86,6 @@ class LockService(CoordinatedService):
         self._held: dict[str, Grant] = {}
         self._handles: dict[tuple[str, Owner], Lock] = {}
         self._max_token = 0
-        rpc = channel.rpc
-        rpc.register(_PREFIX + "acquire", self._on_acquire)
-        rpc.register(_PREFIX + "release", self._on_release)
-        rpc.register(_PREFIX + "lost", self._on_lost)
 
     def lock(self, name: str) -> Lock:
         """The lock ``name`` (nothing is asked yet): use it in ``async with``, or
@@ -409,6 +405,7 @@ async def open_lock_service(
     reports; ``timeout`` each request and copy to the backups.
     """
     async with open_service(
+        channel,
         lambda: LockService(
             channel,
             majority=majority,

@@ -88,10 +88,6 @@ class CoordinatedService:
             "rebuilds": 0,
             "backup_failures": 0,
         }
-        rpc = channel.rpc
-        rpc.register(prefix + "report", self._on_report)
-        rpc.register(prefix + "copy", self._on_copy)
-        rpc.register(prefix + "changes", self._on_changes)
 
     # --- for subclasses ---------------------------------------------------------
 
@@ -290,14 +286,22 @@ class CoordinatedService:
 
 @asynccontextmanager
 async def open_service(
-    make: Callable[[], _S], registered: weakref.WeakKeyDictionary[Channel, Any], kind: str
+    channel: Channel,
+    make: Callable[[], _S],
+    registered: weakref.WeakKeyDictionary[Channel, Any],
+    kind: str,
 ) -> AsyncIterator[_S]:
-    """Run the service ``make()`` builds for the length of the block; one per channel."""
-    service = make()
-    channel = service._channel
+    """Run the service ``make()`` builds on ``channel`` for the length of the block; one
+    of a ``kind`` per channel. Its RPC methods (``_on_<name>`` for each of the base's
+    and `_methods`) are registered only once it is built and checked, so a refused
+    second service never takes the first one's requests."""
     if channel in registered:
         raise RuntimeError(f"channel {channel.name or channel.cluster} runs a {kind} already")
+    service = make()
+    methods = ("report", "copy", "changes", *service._methods())
     registered[channel] = service
+    for method in methods:
+        channel.rpc.register(service._prefix + method, getattr(service, "_on_" + method))
     try:
         async with trio.open_nursery() as nursery:
             service._nursery = nursery
@@ -308,5 +312,5 @@ async def open_service(
                 nursery.cancel_scope.cancel()
     finally:
         del registered[channel]
-        for method in ("report", "copy", "changes", *service._methods()):
+        for method in methods:
             channel.rpc.unregister(service._prefix + method)
