@@ -95,6 +95,14 @@ from triogroups._rpc import (
     RspList,
     UnknownMethod,
 )
+from triogroups.blocks import (
+    Counter,
+    CounterService,
+    Lock,
+    LockService,
+    open_counter_service,
+    open_lock_service,
+)
 
 # Diagnostics: one member's answer to a probe, and the probe client.
 from triogroups.inspector import build_report, probe
@@ -158,6 +166,16 @@ __all__ += [
 ]
 
 __all__ += ["build_report", "probe"]
+
+# Building blocks over a channel: cluster-wide locks with fencing tokens, counters.
+__all__ += [
+    "Counter",
+    "CounterService",
+    "Lock",
+    "LockService",
+    "open_counter_service",
+    "open_lock_service",
+]
 
 # Public names say they live here, so help() and reprs point at `triogroups`, not at the
 # private module that defines them (as trio does). Pickling and RPC error types still

@@ -1,0 +1,116 @@
+"""The counter service's rules, sans-IO: `CounterTable`, `CounterCopy`, `rebuild_counters`."""
+
+from __future__ import annotations
+
+from triogroups.blocks._countertable import (
+    Caller,
+    CounterCopy,
+    CounterEntry,
+    CounterReport,
+    CounterTable,
+    rebuild_counters,
+)
+from triogroups.testing import addresses
+
+A, B, C, D = addresses("ABCD")
+a, b = A.to_bytes(), B.to_bytes()
+
+
+def by(member: bytes, seqno: int, done_below: int | None = None) -> Caller:
+    """An update ``seqno`` of ``member``, with every earlier one answered by default."""
+    return Caller(member, seqno, seqno if done_below is None else done_below)
+
+
+def test_operations() -> None:
+    t = CounterTable()
+    assert t.get("n") == 0
+    assert t.add_and_get("n", 5, by(a, 1)) == 5
+    assert t.add_and_get("n", -2, by(b, 1)) == 3
+    assert t.compare_and_set("n", 4, 10, by(a, 2)) is False
+    assert t.compare_and_set("n", 3, 10, by(a, 3)) is True
+    t.set("n", 7, by(b, 2))
+    assert t.get("n") == 7
+
+
+def test_updates_in_flight_at_once_are_each_remembered_until_answered() -> None:
+    """A member with three updates in flight: each one resent is answered from memory;
+    what its ``done_below`` says was answered is forgotten with its next update."""
+    t = CounterTable()
+    assert t.add_and_get("n", 1, by(a, 1, 1)) == 1
+    assert t.add_and_get("n", 1, by(a, 2, 1)) == 2
+    assert t.add_and_get("n", 1, by(a, 3, 1)) == 3
+    assert t.add_and_get("n", 1, by(a, 2, 1)) == 2
+    assert t.add_and_get("n", 1, by(a, 1, 1)) == 1
+    assert t.get("n") == 3
+    assert t.add_and_get("n", 1, by(a, 4, 3)) == 4
+    assert set(t.counters["n"].last[a]) == {3, 4}
+
+
+def test_a_resent_update_is_answered_again_not_applied_twice() -> None:
+    """The old coordinator copied the update and crashed before answering: the caller
+    asks the new one with the same seqno."""
+    t = CounterTable()
+    assert t.add_and_get("n", 1, by(a, 1)) == 1
+    assert t.add_and_get("n", 1, by(b, 1)) == 2
+    assert t.add_and_get("n", 1, by(a, 1)) == 1
+    assert t.get("n") == 2
+    assert t.add_and_get("n", 1, by(a, 2)) == 3
+
+
+def test_versions_grow_and_changes_go_to_the_outbox() -> None:
+    t = CounterTable()
+    t.add_and_get("n", 1, by(a, 1))
+    t.add_and_get("m", 1, by(a, 2))
+    out = t.take_outbox()
+    assert [(e.name, e.value, e.version) for e in out] == [("n", 1, 1), ("m", 1, 2)]
+    assert t.take_outbox() == []
+
+
+def test_a_view_forgets_the_last_updates_of_members_gone() -> None:
+    t = CounterTable()
+    t.add_and_get("n", 1, by(a, 1))
+    t.add_and_get("n", 1, by(b, 1))
+    t.install_view([B])
+    assert set(t.counters["n"].last) == {b}
+
+
+def test_entry_survives_encoding() -> None:
+    entry = CounterEntry("n", -3, 9, {a: {4: True, 5: False}, b: {2: None}})
+    assert CounterEntry.decode(entry.encode()) == entry
+
+
+def test_a_copy_keeps_the_newest_and_a_whole_copy_replaces_older_ones() -> None:
+    copy = CounterCopy()
+    copy.apply([CounterEntry("n", 5, 5, {}), CounterEntry("n", 3, 3, {})])
+    assert copy.entries["n"].value == 5
+    copy.apply([CounterEntry("stale", 1, 2, {})])
+    copy.replace([CounterEntry("m", 1, 4, {})], 4)
+    assert set(copy.entries) == {"n", "m"}
+
+
+def test_rebuild_takes_the_newest_copy_of_each_counter() -> None:
+    reports = {
+        B: CounterReport(B, [CounterEntry("n", 10, 10, {}), CounterEntry("m", 1, 2, {})]),
+        C: CounterReport(C, [CounterEntry("n", 9, 9, {})]),
+    }
+    t = rebuild_counters(reports)
+    assert (t.get("n"), t.get("m")) == (10, 1)
+    assert t.add_and_get("n", 1, by(a, 1)) == 11
+    assert t.counters["n"].version > 10
+
+
+def test_after_a_merge_the_merge_leaders_side_wins() -> None:
+    """The other side's updates during the split are lost; its own counters are kept;
+    the chosen copies get versions above every copy, so a backup from the other side
+    takes them in place of its own."""
+    reports = {
+        A: CounterReport(A, [CounterEntry("n", 3, 3, {})]),
+        C: CounterReport(C, [CounterEntry("n", 50, 50, {}), CounterEntry("c", 7, 7, {})]),
+    }
+    t = rebuild_counters(reports, side=[A, B])
+    assert (t.get("n"), t.get("c")) == (3, 7)
+    assert all(e.version > 50 for e in t.entries())
+    backup = CounterCopy()
+    backup.apply(reports[C].copy)
+    backup.replace(t.entries(), t.version)
+    assert backup.entries["n"].value == 3

@@ -1,0 +1,164 @@
+"""Counters on simulated members: linearisable increments, a coordinator's crash, a merge."""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import pytest
+import trio
+
+from tests.blocks.conftest import Member, split, start, wait_views
+from triogroups import SimNetwork
+
+
+async def increment(member: Member, n: int, results: list[int], rng: random.Random) -> None:
+    counter = member.counters.counter("n")
+    for _ in range(n):
+        results.append(await counter.add_and_get(1))
+        await trio.sleep(rng.uniform(0.0, 0.05))
+
+
+def assert_linearisable_increments(results: list[int], final: int) -> None:
+    """Each add_and_get(1) saw its own value, and they are exactly 1..final: no update
+    lost, none applied twice."""
+    assert len(results) == len(set(results)), "two increments saw the same value"
+    assert sorted(results) == list(range(1, final + 1))
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_counter_increments_from_many_members_are_linearisable(
+    autojump_clock: Any, net: SimNetwork, seed: int
+) -> None:
+    rng = random.Random(seed)
+    results: list[int] = []
+    async with trio.open_nursery() as nursery:
+        members = await start(nursery, net, "ABCD")
+        with trio.fail_after(600):
+            async with trio.open_nursery() as tasks:
+                for member in members:
+                    for _ in range(2):
+                        tasks.start_soon(increment, member, 20, results, rng)
+        final = await members[2].counters.counter("n").get()
+        nursery.cancel_scope.cancel()
+    assert final == 4 * 2 * 20
+    assert_linearisable_increments(results, final)
+
+
+async def test_counter_operations(autojump_clock: Any, net: SimNetwork) -> None:
+    async with trio.open_nursery() as nursery:
+        a, b = await start(nursery, net, "AB")
+        n = b.counters.counter("n")
+        assert await n.get() == 0
+        await n.set(10)
+        assert await a.counters.counter("n").get() == 10
+        assert not await n.compare_and_set(3, 4)
+        assert await a.counters.counter("n").compare_and_set(10, 4)
+        assert await n.increment_and_get() == 5
+        assert await n.add_and_get(-5) == 0
+        with pytest.raises(TypeError, match="must be int"):
+            await n.add_and_get(1.5)  # type: ignore[arg-type]
+        nursery.cancel_scope.cancel()
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_counter_survives_the_coordinators_crash_mid_run(
+    autojump_clock: Any, net: SimNetwork, seed: int
+) -> None:
+    """B, C, D increment, three tasks each, while A (the coordinator, which keeps the
+    counter) crashes: no increment lost or doubled, and the value is their number."""
+    rng = random.Random(seed)
+    results: list[int] = []
+    async with trio.open_nursery() as nursery:
+        a, b, c, d = await start(nursery, net, "ABCD")
+        await b.counters.counter("n").set(0)
+        with trio.fail_after(600):
+            async with trio.open_nursery() as tasks:
+                for member in (b, c, d):
+                    for _ in range(3):  # updates from one member in flight at once
+                        tasks.start_soon(increment, member, 10, results, rng)
+                await trio.sleep(rng.uniform(0.3, 0.8))
+                a.crash([b, c, d])
+        await wait_views([b, c, d], 3)
+        final = await d.counters.counter("n").get()
+        nursery.cancel_scope.cancel()
+    assert final == 3 * 30
+    assert_linearisable_increments(results, final)
+
+
+async def test_counter_keeps_its_value_when_the_coordinator_crashes(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    async with trio.open_nursery() as nursery:
+        a, b, c = await start(nursery, net, "ABC")
+        await c.counters.counter("n").set(42)
+        a.crash([b, c])
+        await wait_views([b, c], 2)
+        assert await c.counters.counter("n").get() == 42
+        nursery.cancel_scope.cancel()
+
+
+async def test_without_backups_a_counter_dies_with_the_coordinator(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    """num_backups=0, as in JGroups: only the coordinator had the value."""
+    async with trio.open_nursery() as nursery:
+        a, b, c = await start(nursery, net, "ABC", num_backups=0)
+        await c.counters.counter("n").set(42)
+        a.crash([b, c])
+        await wait_views([b, c], 2)
+        assert await c.counters.counter("n").get() == 0
+        nursery.cancel_scope.cancel()
+
+
+async def test_after_a_merge_the_merge_leaders_side_wins(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    """Each side of a split counts on (every member keeps a copy, so both sides start
+    from 100); after the heal every member reads the value of the side the merged
+    view's coordinator was on."""
+    async with trio.open_nursery() as nursery:
+        a, b, c, d = await start(nursery, net, "ABCD", num_backups=3)
+        await a.counters.counter("n").set(100)
+        split(net, [a, b], [c, d])
+        await wait_views([a, b], 2)
+        await wait_views([c, d], 2)
+        await b.counters.counter("n").add_and_get(1)
+        await d.counters.counter("n").add_and_get(50)
+        await c.counters.counter("only-cd").set(7)
+        net.heal()
+        await wait_views([a, b, c, d], 4, timeout=120)
+        leader = a.channel.view.coord
+        expected = 101 if leader in (a.channel.address, b.channel.address) else 150
+        with trio.fail_after(30):
+            values = {await m.counters.counter("n").get() for m in (a, b, c, d)}
+        assert values == {expected}
+        assert await a.counters.counter("only-cd").get() == 7
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_update_whose_answer_died_with_the_coordinator_is_not_applied_twice(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    """A applies D's increment and copies it to its backups, but its answer never
+    reaches D (A to D is cut), then A crashes: D asks B, the next coordinator, which
+    answers from the copy instead of adding again."""
+    async with trio.open_nursery() as nursery:
+        a, b, c, d = await start(nursery, net, "ABCD", num_backups=2)
+        counter = d.counters.counter("n")
+        assert await counter.add_and_get(1) == 1
+        net.block(a.channel.address, d.channel.address)
+        async with trio.open_nursery() as calls:
+            results: list[int] = []
+
+            async def call() -> None:
+                results.append(await counter.add_and_get(1))
+
+            calls.start_soon(call)
+            with trio.fail_after(30):
+                while b.counters._copy.entries["n"].value != 2:
+                    await trio.sleep(0.01)
+            a.crash([b, c, d])
+        assert results == [2]
+        assert await counter.get() == 2
+        nursery.cancel_scope.cancel()

@@ -1,0 +1,179 @@
+"""The counter service's rules: the coordinator's counters, their backups and rebuild.
+
+A sans-IO state object, as `_locktable`: operations go in, results come back and every
+changed counter is put in ``outbox`` for the backups. Nothing here ever awaits.
+
+Decisions where JGroups' COUNTER leaves a choice:
+
+- A counter that was never set reads as 0 (no create step).
+- Every update carries the caller's `Caller` (member, seqno, and ``done_below``: every
+  seqno of that member below it has its answer). Each counter remembers, per member,
+  the result of each update it applied whose answer may not have arrived yet, and
+  answers a resent update with it instead of applying it twice: a caller whose
+  coordinator crashed after the backups had the update but before the answer left
+  asks the next coordinator and gets the same answer. What ``done_below`` covers is
+  forgotten with the member's next update of that counter, and everything of a member
+  once it leaves the view (as RIFL keeps completion records until the client
+  acknowledges them), so a member may have many updates in flight at once.
+- Backups keep the newest version of each counter; the copies of the new
+  coordinator's own side win after a merge (see `rebuild_counters`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, NamedTuple
+
+from triogroups.address import Address
+
+__all__ = [
+    "Caller",
+    "CounterCopy",
+    "CounterEntry",
+    "CounterReport",
+    "CounterTable",
+    "rebuild_counters",
+]
+
+
+class Caller(NamedTuple):
+    """Who sends an update: a member (its 16-byte address), the update's seqno, and the
+    seqno below which every update of this member has its answer."""
+
+    member: bytes
+    seqno: int
+    done_below: int
+
+
+class CounterEntry(NamedTuple):
+    """One counter as the backups keep it: value, version, and per member (its 16-byte
+    address) the results of its updates that may still be resent, by seqno."""
+
+    name: str
+    value: int
+    version: int
+    last: Mapping[bytes, Mapping[int, Any]]
+
+    def encode(self) -> list[Any]:
+        last = [[m, [[s, r] for s, r in done.items()]] for m, done in self.last.items()]
+        return [self.name, self.value, self.version, last]
+
+    @classmethod
+    def decode(cls, raw: Sequence[Any]) -> CounterEntry:
+        last = {m: {int(s): r for s, r in done} for m, done in raw[3]}
+        return cls(str(raw[0]), int(raw[1]), int(raw[2]), last)
+
+
+@dataclass
+class CounterReport:
+    """What one member tells a new coordinator: its backup copy."""
+
+    member: Address
+    copy: list[CounterEntry] = field(default_factory=list)
+
+
+class CounterTable:
+    """The coordinator's counters and what changed since the backups last heard.
+
+    ``version`` grows with every update; `entries` as of ``version`` is what a new
+    backup takes in place of its copy (`CounterCopy.replace`).
+    """
+
+    def __init__(self, entries: Iterable[CounterEntry] = ()) -> None:
+        self.counters: dict[str, CounterEntry] = {e.name: e for e in entries}
+        self.version = max([0] + [e.version for e in self.counters.values()])
+        self.outbox: list[CounterEntry] = []
+
+    def get(self, name: str) -> int:
+        entry = self.counters.get(name)
+        return 0 if entry is None else entry.value
+
+    def set(self, name: str, value: int, caller: Caller) -> None:
+        self._update(name, caller, lambda _: (value, None))
+
+    def add_and_get(self, name: str, delta: int, caller: Caller) -> int:
+        result: int = self._update(name, caller, lambda v: (v + delta, v + delta))
+        return result
+
+    def compare_and_set(self, name: str, expect: int, update: int, caller: Caller) -> bool:
+        result: bool = self._update(
+            name, caller, lambda v: (update, True) if v == expect else (v, False)
+        )
+        return result
+
+    def install_view(self, members: Iterable[Address]) -> None:
+        """Forget the last updates of members not in the view (they send no more)."""
+        live = {m.to_bytes() for m in members}
+        for name, entry in list(self.counters.items()):
+            if any(m not in live for m in entry.last):
+                last = {m: r for m, r in entry.last.items() if m in live}
+                self.counters[name] = entry._replace(last=last)
+
+    def entries(self) -> list[CounterEntry]:
+        return list(self.counters.values())
+
+    def take_outbox(self) -> list[CounterEntry]:
+        out, self.outbox = self.outbox, []
+        return out
+
+    def _update(self, name: str, caller: Caller, op: Any) -> Any:
+        entry = self.counters.get(name)
+        if entry is None:
+            entry = CounterEntry(name, 0, 0, {})
+        member, seqno, done_below = caller
+        done = entry.last.get(member, {})
+        if seqno in done:
+            return done[seqno]  # a resent update: answered before, not applied again
+        value, result = op(entry.value)
+        self.version += 1
+        kept = {s: r for s, r in done.items() if s >= done_below}
+        kept[seqno] = result
+        entry = CounterEntry(name, value, self.version, {**entry.last, member: kept})
+        self.counters[name] = entry
+        self.outbox.append(entry)
+        return result
+
+
+class CounterCopy:
+    """A backup's copy: the newest version of each counter."""
+
+    def __init__(self) -> None:
+        self.entries: dict[str, CounterEntry] = {}
+
+    def apply(self, entries: Iterable[CounterEntry]) -> None:
+        for entry in entries:
+            have = self.entries.get(entry.name)
+            if have is None or entry.version > have.version:
+                self.entries[entry.name] = entry
+
+    def replace(self, entries: Iterable[CounterEntry], version: int) -> None:
+        """Take the coordinator's whole table as of ``version`` (a new backup, or a
+        rebuilt table): older copies go, newer updates that came first stay."""
+        self.entries = {n: e for n, e in self.entries.items() if e.version > version}
+        self.apply(entries)
+
+
+def rebuild_counters(
+    reports: Mapping[Address, CounterReport], side: Iterable[Address] | None = None
+) -> CounterTable:
+    """A new coordinator's counters from the members' backup copies: per counter the
+    newest copy, taken from ``side`` (after a merge: the new coordinator's own
+    subgroup) wherever that side has the counter, from the others only where it has
+    not. So after a merge the merge leader's side wins and updates made on the other
+    side while the group was split are lost; a counter only the other side knew is
+    kept."""
+    preferred = None if side is None else frozenset(side)
+    mine: dict[str, CounterEntry] = {}
+    others: dict[str, CounterEntry] = {}
+    for member, report in reports.items():
+        into = mine if preferred is None or member in preferred else others
+        for entry in report.copy:
+            have = into.get(entry.name)
+            if have is None or entry.version > have.version:
+                into[entry.name] = entry
+    top = max([0] + [e.version for r in reports.values() for e in r.copy]) + 1
+    chosen = {**others, **mine}.values()
+    table = CounterTable(e._replace(version=top) for e in chosen)
+    table.version = top
+    return table
