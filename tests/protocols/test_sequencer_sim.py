@@ -1,0 +1,137 @@
+"""Total order (SEQUENCER, the ``udp-total`` preset) on the simulated network, in virtual time.
+
+Members multicast concurrently under 10% loss; in some runs the coordinator crashes or
+leaves mid-stream. Every member that stays delivers one sequence, identical at each of
+them, in which every message of a member that stays appears exactly once (and in its
+sender's order); what a crashed coordinator sent is in it at all of them or at none.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import pytest
+import trio
+
+from triogroups.testing import SimCluster, SimMember, open_cluster
+
+#: Virtual seconds a scenario may take: a stuck recovery fails the test instead of hanging it.
+_GUARD = 180
+_N = 60  # multicasts per member
+
+
+async def _stream(member: SimMember, index: int, count: int = _N) -> None:
+    """``count`` multicasts, a few at a time, so the stream spans the fault."""
+    for k in range(count):
+        await member.send(b"%d-%d" % (index, k))
+        if k % 5 == 0:
+            await trio.sleep(0.02)
+
+
+async def _formed(cluster: SimCluster) -> SimMember:
+    """Wait for the one view of every member, then turn on 10% loss; its coordinator."""
+    view = await cluster.wait_for_view()
+    cluster.network.set_faults(loss=0.1)
+    return next(m for m in cluster.members if m.address == view.coord)
+
+
+def _assert_one_order(stayed: list[SimMember], senders: dict[int, SimMember]) -> None:
+    """One identical sequence at every member in ``stayed``: each message of ``senders``
+    once, in its sender's order; nothing doubled."""
+    sequences = {m.name: [d.payload for d in m.delivered] for m in stayed}
+    first = next(iter(sequences.values()))
+    assert all(seq == first for seq in sequences.values()), {
+        name: len(seq) for name, seq in sequences.items()
+    }
+    doubled = [p for p, n in Counter(first).items() if n > 1]
+    assert doubled == []
+    for index in senders:
+        prefix = b"%d-" % index
+        assert [p for p in first if p.startswith(prefix)] == [
+            b"%d-%d" % (index, k) for k in range(_N)
+        ]
+    sources = {m.name: [(d.src, d.payload) for d in m.delivered] for m in stayed}
+    assert len({tuple(s) for s in sources.values()}) == 1  # the forwarder is the source
+
+
+@pytest.mark.parametrize(("n", "seed"), [(3, 1), (3, 2), (5, 1), (5, 3)])
+async def test_sequencer_concurrent_senders_under_loss_deliver_one_order(
+    autojump_clock: Any, n: int, seed: int
+) -> None:
+    """3 and 5 members multicast 60 each at once under 10% loss: one order everywhere."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(n, "udp-total", seed=seed) as cluster:
+            await _formed(cluster)
+            async with trio.open_nursery() as nursery:
+                for i, member in enumerate(cluster.members):
+                    nursery.start_soon(_stream, member, i)
+            await trio.sleep(20)
+            _assert_one_order(cluster.members, dict(enumerate(cluster.members)))
+            cluster.check_contract()
+            coordinator = [m.protocol("SEQUENCER").stats() for m in cluster.members]
+            assert sum(s["bcast_msgs"] for s in coordinator) == n * _N
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+async def test_sequencer_coordinator_crash_mid_stream_loses_and_doubles_nothing(
+    autojump_clock: Any, seed: int
+) -> None:
+    """4 members stream under 10% loss; the coordinator is killed after a third of its
+    stream. The survivors deliver one identical sequence with each of their messages
+    once: what they had forwarded to it goes again to the next coordinator (FLUSH), and
+    what it multicast and only some received reaches the others through the tails."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(4, "udp-total", seed=seed) as cluster:
+            coord = await _formed(cluster)
+
+            async def crash() -> None:
+                await trio.sleep(0.2)
+                coord.kill()
+
+            async with trio.open_nursery() as nursery:
+                for i, member in enumerate(cluster.members):
+                    if member is coord:
+                        nursery.start_soon(_stream, member, i, _N // 3)
+                    else:
+                        nursery.start_soon(_stream, member, i)
+                nursery.start_soon(crash)
+            stayed = [m for m in cluster.members if m is not coord]
+            await cluster.wait_for_view(stayed)
+            await trio.sleep(20)
+            senders = {i: m for i, m in enumerate(cluster.members) if m is not coord}
+            _assert_one_order(stayed, senders)
+            new_coord = next(m for m in stayed if m.protocol("SEQUENCER").is_coord)
+            assert new_coord.protocol("SEQUENCER").stats()["recoveries"] == 1
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+async def test_sequencer_coordinator_leave_mid_stream_loses_and_doubles_nothing(
+    autojump_clock: Any, seed: int
+) -> None:
+    """As the crash, but the coordinator leaves (GMS's flush, then the view without it)
+    while the others keep streaming: the forwards it stopped multicasting at the flush
+    go to the next coordinator, and everything it sent is delivered by everyone."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(4, "udp-total", seed=seed) as cluster:
+            coord = await _formed(cluster)
+
+            async def leave() -> None:
+                await trio.sleep(0.2)
+                await coord.disconnect()
+                coord.kill()
+
+            async with trio.open_nursery() as nursery:
+                for i, member in enumerate(cluster.members):
+                    nursery.start_soon(_stream, member, i, _N // 3 if member is coord else _N)
+                nursery.start_soon(leave)
+            stayed = [m for m in cluster.members if m is not coord]
+            await cluster.wait_for_view(stayed)
+            await trio.sleep(20)
+            senders = {i: m for i, m in enumerate(cluster.members) if m is not coord}
+            _assert_one_order(stayed, senders)
+            index = cluster.members.index(coord)
+            first = [d.payload for d in stayed[0].delivered]
+            assert [p for p in first if p.startswith(b"%d-" % index)] == [
+                b"%d-%d" % (index, k) for k in range(_N // 3)
+            ]
