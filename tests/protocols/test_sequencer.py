@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from triogroups import Message
+from triogroups import Address, Message
 from triogroups.config import StackConfig
 from triogroups.events import FlushDone, FlushRequest, StableDigest, ViewChange
 from triogroups.message import Flag
@@ -41,18 +41,18 @@ def _down(proto: Sequencer) -> list[Message]:
     return split(proto.take_down())[0]
 
 
-def _bcast(coord: object, sender: object, seqno: int, payload: bytes, nak: int) -> Message:
+def _bcast(coord: Address, sender: Address, seqno: int, payload: bytes, nak: int) -> Message:
     """The coordinator's multicast of ``sender``'s ``seqno`` as NAKACK2 hands it up."""
     return Message(
         None,
         payload,
-        src=coord,  # type: ignore[arg-type]
-        headers={_ID: SequencerHeader(BCAST, seqno, sender), ids.NAKACK2: nak},  # type: ignore[arg-type]
+        src=coord,
+        headers={_ID: SequencerHeader(BCAST, seqno, sender), ids.NAKACK2: nak},
     )
 
 
-def _forward(src: object, seqno: int, payload: bytes, kind: int = FORWARD) -> Message:
-    return Message(A, payload, src=src, headers={_ID: SequencerHeader(kind, seqno)})  # type: ignore[arg-type]
+def _forward(src: Address, seqno: int, payload: bytes, kind: int = FORWARD) -> Message:
+    return Message(A, payload, src=src, headers={_ID: SequencerHeader(kind, seqno)})
 
 
 def test_sequencer_participant_forwards_each_multicast_to_the_coordinator() -> None:
@@ -174,13 +174,13 @@ def test_sequencer_new_coordinator_multicasts_the_furthest_tail_then_what_waited
     seq.down_event(ViewChange(view_of(B, C, D, counter=2)), 0.0)
     assert _down(seq) == [] and seq.stats()["recovering"]
 
-    def tail(src: object, entries: list[tuple[object, int, bytes]]) -> list[Message]:
+    def tail(src: Address, entries: list[tuple[Address, int, bytes]]) -> list[Message]:
         msgs = [
-            Message(B, p, src=src, headers={_ID: SequencerHeader(TAIL, n, s)})  # type: ignore[arg-type]
+            Message(B, p, src=src, headers={_ID: SequencerHeader(TAIL, n, s)})
             for s, n, p in entries
         ]
         end = SequencerHeader(TAIL_END, len(msgs))
-        return [*msgs, Message(B, src=src, headers={_ID: end})]  # type: ignore[arg-type]
+        return [*msgs, Message(B, src=src, headers={_ID: end})]
 
     seq.up(tail(C, [(B, 1, b"b1"), (C, 1, b"c1"), (D, 1, b"d1")]), 0.0)
     seq.up([_forward(C, 2, b"c2", FLUSH)], 0.0)
