@@ -109,14 +109,19 @@ _LOWER_IDS = frozenset({ids.NAKACK2, ids.UNICAST3, ids.UNICAST2, ids.MCAST})
 _EARLY_MAX = 100_000
 #: Departed forwarders whose highest seqno is still kept (a tail may hold their messages).
 _DEPARTED_KEPT = 256
+_tuple_new = tuple.__new__
+_new_message = object.__new__  # a `Message` with its slots set in line (see `_bcast`)
 
 
 class _Logged(NamedTuple):
-    """A delivered message kept until every member delivered it."""
+    """A delivered message kept until every member delivered it (built with `_tuple_new`:
+    one per delivery)."""
 
     sender: Address
     seqno: int
-    msg: Message  # upper layers' headers only
+    payload: bytes
+    flags: int
+    headers: dict[int, Any]  # as delivered: the layers' below are dropped when it is resent
     coord: Address  # who multicast it
     stamp: int  # its NAKACK2 seqno there
 
@@ -142,6 +147,7 @@ class Sequencer(Protocol):
         super().__init__(**properties)
         self.coord: Address | None = None
         self.is_coord = False
+        self._members: frozenset[Address] = frozenset()
         self._lower_ids = _LOWER_IDS
         self._seqno = 0
         #: own multicasts not yet delivered here, by seqno (ascending: dicts keep order)
@@ -184,14 +190,30 @@ class Sequencer(Protocol):
         multicast it); everything else goes down in its place."""
         out: list[Message] = []
         me = self._me()
+        table, coord = self._forward_table, self.coord
+        seqno = self._seqno
+        forwarded = 0
         for msg in batch:
-            if msg.dest is not None or msg.flags & _UNORDERED:
+            flags = msg.flags
+            if msg.dest is not None or flags & _UNORDERED:
                 out.append(msg)
                 continue
-            self._seqno += 1
+            seqno += 1
             msg.src = me
-            self._forward_table[self._seqno] = msg
-            self._forward(msg, self._seqno, FORWARD, out)
+            table[seqno] = msg
+            if coord is None or self.is_coord:
+                self._forward(msg, seqno, FORWARD, out)
+                continue
+            headers = msg.headers.copy()  # `_forward`, in line: the usual case
+            headers[_ID] = SequencerHeader(FORWARD, seqno)
+            fwd = _new_message(Message)
+            fwd.dest, fwd.src, fwd.flags = coord, None, flags & ~_DONT_LOOPBACK
+            fwd.headers, fwd.payload = headers, msg.payload
+            out.append(fwd)
+            forwarded += 1
+        self._seqno = seqno
+        if forwarded:
+            self.counters["forwarded_msgs"] += forwarded
         self.send_down(out)
 
     def _forward(self, msg: Message, seqno: int, kind: int, out: list[Message]) -> None:
@@ -211,10 +233,16 @@ class Sequencer(Protocol):
     def _bcast(self, msg: Message, sender: Address, seqno: int) -> Message:
         """The coordinator's multicast of ``sender``'s message ``seqno``: the upper
         layers' headers, our BCAST header, looped back (it is delivered here too)."""
-        lower = self._lower_ids
-        headers = {k: v for k, v in msg.headers.items() if k not in lower}
+        headers = msg.headers.copy()
+        for key in self._lower_ids:
+            headers.pop(key, None)
         headers[_ID] = SequencerHeader(BCAST, seqno, sender)
-        return Message(None, msg.payload, flags=msg.flags & ~_DONT_LOOPBACK, headers=headers)
+        bcast = _new_message(Message)
+        bcast.dest = bcast.src = None
+        bcast.flags = msg.flags & ~_DONT_LOOPBACK
+        bcast.headers = headers
+        bcast.payload = msg.payload
+        return bcast
 
     def _ordered(self, bcast: Message, out: list[Message]) -> None:
         """Multicast ``bcast`` in the global order, or queue it behind a recovery."""
@@ -227,54 +255,80 @@ class Sequencer(Protocol):
     # --- receiving -------------------------------------------------------------------
 
     def up(self, batch: list[Message], now: float) -> None:
+        """Deliver BCASTs (the hot path: every ordered multicast, at every member), and
+        take FORWARDs and the rest as coordinator; other messages pass up in place.
+        Counters move once per batch."""
         out: list[Message] = []
         down: list[Message] = []
+        delivered = self._delivered
+        log_append = self._log.append
+        coord, me = self.coord, self.local_address
+        received = dups = forwards = 0
+        fast_forward = self.is_coord and not self._leaving and self._recovery is None
+        members, lower = self._members, self._lower_ids
         for msg in batch:
-            hdr = msg.headers.get(_ID)
+            headers = msg.headers
+            hdr = headers.get(_ID)
             if hdr is None:
                 out.append(msg)
                 continue
-            kind = hdr.type
+            kind, seqno, sender = hdr.type, hdr.seqno, hdr.sender
             if kind == BCAST:
-                self._on_bcast(msg, hdr, out)
+                src = msg.src
+                if src is None or (src is not coord and src != coord):
+                    # the old coordinator's, after the view without it: the tails decide
+                    self.counters["bcasts_not_from_coord"] += 1
+                    continue
+                if sender is None or seqno < 1:
+                    self.counters["malformed"] += 1
+                    continue
+                received += 1
+                if seqno <= delivered.get(sender, 0):
+                    dups += 1
+                    continue
+                delivered[sender] = seqno
+                stamp = headers.get(_NAK, 0)  # a MSG's bare seqno, or an XMIT_RSP's header
+                if type(stamp) is not int:
+                    stamp = as_header(stamp).seqno  # type: ignore[union-attr]
+                entry = (sender, seqno, msg.payload, msg.flags, headers.copy(), src, stamp)
+                log_append(_tuple_new(_Logged, entry))
+                msg.src = sender
+                if sender == me and self._own_delivered(seqno):
+                    continue  # DONT_LOOPBACK: ordered, not delivered to its sender
+                out.append(msg)
+            elif kind in (FORWARD, FLUSH) and fast_forward and msg.src in members:
+                # `_to_coordinator` and `_bcast`, in line: the coordinator's usual case. The
+                # forward is ours now: it becomes the multicast, the lower layers' headers gone
+                forwards += 1
+                for key in lower:
+                    headers.pop(key, None)
+                headers[_ID] = SequencerHeader(BCAST, seqno, msg.src)
+                msg.dest = msg.src = None
+                msg.flags &= ~_DONT_LOOPBACK
+                down.append(msg)
             elif kind in (FORWARD, FLUSH, TAIL, TAIL_END):
                 self._to_coordinator(msg, hdr, down)
             else:
                 self.counters["malformed"] += 1
+        if forwards:
+            self.counters["received_forwards"] += forwards
+            self.counters["bcast_msgs"] += forwards
+        if received:
+            counters = self.counters
+            counters["received_bcasts"] += received
+            counters["delivered_bcasts"] += received - dups
+            if dups:
+                counters["duplicates"] += dups
         self.send_down(down)
         if out:
             self.send_up(out)
         self._check_flushed()
 
-    def _on_bcast(self, msg: Message, hdr: SequencerHeader, out: list[Message]) -> None:
-        """Deliver the coordinator's multicast with its forwarder as source, unless it is a
-        duplicate; log it until it is stable."""
-        coord = msg.src
-        sender, seqno = hdr.sender, hdr.seqno
-        if coord is None or coord != self.coord:
-            # the old coordinator's, after the view without it: the tails decide
-            self.counters["bcasts_not_from_coord"] += 1
-            return
-        if sender is None or seqno < 1:
-            self.counters["malformed"] += 1
-            return
-        self.counters["received_bcasts"] += 1
-        own = sender == self.local_address
-        if seqno <= self._delivered.get(sender, 0):
-            self.counters["duplicates"] += 1
-            return
-        self._delivered[sender] = seqno
-        nak = as_header(msg.headers.get(_NAK))
-        lower = self._lower_ids
-        kept = {k: v for k, v in msg.headers.items() if k not in lower and k != _ID}
-        logged = Message(None, msg.payload, src=sender, flags=msg.flags, headers=kept)
-        self._log.append(_Logged(sender, seqno, logged, coord, nak.seqno if nak else 0))
-        self.counters["delivered_bcasts"] += 1
-        original = self._forget_forwarded(seqno) if own else None
-        if original is not None and original.flags & _DONT_LOOPBACK:
-            return
-        msg.src = sender
-        out.append(msg)
+    def _own_delivered(self, seqno: int) -> bool:
+        """Our multicast ``seqno`` came back in the order: forget it (and any before it);
+        True if it was sent DONT_LOOPBACK, so it is not delivered here."""
+        original = self._forget_forwarded(seqno)
+        return original is not None and bool(original.flags & _DONT_LOOPBACK)
 
     def _forget_forwarded(self, seqno: int) -> Message | None:
         """Drop our multicasts up to ``seqno`` from the forward table; the one of ``seqno``."""
@@ -298,7 +352,7 @@ class Sequencer(Protocol):
             self._early.append(msg)  # we may be the next view's coordinator
             return
         src = msg.src
-        if src is None or (self.view is not None and src not in self.view):
+        if src is None or src not in self._members:
             self.counters["non_member_dropped"] += 1
             return
         kind = hdr.type
@@ -333,6 +387,7 @@ class Sequencer(Protocol):
         super().view_changed(view, now)
         me = self._me()
         self.coord = view.coord
+        self._members = frozenset(view.members)
         was_coord, self.is_coord = self.is_coord, view.coord == me
         self._forget_departed(view)
         out: list[Message] = []
@@ -377,11 +432,12 @@ class Sequencer(Protocol):
 
     def _send_tail(self, coord: Address, out: list[Message]) -> None:
         """Hand our log (what we delivered and is not known stable) to the new coordinator."""
+        lower = self._lower_ids
         for entry in self._log:
-            headers = entry.msg.headers.copy()
+            headers = {k: v for k, v in entry.headers.items() if k not in lower}
             headers[_ID] = SequencerHeader(TAIL, entry.seqno, entry.sender)
-            flags = entry.msg.flags & ~_DONT_LOOPBACK
-            out.append(Message(coord, entry.msg.payload, flags=flags, headers=headers))
+            flags = entry.flags & ~_DONT_LOOPBACK
+            out.append(Message(coord, entry.payload, flags=flags, headers=headers))
         sender, seqno = self._trimmed
         end = SequencerHeader(TAIL_END, len(self._log), sender, seqno)
         out.append(Message(coord, headers={_ID: end}))
@@ -391,7 +447,11 @@ class Sequencer(Protocol):
         """Every tail is in: multicast the one that reaches furthest, then what waited."""
         rec = self._recovery
         assert rec is not None
-        tails = {self._me(): [(e.sender, e.seqno, e.msg) for e in self._log], **rec.tails}
+        own = [
+            (e.sender, e.seqno, Message(None, e.payload, flags=e.flags, headers=e.headers))
+            for e in self._log
+        ]
+        tails = {self._me(): own, **rec.tails}
         trimmed = {self._me(): self._trimmed, **rec.trimmed}
         best = _furthest(tails, trimmed)
         if best is None:
