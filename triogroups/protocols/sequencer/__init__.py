@@ -31,6 +31,10 @@ the forwards it queued meanwhile. Every member that stays thus delivers the
 same sequence, with nothing lost (of the members that stay) and nothing
 doubled. The tail hand-over is an addition beyond JGroups.
 
+This module holds the `Sequencer` layer: the send and receive paths, view
+changes and events. The log is in `_log`, the new coordinator's choice of
+tail in `_recovery`, the header in `_header`.
+
 Decisions where JGroups leaves a choice:
 
 - SEQUENCER sits below GMS and STABLE, above NAKACK2 and UNICAST3. JGroups'
@@ -66,7 +70,7 @@ makes a view without it, which ends the wait).
 from __future__ import annotations
 
 from collections import Counter, deque
-from typing import Any, NamedTuple
+from typing import Any
 
 from triogroups.address import Address
 from triogroups.events import Disconnect, Event, FlushDone, FlushRequest, StableDigest
@@ -84,6 +88,8 @@ from triogroups.protocols.sequencer._header import (
     TYPE_NAMES,
     SequencerHeader,
 )
+from triogroups.protocols.sequencer._log import Log, Logged
+from triogroups.protocols.sequencer._recovery import Recovery
 from triogroups.view import View
 
 __all__ = [
@@ -113,28 +119,6 @@ _tuple_new = tuple.__new__
 _new_message = object.__new__  # a `Message` with its slots set in line (see `_bcast`)
 
 
-class _Logged(NamedTuple):
-    """A delivered message kept until every member delivered it (built with `_tuple_new`:
-    one per delivery)."""
-
-    sender: Address
-    seqno: int
-    payload: bytes
-    flags: int
-    headers: dict[int, Any]  # as delivered: the layers' below are dropped when it is resent
-    coord: Address  # who multicast it
-    stamp: int  # its NAKACK2 seqno there
-
-
-class _Recovery:
-    """A new coordinator collecting the tails of the members of the previous view."""
-
-    def __init__(self, awaiting: set[Address]) -> None:
-        self.awaiting = awaiting
-        self.tails: dict[Address, list[tuple[Address, int, Message]]] = {}
-        self.trimmed: dict[Address, tuple[Address | None, int]] = {}
-
-
 class Sequencer(Protocol):
     """Total order multicast through the coordinator (see the module docstring)."""
 
@@ -155,10 +139,9 @@ class Sequencer(Protocol):
         #: highest seqno delivered per forwarder
         self._delivered: dict[Address, int] = {}
         self._departed: deque[Address] = deque()
-        self._log: deque[_Logged] = deque()
-        self._trimmed: tuple[Address | None, int] = (None, 0)
+        self._log = Log()
         self._early: deque[Message] = deque()
-        self._recovery: _Recovery | None = None
+        self._recovery: Recovery | None = None
         self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
         self._leaving = False  # GMS asked for the flush
         self._flush_answered = False
@@ -261,7 +244,7 @@ class Sequencer(Protocol):
         out: list[Message] = []
         down: list[Message] = []
         delivered = self._delivered
-        log_append = self._log.append
+        log_append = self._log.entries.append
         coord, me = self.coord, self.local_address
         received = dups = forwards = 0
         fast_forward = self.is_coord and not self._leaving and self._recovery is None
@@ -291,7 +274,7 @@ class Sequencer(Protocol):
                 if type(stamp) is not int:
                     stamp = as_header(stamp).seqno  # type: ignore[union-attr]
                 entry = (sender, seqno, msg.payload, msg.flags, headers.copy(), src, stamp)
-                log_append(_tuple_new(_Logged, entry))
+                log_append(_tuple_new(Logged, entry))
                 msg.src = sender
                 if sender == me and self._own_delivered(seqno):
                     continue  # DONT_LOOPBACK: ordered, not delivered to its sender
@@ -372,11 +355,9 @@ class Sequencer(Protocol):
                 self.counters["malformed"] += 1
                 return
             msg.headers.pop(_ID)
-            rec.tails.setdefault(src, []).append((hdr.sender, hdr.seqno, msg))
+            rec.add(src, hdr.sender, hdr.seqno, msg)
         else:
-            rec.tails.setdefault(src, [])
-            rec.trimmed[src] = (hdr.sender, hdr.trimmed)
-            rec.awaiting.discard(src)
+            rec.end(src, (hdr.sender, hdr.trimmed))
             if not rec.awaiting:
                 self._recovered(out)
 
@@ -397,7 +378,7 @@ class Sequencer(Protocol):
             if changed:
                 assert old_view is not None
                 awaiting = (set(old_view.members) & set(view.members)) - {me}
-                self._recovery = _Recovery(awaiting)
+                self._recovery = Recovery(awaiting)
                 self.counters["recoveries"] += 1
             elif self._recovery is not None:
                 self._recovery.awaiting &= set(view.members)
@@ -433,12 +414,12 @@ class Sequencer(Protocol):
     def _send_tail(self, coord: Address, out: list[Message]) -> None:
         """Hand our log (what we delivered and is not known stable) to the new coordinator."""
         lower = self._lower_ids
-        for entry in self._log:
+        for entry in self._log.entries:
             headers = {k: v for k, v in entry.headers.items() if k not in lower}
             headers[_ID] = SequencerHeader(TAIL, entry.seqno, entry.sender)
             flags = entry.flags & ~_DONT_LOOPBACK
             out.append(Message(coord, entry.payload, flags=flags, headers=headers))
-        sender, seqno = self._trimmed
+        sender, seqno = self._log.trimmed
         end = SequencerHeader(TAIL_END, len(self._log), sender, seqno)
         out.append(Message(coord, headers={_ID: end}))
         self.counters["tails_sent"] += 1
@@ -447,18 +428,11 @@ class Sequencer(Protocol):
         """Every tail is in: multicast the one that reaches furthest, then what waited."""
         rec = self._recovery
         assert rec is not None
-        own = [
-            (e.sender, e.seqno, Message(None, e.payload, flags=e.flags, headers=e.headers))
-            for e in self._log
-        ]
-        tails = {self._me(): own, **rec.tails}
-        trimmed = {self._me(): self._trimmed, **rec.trimmed}
-        best = _furthest(tails, trimmed)
-        if best is None:
+        best, agreed = rec.furthest(self._me(), self._log.as_tail(), self._log.trimmed)
+        if not agreed:
             self.counters["recoveries_inconsistent"] += 1
-            best = max(tails, key=lambda member: len(tails[member]))
         self._recovery = None
-        for sender, seqno, msg in tails[best]:
+        for sender, seqno, msg in best:
             out.append(self._bcast(msg, sender, seqno))
             self.counters["tail_msgs_resent"] += 1
         out.extend(self._pending)
@@ -469,7 +443,7 @@ class Sequencer(Protocol):
 
     def down_event(self, event: Event, now: float) -> None:
         if isinstance(event, StableDigest):
-            self._trim(event)
+            self._log.trim(event.digest)
             self.pass_down(event)
         elif isinstance(event, FlushRequest):
             self._leaving = True
@@ -487,21 +461,6 @@ class Sequencer(Protocol):
             self.pass_down(event)
         else:
             super().down_event(event, now)
-
-    def _trim(self, event: StableDigest) -> None:
-        """Drop the log up to its last message that every member delivered (the members
-        deliver one order, so everything before it was delivered everywhere too)."""
-        digest, log = event.digest, self._log
-        last = -1
-        for i in range(len(log) - 1, -1, -1):
-            entry = log[i]
-            hd = digest.highest_delivered(entry.coord)
-            if hd is not None and entry.stamp <= hd:
-                last = i
-                break
-        for _ in range(last + 1):
-            entry = log.popleft()
-            self._trimmed = (entry.sender, entry.seqno)
 
     def _check_flushed(self) -> None:
         """Answer GMS's `FlushRequest` once everything we sent was delivered here."""
@@ -543,22 +502,3 @@ _COUNTERS = (
 
 def _names(layers: list[Protocol]) -> str:
     return ", ".join(p.name for p in layers) or "nothing"
-
-
-def _furthest(
-    tails: dict[Address, list[tuple[Address, int, Message]]],
-    trimmed: dict[Address, tuple[Address | None, int]],
-) -> Address | None:
-    """The member whose tail reaches furthest: it holds the last message of every other
-    tail (or it trimmed it last). None if no tail does (the tails disagree)."""
-    keys = {m: {(s, n) for s, n, _ in tail} for m, tail in tails.items()}
-    ends = {m: (tail[-1][0], tail[-1][1]) for m, tail in tails.items() if tail}
-    for member in tails:
-        held = keys[member]
-        if all(
-            end in held or end == trimmed.get(member)
-            for other, end in ends.items()
-            if other != member
-        ):
-            return member
-    return None
