@@ -202,3 +202,48 @@ async def test_sequencer_partition_and_merge_then_one_order_again(
             assert len({tuple(seq) for seq in tail.values()}) == 1
             for m in cluster.members:
                 assert not m.protocol("SEQUENCER").stats()["recovering"]
+
+
+@pytest.mark.parametrize("seed", [1, 8])
+async def test_sequencer_two_coordinators_crash_one_after_the_other(
+    autojump_clock: Any, seed: int
+) -> None:
+    """5 members stream under 10% loss; the coordinator is killed, and the member that
+    takes over is killed 0.3 s after its view: the third coordinator recovers from the
+    logs again (the second's queue died with it; the forwarders still had everything),
+    and the three survivors deliver one identical sequence with all they sent, once."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(5, "udp-total", seed=seed) as cluster:
+            view = await cluster.wait_for_view()
+            cluster.network.set_faults(loss=0.1)
+            by_address = {m.address: m for m in cluster.members}
+            first, second = by_address[view.members[0]], by_address[view.members[1]]
+
+            async def slow_stream(member: SimMember, index: int, count: int) -> None:
+                for k in range(count):
+                    await member.send(b"%d-%d" % (index, k))
+                    await trio.sleep(0.05)
+
+            async def crashes() -> None:
+                await trio.sleep(1.0)
+                first.kill()
+                while second.view is None or first.address in second.view:
+                    await trio.sleep(0.01)
+                await trio.sleep(0.3)
+                second.kill()
+
+            async with trio.open_nursery() as nursery:
+                for i, member in enumerate(cluster.members):
+                    count = 20 if member is first else _N if member is second else 2 * _N
+                    nursery.start_soon(slow_stream, member, i, count)
+                nursery.start_soon(crashes)
+            stayed = [m for m in cluster.members if m not in (first, second)]
+            await cluster.wait_for_view(stayed)
+            await trio.sleep(30)
+            sequences = [[d.payload for d in m.delivered] for m in stayed]
+            assert sequences[1] == sequences[0] and sequences[2] == sequences[0]
+            assert len(set(sequences[0])) == len(sequences[0])
+            for i, member in enumerate(cluster.members):
+                if member in stayed:
+                    mine = [p for p in sequences[0] if p.startswith(b"%d-" % i)]
+                    assert mine == [b"%d-%d" % (i, k) for k in range(2 * _N)]
