@@ -1,6 +1,6 @@
 """Multicast through the public API, as a user runs it, beside the Stack API and the transport.
 
-    python benchmarks/bench_channel.py [--presets udp,tcp,udp-mcast] [--members 3]
+    python benchmarks/bench_channel.py [--presets udp,tcp,udp-mcast,udp-total] [--members 3]
         [--seconds 3] [--repeat 3] [--size 1000] [--no-baselines] [--rate 0]
         [--set PROTOCOL.property=value ...] [--sample 0] [--young-threshold 0] [--verbose]
 
@@ -83,12 +83,13 @@ from triogroups import StackConfig, open_channel
 from triogroups._ports import free_ports
 from triogroups.runtime import tune_gc
 
-PRESETS = ("udp", "tcp", "udp-mcast")
+PRESETS = ("udp", "tcp", "udp-mcast", "udp-total")
 #: Per preset: bench_multicast's reliable stack of the same transport, and the transport alone.
 BASELINES = {
     "udp": ("udp-nakack2", "udp"),
     "tcp": ("tcp-nakack2", "tcp"),
     "udp-mcast": ("udp-mcast", "udp"),
+    "udp-total": ("udp-nakack2", "udp"),
 }
 FLOW_CONTROL = ("MFC", "UFC", "MCAST")  # layers whose stats carry time_blocked
 DELIVERY_WAIT = 60.0  # a member reports after this long even if messages are missing

@@ -218,7 +218,8 @@ class FlushRequest(Event):
 
     NAKACK2, MCAST and UNICAST3 each answer once with `FlushDone` going up, as
     soon as what this member sent is stable at the members of the current view
-    (at once if nothing is pending); until then they go on retransmitting,
+    (at once if nothing is pending), SEQUENCER once what it forwarded came back
+    in the total order; until then they go on retransmitting,
     answering XMIT requests and announcing their highest seqno (tail loss).
     STABLE, which it passes on the way, runs stability rounds quickly until
     NAKACK2 answers. GMS sends LEAVE_REQ (or, as coordinator, installs the view
@@ -228,7 +229,7 @@ class FlushRequest(Event):
 
 @dataclass(frozen=True, slots=True)
 class FlushDone(Event):
-    """``protocol`` (NAKACK2, MCAST or UNICAST3) has flushed (goes up to GMS): see
+    """``protocol`` (NAKACK2, MCAST, UNICAST3 or SEQUENCER) has flushed (goes up to GMS): see
     `FlushRequest`."""
 
     protocol: str

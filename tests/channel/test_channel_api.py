@@ -329,3 +329,42 @@ async def test_open_channel_refuses_a_stack_without_gms(
     with pytest.raises(ValueError, match="needs GMS"):
         async with open_channel("c", StackConfig.of("SIM", "PING"), "A", network=net):
             pass
+
+
+async def test_send_total_order_delivers_one_order_at_every_member_on_udp_total(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    """Two members multicast with ``total_order=True`` (one at a time and in batches) on
+    the ``udp-total`` preset: both receive the same sequence."""
+    async with (
+        open_channel("c", "udp-total", "A", network=net) as a,
+        open_channel("c", "udp-total", "B", network=net) as b,
+    ):
+        with trio.fail_after(30):
+            while len(a.view.members) < 2 or a.view != b.view:
+                await trio.sleep(0.01)
+        async with trio.open_nursery() as nursery:
+            for ch in (a, b):
+                for i in range(20):
+                    nursery.start_soon(ch.send, f"{ch.name}{i}", None)
+            nursery.start_soon(lambda: a.send_many(["m1", "m2"], total_order=True))
+            nursery.start_soon(lambda: b.send(b"raw", total_order=True))
+        got_a, got_b = await take(a, 43), await take(b, 43)
+        assert [(m.src, m.payload) for m in got_a] == [(m.src, m.payload) for m in got_b]
+
+
+async def test_send_total_order_refused_where_it_cannot_hold(
+    autojump_clock: Any, net: SimNetwork, stack: StackConfig
+) -> None:
+    """A stack without SEQUENCER orders per sender only: RuntimeError naming what is
+    needed; a unicast or OOB message cannot be in the order: ValueError. Nothing is sent."""
+    async with open_channel("c", stack, "A", network=net) as a:
+        with pytest.raises(RuntimeError, match="total_order=True needs SEQUENCER"):
+            await a.send(b"x", total_order=True)
+        with pytest.raises(RuntimeError, match="needs SEQUENCER"):
+            a.send_nowait(b"x", total_order=True)
+        with pytest.raises(ValueError, match="not with to= or oob=True"):
+            await a.send(b"x", a.address, total_order=True)
+        with pytest.raises(ValueError, match="not with to= or oob=True"):
+            await a.send_many([b"x"], oob=True, total_order=True)
+        assert a.stats()["seqno"] == 0

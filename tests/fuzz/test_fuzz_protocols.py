@@ -68,6 +68,7 @@ _TCP = [("TCPPING", {"initial_hosts": "127.0.0.1[7800]", "port_range": 0})] + [
     for name, props in _UDP[1:]
 ]
 _UDP_MCAST = [("MCAST", {}) if n == "NAKACK2" else (n, p) for n, p in _UDP if n != "MFC"]
+_UDP_TOTAL = [*_UDP[:6], ("SEQUENCER", {}), *_UDP[6:]]  # SEQUENCER above UNICAST3
 
 #: target id -> (the protocol fed hostile input, its stack bottom first)
 TARGETS: dict[str, tuple[str, list[tuple[str, dict[str, object]]]]] = {
@@ -89,6 +90,7 @@ TARGETS: dict[str, tuple[str, list[tuple[str, dict[str, object]]]]] = {
     "NAKACK2-in-tcp": ("NAKACK2", _TCP),
     "MCAST-in-udp-mcast": ("MCAST", _UDP_MCAST),
     "GMS-in-udp-mcast": ("GMS", _UDP_MCAST),
+    "SEQUENCER": ("SEQUENCER", _UDP_TOTAL),
 }
 
 

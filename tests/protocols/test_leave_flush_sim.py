@@ -44,6 +44,10 @@ _CASES = [
     ("udp-mcast", "participant", 5),
     ("tcp", "coordinator", 1),
     ("tcp", "participant", 1),
+    # SEQUENCER answers the flush once what the leaver forwarded came back in the order
+    ("udp-total", "coordinator", 5),
+    ("udp-total", "participant", 1),
+    ("udp-total", "participant", 5),
 ]
 
 

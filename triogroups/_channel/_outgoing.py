@@ -61,6 +61,7 @@ class Outgoing(ChannelCore):
         *,
         pickle: bool = False,
         oob: bool = False,
+        total_order: bool = False,
     ) -> None:
         """Send ``payload`` to the group (``to=None``) or to the member ``to``.
 
@@ -85,7 +86,15 @@ class Outgoing(ChannelCore):
         MessageTooLarge, TypeError for a ``to`` that is not an Address or a
         payload that cannot be encoded, ValueError for ``pickle`` without
         ``allow_pickle``.
+
+        ``total_order=True`` states that this multicast must be delivered in
+        one order at every member: it is, on a stack with SEQUENCER (the
+        ``udp-total`` preset), where every regular multicast is totally
+        ordered, and it raises RuntimeError on any other stack (which orders
+        per sender only) and ValueError with ``to`` or ``oob``.
         """
+        if total_order:
+            self._check_total_order(to, oob)
         plain = type(payload) is bytes and to is None and not pickle and not oob
         if plain:
             # An ordered multicast of bytes, what most calls send: `_app_message` and,
@@ -148,8 +157,11 @@ class Outgoing(ChannelCore):
         *,
         pickle: bool = False,
         oob: bool = False,
+        total_order: bool = False,
     ) -> None:
         """As `send`, but raises trio.WouldBlock instead of waiting (nothing was sent)."""
+        if total_order:
+            self._check_total_order(to, oob)
         self._send_nowait(self._app_message(payload, to, pickle, oob))
 
     async def send_many(
@@ -159,6 +171,7 @@ class Outgoing(ChannelCore):
         *,
         pickle: bool = False,
         oob: bool = False,
+        total_order: bool = False,
     ) -> None:
         """Send every payload in ``payloads``, in order, as `send` sends one.
 
@@ -169,6 +182,8 @@ class Outgoing(ChannelCore):
         Awaits while the stack cannot take more. Cancellation-safe: a
         cancelled send_many sent nothing.
         """
+        if total_order:
+            self._check_total_order(to, oob)
         msgs = [self._app_message(payload, to, pickle, oob) for payload in payloads]
         if msgs:
             await self._send_batch(msgs)
@@ -186,6 +201,16 @@ class Outgoing(ChannelCore):
             data, flags = encode_payload(payload, pickle=pickle), _TAGGED
         self._check_size(len(data))
         return _fresh(to, data, flags | _OOB if oob else flags)
+
+    def _check_total_order(self, to: Address | None, oob: bool) -> None:
+        """Raise unless a ``total_order=True`` send will be totally ordered (see `send`)."""
+        if to is not None or oob:
+            raise ValueError("total_order=True is for multicasts: not with to= or oob=True")
+        if "SEQUENCER" not in self._stack.config.names():
+            raise RuntimeError(
+                "total_order=True needs SEQUENCER in the stack (the udp-total preset); "
+                f"this stack orders per sender only: {', '.join(self._stack.config.names())}"
+            )
 
     def _check_open(self) -> None:
         if self._closing:

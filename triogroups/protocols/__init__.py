@@ -12,6 +12,7 @@ from triogroups.protocols.mfc import Mfc
 from triogroups.protocols.nakack2 import Nakack2
 from triogroups.protocols.passthrough import PassThrough
 from triogroups.protocols.ping import Ping
+from triogroups.protocols.sequencer import Sequencer
 from triogroups.protocols.stable import Stable
 from triogroups.protocols.tcpping import TcpPing
 from triogroups.protocols.ufc import Ufc
@@ -32,6 +33,7 @@ __all__ = [
     "Nakack2",
     "PassThrough",
     "Ping",
+    "Sequencer",
     "Stable",
     "TcpPing",
     "Ufc",

@@ -20,7 +20,7 @@ through the table in `_roles`.
 Leaving flushes first (issue 37; stronger than JGroups, which needs FLUSH
 for it): on `Disconnect` GMS sends `FlushRequest` down, and the member
 stays in the group (retransmitting, answering XMIT requests, acking) until
-each reliable layer below (NAKACK2 or MCAST, and UNICAST3) answers
+each reliable layer below (NAKACK2 or MCAST, UNICAST3, and SEQUENCER) answers
 `FlushDone`: what this member sent is stable at every member of the view.
 Only then does it send LEAVE_REQ, or, as coordinator, install the view
 without itself: the others drop its window with that view, so whatever they
@@ -129,8 +129,9 @@ _ID = ids.GMS
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _DISCOVERY = frozenset({"PING", "TCPPING"})
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
-#: The layers that answer a `FlushRequest` with `FlushDone`.
-_FLUSHERS = frozenset({"NAKACK2", "MCAST", "UNICAST3"})
+#: The layers that answer a `FlushRequest` with `FlushDone` (SEQUENCER: once what it
+#: forwarded to the coordinator came back in the total order).
+_FLUSHERS = frozenset({"NAKACK2", "MCAST", "UNICAST3", "SEQUENCER"})
 
 CLIENT, PARTICIPANT, COORDINATOR, LEAVING, LEFT = (
     Role.CLIENT,

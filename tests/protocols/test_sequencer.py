@@ -1,0 +1,262 @@
+"""SEQUENCER's rules, one protocol object driven by hand (sans-IO).
+
+Forwarding to the coordinator, the coordinator's one order, duplicates dropped by the
+highest seqno per forwarder, the forward table re-forwarded (FLUSH) after the
+coordinator changes, the tail hand-over to a new coordinator, the leave flush, and the
+log trimmed by STABLE's digests.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from triogroups import Address, Message
+from triogroups.config import StackConfig
+from triogroups.events import FlushDone, FlushRequest, StableDigest, ViewChange
+from triogroups.message import Flag
+from triogroups.properties import PropertyError
+from triogroups.protocols import ids
+from triogroups.protocols.sequencer import (
+    BCAST,
+    FLUSH,
+    FORWARD,
+    TAIL,
+    TAIL_END,
+    Sequencer,
+    SequencerHeader,
+)
+from triogroups.testing import addresses, split, started, view_of
+from triogroups.view import Digest
+
+A, B, C, D = addresses("ABCD")
+_ID = ids.SEQUENCER
+
+
+def _hdr(msg: Message) -> SequencerHeader:
+    hdr: SequencerHeader = msg.headers[_ID]
+    return hdr
+
+
+def _down(proto: Sequencer) -> list[Message]:
+    return split(proto.take_down())[0]
+
+
+def _bcast(coord: Address, sender: Address, seqno: int, payload: bytes, nak: int) -> Message:
+    """The coordinator's multicast of ``sender``'s ``seqno`` as NAKACK2 hands it up."""
+    return Message(
+        None,
+        payload,
+        src=coord,
+        headers={_ID: SequencerHeader(BCAST, seqno, sender), ids.NAKACK2: nak},
+    )
+
+
+def _forward(src: Address, seqno: int, payload: bytes, kind: int = FORWARD) -> Message:
+    return Message(A, payload, src=src, headers={_ID: SequencerHeader(kind, seqno)})
+
+
+def test_sequencer_participant_forwards_each_multicast_to_the_coordinator() -> None:
+    """A regular multicast becomes a FORWARD unicast to the coordinator, with the
+    member's next seqno; unicasts and OOB or INTERNAL multicasts go down untouched."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C))
+    uni, oob = Message(C, b"u"), Message(None, b"o", flags=Flag.OOB)
+    seq.down([Message(None, b"1"), uni, oob, Message(None, b"2")], 0.0)
+    out = _down(seq)
+    assert [(m.dest, m.payload) for m in out] == [(A, b"1"), (C, b"u"), (None, b"o"), (A, b"2")]
+    assert out[1] is uni and out[2] is oob
+    assert [_hdr(out[i]) for i in (0, 3)] == [
+        SequencerHeader(FORWARD, 1),
+        SequencerHeader(FORWARD, 2),
+    ]
+    assert seq.stats()["forward_table"] == 2
+    assert not seq.take_up()  # nothing is delivered before the coordinator's multicast
+
+
+def test_sequencer_coordinator_multicasts_forwards_in_arrival_order() -> None:
+    """The coordinator multicasts each forward (and its own multicasts) as BCAST naming
+    the forwarder and its seqno, in the order they reach it: that is the one order."""
+    seq = started(Sequencer(), A, view=view_of(A, B, C))
+    seq.up([_forward(B, 1, b"b1"), _forward(C, 1, b"c1"), _forward(B, 2, b"b2")], 0.0)
+    seq.down([Message(None, b"a1")], 0.0)
+    out = _down(seq)
+    assert [m.dest for m in out] == [None] * 4
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (B, 1, b"b1"),
+        (C, 1, b"c1"),
+        (B, 2, b"b2"),
+        (A, 1, b"a1"),
+    ]
+    assert all(_hdr(m).type == BCAST for m in out)
+
+
+def test_sequencer_coordinator_drops_forwards_from_non_members() -> None:
+    seq = started(Sequencer(), A, view=view_of(A, B))
+    seq.up([_forward(D, 1, b"d1")], 0.0)
+    assert _down(seq) == []
+    assert seq.stats()["non_member_dropped"] == 1
+
+
+def test_sequencer_delivers_with_the_forwarder_as_source_and_drops_duplicates() -> None:
+    """A BCAST is delivered with its forwarder as source; one whose seqno is not above
+    the forwarder's highest delivered is a duplicate (a re-forward, a tail resent)."""
+    seq = started(Sequencer(), C, view=view_of(A, B, C))
+    seq.up([_bcast(A, B, 1, b"b1", 1), _bcast(A, B, 2, b"b2", 2)], 0.0)
+    seq.up([_bcast(A, B, 1, b"b1", 3), _bcast(A, B, 2, b"b2", 4), _bcast(A, B, 3, b"b3", 5)], 0.0)
+    delivered = split(seq.take_up())[0]
+    assert [(m.src, m.payload) for m in delivered] == [(B, b"b1"), (B, b"b2"), (B, b"b3")]
+    assert seq.stats()["duplicates"] == 2
+
+
+def test_sequencer_drops_bcasts_of_a_coordinator_no_longer_in_charge() -> None:
+    """Once the view names a new coordinator, a late multicast of the old one is not
+    delivered: the members' tails decide what of the old order everyone gets."""
+    seq = started(Sequencer(), C, view=view_of(A, B, C))
+    seq.down_event(ViewChange(view_of(B, C, counter=2)), 0.0)
+    seq.take_down()
+    seq.up([_bcast(A, B, 1, b"late", 7)], 0.0)
+    assert split(seq.take_up())[0] == []
+    assert seq.stats()["bcasts_not_from_coord"] == 1
+
+
+def test_sequencer_keeps_what_it_forwarded_until_delivered_then_forgets_it() -> None:
+    seq = started(Sequencer(), B, view=view_of(A, B, C))
+    seq.down([Message(None, b"1"), Message(None, b"2")], 0.0)
+    seq.take_down()
+    seq.up([_bcast(A, B, 1, b"1", 1)], 0.0)
+    assert seq.stats()["forward_table"] == 1
+    seq.up([_bcast(A, B, 2, b"2", 2)], 0.0)
+    assert seq.stats()["forward_table"] == 0
+
+
+def test_sequencer_dont_loopback_multicast_is_ordered_but_not_delivered_to_its_sender() -> None:
+    seq = started(Sequencer(), B, view=view_of(A, B, C))
+    seq.down([Message(None, b"x", flags=Flag.DONT_LOOPBACK)], 0.0)
+    (fwd,) = _down(seq)
+    assert fwd.dest == A and not fwd.flags & Flag.DONT_LOOPBACK
+    seq.up([_bcast(A, B, 1, b"x", 1)], 0.0)
+    assert split(seq.take_up())[0] == []
+    assert seq.stats()["forward_table"] == 0
+
+
+def test_sequencer_after_the_coordinator_crashed_hands_its_tail_then_reforwards() -> None:
+    """C delivered B's 1 and its own 1 from A, forwarded its 2 and 3; A crashes and B
+    coordinates: C sends B its log (TAIL each, then TAIL_END), then its forward table
+    again in seqno order (FLUSH), before anything new."""
+    seq = started(Sequencer(), C, view=view_of(A, B, C))
+    seq.down([Message(None, b"c1"), Message(None, b"c2"), Message(None, b"c3")], 0.0)
+    seq.take_down()
+    seq.up([_bcast(A, B, 1, b"b1", 1), _bcast(A, C, 1, b"c1", 2)], 0.0)
+    seq.take_up()
+    seq.down_event(ViewChange(view_of(B, C, counter=2)), 0.0)
+    seq.down([Message(None, b"c4")], 0.0)
+    out = _down(seq)
+    assert all(m.dest == B for m in out)
+    assert [(_hdr(m).type, _hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (TAIL, B, 1, b"b1"),
+        (TAIL, C, 1, b"c1"),
+        (TAIL_END, None, 2, b""),
+        (FLUSH, None, 2, b"c2"),
+        (FLUSH, None, 3, b"c3"),
+        (FORWARD, None, 4, b"c4"),
+    ]
+    assert ids.NAKACK2 not in out[0].headers  # only the upper layers' headers travel
+
+
+def test_sequencer_new_coordinator_multicasts_the_furthest_tail_then_what_waited() -> None:
+    """B takes over from A. It delivered A's order up to b1; C got further (b1, c1, d1);
+    D less. B waits for every tail, multicasts C's (the furthest: it holds the others'
+    last messages) and only then the forwards it received meanwhile, in order."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C, D))
+    seq.down([Message(None, b"b1"), Message(None, b"b2")], 0.0)
+    seq.take_down()
+    seq.up([_bcast(A, B, 1, b"b1", 1)], 0.0)
+    seq.take_up()
+    seq.down_event(ViewChange(view_of(B, C, D, counter=2)), 0.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]
+
+    def tail(src: Address, entries: list[tuple[Address, int, bytes]]) -> list[Message]:
+        msgs = [
+            Message(B, p, src=src, headers={_ID: SequencerHeader(TAIL, n, s)})
+            for s, n, p in entries
+        ]
+        end = SequencerHeader(TAIL_END, len(msgs))
+        return [*msgs, Message(B, src=src, headers={_ID: end})]
+
+    seq.up(tail(C, [(B, 1, b"b1"), (C, 1, b"c1"), (D, 1, b"d1")]), 0.0)
+    seq.up([_forward(C, 2, b"c2", FLUSH)], 0.0)
+    assert _down(seq) == []  # D's tail is still missing
+    seq.up(tail(D, [(B, 1, b"b1")]), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (B, 1, b"b1"),
+        (C, 1, b"c1"),
+        (D, 1, b"d1"),
+        (B, 2, b"b2"),  # B's own forward table, forwarded to A and never delivered
+        (C, 2, b"c2"),
+    ]
+    assert all(m.dest is None and _hdr(m).type == BCAST for m in out)
+    assert not seq.stats()["recovering"]
+
+
+def test_sequencer_forwards_reaching_the_next_coordinator_early_wait_for_its_view() -> None:
+    """C installed the view in which B coordinates before B did: B keeps C's TAIL_END and
+    FLUSH, and handles them once it installs that view."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C))
+    end = Message(B, src=C, headers={_ID: SequencerHeader(TAIL_END, 0)})
+    seq.up([end, _forward(C, 1, b"c1", FLUSH)], 0.0)
+    assert _down(seq) == []
+    seq.down_event(ViewChange(view_of(B, C, counter=2)), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [(BCAST, C, b"c1")]
+
+
+def test_sequencer_a_member_that_leaves_the_view_ends_the_wait_for_its_tail() -> None:
+    seq = started(Sequencer(), B, view=view_of(A, B, C))
+    seq.down_event(ViewChange(view_of(B, C, counter=2)), 0.0)
+    assert seq.stats()["recovering"]
+    seq.down_event(ViewChange(view_of(B, counter=3)), 0.0)
+    assert not seq.stats()["recovering"]
+
+
+def test_sequencer_answers_the_leave_flush_once_its_forward_table_is_empty() -> None:
+    seq = started(Sequencer(), B, view=view_of(A, B))
+    seq.down([Message(None, b"1")], 0.0)
+    seq.take_down()
+    seq.down_event(FlushRequest(), 0.0)
+    assert [e for e in split(seq.take_up())[1] if isinstance(e, FlushDone)] == []
+    seq.up([_bcast(A, B, 1, b"1", 1)], 0.0)
+    assert FlushDone("SEQUENCER") in split(seq.take_up())[1]
+
+
+def test_sequencer_leaving_coordinator_stops_multicasting_forwards() -> None:
+    """Its forwarders keep them and hand them to the next coordinator."""
+    seq = started(Sequencer(), A, view=view_of(A, B))
+    seq.down_event(FlushRequest(), 0.0)
+    seq.take_down()
+    seq.up([_forward(B, 1, b"b1")], 0.0)
+    assert _down(seq) == []
+    assert seq.stats()["forwards_dropped_leaving"] == 1
+
+
+def test_sequencer_stable_digest_trims_the_log_up_to_the_last_stable_message() -> None:
+    seq = started(Sequencer(), C, view=view_of(A, B, C))
+    seq.up([_bcast(A, B, n, b"%d" % n, n) for n in (1, 2, 3)], 0.0)
+    seq.down_event(StableDigest(Digest({A: (2, 3), B: (0, 0)})), 0.0)
+    assert seq.stats()["log"] == 1
+    seq.down_event(ViewChange(view_of(B, C, counter=2)), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).seqno) for m in out] == [(TAIL, 3), (TAIL_END, 1)]
+    assert (_hdr(out[1]).sender, _hdr(out[1]).trimmed) == (B, 2)
+
+
+@pytest.mark.parametrize(
+    ("names", "rule"),
+    [
+        (["SIM", "UNICAST3", "SEQUENCER", "STABLE", "GMS"], "needs NAKACK2 below"),
+        (["SIM", "NAKACK2", "UNICAST3", "SEQUENCER", "GMS"], "needs STABLE above"),
+        (["SIM", "NAKACK2", "UNICAST3", "STABLE", "GMS", "SEQUENCER"], "needs STABLE above"),
+    ],
+)
+def test_sequencer_refuses_a_stack_it_cannot_order_in(names: list[str], rule: str) -> None:
+    with pytest.raises(PropertyError, match=rule):
+        StackConfig.of(*names).build()

@@ -1,0 +1,504 @@
+"""SEQUENCER: total order multicast through the coordinator (JGroups' SEQUENCER).
+
+Sans-IO: it never awaits and has no timer; the reliability it needs comes from
+UNICAST3 (forwards, tails) and NAKACK2 (the coordinator's multicasts) below it.
+
+Every regular multicast going down (not OOB, INTERNAL or NO_RELIABILITY; every
+multicast an application sends through a channel is one) gets this member's
+next SEQUENCER seqno, is kept in the *forward table* and is unicast to the
+coordinator as FORWARD. The coordinator multicasts each forward it receives,
+in arrival order, as BCAST naming the forwarder and its seqno; its own
+multicasts skip the hop. The coordinator's NAKACK2 seqnos are the global
+order: every member delivers the coordinator's multicasts in that order,
+each with its forwarder as source. A forwarder drops a message from its
+forward table once it delivers it; receivers drop a BCAST whose seqno is not
+above the highest they delivered from that forwarder (the *delivery table*;
+each forwarder's messages reach the order in its own seqno order, since
+UNICAST3 is FIFO and re-forwards go first).
+
+When the coordinator changes (it crashed or left), each member re-forwards
+its whole forward table to the new one, in seqno order, as FLUSH, before
+anything new. That alone (JGroups' FORWARD/FLUSH) loses what the old
+coordinator multicast and only some members received: NAKACK2 drops the old
+coordinator's window with the view, and XMIT_REQs went only to it. So every
+member also keeps a *log* of what it delivered until STABLE says every member
+delivered it (`StableDigest`, on the coordinator's NAKACK2 seqnos), and hands
+the log to the new coordinator (TAIL each, then TAIL_END) before its FLUSHes.
+Each member's delivered sequence is a prefix of the old coordinator's order,
+so the tail that reaches furthest contains what any member lacks, in order:
+the new coordinator multicasts it first (receivers drop what they have), then
+the forwards it queued meanwhile. Every member that stays thus delivers the
+same sequence, with nothing lost (of the members that stay) and nothing
+doubled. The tail hand-over is an addition beyond JGroups.
+
+This module holds the `Sequencer` layer: the send and receive paths, view
+changes and events. The log is in `_log`, the new coordinator's choice of
+tail in `_recovery`, the header in `_header`.
+
+Decisions where JGroups leaves a choice:
+
+- SEQUENCER sits below GMS and STABLE, above NAKACK2 and UNICAST3. JGroups'
+  sequencer.xml puts it above GMS; here it must see GMS's `FlushRequest` (a
+  leaving member answers `FlushDone` once its forward table is empty, so
+  nothing it sent is lost by its leave) and STABLE's `StableDigest` (which
+  trims the log), both of which go down only. GMS's and STABLE's own
+  messages are INTERNAL and pass untouched.
+- No ack mode (JGroups' ``threshold``): JGroups' new coordinator drops
+  forwards that arrive before it installed the view that makes it one, so
+  its forwarders wait for an ack per message after a change (JGRP-1449).
+  Here a member keeps FORWARD, FLUSH and TAIL messages that arrive before it
+  is the coordinator, and handles them if the next view makes it one (drops
+  them otherwise), so forwards stream. JGroups' ``delivery_table_max_size``
+  (a bounded set of seqnos per sender) is replaced by the highest seqno
+  per forwarder, which per-forwarder FIFO makes exact; neither property
+  exists here, since neither would mean what it means in JGroups.
+- The coordinator multicasts its own messages at once instead of
+  forwarding them to itself (JGroups does, against starving the other
+  forwarders' threads; a sans-IO layer handles a batch at a time).
+- A leaving coordinator stops multicasting forwards at `FlushRequest`: the
+  forwarders keep them and forward them to the next coordinator, so its
+  NAKACK2 flush can end.
+- A DONT_LOOPBACK multicast is ordered too; its sender does not deliver it.
+
+Known limits: a merge of two partitions runs no recovery across them (each
+side's order stands; the merged view orders from then on); a new
+coordinator waits for the tail of every member of the previous view that
+is in its view, for as long as that member stays (a crash of that member
+makes a view without it, which ends the wait).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from typing import Any
+
+from triogroups.address import Address
+from triogroups.events import Disconnect, Event, FlushDone, FlushRequest, StableDigest
+from triogroups.message import Flag, Message
+from triogroups.properties import PropertyError
+from triogroups.protocol import Passes, Protocol
+from triogroups.protocols import ids
+from triogroups.protocols.nakack2._header import as_header
+from triogroups.protocols.sequencer._header import (
+    BCAST,
+    FLUSH,
+    FORWARD,
+    TAIL,
+    TAIL_END,
+    TYPE_NAMES,
+    SequencerHeader,
+)
+from triogroups.protocols.sequencer._log import Log, Logged
+from triogroups.protocols.sequencer._recovery import Recovery
+from triogroups.view import View
+
+__all__ = [
+    "BCAST",
+    "FLUSH",
+    "FORWARD",
+    "TAIL",
+    "TAIL_END",
+    "TYPE_NAMES",
+    "Sequencer",
+    "SequencerHeader",
+]
+
+_ID = ids.SEQUENCER
+_NAK = ids.NAKACK2
+#: Multicasts left out of the order: control traffic and OOB (which may overtake anyway).
+_UNORDERED = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY)
+_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+#: Header ids of the layers below, when no stack told us (unit tests): stripped from a
+#: forward before the coordinator multicasts it, so no layer below sees a stale header.
+_LOWER_IDS = frozenset({ids.NAKACK2, ids.UNICAST3, ids.UNICAST2, ids.MCAST})
+#: Messages kept that were sent to this member as coordinator before it is one.
+_EARLY_MAX = 100_000
+#: Departed forwarders whose highest seqno is still kept (a tail may hold their messages).
+_DEPARTED_KEPT = 256
+_tuple_new = tuple.__new__
+_new_message = object.__new__  # a `Message` with its slots set in line (see `_bcast`)
+
+
+class Sequencer(Protocol):
+    """Total order multicast through the coordinator (see the module docstring)."""
+
+    name = "SEQUENCER"
+    id = _ID
+    passes_up: Passes | None = "all"  # its messages carry its header
+    passes_down: Passes | None = "unicasts"  # it orders multicasts only
+
+    def __init__(self, **properties: Any) -> None:
+        super().__init__(**properties)
+        self.coord: Address | None = None
+        self.is_coord = False
+        self._members: frozenset[Address] = frozenset()
+        self._lower_ids = _LOWER_IDS
+        self._seqno = 0
+        #: own multicasts not yet delivered here, by seqno (ascending: dicts keep order)
+        self._forward_table: dict[int, Message] = {}
+        #: highest seqno delivered per forwarder
+        self._delivered: dict[Address, int] = {}
+        self._departed: deque[Address] = deque()
+        self._log = Log()
+        self._early: deque[Message] = deque()
+        self._recovery: Recovery | None = None
+        self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
+        self._leaving = False  # GMS asked for the flush
+        self._flush_answered = False
+        self.counters = Counter[str]()
+
+    # --- configuration ---------------------------------------------------------------
+
+    def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
+        """Refuse a stack without NAKACK2 and UNICAST3 below, or without STABLE and GMS
+        above (see the module docstring for why each is needed)."""
+        names = {p.name for p in below}
+        for needed in ("NAKACK2", "UNICAST3"):
+            if needed not in names:
+                raise PropertyError(f"SEQUENCER needs {needed} below it, got {_names(below)}")
+        above_names = {p.name for p in above}
+        for needed in ("STABLE", "GMS"):
+            if needed not in above_names:
+                raise PropertyError(f"SEQUENCER needs {needed} above it, got {_names(above)}")
+        self._lower_ids = frozenset(p.id for p in below if p.id) | _LOWER_IDS
+
+    def _me(self) -> Address:
+        assert self.local_address is not None, "SEQUENCER used before start()"
+        return self.local_address
+
+    # --- sending ---------------------------------------------------------------------
+
+    def down(self, batch: list[Message], now: float) -> None:
+        """Number each ordered multicast, keep it, and forward it (or, as coordinator,
+        multicast it); everything else goes down in its place."""
+        out: list[Message] = []
+        me = self._me()
+        table, coord = self._forward_table, self.coord
+        seqno = self._seqno
+        forwarded = 0
+        for msg in batch:
+            flags = msg.flags
+            if msg.dest is not None or flags & _UNORDERED:
+                out.append(msg)
+                continue
+            seqno += 1
+            msg.src = me
+            table[seqno] = msg
+            if coord is None or self.is_coord:
+                self._forward(msg, seqno, FORWARD, out)
+                continue
+            headers = msg.headers.copy()  # `_forward`, in line: the usual case
+            headers[_ID] = SequencerHeader(FORWARD, seqno)
+            fwd = _new_message(Message)
+            fwd.dest, fwd.src, fwd.flags = coord, None, flags & ~_DONT_LOOPBACK
+            fwd.headers, fwd.payload = headers, msg.payload
+            out.append(fwd)
+            forwarded += 1
+        self._seqno = seqno
+        if forwarded:
+            self.counters["forwarded_msgs"] += forwarded
+        self.send_down(out)
+
+    def _forward(self, msg: Message, seqno: int, kind: int, out: list[Message]) -> None:
+        """Forward one of our own multicasts to the coordinator (none yet: it stays in the
+        forward table until a view names one)."""
+        coord = self.coord
+        if coord is None:
+            return
+        if self.is_coord:
+            self._ordered(self._bcast(msg, self._me(), seqno), out)
+            return
+        headers = msg.headers.copy()
+        headers[_ID] = SequencerHeader(kind, seqno)
+        out.append(Message(coord, msg.payload, flags=msg.flags & ~_DONT_LOOPBACK, headers=headers))
+        self.counters["forwarded_msgs" if kind == FORWARD else "flushed_msgs"] += 1
+
+    def _bcast(self, msg: Message, sender: Address, seqno: int) -> Message:
+        """The coordinator's multicast of ``sender``'s message ``seqno``: the upper
+        layers' headers, our BCAST header, looped back (it is delivered here too)."""
+        headers = msg.headers.copy()
+        for key in self._lower_ids:
+            headers.pop(key, None)
+        headers[_ID] = SequencerHeader(BCAST, seqno, sender)
+        bcast = _new_message(Message)
+        bcast.dest = bcast.src = None
+        bcast.flags = msg.flags & ~_DONT_LOOPBACK
+        bcast.headers = headers
+        bcast.payload = msg.payload
+        return bcast
+
+    def _ordered(self, bcast: Message, out: list[Message]) -> None:
+        """Multicast ``bcast`` in the global order, or queue it behind a recovery."""
+        if self._recovery is not None:
+            self._pending.append(bcast)
+        else:
+            out.append(bcast)
+            self.counters["bcast_msgs"] += 1
+
+    # --- receiving -------------------------------------------------------------------
+
+    def up(self, batch: list[Message], now: float) -> None:
+        """Deliver BCASTs (the hot path: every ordered multicast, at every member), and
+        take FORWARDs and the rest as coordinator; other messages pass up in place.
+        Counters move once per batch."""
+        out: list[Message] = []
+        down: list[Message] = []
+        delivered = self._delivered
+        log_append = self._log.entries.append
+        coord, me = self.coord, self.local_address
+        received = dups = forwards = 0
+        fast_forward = self.is_coord and not self._leaving and self._recovery is None
+        members, lower = self._members, self._lower_ids
+        for msg in batch:
+            headers = msg.headers
+            hdr = headers.get(_ID)
+            if hdr is None:
+                out.append(msg)
+                continue
+            kind, seqno, sender = hdr.type, hdr.seqno, hdr.sender
+            if kind == BCAST:
+                src = msg.src
+                if src is None or (src is not coord and src != coord):
+                    # the old coordinator's, after the view without it: the tails decide
+                    self.counters["bcasts_not_from_coord"] += 1
+                    continue
+                if sender is None or seqno < 1:
+                    self.counters["malformed"] += 1
+                    continue
+                received += 1
+                if seqno <= delivered.get(sender, 0):
+                    dups += 1
+                    continue
+                delivered[sender] = seqno
+                stamp = headers.get(_NAK, 0)  # a MSG's bare seqno, or an XMIT_RSP's header
+                if type(stamp) is not int:
+                    stamp = as_header(stamp).seqno  # type: ignore[union-attr]
+                entry = (sender, seqno, msg.payload, msg.flags, headers.copy(), src, stamp)
+                log_append(_tuple_new(Logged, entry))
+                msg.src = sender
+                if sender == me and self._own_delivered(seqno):
+                    continue  # DONT_LOOPBACK: ordered, not delivered to its sender
+                out.append(msg)
+            elif kind in (FORWARD, FLUSH) and fast_forward and msg.src in members:
+                # `_to_coordinator` and `_bcast`, in line: the coordinator's usual case. The
+                # forward is ours now: it becomes the multicast, the lower layers' headers gone
+                forwards += 1
+                for key in lower:
+                    headers.pop(key, None)
+                headers[_ID] = SequencerHeader(BCAST, seqno, msg.src)
+                msg.dest = msg.src = None
+                msg.flags &= ~_DONT_LOOPBACK
+                down.append(msg)
+            elif kind in (FORWARD, FLUSH, TAIL, TAIL_END):
+                self._to_coordinator(msg, hdr, down)
+            else:
+                self.counters["malformed"] += 1
+        if forwards:
+            self.counters["received_forwards"] += forwards
+            self.counters["bcast_msgs"] += forwards
+        if received:
+            counters = self.counters
+            counters["received_bcasts"] += received
+            counters["delivered_bcasts"] += received - dups
+            if dups:
+                counters["duplicates"] += dups
+        self.send_down(down)
+        if out:
+            self.send_up(out)
+        self._check_flushed()
+
+    def _own_delivered(self, seqno: int) -> bool:
+        """Our multicast ``seqno`` came back in the order: forget it (and any before it);
+        True if it was sent DONT_LOOPBACK, so it is not delivered here."""
+        original = self._forget_forwarded(seqno)
+        return original is not None and bool(original.flags & _DONT_LOOPBACK)
+
+    def _forget_forwarded(self, seqno: int) -> Message | None:
+        """Drop our multicasts up to ``seqno`` from the forward table; the one of ``seqno``."""
+        table = self._forward_table
+        found = None
+        while table:
+            first = next(iter(table))
+            if first > seqno:
+                break
+            msg = table.pop(first)
+            if first == seqno:
+                found = msg
+        return found
+
+    def _to_coordinator(self, msg: Message, hdr: SequencerHeader, out: list[Message]) -> None:
+        """A FORWARD, FLUSH, TAIL or TAIL_END: for us as coordinator."""
+        if not self.is_coord:
+            if len(self._early) >= _EARLY_MAX:
+                self.counters["early_dropped"] += 1
+                return
+            self._early.append(msg)  # we may be the next view's coordinator
+            return
+        src = msg.src
+        if src is None or src not in self._members:
+            self.counters["non_member_dropped"] += 1
+            return
+        kind = hdr.type
+        if kind in (FORWARD, FLUSH):
+            self.counters["received_forwards"] += 1
+            if self._leaving:
+                self.counters["forwards_dropped_leaving"] += 1
+                return
+            self._ordered(self._bcast(msg, src, hdr.seqno), out)
+            return
+        rec = self._recovery
+        if rec is None or src not in rec.awaiting:
+            self.counters["tails_ignored"] += 1
+            return
+        if kind == TAIL:
+            if hdr.sender is None:
+                self.counters["malformed"] += 1
+                return
+            msg.headers.pop(_ID)
+            rec.add(src, hdr.sender, hdr.seqno, msg)
+        else:
+            rec.end(src, (hdr.sender, hdr.trimmed))
+            if not rec.awaiting:
+                self._recovered(out)
+
+    # --- view changes and the recovery -----------------------------------------------------
+
+    def view_changed(self, view: View, now: float) -> None:
+        old_view, old_coord = self.view, self.coord
+        super().view_changed(view, now)
+        me = self._me()
+        self.coord = view.coord
+        self._members = frozenset(view.members)
+        was_coord, self.is_coord = self.is_coord, view.coord == me
+        self._forget_departed(view)
+        out: list[Message] = []
+        changed = old_coord is not None and view.coord != old_coord
+        early, self._early = list(self._early), deque()
+        if self.is_coord:
+            if changed:
+                assert old_view is not None
+                awaiting = (set(old_view.members) & set(view.members)) - {me}
+                self._recovery = Recovery(awaiting)
+                self.counters["recoveries"] += 1
+            elif self._recovery is not None:
+                self._recovery.awaiting &= set(view.members)
+            for seqno, msg in self._forward_table.items():  # ours first, in seqno order
+                if changed or old_coord is None:
+                    self._ordered(self._bcast(msg, me, seqno), out)
+            for msg in early:
+                self._to_coordinator(msg, msg.headers[_ID], out)
+            if self._recovery is not None and not self._recovery.awaiting:
+                self._recovered(out)
+        else:
+            self.counters["early_dropped"] += len(early)
+            if was_coord:
+                self._recovery = None
+                self._pending = []
+            if changed:
+                self._send_tail(view.coord, out)
+            if changed or old_coord is None:
+                for seqno, msg in self._forward_table.items():
+                    self._forward(msg, seqno, FLUSH if changed else FORWARD, out)
+        self.send_down(out)
+
+    def _forget_departed(self, view: View) -> None:
+        """Keep the delivery table bounded: forwarders gone long ago are forgotten."""
+        for member in self._delivered.keys() - set(view.members):
+            if member not in self._departed:
+                self._departed.append(member)
+        while len(self._departed) > _DEPARTED_KEPT:
+            gone = self._departed.popleft()
+            if gone not in view:
+                self._delivered.pop(gone, None)
+
+    def _send_tail(self, coord: Address, out: list[Message]) -> None:
+        """Hand our log (what we delivered and is not known stable) to the new coordinator."""
+        lower = self._lower_ids
+        for entry in self._log.entries:
+            headers = {k: v for k, v in entry.headers.items() if k not in lower}
+            headers[_ID] = SequencerHeader(TAIL, entry.seqno, entry.sender)
+            flags = entry.flags & ~_DONT_LOOPBACK
+            out.append(Message(coord, entry.payload, flags=flags, headers=headers))
+        sender, seqno = self._log.trimmed
+        end = SequencerHeader(TAIL_END, len(self._log), sender, seqno)
+        out.append(Message(coord, headers={_ID: end}))
+        self.counters["tails_sent"] += 1
+
+    def _recovered(self, out: list[Message]) -> None:
+        """Every tail is in: multicast the one that reaches furthest, then what waited."""
+        rec = self._recovery
+        assert rec is not None
+        best, agreed = rec.furthest(self._me(), self._log.as_tail(), self._log.trimmed)
+        if not agreed:
+            self.counters["recoveries_inconsistent"] += 1
+        self._recovery = None
+        for sender, seqno, msg in best:
+            out.append(self._bcast(msg, sender, seqno))
+            self.counters["tail_msgs_resent"] += 1
+        out.extend(self._pending)
+        self.counters["bcast_msgs"] += len(self._pending)
+        self._pending = []
+
+    # --- events ----------------------------------------------------------------------
+
+    def down_event(self, event: Event, now: float) -> None:
+        if isinstance(event, StableDigest):
+            self._log.trim(event.digest)
+            self.pass_down(event)
+        elif isinstance(event, FlushRequest):
+            self._leaving = True
+            self.pass_down(event)
+            self._check_flushed()
+        elif isinstance(event, Disconnect):
+            if self._forward_table:
+                self.counters["left_undelivered"] += len(self._forward_table)
+            self._forward_table.clear()
+            self._log.clear()
+            self._early.clear()
+            self._recovery = None
+            self._pending = []
+            self.coord, self.is_coord = None, False
+            self.pass_down(event)
+        else:
+            super().down_event(event, now)
+
+    def _check_flushed(self) -> None:
+        """Answer GMS's `FlushRequest` once everything we sent was delivered here."""
+        if self._leaving and not self._flush_answered and not self._forward_table:
+            self._flush_answered = True
+            self.pass_up(FlushDone(self.name))
+
+    # --- observation -----------------------------------------------------------------
+
+    def stats(self) -> dict[str, Any]:
+        """JGroups' counters (``forwarded_msgs``, ``bcast_msgs``, ``received_forwards``,
+        ``received_bcasts``, ``delivered_bcasts``) and ours, with the tables' sizes."""
+        return {
+            **{k: 0 for k in _COUNTERS},
+            **self.counters,
+            "coord": str(self.coord) if self.coord is not None else None,
+            "is_coord": self.is_coord,
+            "seqno": self._seqno,
+            "forward_table": len(self._forward_table),
+            "log": len(self._log),
+            "recovering": self._recovery is not None,
+            "pending": len(self._pending),
+        }
+
+
+_COUNTERS = (
+    "forwarded_msgs",
+    "flushed_msgs",
+    "bcast_msgs",
+    "received_forwards",
+    "received_bcasts",
+    "delivered_bcasts",
+    "duplicates",
+    "recoveries",
+    "tails_sent",
+    "tail_msgs_resent",
+)
+
+
+def _names(layers: list[Protocol]) -> str:
+    return ", ".join(p.name for p in layers) or "nothing"

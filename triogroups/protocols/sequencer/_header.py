@@ -1,0 +1,59 @@
+"""SEQUENCER's header and message types (JGroups' SequencerHeader, plus the tail hand-over).
+
+FORWARD, FLUSH and BCAST keep JGroups' names and meanings; TAIL and TAIL_END
+are additions: the new coordinator's recovery after the old one crashed or
+left (see the package docstring).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from triogroups.address import Address
+from triogroups.protocols import ids
+from triogroups.wire import register_header
+
+__all__ = [
+    "BCAST",
+    "FLUSH",
+    "FORWARD",
+    "TAIL",
+    "TAIL_END",
+    "TYPE_NAMES",
+    "SequencerHeader",
+]
+
+FORWARD = 1
+FLUSH = 2
+BCAST = 3
+TAIL = 4
+TAIL_END = 5
+
+TYPE_NAMES = {
+    FORWARD: "FORWARD",
+    FLUSH: "FLUSH",
+    BCAST: "BCAST",
+    TAIL: "TAIL",
+    TAIL_END: "TAIL_END",
+}
+
+
+class SequencerHeader(NamedTuple):
+    """One header for every SEQUENCER message.
+
+    FORWARD (a member's multicast, unicast to the coordinator) and FLUSH (the
+    same, forwarded again to a new coordinator): ``seqno`` is the forwarder's
+    own. BCAST (the coordinator's multicast in the global order) and TAIL (a
+    delivered message handed to a new coordinator): ``sender`` and ``seqno``
+    name the forwarder and its seqno. TAIL_END closes a member's tail:
+    ``seqno`` counts its TAILs, ``sender``/``trimmed`` name the last message it
+    dropped from its log as delivered everywhere (None, 0: none yet).
+    """
+
+    type: int
+    seqno: int = 0
+    sender: Address | None = None
+    trimmed: int = 0
+
+
+register_header(ids.SEQUENCER, SequencerHeader)

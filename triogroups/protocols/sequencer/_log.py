@@ -1,0 +1,67 @@
+"""SEQUENCER's log: what a member delivered in the total order and is not yet known stable.
+
+A new coordinator needs it (the tail hand-over); STABLE's digest trims it. It never sends
+anything: the protocol turns its entries into TAIL messages.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, NamedTuple
+
+from triogroups.address import Address
+from triogroups.message import Message
+from triogroups.view import Digest
+
+__all__ = ["Log", "Logged"]
+
+
+class Logged(NamedTuple):
+    """A delivered message kept until every member delivered it (the receive path builds
+    it with ``tuple.__new__``: one per delivery)."""
+
+    sender: Address
+    seqno: int
+    payload: bytes
+    flags: int
+    headers: dict[int, Any]  # as delivered: the lower layers' are dropped when it is resent
+    coord: Address  # who multicast it
+    stamp: int  # its NAKACK2 seqno there
+
+
+class Log:
+    """The entries in delivery order, and the last one trimmed."""
+
+    def __init__(self) -> None:
+        self.entries: deque[Logged] = deque()
+        #: (sender, seqno) of the last entry trimmed; (None, 0) before any
+        self.trimmed: tuple[Address | None, int] = (None, 0)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def trim(self, digest: Digest) -> None:
+        """Drop the entries up to the last one every member delivered (by the digest of
+        the coordinator that multicast it). The members deliver one order, so everything
+        before it was delivered everywhere too; scanning from the newest stops early."""
+        entries = self.entries
+        last = -1
+        for i in range(len(entries) - 1, -1, -1):
+            entry = entries[i]
+            hd = digest.highest_delivered(entry.coord)
+            if hd is not None and entry.stamp <= hd:
+                last = i
+                break
+        for _ in range(last + 1):
+            entry = entries.popleft()
+            self.trimmed = (entry.sender, entry.seqno)
+
+    def as_tail(self) -> list[tuple[Address, int, Message]]:
+        """The entries as a tail: (sender, seqno, message), as a member's TAILs arrive."""
+        return [
+            (e.sender, e.seqno, Message(None, e.payload, flags=e.flags, headers=e.headers))
+            for e in self.entries
+        ]
+
+    def clear(self) -> None:
+        self.entries.clear()
