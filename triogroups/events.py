@@ -165,11 +165,15 @@ class Merge(Event):
     """MERGE3 found coexisting views and this member leads the merge (goes up to GMS).
 
     ``views`` are the different views; ``coords`` the member to ask for each
-    view's state (its coordinator, or the first reachable member of it).
+    view's state (its coordinator, or the first reachable member of it);
+    ``holders``, if given, the members MERGE3 heard holding each view since its
+    last check: alive, and still in that view, as the members whose digests a
+    JGroups subgroup coordinator fetches for the merge are (JGRP-948).
     """
 
     views: tuple[View, ...]
     coords: tuple[Address, ...]
+    holders: tuple[frozenset[Address], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

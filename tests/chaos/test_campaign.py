@@ -106,6 +106,22 @@ def test_campaign_udp_mcast_10750_a_merge_asked_for_during_a_view_install_is_not
     assert order == [], "\n".join(str(v) for v in order[:3])
 
 
+@pytest.mark.parametrize("steps", [None, [1, 3]])
+def test_campaign_udp_mcast_20310_a_stale_view_s_members_come_back_in_one_merge(
+    steps: list[int] | None,
+) -> None:
+    """Issue 37, campaign udp-mcast 20310 (whole, and shrunk to 2 steps): a partition cut B
+    and F off from the others while E, their heir coordinator, was paused, so they formed
+    no view and all still held B's view 6, which B's view 8 removed them from. The merge
+    leader's lineage rule let back only the member that spoke for view 6, one per MERGE3
+    round: G came back 13 s after the quiet heal, past view_order's 10 s. The members
+    MERGE3 heard holding view 6 now come back together (JGroups merges every member
+    whose digest its subgroup coordinator fetched)."""
+    result = run_seed("udp-mcast", 20310, steps=steps)
+    order = [v for v in result.violations if v.rule == "view_order"]
+    assert order == [], "\n".join(str(v) for v in order[:3])
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [

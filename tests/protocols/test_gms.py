@@ -487,6 +487,28 @@ def test_gms_merge_leader_leaves_out_a_member_a_later_view_of_its_own_removed() 
     assert install.headers[ids.GMS].digest == Digest({B: (2, 2), C: (9, 9)})
 
 
+def test_gms_merge_leader_takes_back_the_members_merge3_heard_holding_a_stale_view() -> None:
+    """Campaign udp-mcast 20310: a partition cut B off from the others while their heir
+    coordinator was paused, so they never formed a view and still held B's [B|3]; B's
+    [B|5] removed them. MERGE3 heard C, D and E holding [B|3]: they are alive and in that
+    view, as the members whose digests a JGroups subgroup coordinator fetches are, so all
+    come back in one merge, not only C, the one that answered (one member per MERGE3
+    round kept the last one out for 13 s after the heal). A, removed too and not heard,
+    stays out (it may have left: `_lineage`)."""
+    d, e = Address(4, "D"), Address(5, "E")
+    stale = View(ViewId(3, B), [B, A, C, d, e])
+    gms = _member(B, stale)
+    _installed_in_turn(gms, View(ViewId(5, B), [B]))
+    own = View(ViewId(5, B), [B])
+    gms.up_event(Merge((own, stale), (B, C), (frozenset({B}), frozenset({C, d, e}))), 1.0)
+    (req,) = _sent(gms, MERGE_REQ)
+    assert req.dest == C
+    gms.up([_merge_rsp(C, stale, req.headers[ids.GMS].merge_id)], 1.1)
+    (merged,) = _views_up(gms)
+    assert isinstance(merged, MergeView) and merged.members == (B, C, d, e)
+    assert {m.dest for m in _sent(gms, INSTALL_MERGE_VIEW)} == {C, d, e}
+
+
 def test_gms_merge_leader_keeps_the_members_of_a_view_it_never_installed() -> None:
     """Only what B saw itself counts: A left B's view, but C's view [C|4] is not one B
     installed (A may have gone over to C's side), so its members all come in."""

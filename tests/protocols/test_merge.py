@@ -157,7 +157,7 @@ def test_merge3_overlapping_views_are_merged_by_the_lowest_representative() -> N
     m.up([_info(B, only_b)], 0.5)
     m.tick(5.0)
     events = [e for e in m.take_up() if isinstance(e, Merge)]
-    assert events == [Merge((only_b, ab), (B, A))]
+    assert events == [Merge((only_b, ab), (B, A), (frozenset({B}), frozenset({A})))]
     # B sees the same but is not the lowest representative: it stays quiet
     mb = _merge3(B, only_b)
     mb.up([_info(A, ab)], 0.5)
@@ -211,7 +211,22 @@ def test_merge3_a_view_is_represented_by_a_member_that_still_has_it() -> None:
     m.up([_info(low, old)], 0.5)
     m.tick(5.0)
     (event,) = [e for e in m.take_up() if isinstance(e, Merge)]
-    assert event == Merge((old, mine), (low, A))
+    assert event == Merge((old, mine), (low, A), (frozenset({low}), frozenset({A})))
+
+
+def test_merge3_merge_names_the_members_heard_holding_each_view() -> None:
+    """Campaign udp-mcast 20310: C, D and E all still hold A's old view [A|3], which A's
+    [A|5] removed them from. The merge names every member heard with [A|3] since the last
+    check, not only C, which speaks for it: GMS takes back those (they are alive and in
+    it), where a member of [A|3] not heard may have left (GMS `_lineage`)."""
+    d, e = Address(4, "D"), Address(5, "E")
+    old = View(ViewId(3, A), [A, B, C, d, e])
+    mine = View(ViewId(5, A), [A])
+    m = _merge3(A, mine)
+    m.up([_info(C, old), _info(d, old), _info(e, old)], 0.5)
+    m.tick(5.0)
+    (event,) = [ev for ev in m.take_up() if isinstance(ev, Merge)]
+    assert event == Merge((old, mine), (C, A), (frozenset({C, d, e}), frozenset({A})))
 
 
 def test_merge3_member_that_left_sends_no_info_and_starts_no_merge() -> None:

@@ -12,6 +12,9 @@ leader is the lowest of the representatives that coordinate the view they
 represent, as in JGroups; if there is none, the lowest representative. If
 that is this member, it passes `Merge` up: GMS then runs the merge as
 leader. Only one member leads; the others see the same views and stay quiet.
+`Merge` also names the members heard holding each view since the last check:
+they are alive and still in it, so the leader may take them back even where
+its own later views removed them (see GMS `_lineage`).
 
 Every member checks, not only coordinators (JGRP-2092, MergeTest5): when
 A holds (B,A,C), B holds (C,A,B) and C holds (A,B,C), no member coordinates
@@ -221,7 +224,10 @@ class Merge3(Protocol):
         leader = merge_leader(kept, reps)
         if leader == me:
             self.merges_started += 1
-            self.pass_up(Merge(tuple(kept), tuple(reps)))
+            holders = tuple(
+                frozenset(m for m, v in heard.items() if v.view_id == view.view_id) for view in kept
+            )
+            self.pass_up(Merge(tuple(kept), tuple(reps), holders))
 
     def reset_stats(self) -> None:
         zero(self, ("infos_sent", "infos_received", "merges_started"))

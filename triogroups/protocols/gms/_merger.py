@@ -9,7 +9,8 @@ its own subgroup first (so it coordinates), then the other subgroups ordered
 by their coordinators; the view id is one above the highest merged id. A
 member listed only in another subgroup's view is left out when a view the
 leader installed after that one removed it, unless it answered for that
-view (`_lineage`: a member that left must not come back through the stale
+view or MERGE3 heard it holding that view since its last check
+(`_lineage`: a member that left must not come back through the stale
 view of a member that missed its leave; JGroups keeps only the members
 whose digests the subgroup coordinators fetched). The leader is one of the
 representatives MERGE3 chose, not necessarily the coordinator of its own
@@ -104,6 +105,8 @@ class Merger:
         self.merge_id = 0
         self._expected: set[Address] = set()
         self._answers: dict[Address, tuple[View, Digest | None]] = {}
+        #: view id -> the members MERGE3 heard holding it (`Merge.holders`)
+        self._holders: dict[ViewId, frozenset[Address]] = {}
         self._deadline = math.inf
         self._own_digest_pending = False
         # participant side
@@ -144,6 +147,7 @@ class Merger:
         self.merge_id = self._ids
         self._expected = set(event.coords)
         self._answers = {}
+        self._holders = {v.view_id: h for v, h in zip(event.views, event.holders, strict=False)}
         self._deadline = now + gms.merge_timeout
         gms.counters["merges_led"] += 1
         _log.info("%s: merge %d: asking %s", me, self.merge_id, ", ".join(map(str, event.coords)))
@@ -204,6 +208,7 @@ class Merger:
         gms = self.gms
         me = gms.local_address
         answers = self._answers
+        holders = self._holders
         merge_id = self.merge_id
         self._reset_leader()
         views = list(dict((v.view_id, v) for v, _ in answers.values()).values())
@@ -226,7 +231,13 @@ class Merger:
                 [
                     me,
                     *own.members,
-                    *(m for v in others for m in still_members(v, self._lineage, reps)),
+                    *(
+                        m
+                        for v in others
+                        for m in still_members(
+                            v, self._lineage, [*reps, *holders.get(v.view_id, ())]
+                        )
+                    ),
                 ]
             )
         )
@@ -253,6 +264,7 @@ class Merger:
         self.merge_id = 0
         self._expected = set()
         self._answers = {}
+        self._holders = {}
         self._deadline = math.inf
         self._own_digest_pending = False
 
