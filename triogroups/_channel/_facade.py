@@ -33,8 +33,7 @@ from triogroups._channel._membership import Membership, leave_bound
 from triogroups._channel._state import Alignment, StateProvider
 from triogroups._channel._views import ViewIterator
 from triogroups._errors import ChannelClosed
-from triogroups._rpc import RpcDispatcher
-from triogroups._rpc._dispatcher import Resume
+from triogroups._rpc import CallTable, Resume, RpcDispatcher, RpcServer
 from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.stack import Stack
@@ -133,7 +132,10 @@ class Channel(Membership):
         self._refuses_pickle = set()
         self._told_pickle_refused = set()
         self._reset_membership()
-        self.rpc = RpcDispatcher(_RpcLink(self))
+        link = _RpcLink(self)
+        self._rpc_server = RpcServer(link)
+        self._rpc_calls = CallTable(link)
+        self.rpc = RpcDispatcher(self._rpc_server, self._rpc_calls)
         for method, fn in (handlers or {}).items():
             self.rpc.register(method, fn)
         stack.on_incarnation(self._new_incarnation)

@@ -133,7 +133,7 @@ async def run_channel(
                 nursery.start_soon(channel._raise_failure)
                 nursery.start_soon(channel._dispatch_loop)
                 nursery.start_soon(channel._flush_loop)
-                nursery.start_soon(channel.rpc._expire_loop)
+                nursery.start_soon(channel._rpc_calls.expire_loop)
                 try:
                     with stop.body:
                         await channel._join()
