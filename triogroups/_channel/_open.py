@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import trio
 
-from triogroups._channel._facade import Channel
+from triogroups._channel._facade import Channel, join, leave_timeout, shut, start_tasks
 from triogroups._channel._inbox import RECEIVE_BUFFER
 from triogroups._channel._signals import SignalLeave
 from triogroups._channel._state import StateProvider
@@ -127,22 +127,16 @@ async def run_channel(
     try:
         with stop:
             async with trio.open_nursery() as nursery:
-                channel._nursery = nursery
-                await nursery.start(the_stack.run)
-                nursery.start_soon(channel._read_loop)
-                nursery.start_soon(channel._raise_failure)
-                nursery.start_soon(channel._dispatch_loop)
-                nursery.start_soon(channel._flush_loop)
-                nursery.start_soon(channel._rpc_calls.expire_loop)
+                await start_tasks(channel, nursery)
                 try:
                     with stop.body:
-                        await channel._join()
+                        await join(channel)
                         yield channel
                 finally:
                     if not nursery.cancel_scope.cancel_called:
                         with stop.leaving:
                             await channel.aclose()
-                    channel._shut()
+                    shut(channel)
                     nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         error = _unwrap(group)
@@ -151,4 +145,4 @@ async def run_channel(
         raise error from error.__cause__
     finally:
         stop.left()
-    await stop.exit(channel._leave_timeout)
+    await stop.exit(leave_timeout(channel))
