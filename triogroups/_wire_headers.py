@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.message import ALL_FLAGS, Message
+from triogroups.message import ALL_FLAGS, Message, new_message
 from triogroups.view import Digest, MergeView, View, ViewId
 
 __all__ = [
@@ -381,10 +381,10 @@ def _seq(v: Any) -> list[Any] | tuple[Any, ...]:
 
 _MESSAGES_DOC = """Check and build every message of a bundle: the receive path's per-message cost.
 
-One loop with every check inline and no call per message: the messages are
-built with ``object.__new__`` and their slots set here, since each field has
-just been checked (tests/test_wire_decode_loop.py checks that every
-`Message` slot is set, so a new slot cannot be forgotten here). A decoded
+One loop with every check inline: the messages are built by `new_message`
+(the constructor's fast form, without ``__init__``'s checks), since each field
+has just been checked (tests/test_wire_decode_loop.py checks that every
+`Message` slot is set). A decoded
 header map is converted in place and becomes the message's ``headers``: one
 dict per message, not two. The headers registered ``per_message`` (those most
 messages carry) are checked in the loop itself, by the code their converter
@@ -440,13 +440,7 @@ _MESSAGES_TAIL = """\
                     raise WireError("malformed", f"header {name}: {exc}") from None
         else:
             raise WireError("malformed", "headers are not a map")
-        msg = _new_message(Message)
-        msg.dest = dest
-        msg.src = msrc
-        msg.flags = flags
-        msg.headers = hdrs
-        msg.payload = payload
-        append(msg)
+        append(new_message(dest, msrc, flags, hdrs, payload))
     return msgs"""
 
 
@@ -455,9 +449,8 @@ def _compile_messages(inline: list[int]) -> Callable[..., list[Message]]:
     order) checked in line; see ``_MESSAGES_DOC``."""
     code = _FieldCode({"_new": tuple.__new__})
     code.env.update(
-        _new_message=object.__new__,
+        new_message=new_message,
         Address=Address,
-        Message=Message,
         WireError=WireError,
         _BAD_ENTRY=_BAD_ENTRY,
         _BAD_FLAGS=_BAD_FLAGS,
