@@ -36,7 +36,7 @@ from triogroups._channel._core import (
     _TAGGED,
     Ordered,
 )
-from triogroups._channel._inbox import Received
+from triogroups._channel._inbox import Received, received
 from triogroups._channel._outgoing import Outgoing
 from triogroups._layer import after_chain
 from triogroups._payload import PayloadError, decode_payload
@@ -48,7 +48,6 @@ from triogroups.view import View
 
 __all__ = ["Reader"]
 
-_tuple_new = tuple.__new__  # `Received(...)` in one C call: see `_ready_run`
 _GENERAL = object()  # `Reader._ready`: this message takes the general, awaiting path
 
 
@@ -272,7 +271,7 @@ class Reader(Outgoing):
         batch holds runs from one sender, and the table is written at the run's end
         instead of twice per message (each an `Address.__hash__` call); every other
         case goes to `accept`, with the table up to date. The `Received` records are
-        built as `received` builds them, without its call.
+        built by `received`.
         """
         allow_pickle = self.allow_pickle
         align = self._align
@@ -311,9 +310,7 @@ class Reader(Outgoing):
                     elif not align.accept(src, seqno):
                         contained += 1
                         continue
-            append(
-                _tuple_new(Received, (src, value, body, (msg.flags & _OOB) != 0, msg.dest is None))
-            )
+            append(received(src, value, body, (msg.flags & _OOB) != 0, msg.dest is None))
         if run_src is not None:
             delivered[run_src] = last
         if contained:
