@@ -36,9 +36,8 @@ __all__ = ["RPC_EXC", "RPC_REQ", "RPC_RSP", "Mode", "Resume", "RpcDispatcher", "
 class RpcDispatcher:
     """Registered methods and calls in flight for one channel (`Channel.rpc`).
 
-    The application's face of RPC: the channel builds the two halves it drives,
-    `RpcServer` (running requests) and `CallTable` (calls in flight), and hands
-    them to this."""
+    The channel makes it; what runs requests and settles calls is the channel's
+    business, this is the application's face of both."""
 
     def __init__(self, server: RpcServer, calls: CallTable) -> None:
         self._server = server
