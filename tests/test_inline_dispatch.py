@@ -362,7 +362,7 @@ async def test_a_handler_that_raises_inline_crashes_its_own_layer_and_restarts_t
             while stack.incarnation < 2:
                 await trio.sleep(0.01)
         report = stack.crash_reports[0]
-        assert report.actor.endswith("TEST_DOWN_CRASHER") and "in _inline" in report.traceback
+        assert report.actor.endswith("TEST_DOWN_CRASHER") and "in run_inline" in report.traceback
         assert "down crasher was told to crash" in report.traceback
         assert isinstance(report.exception, RuntimeError)
         await stack.send([Message(stack.address, b"boom")])  # passes down, crashes coming up
@@ -370,7 +370,7 @@ async def test_a_handler_that_raises_inline_crashes_its_own_layer_and_restarts_t
             while stack.incarnation < 3:
                 await trio.sleep(0.01)
         report = stack.crash_reports[1]
-        assert report.actor.endswith("TEST_UP_CRASHER") and "in _inline" in report.traceback
+        assert report.actor.endswith("TEST_UP_CRASHER") and "in run_inline" in report.traceback
         assert "up crasher was told to crash" in report.traceback
         await stack.send([Message(stack.address, b"after")])
         with trio.fail_after(10):

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import ast
+import inspect
+import textwrap
 from typing import Any
 
 import pytest
@@ -9,6 +12,7 @@ import trio
 
 from triogroups import Address, Message
 from triogroups._layer import MAX_QUEUED_MESSAGES, Inlet, LayerActor
+from triogroups._layer._ways import MAX_CROSS_BACKLOG, Outbox, ready
 from triogroups.events import Unsuspect
 from triogroups.extend import Protocol
 from triogroups.protocols.passthrough import PassThrough
@@ -61,9 +65,9 @@ async def test_an_up_loop_is_not_held_up_by_a_full_channel_below(autojump_clock:
 async def test_the_other_directions_backlog_is_bounded(
     monkeypatch: Any, autojump_clock: Any
 ) -> None:
-    """Past _MAX_CROSS_BACKLOG waiting acks the up loop waits too: memory stays bounded
+    """Past MAX_CROSS_BACKLOG waiting acks the up loop waits too: memory stays bounded
     when the layer below never makes room."""
-    monkeypatch.setattr("triogroups._layer._MAX_CROSS_BACKLOG", 10)
+    monkeypatch.setattr("triogroups._layer._ways.MAX_CROSS_BACKLOG", 10)
     acker = _Acker()
     acker.start(Address(0xA, "A"), "c", 0.0)
     layer, ends = _layer(acker, size=2)
@@ -154,3 +158,52 @@ async def test_a_batch_larger_than_the_bound_goes_in_once_the_inbox_is_empty(
             assert len(await ends["to_above"].receive()) == len(big)
         nursery.cancel_scope.cancel()
     mailbox_s.close()
+
+
+async def test_every_way_into_a_layer_asks_the_one_readiness_rule(autojump_clock: Any) -> None:
+    """Issue 40 item 3: `ready` is the one copy of "may this layer run its handler in the
+    caller's task now" (it was written out three times: `Inlet._ready`, `offer_inline`,
+    `_Outbox.put`). Each of its conditions alone makes an item wait in the inbox, and an
+    item offered while the layer is ready runs through it inline."""
+    layer, ends = _layer(PassThrough(), size=16)
+    up: Inlet = ends["from_below"]
+    assert not ready(layer, up)  # not running
+    layer.ready = True
+    assert ready(layer, up)
+    up.send_nowait(_batch(1))  # ran inline: passed on above at once
+    assert up.queued == 0 and ends["to_above"].receive_nowait()
+    same, other = layer._up_out, layer._down_out
+    for block, unblock in (
+        (lambda: same._rest.append([]), same._rest.clear),
+        (lambda: other._rest.extend([[]] * (MAX_CROSS_BACKLOG + 1)), other._rest.clear),
+        (lambda: setattr(layer, "ready", False), lambda: setattr(layer, "ready", True)),
+    ):
+        block()
+        assert not ready(layer, up)
+        up.send_nowait(_batch(1))  # waits in the inbox for the layer's loop
+        assert up.queued == 1
+        assert not ready(layer, up)  # something waits in the inbox: not ready either
+        up.took(up.receiver.receive_nowait())
+        unblock()
+        assert ready(layer, up)
+    other._rest.extend([[]] * MAX_CROSS_BACKLOG)  # at the bound: still ready
+    assert ready(layer, up)
+
+
+def test_the_hop_path_spells_out_ready_exactly() -> None:
+    """`Outbox.put`, the path of every hop, writes `ready`'s expression out instead of calling
+    it (53 calls per RPC round trip); it must stay the same expression, names aside."""
+    ready_src = textwrap.dedent(inspect.getsource(ready))
+    returned = [n for n in ast.walk(ast.parse(ready_src)) if isinstance(n, ast.Return)]
+    assert len(returned) == 1 and returned[0].value is not None
+    plain = ast.dump(returned[0].value).replace("'inlet'", "'out'")
+    put_src = textwrap.dedent(inspect.getsource(Outbox.put))
+    spelt = [
+        ast.dump(n.test.operand)
+        for n in ast.walk(ast.parse(put_src))
+        if isinstance(n, ast.If)
+        and isinstance(n.test, ast.UnaryOp)
+        and isinstance(n.test.op, ast.Not)
+        and isinstance(n.test.operand, ast.BoolOp)
+    ]
+    assert spelt == [plain]

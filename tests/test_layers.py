@@ -8,6 +8,7 @@ so a plain ``pytest`` run also fails on an import that points up.
 
 from __future__ import annotations
 
+import ast
 import os
 import subprocess
 import sys
@@ -74,3 +75,30 @@ def test_dev_test_runs_lint_imports_with_and_without_fast(monkeypatch: pytest.Mo
         names = [Path(cmd[0]).name for cmd in ran]
         assert names.index("mypy") < names.index("lint-imports") < len(names) - 1
         assert ran[-1][1:3] == ["-m", "pytest"]
+
+
+#: Modules still over the limit, each being split on its own branch (issue 40): GMS and
+#: MCAST with their protocol fixes, the chaos campaign with its own. Remove a line once
+#: its module is split; the test then holds it.
+_BEING_SPLIT = {
+    "protocols/gms/__init__.py",
+    "protocols/mcast.py",
+    "chaos/_campaign.py",
+}
+MAX_MODULE_LINES = 600
+
+
+def test_every_module_is_small_and_says_its_job() -> None:
+    """Issue 40 item 2: no module in triogroups over 600 lines, each with a docstring (its
+    one job in the first line; an empty package marker aside). `_rpc/_dispatcher`,
+    `_layer`, `wire`, `transports/tcp` and `testing/_history` were split to get here."""
+    package = ROOT / "triogroups"
+    over = []
+    for path in sorted(package.rglob("*.py")):
+        name = path.relative_to(package).as_posix()
+        text = path.read_text(encoding="utf-8")
+        if text.strip():  # an empty __init__ only marks a data package (presets)
+            assert ast.get_docstring(ast.parse(text)), f"{name} has no docstring"
+        if len(text.splitlines()) > MAX_MODULE_LINES and name not in _BEING_SPLIT:
+            over.append(f"{name} ({len(text.splitlines())} lines)")
+    assert over == [], over

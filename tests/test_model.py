@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import pytest
 
 from triogroups import Address, Digest, Flag, MergeView, Message, View, ViewId
+from triogroups.message import new_message
 
 
 def test_address_identity_is_the_uuid_not_the_name() -> None:
@@ -63,18 +65,22 @@ def test_message_copy_sets_every_slot_and_shares_only_payload_and_header_objects
 
 
 @pytest.mark.parametrize("dest", [None, Address(2, "B")])
-@pytest.mark.parametrize("flags", [0, int(Flag.OOB)])
-def test_message_fresh_equals_the_constructor_in_every_slot(
-    dest: Address | None, flags: int
+@pytest.mark.parametrize("src", [None, Address(1, "A")])
+@pytest.mark.parametrize("flags", [0, int(Flag.OOB | Flag.TAGGED)])
+@pytest.mark.parametrize("headers", [{}, {3: ("h",), 7: 12}])
+def test_new_message_equals_the_constructor_in_every_slot(
+    dest: Address | None, src: Address | None, flags: int, headers: dict[int, Any]
 ) -> None:
-    """_fresh() sets slots by hand (the per-send message); a slot added to Message must be
-    set there too, and each message gets a header map of its own."""
-    fast = Message._fresh(dest, b"p", flags)
-    plain = Message(dest, b"p", flags=flags)
+    """Issue 40 item 3: `new_message` is the one fast form of ``Message(...)`` (the channel's
+    send, NAKACK2's own copy, the wire decoder and `Message.copy` call it instead of each
+    setting the slots by hand); a slot added to Message must be set there too, and it
+    takes the header map it is given, not a copy."""
+    fast = new_message(dest, src, flags, headers, b"p")
+    plain = Message(dest, b"p", src=src, flags=flags, headers=headers)
     for slot in Message.__slots__:
         assert getattr(fast, slot) == getattr(plain, slot), slot
     assert type(fast.flags) is int
-    assert fast.headers is not Message._fresh(dest, b"p", flags).headers
+    assert fast.headers is headers
 
 
 def test_view_coordinator_membership_and_differences() -> None:

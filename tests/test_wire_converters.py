@@ -1,6 +1,6 @@
 """The generated header converters agree with the generic one, for every registered header.
 
-`wire._compile_header` writes one straight-line function per header class
+`_wire_headers._compile_header` writes one straight-line function per header class
 (the decode hot path) and keeps its type rules a second time beside the
 generic, per-field `_converter`. Hypothesis feeds both the same decoded
 bodies (arrays as tuples, as the decoder unpacks them), valid ones and junk,
@@ -20,17 +20,14 @@ from hypothesis import strategies as st
 
 from triogroups import Address, Digest, MergeView, View
 from triogroups._channel._state import StateHeader
+from triogroups._wire_headers import _HEADERS, _INT_HEADERS, _compile_header, _converter
 from triogroups.protocols import ids
 from triogroups.protocols.nakack2._header import XMIT_RSP, NakAckHeader2
 from triogroups.view import ViewId
 from triogroups.wire import (
-    _HEADERS,
-    _INT_HEADERS,
     WIRE_VERSION,
     WireCodec,
     WireError,
-    _compile_header,
-    _converter,
     register_header,
 )
 

@@ -16,9 +16,9 @@ import msgpack
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from triogroups import Address, Message, wire
+from triogroups import Address, Message, _wire_headers
+from triogroups._wire_headers import _HEADERS as HEADERS
 from triogroups.message import ALL_FLAGS
-from triogroups.wire import _HEADERS as HEADERS
 from triogroups.wire import WIRE_VERSION, Bundle, WireCodec, WireError, register_header
 
 A = Address.random("A")
@@ -188,11 +188,11 @@ def test_decoded_header_maps_are_plain_mutable_dicts() -> None:
 def test_registering_a_per_message_header_again_keeps_one_branch_for_it() -> None:
     """A module imported twice registers its header twice: the decode loop must still check
     it once, and a header registered ``per_message`` is checked in line, not by a call."""
-    before = list(wire._INLINE)
+    before = list(_wire_headers._INLINE)
     register_header(INLINE_ID, _InlineHeader, per_message=True)
-    assert before == wire._INLINE
-    assert wire._INLINE.count(INLINE_ID) == 1
-    source: str = wire._messages.__source__  # type: ignore[attr-defined]
+    assert before == _wire_headers._INLINE
+    assert _wire_headers._INLINE.count(INLINE_ID) == 1
+    source: str = _wire_headers.decode_loop.__source__  # type: ignore[attr-defined]
     assert source.count(f"pid == {INLINE_ID}:") == 1
     data = CODEC.encode(None, A, [Message(None, b"x", headers={INLINE_ID: _InlineHeader(5, B)})])
     assert CODEC.decode(data).messages[0].headers == {INLINE_ID: _InlineHeader(5, B, ())}

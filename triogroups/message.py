@@ -13,7 +13,7 @@ from typing import Any
 
 from triogroups.address import Address
 
-__all__ = ["Flag", "Message"]
+__all__ = ["Flag", "Message", "new_message"]
 
 
 class Flag(enum.IntFlag):
@@ -93,32 +93,9 @@ class Message:
         return self
 
     def copy(self) -> Message:
-        """A copy that shares the payload and header objects but not the header map.
-
-        Every multicast a member sends is copied once for its own delivery, so
-        this sets the slots directly instead of going through ``__init__``
-        (tests/test_model.py checks that a copy has every slot).
-        """
-        copy = _new(Message)
-        copy.dest = self.dest
-        copy.src = self.src
-        copy.flags = self.flags
-        copy.headers = self.headers.copy()
-        copy.payload = self.payload
-        return copy
-
-    @staticmethod
-    def _fresh(dest: Address | None, payload: bytes, flags: int) -> Message:
-        """``Message(dest, payload, flags=flags)`` (no source, no headers; ``flags`` an
-        int) with the slots set directly: `Channel.send` makes one per message sent
-        (tests/test_model.py checks it equals the constructor's, every slot)."""
-        msg = _new(Message)
-        msg.dest = dest
-        msg.src = None
-        msg.flags = flags
-        msg.headers = {}
-        msg.payload = payload
-        return msg
+        """A copy that shares the payload and header objects but not the header map
+        (`new_message`: a multicast is copied for retransmission or a duplicate)."""
+        return new_message(self.dest, self.src, self.flags, self.headers.copy(), self.payload)
 
     def size(self) -> int:
         """Approximate wire size: payload plus a fixed allowance per header."""
@@ -130,3 +107,23 @@ class Message:
         return (
             f"<Message {self.src}->{dest}{flags} hdrs={sorted(self.headers)} {len(self.payload)}B>"
         )
+
+
+def new_message(
+    dest: Address | None, src: Address | None, flags: int, headers: dict[int, Any], payload: bytes
+) -> Message:
+    """``Message(dest, payload, src=src, flags=flags, headers=headers)`` with the slots set
+    directly, without ``__init__``'s keywords and ``int(flags)``: ``flags`` must be an int.
+
+    The one fast form of the constructor, for the paths that make a message per message
+    sent or received: the channel's send, NAKACK2's copy of a multicast for its own
+    delivery, the wire decoder's loop, `Message.copy` (tests/test_model.py checks it
+    equals the constructor in every slot, so a slot added to `Message` is set here too).
+    """
+    msg = _new(Message)
+    msg.dest = dest
+    msg.src = src
+    msg.flags = flags
+    msg.headers = headers
+    msg.payload = payload
+    return msg

@@ -20,8 +20,9 @@ from typing import Any
 from hypothesis import strategies as st
 
 from triogroups import Address, Digest, Flag, MergeView, Message, View, ViewId
+from triogroups._wire_headers import _INT_HEADERS
 from triogroups.events import Event, MembersFound, Merge, PingData, Suspect, Unsuspect
-from triogroups.wire import _INT_HEADERS, header_type
+from triogroups.wire import header_type
 
 #: Integers a protocol must take from a peer: small ones near real seqnos and ids,
 #: the edges of fixed-width counters, and msgpack's whole range.

@@ -26,9 +26,10 @@ import atheris
 
 with atheris.instrument_imports(include=["triogroups"]):
     from triogroups import Address, Message, View
+    from triogroups._wire_headers import _INT_HEADERS
     from triogroups.events import ViewChange
     from triogroups.protocol import Protocol, protocol_class
-    from triogroups.wire import _INT_HEADERS, WireCodec, WireError, header_type
+    from triogroups.wire import WireCodec, WireError, header_type
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from tests.fuzz._protocol_ids import registered_ids

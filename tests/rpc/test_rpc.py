@@ -158,7 +158,7 @@ async def test_timeout_leaves_missing_answers_unreceived(
 async def test_each_call_times_out_at_its_own_timeout_whatever_calls_wait_before_it(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
-    """Calls share one timer (the channel's `_expire_loop`): a call with a short timeout made
+    """Calls share one timer (`CallTable.expire_loop`): a call with a short timeout made
     while one with a long timeout waits still ends after its own timeout, and the long one
     after its own, not before."""
     async with members(net, stack, "AB") as chans:

@@ -57,7 +57,7 @@ async def test_call_one_to_an_idle_member_is_answered_without_its_dispatcher_tas
         open_channel("c", stack, "B", network=net, handlers={"echo": lambda x: x}) as b,
     ):
         await _joined(a, b)
-        dispatcher = b.rpc._holder
+        dispatcher = b._rpc_server.holder
         assert dispatcher is not None
         with counting_steps(dispatcher) as steps:
             for i in range(20):

@@ -13,7 +13,7 @@ from triogroups import Address, Message, View
 from triogroups.events import AddPhysicalAddress, ForeignEndpoint
 from triogroups.extend import SendToHosts, ViewChange, WireCodec
 from triogroups.transports import TcpTransport
-from triogroups.transports.tcp import _Pending
+from triogroups.transports._tcp_links import Pending
 
 TCP: dict[str, Any] = {"bind_port": 0}
 TCP_LOG = "triogroups.transports.tcp"
@@ -365,7 +365,7 @@ async def test_what_a_stopping_member_could_not_send_is_counted_without_a_warnin
     me, peer = Address.random("A"), Address.random("B")
     transport.start(me, "stopping", trio.current_time())
     transport.view_changed(View.create(me, 1, [me, peer]), trio.current_time())
-    transport._pending[peer] = pending = _Pending()
+    transport._pending[peer] = pending = Pending()
     pending.add(b"bundle", 3)
     with trio.CancelScope() as scope:
         scope.cancel()

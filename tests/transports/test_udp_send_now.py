@@ -106,7 +106,7 @@ async def test_udp_call_one_is_answered_in_the_receive_loops_task(
                 await trio.sleep(0.01)
             assert await a.rpc.call_one("echo", 0, to=b.address) == 0
         await trio.testing.wait_all_tasks_blocked()
-        dispatcher = b.rpc._holder
+        dispatcher = b._rpc_server.holder
         assert dispatcher is not None
         inline = b.rpc.stats().get("requests_run_inline", 0)
         with counting_steps(dispatcher) as steps:

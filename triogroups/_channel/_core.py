@@ -20,8 +20,7 @@ from triogroups._cadence import Cadence
 from triogroups._channel._inbox import Inbox, Received, Sink
 from triogroups._channel._state import Alignment, StateProvider
 from triogroups._channel._views import ViewIterator
-from triogroups._rpc import RpcDispatcher
-from triogroups._rpc._dispatcher import Resume
+from triogroups._rpc import CallTable, Resume, RpcDispatcher, RpcServer
 from triogroups.address import Address
 from triogroups.events import ViewChange
 from triogroups.message import Flag, Message
@@ -52,6 +51,8 @@ class ChannelCore:
     _stack: Stack
     allow_pickle: bool
     rpc: RpcDispatcher
+    _rpc_server: RpcServer  # runs the requests delivered (the dispatcher, `_serve_now`)
+    _rpc_calls: CallTable  # calls in flight, settled by the reader
     _provider: StateProvider | None  # the application's state, for state transfer
     _connect_timeout: float
     _state_timeout: float

@@ -36,12 +36,11 @@ from triogroups._channel._core import (
     _TAGGED,
     Ordered,
 )
-from triogroups._channel._inbox import Received
+from triogroups._channel._inbox import Received, received
 from triogroups._channel._outgoing import Outgoing
 from triogroups._layer import after_chain
 from triogroups._payload import PayloadError, decode_payload
-from triogroups._rpc import RPC_REQ
-from triogroups._rpc._dispatcher import Resume
+from triogroups._rpc import RPC_REQ, Resume
 from triogroups.address import Address
 from triogroups.events import Disconnected, Item, Suspect, Unsuspect, ViewChange
 from triogroups.message import Message
@@ -49,7 +48,6 @@ from triogroups.view import View
 
 __all__ = ["Reader"]
 
-_tuple_new = tuple.__new__  # `Received(...)` in one C call: see `_ready_run`
 _GENERAL = object()  # `Reader._ready`: this message takes the general, awaiting path
 
 
@@ -129,8 +127,8 @@ class Reader(Outgoing):
         in order (as do answers the stack cannot take now)."""
         pending, self._pending = self._pending, None
         assert pending is not None
-        rpc = self.rpc
-        holder, rpc._holder = rpc._holder, trio.lowlevel.current_task()
+        rpc = self._rpc_server
+        holder = rpc.hold_replies(trio.lowlevel.current_task())
         try:
             for i, item in enumerate(pending):
                 resume: Resume | None = None
@@ -151,7 +149,7 @@ class Reader(Outgoing):
                 for later in pending[i + 1 :]:
                     send(later)
                 break
-            if not rpc._flush_now():
+            if not rpc.flush_now():
                 self._unfinished += 1
                 self._ordered_send.send_nowait([])  # the dispatcher flushes after a batch
         except Exception as exc:
@@ -159,7 +157,7 @@ class Reader(Outgoing):
                 self._failure = exc
                 self._failed.set()
         finally:
-            rpc._holder = holder
+            rpc.hold_replies(holder)
 
     def _serve_now(
         self, batch: list[Message | Received]
@@ -168,7 +166,7 @@ class Reader(Outgoing):
         for the dispatcher (nothing when all is done), after the `Resume` of a request
         whose handler returned an awaitable, if one did."""
         inbox = self._inbox
-        rpc = self.rpc
+        rpc = self._rpc_server
         for i, msg in enumerate(batch):
             if self._closing:
                 return None, []
@@ -188,7 +186,7 @@ class Reader(Outgoing):
                     or msg.flags & _OOB
                 ):
                     return None, batch[i:]
-                done = rpc._run_now(msg, hdr)
+                done = rpc.run_now(msg, hdr)
                 if done is False:
                     return None, batch[i:]
                 if type(done) is Resume:
@@ -207,7 +205,7 @@ class Reader(Outgoing):
         if isinstance(item, Suspect):
             members = [m for m in item.members if self._view and m in self._view]
             self._suspected.update(members)
-            self.rpc._gone(members, "suspected")
+            self._rpc_calls.gone(members, "suspected")
         elif isinstance(item, Unsuspect):
             self._suspected.discard(item.member)
         elif isinstance(item, Disconnected):
@@ -225,7 +223,7 @@ class Reader(Outgoing):
         the dispatcher.
         """
         inbox = self._inbox
-        response = self.rpc._response
+        response = self._rpc_calls.response
         i, n = 0, len(batch)
         if not (self._unfinished or self._closing or self._holding or self._sink is not inbox):
             handed = 0
@@ -273,7 +271,7 @@ class Reader(Outgoing):
         batch holds runs from one sender, and the table is written at the run's end
         instead of twice per message (each an `Address.__hash__` call); every other
         case goes to `accept`, with the table up to date. The `Received` records are
-        built as `received` builds them, without its call.
+        built by `received`.
         """
         allow_pickle = self.allow_pickle
         align = self._align
@@ -312,9 +310,7 @@ class Reader(Outgoing):
                     elif not align.accept(src, seqno):
                         contained += 1
                         continue
-            append(
-                _tuple_new(Received, (src, value, body, (msg.flags & _OOB) != 0, msg.dest is None))
-            )
+            append(received(src, value, body, (msg.flags & _OOB) != 0, msg.dest is None))
         if run_src is not None:
             delivered[run_src] = last
         if contained:
@@ -353,7 +349,7 @@ class Reader(Outgoing):
         if not self._in_view and self._stack.address in view:
             self._in_view = True
             self._pulse()
-        self.rpc._view_changed(view)
+        self._rpc_calls.view_changed(view)
         for watch in list(self._watches):
             watch._push(view)
         self._counters["views"] += 1

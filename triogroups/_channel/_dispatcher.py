@@ -13,13 +13,15 @@ the senders. Nothing is dropped on the way.
 
 from __future__ import annotations
 
+import trio
+
 from triogroups._channel._core import _OOB, _RPC, _SEQNO, _STATE, _TAGGED, _log
 from triogroups._channel._inbox import Received, received
 from triogroups._channel._state import PICKLE_REFUSED, STATE_REQ, STATE_RSP, StateHeader
 from triogroups._channel._transfer import StateTransfer
 from triogroups._errors import ChannelClosed
 from triogroups._payload import PayloadError, decode_app_payload
-from triogroups._rpc._dispatcher import Resume
+from triogroups._rpc import Resume
 from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.view import View
@@ -32,13 +34,13 @@ class Dispatcher(StateTransfer):
 
     async def _dispatch_loop(self) -> None:
         """Hand over in order; once closed, only drain (so the reader sees Disconnected)."""
-        rpc = self.rpc
-        rpc._hold_replies()
+        rpc = self._rpc_server
+        rpc.hold_replies(trio.lowlevel.current_task())
         async for item in self._ordered_recv:
             try:
                 if type(item) is list:
                     await self._dispatch_batch(item)
-                    await rpc._flush_replies()
+                    await rpc.flush_replies()
                 elif type(item) is Resume:
                     await item.finish()
                 elif not self._closing:
@@ -71,18 +73,18 @@ class Dispatcher(StateTransfer):
                     i = done
                     continue
             if not rpc:
-                await self.rpc._flush_replies()
+                await self._rpc_server.flush_replies()
             await self._dispatch(msg)
             i += 1
 
     async def _to_inbox(self, ready: list[Received]) -> None:
         """Put ``ready`` in the receive queue; if it must wait for room, send the RPC
-        answers held back first (see `RpcDispatcher._hold_replies`)."""
+        answers held back first (see `RpcServer.hold_replies`)."""
         inbox = self._inbox
         if len(ready) <= inbox.room:
             inbox.put_nowait(ready)
             return
-        await self.rpc._flush_replies()
+        await self._rpc_server.flush_replies()
         await inbox.deliver_all(ready)
 
     async def _dispatch(self, msg: Message) -> None:
@@ -136,10 +138,10 @@ class Dispatcher(StateTransfer):
         if seqno is not None and not self._align.accept(src, seqno):
             self._counters["dropped_in_state"] += 1
             if rpc is not None:
-                await self.rpc._not_executed(msg, rpc)
+                await self._rpc_server.not_executed(msg, rpc)
             return
         if rpc is not None:
-            await self.rpc._execute(msg, rpc)
+            await self._rpc_server.execute(msg, rpc)
             return
         if self._closing:
             return

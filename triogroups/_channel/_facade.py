@@ -9,7 +9,9 @@ The channel is built by job, one module each, stacked as bases of `Channel`:
 `_core` (the shared state), `_outgoing` (the send path), `_delivery` (the reader),
 `_transfer` (state transfer), `_dispatcher` (delivery order), `_membership` (join and
 leave). This module is the facade: construction, the receive side the application
-reads, introspection, and the narrow `ChannelLink` the RPC dispatcher gets.
+reads, introspection, the narrow `ChannelLink` the RPC dispatcher gets, and the
+four functions `open_channel` runs a channel's life with (`start_tasks`, `join`,
+`shut`, `leave_timeout`): the channel owns its tasks.
 
 The channel never interprets a protocol's header other than its own
 (`StateHeader` and the application seqno, `RpcHeader`) and never touches the network
@@ -34,15 +36,14 @@ from triogroups._channel._state import Alignment, StateProvider
 from triogroups._channel._views import ViewIterator
 from triogroups._errors import ChannelClosed
 from triogroups._renamed import renamed
-from triogroups._rpc import RpcDispatcher
-from triogroups._rpc._dispatcher import Resume
+from triogroups._rpc import CallTable, Resume, RpcDispatcher, RpcServer
 from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.stack import Stack
 from triogroups.transports._drops import DropLog
 from triogroups.view import View
 
-__all__ = ["Channel"]
+__all__ = ["Channel", "channel_close_timeout", "join", "shut", "start_tasks"]
 
 _C = TypeVar("_C", bound=type)
 
@@ -152,7 +153,10 @@ class Channel(Membership):
         self._refuses_pickle = set()
         self._told_pickle_refused = set()
         self._reset_membership()
-        self.rpc = RpcDispatcher(_RpcLink(self))
+        link = _RpcLink(self)
+        self._rpc_server = RpcServer(link)
+        self._rpc_calls = CallTable(link)
+        self.rpc = RpcDispatcher(self._rpc_server, self._rpc_calls)
         for method, fn in (handlers or {}).items():
             self.rpc.register(method, fn)
         stack.on_incarnation(self._new_incarnation)
@@ -295,3 +299,35 @@ class _RpcLink:
 
     def send_replies_nowait(self, msgs: list[Message]) -> None:
         self._channel._send_batch_nowait(msgs, urgent=True)
+
+
+# --- a channel's life, as `open_channel` runs it ---------------------------------------------
+
+
+async def start_tasks(channel: Channel, nursery: trio.Nursery) -> None:
+    """Start the channel's tasks in ``nursery``: its stack (returns once the stack runs),
+    then the reader, the dispatcher, the send flusher, RPC's timer and the task that
+    raises an error of the reader's work run inline. They end when ``nursery`` is
+    cancelled."""
+    channel._nursery = nursery
+    await nursery.start(channel._stack.run)
+    nursery.start_soon(channel._read_loop)
+    nursery.start_soon(channel._raise_failure)
+    nursery.start_soon(channel._dispatch_loop)
+    nursery.start_soon(channel._flush_loop)
+    nursery.start_soon(channel._rpc_calls.expire_loop)
+
+
+async def join(channel: Channel) -> None:
+    """Join the group (`Channel._join`'s guarantees: in a view, and the state set)."""
+    await channel._join()
+
+
+def shut(channel: Channel) -> None:
+    """Close everything the application waits on; the stack is not told."""
+    channel._shut()
+
+
+def channel_close_timeout(channel: Channel) -> float:
+    """How long the channel's leave may take (what a signal exit waits at most)."""
+    return channel._close_timeout

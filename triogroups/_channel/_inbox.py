@@ -57,8 +57,9 @@ _new = tuple.__new__
 
 def received(src: Address, payload: Any, raw: bytes, oob: bool, multicast: bool) -> Received:
     """``Received(src, payload, raw, oob, multicast)`` without the NamedTuple's
-    keyword-default ``__new__`` (tests/channel/test_channel_batches.py checks it
-    equals the plain constructor); `Channel._ready_run` spells it out inline."""
+    keyword-default ``__new__``: the one fast form, for every message the channel
+    hands over (tests/channel/test_channel_batches.py checks it equals the plain
+    constructor)."""
     return _new(Received, (src, payload, raw, oob, multicast))
 
 

@@ -125,6 +125,7 @@ class Membership(Dispatcher):
             scope.cancel()
         self._sink.close()
         self._inbox.close()
-        self.rpc._close()
+        self._rpc_server.close()
+        self._rpc_calls.close()
         for watch in list(self._watches):
             watch._close()

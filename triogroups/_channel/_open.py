@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Unpack
 
 import trio
 
-from triogroups._channel._facade import Channel
+from triogroups._channel._facade import Channel, channel_close_timeout, join, shut, start_tasks
 from triogroups._channel._inbox import RECEIVE_BUFFER
 from triogroups._channel._signals import SignalLeave
 from triogroups._channel._state import StateProvider
@@ -104,7 +104,7 @@ async def open_channel(
     close_timeout = renamed(
         where,
         "leave_timeout",
-        leave_timeout,
+        close_timeout,
         "close_timeout",
         close_timeout,
         default=None,
@@ -153,22 +153,16 @@ async def run_channel(
     try:
         with stop:
             async with trio.open_nursery() as nursery:
-                channel._nursery = nursery
-                await nursery.start(the_stack.run)
-                nursery.start_soon(channel._read_loop)
-                nursery.start_soon(channel._raise_failure)
-                nursery.start_soon(channel._dispatch_loop)
-                nursery.start_soon(channel._flush_loop)
-                nursery.start_soon(channel.rpc._expire_loop)
+                await start_tasks(channel, nursery)
                 try:
                     with stop.body:
-                        await channel._join()
+                        await join(channel)
                         yield channel
                 finally:
                     if not nursery.cancel_scope.cancel_called:
                         with stop.leaving:
                             await channel.aclose()
-                    channel._shut()
+                    shut(channel)
                     nursery.cancel_scope.cancel()
     except BaseExceptionGroup as group:
         error = _unwrap(group)
@@ -177,4 +171,4 @@ async def run_channel(
         raise error from error.__cause__
     finally:
         stop.left()
-    await stop.exit(channel._close_timeout)
+    await stop.exit(channel_close_timeout(channel))

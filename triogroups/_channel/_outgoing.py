@@ -35,14 +35,12 @@ from triogroups._channel._core import (
 from triogroups._errors import ChannelClosed, MessageTooLarge, NotAMember
 from triogroups._payload import encode_payload
 from triogroups.address import Address
-from triogroups.message import Message
+from triogroups.message import Message, new_message
 from triogroups.protocols.frag import HEADROOM, Frag
 from triogroups.stack import Stack
 
 __all__ = ["Outgoing"]
 
-_fresh = Message._fresh
-_new_message = object.__new__  # `Message` with its slots set in line: see `send`
 #: Messages `send` leaves for the flusher at most; beyond, it sends them at once. A task
 #: that sends in a loop yields every SEND_CHECKPOINT_EVERY calls, so this is a bound for
 #: tasks that take turns with the flusher unluckily, not the usual batch size.
@@ -107,11 +105,7 @@ class Outgoing(ChannelCore):
             size = len(payload)
             if size > (limit.fixed if limit.frag is None else limit.frag.max_message_size):
                 limit.check(size)
-            msg = _new_message(Message)
-            msg.dest = msg.src = None
-            msg.flags = 0
-            msg.headers = {}
-            msg.payload = payload
+            msg = new_message(None, None, 0, {}, payload)
         else:
             msg = self._app_message(payload, to, pickle, oob)
         # `_send_batch` for one message, inline: this is the call applications make per
@@ -200,7 +194,7 @@ class Outgoing(ChannelCore):
         else:
             data, flags = encode_payload(payload, pickle=pickle), _TAGGED
         self._check_size(len(data))
-        return _fresh(to, data, flags | _OOB if oob else flags)
+        return new_message(to, None, flags | _OOB if oob else flags, {}, data)
 
     def _check_total_order(self, to: Address | None, oob: bool) -> None:
         """Raise unless a ``total_order=True`` send will be totally ordered (see `send`)."""

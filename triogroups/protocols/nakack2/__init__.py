@@ -84,7 +84,7 @@ from triogroups.events import (
     StableDigest,
     TmpView,
 )
-from triogroups.message import Flag, Message
+from triogroups.message import Flag, Message, new_message
 from triogroups.properties import Bool, Duration, Int, PropertyError, at_least
 from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
@@ -120,7 +120,6 @@ _ID = ids.NAKACK2
 _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
-_new_message = object.__new__  # a `Message` with its slots set in line (see `down`)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _DEFAULT_BUNDLE = 65_507  # the largest UDP datagram, until check_stack learns the transport's
 _JOINING = Phase.JOINING
@@ -258,19 +257,13 @@ class Nakack2(Protocol):
         kept = [m for m in batch if m.dest is None and not m.flags & _NO_RELIABILITY]
         state = self._state
         seqno = state.seqno
-        for msg in kept:  # a MSG header is its bare seqno; `Message.copy` in line
+        for msg in kept:  # a MSG header is its bare seqno; our copy `Message.copy`'s, src set
             seqno += 1
             headers = msg.headers
             headers[_ID] = seqno
             flags = msg.flags
             if not flags & _DONT_LOOPBACK:
-                mine = _new_message(Message)
-                mine.dest = None
-                mine.src = me
-                mine.flags = flags
-                mine.headers = headers.copy()
-                mine.payload = msg.payload
-                local.append(mine)
+                local.append(new_message(None, me, flags, headers.copy(), msg.payload))
                 msg.flags = flags | _DONT_LOOPBACK
         if kept:
             state.seqno = seqno

@@ -92,18 +92,15 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import TYPE_CHECKING
 
 from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.protocols._retired import RetiredWindows
 from triogroups.protocols._table import SeqnoTable
+from triogroups.protocols.nakack2._context import NakContext
 from triogroups.protocols.nakack2._header import VIEW_SEQNO, NakAckHeader2
 from triogroups.protocols.nakack2._state import Input, NakState, Phase, Window
 from triogroups.view import Digest, View
-
-if TYPE_CHECKING:
-    from triogroups.protocols.nakack2 import Nakack2
 
 _log = logging.getLogger("triogroups.protocols.nakack2")
 
@@ -129,7 +126,7 @@ def _rebound(queue: deque[Message], maxlen: int | None) -> tuple[deque[Message],
 class Membership:
     """The windows of one NAKACK2 as members come and go (see the module docstring)."""
 
-    def __init__(self, nak: Nakack2, state: NakState) -> None:
+    def __init__(self, nak: NakContext, state: NakState) -> None:
         self.nak = nak  # properties, address and output only
         self.state = state
         self.queue: deque[Message] = deque(maxlen=self._queue_bound())

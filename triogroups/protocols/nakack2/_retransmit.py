@@ -46,12 +46,11 @@ Decisions where the seed and JGroups leave a choice:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from triogroups.address import Address
 from triogroups.message import Flag, Message
 from triogroups.protocols import ids
 from triogroups.protocols._budget import PeerBudget
+from triogroups.protocols.nakack2._context import NakContext
 from triogroups.protocols.nakack2._header import (
     HIGHEST_SEQNO,
     VIEW_SEQNO,
@@ -65,9 +64,6 @@ from triogroups.protocols.nakack2._state import NakState, Phase
 from triogroups.view import Digest, View
 from triogroups.wire import WireCodec
 
-if TYPE_CHECKING:
-    from triogroups.protocols.nakack2 import Nakack2
-
 __all__ = ["Retransmitter"]
 
 _ID = ids.NAKACK2
@@ -78,7 +74,7 @@ _SLACK = 8  # bytes kept free in a bundle: flags set below NAKACK2 may pack into
 class Retransmitter:
     """What one NAKACK2 asked for and resent (see the module docstring)."""
 
-    def __init__(self, nak: Nakack2, state: NakState) -> None:
+    def __init__(self, nak: NakContext, state: NakState) -> None:
         self.nak = nak  # properties, address and output only
         self.state = state
         #: Per member: the highest seqno missing at the previous retransmit run.

@@ -30,7 +30,7 @@ floor is a few ints per sender; a non-member's floor expires after
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, NamedTuple
+from typing import Any, NamedTuple
 
 from triogroups.address import Address
 from triogroups.message import Flag, Message
@@ -47,10 +47,8 @@ from triogroups.protocols.unicast3._common import (
     conn_newer,
     next_timestamp,
 )
+from triogroups.protocols.unicast3._context import Unicast3Context
 from triogroups.view import View
-
-if TYPE_CHECKING:
-    from triogroups.protocols.unicast3._protocol import Unicast3
 
 __all__ = ["Receiver", "ReceiverEntry"]
 
@@ -152,7 +150,7 @@ RECEIVER_COUNTERS = (
 class Receiver(ConnectionTable[ReceiverEntry]):
     """All receive windows of one UNICAST3 instance, plus the receiver's counters."""
 
-    def __init__(self, proto: Unicast3) -> None:
+    def __init__(self, proto: Unicast3Context) -> None:
         self.proto = proto
         super().__init__()
         #: sender -> (conn_id, highest delivered or _CLOSED_FLOOR, since)

@@ -13,7 +13,7 @@ Plain synchronous code: the protocol passes ``now`` and lists to append to.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from triogroups.address import Address
 from triogroups.message import Flag, Message
@@ -29,9 +29,7 @@ from triogroups.protocols.unicast3._common import (
     next_conn_id,
     timestamp_newer,
 )
-
-if TYPE_CHECKING:
-    from triogroups.protocols.unicast3._protocol import Unicast3
+from triogroups.protocols.unicast3._context import Unicast3Context
 
 __all__ = ["Sender", "SenderEntry"]
 
@@ -109,7 +107,7 @@ SENDER_COUNTERS = (
 class Sender(ConnectionTable[SenderEntry]):
     """All send windows of one UNICAST3 instance, plus the sender's counters."""
 
-    def __init__(self, proto: Unicast3) -> None:
+    def __init__(self, proto: Unicast3Context) -> None:
         self.proto = proto
         super().__init__()
         self._conn_id = -1

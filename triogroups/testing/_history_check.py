@@ -1,0 +1,490 @@
+"""The history checker: every violation of the delivery contract in a finished run's files.
+
+`check_histories` returns each broken rule with the smallest excerpt that shows
+it; `assert_histories` raises on the first. The rules and the record format
+are in `triogroups.testing._history`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from triogroups.testing._history_records import History, Line
+from triogroups.testing._outages import Outages
+
+__all__ = ["HistoryError", "HistoryViolation", "assert_histories", "check_histories"]
+
+
+@dataclass(frozen=True)
+class HistoryViolation:
+    """A broken rule, why, and the smallest excerpt of the histories that shows it."""
+
+    rule: str
+    text: str
+    excerpt: tuple[Line, ...]
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.rule}: {self.text}", *(f"  {line}" for line in self.excerpt)])
+
+
+class HistoryError(AssertionError):
+    """Raised by `assert_histories`: the run broke the contract."""
+
+
+@dataclass
+class _Member:
+    """One incarnation, indexed for the checks."""
+
+    history: History
+    views: list[Line]  # view records, in order
+    sends: dict[str, Line]  # id -> send record
+    send_order: dict[str, int]
+    view_at_send: dict[str, int]  # id -> index into views (-1: before any view)
+
+    @property
+    def uuid(self) -> str:
+        assert self.history.member is not None
+        return self.history.member
+
+
+def _index(history: History) -> _Member:
+    views: list[Line] = []
+    sends: dict[str, Line] = {}
+    order: dict[str, int] = {}
+    at: dict[str, int] = {}
+    for line in history.lines:
+        kind = line.record["k"]
+        if kind == "view":
+            views.append(line)
+        elif kind == "send":
+            msg_id = line.record["id"]
+            sends[msg_id] = line
+            order[msg_id] = len(order)
+            at[msg_id] = len(views) - 1
+        elif kind == "unsent":
+            msg_id = line.record["id"]
+            sends.pop(msg_id, None)
+            order.pop(msg_id, None)
+            at.pop(msg_id, None)
+    return _Member(history, views, sends, order, at)
+
+
+def _vid(line: Line) -> tuple[int, str]:
+    counter, coord = line.record["id"]
+    return int(counter), str(coord)
+
+
+def check_histories(
+    histories: Iterable[History],
+    *,
+    settle: float = 10.0,
+    resume_within: float = 30.0,
+    max_rss: int | None = None,
+    max_window: int | None = None,
+) -> list[HistoryViolation]:
+    """Every violation of the rules in the module docstring, each with its excerpt."""
+    histories = list(histories)
+    members = {h.member: _index(h) for h in histories if h.member is not None}
+    faults = [line for h in histories if h.member is None for line in h.of("fault")]
+    out: list[HistoryViolation] = []
+    heals = [float(f.record["t"]) for f in faults if f.record["kind"] == "heal"]
+    outages = Outages(faults)
+    out += _check_views(members, settle, heals, outages)
+    out += _check_deliveries(members)
+    out += _check_missing(members, settle, outages)
+    out += _check_flushed_leaves(members, settle)
+    out += _check_memory(members, max_rss, max_window)
+    out += _check_heals(members, faults, resume_within)
+    return out
+
+
+def assert_histories(histories: Iterable[History], **limits: Any) -> None:
+    """Raise `HistoryError` with the first violations (and how many there were)."""
+    found = check_histories(histories, **limits)
+    if found:
+        shown = "\n".join(str(v) for v in found[:3])
+        raise HistoryError(f"{len(found)} violation(s) of the delivery contract:\n{shown}")
+
+
+def _check_views(
+    members: dict[str, _Member], settle: float, heals: list[float], outages: Outages
+) -> list[HistoryViolation]:
+    out = []
+    names: dict[tuple[int, str], Line] = {}
+    for m in members.values():
+        for before, after in zip(m.views, m.views[1:], strict=False):
+            if _vid(after)[0] <= _vid(before)[0]:
+                out.append(HistoryViolation("view_id", "view ids must grow", (before, after)))
+        for line in m.views:
+            first = names.setdefault(_vid(line), line)
+            if first.record["members"] != line.record["members"]:
+                text = f"view {list(_vid(line))} has two memberships"
+                out.append(HistoryViolation("view_members", text, (first, line)))
+    # successor agreement, pairwise over views both installed
+    where: dict[tuple[int, str], list[tuple[_Member, int]]] = defaultdict(list)
+    for m in members.values():
+        for i, line in enumerate(m.views):
+            where[_vid(line)].append((m, i))
+    for installs in where.values():
+        for x, (a, i) in enumerate(installs):
+            for b, j in installs[x + 1 :]:
+                if i + 1 >= len(a.views) or j + 1 >= len(b.views):
+                    continue
+                na, nb = a.views[i + 1], b.views[j + 1]
+                stayed = b.uuid in na.record["members"] and a.uuid in nb.record["members"]
+                if not stayed or _vid(na) == _vid(nb):
+                    continue
+                if _missed_excused(members, na, a, b, settle, heals, outages) and _missed_excused(
+                    members, nb, b, a, settle, heals, outages
+                ):
+                    continue
+                text = (
+                    f"{a.history.name} and {b.history.name} stayed together after "
+                    f"view {list(_vid(a.views[i]))} but installed different next views"
+                )
+                excerpt = (a.views[i], na, b.views[j], nb)
+                out.append(HistoryViolation("view_order", text, excerpt))
+    return out
+
+
+def _missed_excused(
+    members: dict[str, _Member],
+    view: Line,
+    peer: _Member,
+    skipper: _Member,
+    settle: float,
+    heals: list[float],
+    outages: Outages,
+) -> bool:
+    """Whether ``skipper``, which installed another view where ``peer`` installed ``view``, may
+    lack ``view``: it installed it after all, or it caught up within ``settle`` seconds of
+    the view (`_caught_up`; of the end of the view's coordinator, if that came within
+    ``settle`` seconds of the view), or it was excluded meanwhile and merged back: a view
+    the peer or another member that installed ``view`` installed after it
+    (`_later_views`), within ``settle`` seconds of it, lacks the skipper,
+    and the skipper caught up with that one within ``settle`` seconds of it or of a ``heal``
+    fault after it (campaign udp seed 2281: pauses and partitions kept B apart from 5.4 s to
+    19.7 s, and the merge view took it back 0.1 s after the last heal). A member left out of
+    the next view was unreachable (suspected and removed: a partition, a pause), so it was
+    in no position to get ``view`` either, and rejoining is then MERGE3's business (chaos
+    run udp-mcast seed 1015048817: a one-way partition, 9% loss and a pause kept view 81
+    from A, view 82 removed A 5 s later, and the merge view 83 took it back 7 s after that)."""
+    vid = _vid(view)
+    if any(_vid(line) == vid for line in skipper.views):
+        return True
+    t = _installed_at(members, view)
+    coord = members.get(vid[1])
+    if coord is not None and t < coord.history.end < t + settle:
+        # Its coordinator went (crashed or left) before it could retransmit the view:
+        # the skipper learns that only from failure detection, so it has ``settle``
+        # seconds from then (chaos run udp-mcast seed 1633779744: loss kept view 51 from
+        # C, its coordinator D left 2.4 s later, and C, D's heir, installed a newer view
+        # 9.8 s after that, when its takeover had raced a merge).
+        t = coord.history.end
+    if _caught_up(skipper, vid[0], t, settle):
+        return True
+    if (
+        outages.connected(
+            skipper.history.name, peer.history.name, t, _caught_up_at(skipper, vid[0])
+        )
+        < settle
+    ):
+        # The faults kept the pair apart for all but a few of those seconds (a one-way
+        # split, then a pause of the heir coordinator until the quiet heal), so no view
+        # could reach the skipper sooner: count only the seconds they could talk, as
+        # **missing** does (campaign udp-mcast seed 10357).
+        return True
+    for t_out, line in _later_views(members, view, peer):
+        if skipper.uuid in line.record["members"]:
+            continue
+        if t_out > t + settle:
+            return False
+        # Merged back within ``settle`` seconds of its removal, or of a heal after it:
+        # while the network keeps it apart, no merge can take it back.
+        since = [t_out] + [h for h in heals if h >= t_out]
+        return any(_caught_up(skipper, _vid(line)[0], s, settle) for s in since)
+    return False
+
+
+def _later_views(
+    members: dict[str, _Member], view: Line, peer: _Member
+) -> list[tuple[float, Line]]:
+    """The views newer than ``view`` that ``peer`` or any other member that installed
+    ``view`` installed afterwards, by when their coordinators installed them: who removed
+    a member from ``view``'s line of views shows only in the histories that go on (campaign
+    udp-mcast seed 2200: A, the peer, left before B's view 4 removed D, which it never
+    installed)."""
+    vid = _vid(view)
+    found: dict[tuple[int, str], tuple[float, Line]] = {}
+    for m in [peer, *members.values()]:
+        if m is not peer and not any(_vid(line) == vid for line in m.views):
+            continue
+        for line in m.views:
+            if _vid(line)[0] > vid[0] and _vid(line) not in found:
+                found[_vid(line)] = (_installed_at(members, line), line)
+    return sorted(found.values(), key=lambda pair: pair[0])
+
+
+def _installed_at(members: dict[str, _Member], view: Line) -> float:
+    """When ``view``'s coordinator installed it (else when this line's member did)."""
+    vid = _vid(view)
+    coord = members.get(vid[1])
+    at = [line for line in coord.views if _vid(line) == vid] if coord is not None else []
+    return float(at[0].record["t"]) if at else float(view.record["t"])
+
+
+def _caught_up(skipper: _Member, counter: int, t: float, settle: float) -> bool:
+    """Whether ``skipper``'s history ended within ``settle`` seconds of ``t``, or within
+    that time it installed a view with a counter of at least ``counter`` (the next view
+    supersedes one that could not reach it: its coordinator crashed, was paused or
+    partitioned from it, or a merge view was overtaken; or two coordinators installed the
+    same counter at once, as a merge and a view change in one subgroup can: MERGE3 heals
+    that)."""
+    if skipper.history.end < t + settle:
+        return True
+    return any(
+        _vid(line)[0] >= counter and float(line.record["t"]) <= t + settle for line in skipper.views
+    )
+
+
+def _caught_up_at(skipper: _Member, counter: int) -> float:
+    """When ``skipper`` first installed a view with a counter of at least ``counter``, else
+    when its history ended."""
+    at = [float(line.record["t"]) for line in skipper.views if _vid(line)[0] >= counter]
+    return min(at) if at else skipper.history.end
+
+
+def _check_deliveries(members: dict[str, _Member]) -> list[HistoryViolation]:
+    out = []
+    for r in members.values():
+        seen: dict[tuple[str, str], Line] = {}
+        last: dict[tuple[str, bool], tuple[int, Line]] = {}
+        for line in r.history.of("deliver"):
+            src, msg_id = line.record["from"], line.record["id"]
+            s = members.get(src)
+            send = s.sends.get(msg_id) if s is not None else None
+            if send is None or send.record["to"] not in (None, r.uuid):
+                text = f"{r.history.name} delivered {msg_id!r} that {src[:8]} never sent to it"
+                out.append(HistoryViolation("unknown", text, (line,)))
+                continue
+            assert s is not None
+            first = seen.get((src, msg_id))
+            if first is not None:
+                text = f"{r.history.name} delivered {msg_id!r} from {s.history.name} twice"
+                out.append(HistoryViolation("duplicate", text, (send, first, line)))
+                continue
+            seen[(src, msg_id)] = line
+            if send.record["oob"]:
+                continue
+            stream = (src, send.record["to"] is None)
+            position = s.send_order[msg_id]
+            previous = last.get(stream)
+            if previous is not None and previous[0] > position:
+                prev_line = previous[1]
+                prev_send = s.sends[prev_line.record["id"]]
+                text = (
+                    f"{r.history.name} delivered {msg_id!r} from {s.history.name} after "
+                    f"{prev_line.record['id']!r}, which was sent later"
+                )
+                excerpt = (send, prev_send, prev_line, line)
+                out.append(HistoryViolation("fifo", text, excerpt))
+            last[stream] = (position, line)
+    return out
+
+
+def _together_until(s: _Member, r: _Member, i: int, j: int) -> float | None:
+    """From views s.views[i] == r.views[j]: when S and R stopped being together, or None
+    if their next views differ (no guarantee for messages sent in that view)."""
+    if s is r:
+        return s.history.end
+    end = min(s.history.end, r.history.end)
+    first = True
+    while True:
+        i, j = i + 1, j + 1
+        ns = s.views[i] if i < len(s.views) else None
+        nr = r.views[j] if j < len(r.views) else None
+        if ns is None and nr is None:
+            return end
+        together = (
+            ns is not None
+            and nr is not None
+            and _vid(ns) == _vid(nr)
+            and r.uuid in ns.record["members"]
+            and s.uuid in ns.record["members"]
+        )
+        if together and ns is not None and ns.record.get("merge"):
+            return min(end, float(ns.record["t"]))
+        if not together:
+            if first:
+                return None
+            stops = [float(x.record["t"]) for x in (ns, nr) if x is not None]
+            return min([end, *stops])
+        first = False
+
+
+def _check_missing(
+    members: dict[str, _Member], settle: float, outages: Outages
+) -> list[HistoryViolation]:
+    out = []
+    delivered: dict[str, set[tuple[str, str]]] = {
+        m.uuid: {(d.record["from"], d.record["id"]) for d in m.history.of("deliver")}
+        for m in members.values()
+    }
+    for s in members.values():
+        cache: dict[tuple[str, int], tuple[int, float | None]] = {}  # R's view index, until
+        for msg_id, send in s.sends.items():
+            i = s.view_at_send[msg_id]
+            if send.record["oob"] or i < 0:
+                continue
+            view = s.views[i]
+            to = send.record["to"]
+            receivers = view.record["members"] if to is None else [to]
+            for uuid in receivers:
+                r = members.get(uuid)
+                if r is None or (s.uuid, msg_id) in delivered[uuid]:
+                    continue
+                if r is s and send.record.get("loopback") is False:
+                    continue
+                key = (uuid, i)
+                if key not in cache:
+                    js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(view)]
+                    cache[key] = (js[0], _together_until(s, r, i, js[0])) if js else (-1, None)
+                j, until = cache[key]
+                sent_at = float(send.record["t"])
+                if until is None or until - sent_at < settle:
+                    continue
+                # the faults kept them apart: no retransmission could get through
+                talked = outages.connected(s.history.name, r.history.name, sent_at, until)
+                if talked < settle:
+                    continue
+                text = (
+                    f"{r.history.name} never delivered {msg_id!r} from {s.history.name}, sent in "
+                    f"view {list(_vid(view))}, though they stayed together for "
+                    f"{until - sent_at:.1f} s after it ({talked:.1f} s able to talk)"
+                )
+                excerpt = [view, send, r.views[j]]
+                if j + 1 < len(r.views):
+                    excerpt.append(r.views[j + 1])
+                excerpt.append(r.history.lines[-1])
+                out.append(HistoryViolation("missing", text, tuple(excerpt)))
+    return out
+
+
+def _views_with(r: _Member, sender: str) -> list[tuple[tuple[int, str], bool]]:
+    """R's views in order, each with whether it held ``sender``."""
+    return [(_vid(v), sender in v.record["members"]) for v in r.views]
+
+
+def _stayed_with(views: list[tuple[tuple[int, str], bool]], span: list[tuple[int, str]]) -> bool:
+    """R installed every view of ``span`` (the sender's, from a send to its leave), and
+    no view between the first and the last of them left the sender out."""
+    ids = [vid for vid, _ in views]
+    if not set(span).issubset(ids):
+        return False
+    first, last = ids.index(span[0]), ids.index(span[-1])
+    return all(held for _, held in views[first : last + 1])
+
+
+def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[HistoryViolation]:
+    out = []
+    for s in members.values():
+        leave = next((line for line in s.history.of("leave") if line.record["flushed"]), None)
+        if leave is None:
+            continue
+        before = [v for v in s.views if v.record["t"] <= leave.record["t"]]
+        if not before:
+            continue
+        final = before[-1]
+        stayed: list[tuple[_Member, Line]] = []  # R and the view without S it went on in
+        for uuid in final.record["members"]:
+            r = members.get(uuid)
+            if r is None or r is s:
+                continue
+            js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(final)]
+            if not js or js[0] + 1 >= len(r.views):
+                continue
+            after = r.views[js[0] + 1]
+            if s.uuid in after.record["members"]:
+                continue
+            if r.history.end - float(after.record["t"]) >= settle:
+                stayed.append((r, after))
+        got = {
+            r.uuid: {d.record["id"] for d in r.history.of("deliver") if d.record["from"] == s.uuid}
+            for r, _ in stayed
+        }
+        together = {r.uuid: _views_with(r, s.uuid) for r, _ in stayed}
+        for msg_id, send in s.sends.items():
+            i = s.view_at_send[msg_id]
+            if send.record["oob"] or send.record["to"] is not None or i < 0:
+                continue
+            if send.record["t"] > leave.record["t"]:
+                continue
+            # owed only to a member that was with S in every view S installed from the
+            # send to its leave: one merged back in between was owed nothing sent apart
+            span = [_vid(v) for v in s.views[i : s.views.index(final) + 1]]
+            for r, after in stayed:
+                if not _stayed_with(together[r.uuid], span):
+                    continue
+                if msg_id in got[r.uuid]:
+                    continue
+                text = (
+                    f"{r.history.name} never delivered {msg_id!r} from {s.history.name}, "
+                    f"which left with flushed true"
+                )
+                excerpt = (send, leave, final, after, r.history.lines[-1])
+                out.append(HistoryViolation("flushed_leave", text, excerpt))
+    return out
+
+
+def _check_memory(
+    members: dict[str, _Member], max_rss: int | None, max_window: int | None
+) -> list[HistoryViolation]:
+    out = []
+    for m in members.values():
+        for line in m.history.of("sample"):
+            rss, windows = line.record.get("rss", 0), line.record.get("windows", {})
+            if max_rss is not None and rss > max_rss:
+                text = f"{m.history.name} used {rss} bytes, above max_rss {max_rss}"
+                out.append(HistoryViolation("memory", text, (line,)))
+                break
+            big = {k: v for k, v in windows.items() if max_window is not None and v > max_window}
+            if big:
+                text = f"{m.history.name} held {big}, above max_window {max_window}"
+                out.append(HistoryViolation("memory", text, (line,)))
+                break
+    return out
+
+
+def _check_heals(
+    members: dict[str, _Member], faults: list[Line], resume_within: float
+) -> list[HistoryViolation]:
+    out = []
+    send_time = {
+        (m.uuid, msg_id): float(line.record["t"])
+        for m in members.values()
+        for msg_id, line in m.sends.items()
+    }
+    for heal in (f for f in faults if f.record["kind"] == "heal"):
+        t = float(heal.record["t"])
+        for r in members.values():
+            start = float(r.history.lines[0].record["t"])
+            if start > t or r.history.end < t + resume_within:
+                continue
+            resumed = any(
+                t <= float(d.record["t"]) <= t + resume_within
+                and d.record["from"] != r.uuid
+                and send_time.get((d.record["from"], d.record["id"]), -1.0) >= t
+                for d in r.history.of("deliver")
+            )
+            if not resumed:
+                text = (
+                    f"{r.history.name} delivered nothing another member sent after the heal "
+                    f"within {resume_within} s"
+                )
+                views = [v for v in r.views if float(v.record["t"]) <= t + resume_within]
+                excerpt = (heal, *views[-1:], r.history.lines[-1])
+                out.append(HistoryViolation("no_traffic_after_heal", text, excerpt))
+    return out
