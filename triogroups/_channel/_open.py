@@ -104,7 +104,7 @@ async def open_channel(
     close_timeout = renamed(
         where,
         "leave_timeout",
-        close_timeout,
+        leave_timeout,
         "close_timeout",
         close_timeout,
         default=None,
