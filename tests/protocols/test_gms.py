@@ -727,3 +727,50 @@ def test_gms_joiner_whose_merge_view_overtakes_its_join_rsp_installs_both() -> N
     acks = [m.headers[ids.GMS] for d in down if isinstance(d, list) for m in d]
     assert [(h.type, h.view) for h in acks] == [(VIEW_ACK, left), (VIEW_ACK, merged)]
     assert gms.view == merged and gms.take_up() == [ViewChange(left), ViewChange(merged)]
+
+
+def test_gms_merge_representative_answers_only_for_the_members_it_does_not_suspect() -> None:
+    """Campaign udp seed 10908: F was cut off while its coordinator A installed [A|5]
+    (with F) and died, and B and C left from [A|5]; F kept [A|4] (A, D, C, B, E, F) and
+    never took over, as D, next in line, was alive in a view of its own. 20 s later F
+    spoke for [A|4] in a merge, and the merge view named the dead A and the departed B
+    and C: F's next view held A, whose next view [A|5] held F, so view order broke. F
+    suspected A, B and C all along: it answers only for those it does not suspect (as
+    JGroups' representative answers only for the members whose digests it fetched,
+    JGRP-948), from its view's id, and the digest goes with it unchanged (the leader takes
+    the entries of the members named)."""
+    leader, e, f = Address(10, "L"), Address(5, "E"), Address(6, "F")
+    stale = View(ViewId(4, A), [A, D, C, B, e, f])
+    gms = _member(f, stale)
+    gms.up_event(Suspect((A, C)), 10.0)
+    gms.up_event(Suspect((B,)), 22.0)
+    assert gms.view == stale and gms.state.value == "participant"  # D is next: no takeover
+    gms.up([Message(f, src=leader, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=7)})], 27.8)
+    (answer,) = _sent(gms, MERGE_RSP)
+    hdr = answer.headers[ids.GMS]
+    assert answer.dest == leader and hdr.merge_id == 7
+    assert hdr.view == View(ViewId(4, A), [D, e, f])
+    gms.up_event(Unsuspect(C), 28.0)  # C was heard again: it is spoken for again
+    gms.up([Message(f, src=leader, headers={ids.GMS: GmsHeader(MERGE_REQ, merge_id=8)})], 28.1)
+    (again,) = _sent(gms, MERGE_RSP)
+    assert again.headers[ids.GMS].view == View(ViewId(4, A), [D, C, e, f])
+
+
+def test_gms_merge_leader_leaves_out_the_members_of_its_own_view_it_suspects() -> None:
+    """The leader speaks for its own view in the same way: a member of it that it suspects
+    and has not removed yet (the view that removes it waits for the merge) is not in the
+    merge view and gets no INSTALL_MERGE_VIEW."""
+    own = View(ViewId(3, A), [A, C])
+    gms = _member(A, own, max_bundling_time=0.5)
+    gms.up_event(Suspect((C,)), 0.9)
+    gms.take_down()
+    b_view = View(ViewId(2, B), [B])
+    gms.up_event(Merge((own, b_view), (A, B)), 1.0)
+    (req,) = _sent(gms, MERGE_REQ)
+    assert req.dest == B
+    gms.up([_merge_rsp(B, b_view, merge_id=req.headers[ids.GMS].merge_id)], 1.1)
+    (merged,) = _views_up(gms)
+    assert isinstance(merged, MergeView) and merged.members == (A, B)
+    assert merged.subgroups == (View(ViewId(3, A), [A]), b_view)
+    (install,) = _sent(gms, INSTALL_MERGE_VIEW)
+    assert install.dest == B

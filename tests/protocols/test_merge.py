@@ -343,3 +343,46 @@ async def test_merge_joiner_whose_merge_view_overtakes_its_join_rsp_installs_it(
             nursery.cancel_scope.cancel()
         merges = [v for v in seen["C"] if isinstance(v, MergeView) and d.address in v]
         assert merges and all(v in seen["D"] for v in merges), seen
+
+
+async def test_merge_representative_of_a_stale_view_leaves_out_its_dead_coordinator(
+    autojump_clock: Any,
+) -> None:
+    """Campaign udp seed 10908 on the simulated network, reduced: Z holds [X|n+1] (X, Y,
+    Z) when its coordinator X dies, and Y, next in line, is alive but has moved on to
+    [L|n+2] (L, Y), so Z never takes over and keeps the stale view until a merge. L leads
+    that merge (the only representative that coordinates its view) and never installed
+    [X|n+1], so nothing it saw itself says X is gone. Z speaks for [X|n+1] and suspects X:
+    the merge view used to name the dead X anyway (in the campaign, with the departed B
+    and C too: the merged member's next view then held members whose own next view held
+    it, and view order broke). Z answers only for the members it does not suspect."""
+    stack = (
+        StackConfig.preset("udp")
+        .configure("FD_ALL3", interval=0.5, timeout=3.0)
+        .configure("VERIFY_SUSPECT", timeout=1.0)
+        .configure("MERGE3", min_interval=0.5, max_interval=1.0)
+        .configure("GMS", merge_timeout=2.0)
+    )
+    async with open_cluster(4, stack, seed=10908) as cluster:
+        first = await cluster.wait_for_view()
+        x, y, z, lead = cluster.members
+        n = first.view_id.id
+        stale = View(ViewId(n + 1, x.address), [x.address, y.address, z.address])
+        moved = View(ViewId(n + 2, lead.address), [lead.address, y.address])
+        await cluster.inject_view(stale, [x, z])
+        await cluster.inject_view(moved, [lead, y])
+        cluster.network.block(z.address, lead.address)  # no merge before Z suspects X
+        x.kill()
+        gms = z.protocol("GMS")
+        with trio.fail_after(30):
+            while str(x.address) not in gms.stats()["suspected"]:
+                await trio.sleep(0.05)
+        assert gms.view == stale  # Y is next and not suspected: Z does not take over
+        cluster.network.heal()
+        with trio.fail_after(60):
+            while not isinstance(z.view, MergeView):
+                await trio.sleep(0.05)
+        merged = z.view
+        assert x.address not in merged, merged
+        assert {v.view_id for v in merged.subgroups} == {stale.view_id, moved.view_id}
+        assert await cluster.wait_for_view([lead, y, z]) == merged

@@ -385,6 +385,17 @@ class Gms(Protocol):
         """
         return self.state == COORDINATOR or (self.state == LEAVING and self._leaving_coordinator)
 
+    def merge_view_answer(self) -> View:
+        """The view this member speaks for as a merge representative: the one it holds,
+        less the members it suspects, with the same id (see `_merger`, JGRP-948). One
+        suspected wrongly stays in that view and comes in with the next merge. Only
+        while it holds a view."""
+        view = self.view
+        assert view is not None
+        if not self._suspected & set(view.members):
+            return view
+        return View(view.view_id, [m for m in view.members if m not in self._suspected])
+
     @property
     def installing(self) -> bool:
         """True while a view is being installed (digest, VIEW_ACKs, JOIN_RSPs)."""

@@ -13,7 +13,9 @@ waited for its acks until the paused member was killed).
 JGroups never merges such a member back: each subgroup coordinator fetches the
 digests of the members of its view and answers only with those that replied
 (JGRP-948), and the leader keeps only members named in a digest. Here a
-representative answers for its view alone, so the leader uses what it saw itself:
+representative answers for its view without the members it suspects (see
+`_merger`), and a member that left may not be suspected yet, so the leader also uses
+what it saw itself:
 a member that a view of ours newer than the reported one removed is left out, unless
 it is the representative that answered for that view, or MERGE3 heard it holding that
 view since its last check (`Merge.holders`): it is alive and holds that view, as a

@@ -22,6 +22,24 @@ built from a view it no longer has. A participant whose leader disappears
 forgets the merge after ``merge_timeout``, so the next check can elect
 another leader.
 
+A representative, the leader too for its own view, answers with its view
+less the members it suspects (`Gms.merge_view_answer`, the view id kept).
+JGroups' representative answers only for the members that reply to its
+GET_DIGEST_REQ within ``merge_timeout`` / 2 (JGRP-948); one that failure
+detection suspects has not been heard for its whole timeout and would not
+reply either. Campaign udp seed 10908: F was cut off while its coordinator
+installed a view with F and then died, and two members left from that view;
+D, next in line in F's view, was alive in another view, so F never took over
+and spoke for its stale view in a merge 20 s later. The merge view named the
+dead coordinator and the two that had left: F's next view held them and
+their next view held F, and view order broke. JGroups' whole GET_DIGEST
+round was tried here and taken back: a representative waited
+``merge_timeout`` / 2 for members that never answered, and the slower merges
+failed other seeds; the suspicions are what that round would learn, without
+the wait. A member that died or left too recently to be suspected is still
+named (`_lineage` covers those the leader saw leave); failure detection
+removes it with the next view.
+
 The leader sends INSTALL_MERGE_VIEW with the merged digest to every member,
 which installs it after a `MergeDigest` with the entries of the members of
 the other subgroups only: its own subgroup (the one whose view it holds) is
@@ -171,18 +189,18 @@ class Merger:
             self._own_digest_pending = True
             gms.pass_down(GetDigest(DIGEST_REQUESTER))
         else:
-            self._answer(gms.local_address, gms.view, None, now)  # type: ignore[arg-type]
+            self._answer(gms.local_address, gms.merge_view_answer(), None, now)  # type: ignore[arg-type]
 
     def digest_ready(self, digest: Digest, now: float) -> None:
         """Our own digest arrived: as leader it is our answer; as participant our reply."""
         gms = self.gms
         if self._own_digest_pending:
             self._own_digest_pending = False
-            self._answer(gms.local_address, gms.view, digest, now)  # type: ignore[arg-type]
+            self._answer(gms.local_address, gms.merge_view_answer(), digest, now)  # type: ignore[arg-type]
         if self._reply_pending is not None and gms.view is not None:
             leader, merge_id = self._reply_pending
             self._reply_pending = None
-            hdr = GmsHeader(MERGE_RSP, gms.view, digest, merge_id=merge_id)
+            hdr = GmsHeader(MERGE_RSP, gms.merge_view_answer(), digest, merge_id=merge_id)
             gms.send_down_one(gms.control(leader, hdr))
 
     def response(self, msg: Message, hdr: GmsHeader, now: float) -> None:
@@ -294,7 +312,7 @@ class Merger:
             self._reply_pending = (msg.src, hdr.merge_id)
             gms.pass_down(GetDigest(DIGEST_REQUESTER))
         else:
-            reply = GmsHeader(MERGE_RSP, gms.view, None, merge_id=hdr.merge_id)
+            reply = GmsHeader(MERGE_RSP, gms.merge_view_answer(), None, merge_id=hdr.merge_id)
             gms.send_down_one(gms.control(msg.src, reply))
 
     def install(self, msg: Message, hdr: GmsHeader, now: float) -> None:
