@@ -69,7 +69,7 @@ from triogroups.transports._addresses import (
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
 from triogroups.transports._busy_poll import BusyPollingTransport
 from triogroups.transports._direct import DirectGate
-from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
+from triogroups.transports._drops import bundle_stats, drop_stats
 from triogroups.transports._sockets import is_interface, listen_in_range, resolve, set_buffers
 from triogroups.transports._tcp_conn import (
     Connection,
@@ -137,6 +137,24 @@ class TcpTransport(BusyPollingTransport):
 
     name = "TCP"
     lossless = True
+    COUNTERS = (
+        "bundles_sent",
+        "msgs_sent",
+        "bundles_received",
+        "msgs_received",
+        "batches_up",
+        "connections_opened",
+        "connections_accepted",
+        "connections_closed",
+        "connect_failures",
+        "connect_retries",
+        "waited_for_address",
+        "connections_reaped",
+        "duplicate_connections_retired",
+        "bytes_sent",
+        "bytes_received",
+        "batches_sent_now",
+    )
     supports_multicasting = False
 
     diag_enable_udp = Bool(False, doc="answer probes by multicast")
@@ -201,29 +219,6 @@ class TcpTransport(BusyPollingTransport):
         self._next_view: View | None = None
         self.physical: Physical | None = None
         self.buffers: dict[str, int] = {}
-        self.counters = dict.fromkeys(
-            (
-                "bundles_sent",
-                "msgs_sent",
-                "bundles_received",
-                "msgs_received",
-                "batches_up",
-                "connections_opened",
-                "connections_accepted",
-                "connections_closed",
-                "connect_failures",
-                "connect_retries",
-                "waited_for_address",
-                "connections_reaped",
-                "duplicate_connections_retired",
-                "bytes_sent",
-                "bytes_received",
-                "batches_sent_now",
-            ),
-            0,
-        )
-        self.drops = DropLog(_log, "TCP")
-        self.send_drops = DropLog(_log, "TCP", direction="to")
         self._conns: dict[Address, Connection] = {}
         self._pending: dict[Address, _Pending] = {}
         self._host_pending: dict[Physical, _Pending] = {}
@@ -755,9 +750,8 @@ class TcpTransport(BusyPollingTransport):
 
     # --- stats -------------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            **self.counters,
             **bundle_stats(self.counters),
             **drop_stats(self.send_drops, self.drops),
             "physical": None if self.physical is None else format_physical(self.physical),

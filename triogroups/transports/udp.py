@@ -46,7 +46,7 @@ from triogroups.transports._addresses import (
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
 from triogroups.transports._busy_poll import BusyPollingTransport
 from triogroups.transports._direct import DirectGate
-from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
+from triogroups.transports._drops import bundle_stats, drop_stats
 from triogroups.transports._sockets import (
     bind_in_range,
     close_socket,
@@ -74,6 +74,17 @@ class UdpTransport(BusyPollingTransport):
 
     name = "UDP"
     lossless = False
+    COUNTERS = (
+        "bundles_sent",
+        "msgs_sent",
+        "bundles_received",
+        "msgs_received",
+        "batches_up",
+        "own_multicasts_skipped",
+        "bytes_sent",
+        "bytes_received",
+        "batches_sent_now",
+    )
 
     bind_addr = Str(
         "127.0.0.1",
@@ -128,18 +139,12 @@ class UdpTransport(BusyPollingTransport):
         self.table = AddressTable(self.logical_addr_cache_max_size)
         self.physical: Physical | None = None
         self.buffers: dict[str, int] = {}
-        self.counters = {"bundles_sent": 0, "msgs_sent": 0, "bundles_received": 0}
-        self.counters.update({"msgs_received": 0, "batches_up": 0, "own_multicasts_skipped": 0})
-        self.counters.update({"bytes_sent": 0, "bytes_received": 0})
-        self.drops = DropLog(_log, "UDP")
-        self.send_drops = DropLog(_log, "UDP", direction="to")
         self._codec: WireCodec | None = None
         self._mcast_dest: Physical = (self.mcast_addr, self.mcast_port)
         self._sockets: tuple[socket.socket, socket.socket] | None = None
         self._gate = DirectGate()  # `send_now` writes to `_out` only while it is open
         self._out: socket.socket | None = None
         self._unsent: deque[tuple[bytes, Physical, int]] = deque()
-        self.counters["batches_sent_now"] = 0
 
     # --- sockets -------------------------------------------------------------------
 
@@ -388,9 +393,8 @@ class UdpTransport(BusyPollingTransport):
                 except trio.WouldBlock:
                     await up.send(batch)
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            **self.counters,
             **bundle_stats(self.counters),
             **drop_stats(self.send_drops, self.drops),
             "physical": None if self.physical is None else format_physical(self.physical),

@@ -101,6 +101,7 @@ from triogroups.protocols.nakack2._header import (
 )
 from triogroups.protocols.nakack2._membership import Membership
 from triogroups.protocols.nakack2._retransmit import Retransmitter
+from triogroups.protocols.nakack2._state import COUNTERS as _COUNTERS
 from triogroups.protocols.nakack2._state import Input, NakState, Phase, Window
 from triogroups.view import Digest, View
 
@@ -132,6 +133,7 @@ class Nakack2(Protocol):
     """Reliable per-sender FIFO multicast (see the module docstring)."""
 
     name = "NAKACK2"
+    COUNTERS = _COUNTERS
     passes_up: Passes | None = "all"  # its data and control messages carry its header
     passes_down: Passes | None = "unicasts"  # it numbers multicasts only
     id = _ID
@@ -181,7 +183,7 @@ class Nakack2(Protocol):
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         # What more than one side changes lives in `_state`; `_xmit` and `_membership` share it.
-        self._state = NakState()
+        self._state = NakState(self.counters)
         self._next_xmit = math.inf
         self._unsafe_without_xmit = ""
         self._xmit_interval_set = self.xmit_interval
@@ -488,16 +490,10 @@ class Nakack2(Protocol):
         undelivered = sum(len(w) for w in state.windows.values())
         return len(state.sent) + undelivered + len(self._membership.queue)
 
-    def reset_stats(self) -> None:
-        super().reset_stats()
-        counters = self._state.counters
-        for key in counters:
-            counters[key] = 0
-
-    def stats(self) -> dict[str, Any]:
-        """Counters, windows and queues; the keys every reliable protocol shares (``sent``,
+    def gauges(self) -> dict[str, Any]:
+        """Windows and queues; the keys every reliable protocol shares (``sent``,
         ``received``, ``delivered``, ``xmit_reqs_sent``, ``xmit_reqs_received``,
-        ``retransmitted``, ``peer_windows``) repeat NAKACK2's own under those names."""
+        ``retransmitted``, ``peer_windows``) repeat NAKACK2's counters under those names."""
         state = self._state
         windows = {
             str(m): {"hd": w.hd, "hr": w.hr, "size": len(w), "missing": w.hr - w.hd - len(w)}
@@ -506,7 +502,6 @@ class Nakack2(Protocol):
         queue, last_stable = self._membership.queue, self._xmit.last_stable
         counters = state.counters
         return {
-            **counters,
             **reliable_stats(
                 sent=counters["msgs_sent"],
                 received=counters["msgs_received"],
