@@ -34,7 +34,7 @@ from triogroups.transports._addresses import Physical, SendToHosts
 from triogroups.transports._bundler import encode_bundles, route
 from triogroups.transports.base import Transport, UpChannel, fan_out_targets
 from triogroups.view import View
-from triogroups.wire import WireCodec, WireError
+from triogroups.wire import MAX_DATAGRAM, WireCodec, WireError
 
 __all__ = ["SimNetwork", "SimTransport", "open_sim_network"]
 
@@ -288,7 +288,7 @@ class SimTransport(Transport):
     network = Str("", doc="name of the open SimNetwork to attach to")
     lossless = Bool(False, doc="behave like TCP: no random loss, no reordering, never drop")
     max_bundle_size = Size(
-        65_507,
+        MAX_DATAGRAM,
         doc="largest bundle (bytes)",
         check=at_least(64),
     )

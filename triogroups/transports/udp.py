@@ -57,7 +57,7 @@ from triogroups.transports._sockets import (
     set_buffers,
 )
 from triogroups.transports.base import UpChannel
-from triogroups.wire import WireCodec, WireError
+from triogroups.wire import MAX_DATAGRAM, WireCodec, WireError
 
 __all__ = ["UdpTransport"]
 
@@ -120,8 +120,8 @@ class UdpTransport(BusyPollingTransport):
     max_bundle_size = Size(
         64_000,
         doc="largest datagram sent or accepted (bytes)",
-        check=between(64, 65_507),
-        rule="in 64..65507",
+        check=between(64, MAX_DATAGRAM),
+        rule=f"in 64..{MAX_DATAGRAM}",
     )
     drain_limit = Int(
         1000,

@@ -104,6 +104,7 @@ from triogroups.protocols.nakack2._retransmit import Retransmitter
 from triogroups.protocols.nakack2._state import COUNTERS as _COUNTERS
 from triogroups.protocols.nakack2._state import Input, NakState, Phase, Window
 from triogroups.view import Digest, View
+from triogroups.wire import MAX_DATAGRAM
 
 __all__ = [
     "HIGHEST_SEQNO",
@@ -123,7 +124,6 @@ _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _new_message = object.__new__  # a `Message` with its slots set in line (see `down`)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
-_DEFAULT_BUNDLE = 65_507  # the largest UDP datagram, until check_stack learns the transport's
 _JOINING = Phase.JOINING
 _SERVER = Phase.SERVER
 _LEFT = Phase.LEFT
@@ -188,7 +188,7 @@ class Nakack2(Protocol):
         self._unsafe_without_xmit = ""
         self._xmit_interval_set = self.xmit_interval
         #: The largest bundle the transport sends (an XMIT_REQ must fit one).
-        self.bundle_size = _DEFAULT_BUNDLE
+        self.bundle_size = MAX_DATAGRAM  # until check_stack learns the transport's
         self._xmit = Retransmitter(self, self._state)
         self._membership = Membership(self, self._state)
         self._view_digest = ViewDigest()

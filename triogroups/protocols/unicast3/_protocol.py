@@ -81,6 +81,7 @@ from triogroups.protocols.unicast3._common import (
 from triogroups.protocols.unicast3._receiver import RECEIVER_COUNTERS, DataItem, Receiver
 from triogroups.protocols.unicast3._sender import SENDER_COUNTERS, Sender
 from triogroups.view import View
+from triogroups.wire import MAX_DATAGRAM
 
 __all__ = ["Unicast3"]
 
@@ -94,7 +95,6 @@ _HEADER_ROOM = 128  # bundle envelope, addresses, the rest of the header
 #: header (< 64).
 _REQ_FRAMING = 325
 _ADDRESS_BYTES = 20  # ext header and UUID of each of the bundle's two addresses
-_DEFAULT_BUNDLE = 65_507
 _CONN_MOD = 1 << 16  # connection ids are 16 bits (see header_ok)
 
 
@@ -157,7 +157,7 @@ class Unicast3(Protocol):
         super().__init__(**properties)
         self.sender = Sender(self)
         self.receiver = Receiver(self)
-        self._bundle_size = _DEFAULT_BUNDLE
+        self._bundle_size = MAX_DATAGRAM  # until check_stack learns the transport's
         self._next_tick = math.inf
         self._flushing = False  # GMS's FlushRequest is not answered yet
 
