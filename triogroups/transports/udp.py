@@ -38,19 +38,16 @@ from triogroups.events import Event, Item, LocalPhysicalAddress, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Int, Size, Str, at_least, between
 from triogroups.transports._addresses import (
-    AddressTable,
     Physical,
     SendToHosts,
     format_physical,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._busy_poll import BusyPollingTransport
 from triogroups.transports._direct import DirectGate
-from triogroups.transports._drops import bundle_stats, drop_stats
+from triogroups.transports._socket_transport import SocketTransport, bind_port_property
 from triogroups.transports._sockets import (
     bind_in_range,
     close_socket,
-    is_interface,
     is_ipv4,
     multicast_socket,
     resolve,
@@ -69,7 +66,7 @@ def _multicast(value: str) -> bool:
     return is_ipv4(value) and ipaddress.IPv4Address(value).is_multicast
 
 
-class UdpTransport(BusyPollingTransport):
+class UdpTransport(SocketTransport):
     """The UDP transport (JGroups ``UDP``): lossy, multicast-capable."""
 
     name = "UDP"
@@ -86,21 +83,7 @@ class UdpTransport(BusyPollingTransport):
         "batches_sent_now",
     )
 
-    bind_addr = Str(
-        "127.0.0.1",
-        doc="interface address to bind and multicast on",
-        check=is_interface,
-        rule="a specific IPv4 address (not 0.0.0.0)",
-    )
-    bind_port = Int(
-        0,
-        doc="first unicast port to try; 0 = any free port",
-        check=between(0, 65535),
-        rule="in 0..65535",
-    )
-    port_range = Int(
-        50, doc="how many ports above bind_port to try", check=between(0, 65535), rule="in 0..65535"
-    )
+    bind_port = bind_port_property(0, "first unicast port to try; 0 = any free port")
     mcast_addr = Str(
         "228.8.8.8",
         doc="multicast group of the cluster",
@@ -128,17 +111,9 @@ class UdpTransport(BusyPollingTransport):
         doc="datagrams read per wake-up at most (one batch up)",
         check=at_least(1),
     )
-    logical_addr_cache_max_size = Int(
-        2000,
-        doc="members kept in the address table",
-        check=at_least(1),
-    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
-        self.table = AddressTable(self.logical_addr_cache_max_size)
-        self.physical: Physical | None = None
-        self.buffers: dict[str, int] = {}
         self._codec: WireCodec | None = None
         self._mcast_dest: Physical = (self.mcast_addr, self.mcast_port)
         self._sockets: tuple[socket.socket, socket.socket] | None = None
@@ -392,14 +367,3 @@ class UdpTransport(BusyPollingTransport):
                     up.send_nowait(batch)  # the next wait_readable is this loop's checkpoint
                 except trio.WouldBlock:
                     await up.send(batch)
-
-    def gauges(self) -> dict[str, Any]:
-        return {
-            **bundle_stats(self.counters),
-            **drop_stats(self.send_drops, self.drops),
-            "physical": None if self.physical is None else format_physical(self.physical),
-            "buffers": dict(self.buffers),
-            **self.table.snapshot(),
-            **self.secret_stats(),
-            **self.busy_poll_stats(),
-        }
