@@ -14,6 +14,7 @@ from triogroups.config import preset_names
 from triogroups.protocol import Protocol, protocol_class, protocol_names
 from triogroups.testing import open_cluster
 from triogroups.transports.base import Transport
+from triogroups.wire import MAX_DATAGRAM
 
 assert triogroups.protocols and triogroups.transports  # every protocol registered
 
@@ -126,3 +127,23 @@ def test_counters_a_probe_reset_zeroes_what_pass_delay_and_dupl_counted(
     assert proto.stats()[key] == 1
     proto.reset_stats()
     assert proto.stats()[key] == 0
+
+
+async def test_counters_a_transports_shared_secret_counters_are_reset_and_its_nonces_go_on() -> (
+    None
+):
+    """The keyring's counters (``shared_secret`` in the transport's stats) were left out of
+    a probe's reset; they are zeroed now, while the nonce counter, which must never repeat,
+    goes on."""
+    transport = protocol_class("SIM")()
+    assert isinstance(transport, Transport)
+    transport.give_secret(b"a test secret of enough bytes")
+    transport.start(Address.random("A"), "c", 0.0)
+    codec = transport.make_codec(MAX_DATAGRAM)
+    first = codec.encode(None, transport.local_address, [Message(None, b"x")])
+    assert transport.stats()["shared_secret"]["sealed"] == 1
+    transport.reset_stats()
+    assert transport.stats()["shared_secret"]["sealed"] == 0
+    second = codec.encode(None, transport.local_address, [Message(None, b"x")])
+    assert first != second  # a fresh nonce: the same message seals differently
+    assert transport.stats()["shared_secret"]["sealed"] == 1

@@ -137,11 +137,13 @@ class Transport(Protocol):
         self.send_drops = DropLog(logger, label, direction="to")
 
     def reset_stats(self) -> None:
-        """Zero the counters (`Protocol.reset_stats`) and the drops by reason, which every
-        transport counts in its two `DropLog`s."""
+        """Zero the counters (`Protocol.reset_stats`), the drops by reason, which every
+        transport counts in its two `DropLog`s, and the keyring's (``shared_secret``)."""
         super().reset_stats()
         self.drops.counts.clear()
         self.send_drops.counts.clear()
+        if self.keyring is not None:
+            self.keyring.reset_stats()
 
     def bind_interface(self) -> str | None:
         """The address this transport binds to (``bind_addr``), where diagnostics bind
