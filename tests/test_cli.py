@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from triogroups import StackConfig, _demo
+from triogroups import StackConfig
+from triogroups._demo import _sim as _demo
 from triogroups.cli import main
 
 

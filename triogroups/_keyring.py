@@ -223,3 +223,9 @@ class Keyring:
 
     def stats(self) -> dict[str, Any]:
         return {**self.counters, "key_ids": self.key_ids(), "streams": len(self._streams)}
+
+    def reset_stats(self) -> None:
+        """Zero the counters `stats` reports (a probe's reset); never the nonce counter."""
+        counters = self.counters
+        for key in counters:
+            counters[key] = 0

@@ -32,7 +32,6 @@ from triogroups.chaos import add_chaos_parser, run_chaos
 from triogroups.chaos._campaign import add_campaign_parser, run_campaign
 from triogroups.config import StackConfig, preset_names
 from triogroups.inspector._cli import add_probe_parser, run_probe
-from triogroups.inspector._demo_inspect import run_demo_inspect
 from triogroups.inspector._inspect import add_inspect_parser, run_inspect
 from triogroups.properties import PropertyError, property_rows
 from triogroups.protocol import protocol_class, protocol_names
@@ -188,7 +187,7 @@ def _demo_problem(args: argparse.Namespace) -> str | None:
 
 def _real_demo(console: Console, args: argparse.Namespace) -> int:
     """The real demo, on the cluster it names first; Ctrl-C or SIGTERM stop its members."""
-    from triogroups.supervisor._demo import run_real_demo
+    from triogroups._demo._real import run_real_demo
 
     console.print(
         f"cluster {args.cluster} (probe it: triogroups probe --cluster {args.cluster})",
@@ -239,10 +238,12 @@ def _run(args: argparse.Namespace, console: Console, app_args: list[str] | None)
         if problem is not None:
             return fail("demo", problem)
         if args.inspect:
+            from triogroups._demo._inspect import run_demo_inspect
+
             return run_demo_inspect(args, console)
         if not args.sim:
             return _real_demo(console, args)
-        from triogroups._demo import run
+        from triogroups._demo._sim import run
 
         return run(console, args)
     try:

@@ -4,8 +4,8 @@ An application needs none of this: it imports `triogroups` (channels, group RPC,
 supervisor, stacks by preset or TOML). Code that writes a protocol of its own, drives one in a
 test, hosts a `Stack` by hand or adds a transport imports these names from here:
 
-- the contract: `Protocol` (handlers, outboxes, typed properties, `stats()`), `protocol_class`
-  and `protocol_names` (the registry behind stack files);
+- the contract: `Protocol` (handlers, outboxes, typed properties, `counters` and `gauges()`
+  behind `stats()`), `protocol_class` and `protocol_names` (the registry behind stack files);
 - the wire: `register_header` (a protocol's header NamedTuple), `WireCodec`, `Bundle`,
   `WireError`, `Authenticator` (the shared-secret seal);
 - the events that travel between layers: `Event` and the concrete ones (`ViewChange`,

@@ -24,6 +24,11 @@ queued (their number is bounded by the channels between the layers).
 A batch handed to a handler belongs to the protocol from then on; it may be
 forwarded as is (no copy) or mutated.
 
+A protocol counts in one place, its `counters` (and time accumulated, such
+as ``time_blocked``, in its `durations`), both created by this base class:
+`stats` reports them with what the protocol adds in `gauges`, and
+`reset_stats` zeroes them, so no protocol writes either method.
+
 A protocol that passes some messages on untouched may say so (`passes_up`,
 `passes_down`): the host then moves a batch made only of such messages past
 the idle layer without calling the handler, which is most of what a hop of
@@ -62,6 +67,12 @@ class Protocol:
 
     name: ClassVar[str] = ""
     id: ClassVar[int] = 0
+    #: The names of the protocol's counters: each is in `counters` (and `stats`) from the
+    #: start, 0 until counted. A name made up while running (GMS counts received messages
+    #: by type) is added on first count, with ``counters.get(key, 0) + 1``.
+    COUNTERS: ClassVar[tuple[str, ...]] = ()
+    #: The names of the protocol's `durations` (seconds accumulated), 0.0 from the start.
+    DURATIONS: ClassVar[tuple[str, ...]] = ()
     _properties: ClassVar[dict[str, Property[Any]]] = {}
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
@@ -99,6 +110,14 @@ class Protocol:
         self.view: View | None = None
         self._down_out: list[Item] = []
         self._up_out: list[Item] = []
+        #: What the protocol counted since it started or since the last `reset_stats`, by
+        #: name (`COUNTERS`). Owned by the protocol; a helper that counts for it is handed
+        #: this dict, never a copy, and nobody replaces it (hot paths keep a local
+        #: reference). A plain dict, not a `collections.Counter`: Python specialises item
+        #: access for exact dicts only, and the data path counts here.
+        self.counters: dict[str, int] = dict.fromkeys(self.COUNTERS, 0)
+        #: Seconds accumulated by name (`DURATIONS`), reported and reset like `counters`.
+        self.durations: dict[str, float] = dict.fromkeys(self.DURATIONS, 0.0)
 
     # --- configuration -------------------------------------------------------
 
@@ -239,22 +258,24 @@ class Protocol:
         return None
 
     def stats(self) -> dict[str, Any]:
-        """A plain snapshot of counters and gauges (msgpack-able values; for the inspector)."""
+        """A plain snapshot for probes and the inspector (msgpack-able values): the
+        `counters`, the `durations` and the protocol's `gauges`."""
+        return {**self.counters, **self.durations, **self.gauges()}
+
+    def gauges(self) -> dict[str, Any]:
+        """What `stats` reports beside the counters and durations: gauges (windows,
+        queues, states) and figures derived from the counters, none of which a
+        `reset_stats` zeroes. Hook; the default reports none."""
         return {}
 
     def reset_stats(self) -> None:
-        """Zero the counters (a probe's ``reset``); gauges such as windows stay as they are.
-
-        The default zeroes every int in the protocol's ``counters`` or
-        ``_counters`` mapping, where the protocols here keep them; a protocol
-        that counts elsewhere overrides this and calls ``super()``.
-        """
-        for attr in ("counters", "_counters"):
-            counters = getattr(self, attr, None)
-            if isinstance(counters, dict):
-                for key, value in counters.items():
-                    if type(value) is int:
-                        counters[key] = 0
+        """Zero the `counters` and `durations` in place (a probe's ``reset``); gauges such
+        as windows stay as they are."""
+        counters, durations = self.counters, self.durations
+        for key in counters:
+            counters[key] = 0
+        for name in durations:
+            durations[name] = 0.0
 
     # --- outputs ----------------------------------------------------------------
 

@@ -49,6 +49,7 @@ from triogroups.view import Digest, MergeView, View
 
 __all__ = [
     "MAGIC",
+    "MAX_DATAGRAM",
     "SEALED",
     "WIRE_VERSION",
     "Authenticator",
@@ -60,6 +61,10 @@ __all__ = [
     "register_header",
 ]
 
+#: The largest UDP payload over IPv4 (65,535 bytes less 20 of IP and 8 of UDP header): a
+#: codec's default ``max_size``, UDP's ceiling for ``max_bundle_size``, the bundle size a
+#: protocol assumes until it learns its transport's, and the size of a probe's datagram.
+MAX_DATAGRAM = 65_507
 MAGIC = b"TG"
 #: 2: a channel's bytes payloads travel untagged (`Flag.TAGGED` marks the others); a
 #: member of version 1 would cut their first byte off, so the versions refuse each other.
@@ -127,7 +132,7 @@ class WireCodec:
         self,
         cluster: str,
         *,
-        max_size: int = 65_507,
+        max_size: int = MAX_DATAGRAM,
         authenticator: Authenticator | None = None,
         keyring: Sealer | None = None,
     ) -> None:

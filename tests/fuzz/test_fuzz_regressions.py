@@ -95,7 +95,7 @@ async def test_fuzz_coordinator_survives_a_forged_view_with_the_largest_wire_id(
         view = await cluster.wait_for_view()
         assert view.members == (a.address, b.address, c.address)
         assert a.stack.crash_reports == []
-        assert a.protocol("SIM").decode_errors.get("malformed", 0) == 1
+        assert a.protocol("SIM").stats()["decode_errors"].get("malformed", 0) == 1
 
 
 # --- 2. hostile headers dropped without a count ---------------------------------------------

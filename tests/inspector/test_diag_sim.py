@@ -15,7 +15,7 @@ from triogroups.inspector import ANY_CLUSTER, build_report
 from triogroups.protocols import PassThrough
 from triogroups.testing import SimMember, open_cluster
 from triogroups.transports.sim import open_sim_network
-from triogroups.wire import WireCodec
+from triogroups.wire import MAX_DATAGRAM, WireCodec
 
 PROBE = Address.random("probe")
 
@@ -25,7 +25,7 @@ def _request(cluster: str, **body: Any) -> bytes:
 
 
 async def _ask(responder: Responder, data: bytes) -> dict[str, Any] | None:
-    answer = await responder.answer(data, 65_507)
+    answer = await responder.answer(data, MAX_DATAGRAM)
     if answer is None:
         return None
     src, body = decode_map(WireCodec(responder.stack.cluster, max_size=1 << 24), answer)
@@ -54,7 +54,7 @@ async def test_responder_answers_its_cluster_and_any_cluster_and_drops_the_rest(
             not_a_map,
             _request("diag", op="shutdown"),
         ):
-            assert await responder.answer(data, 65_507) is None
+            assert await responder.answer(data, MAX_DATAGRAM) is None
         assert await _ask(responder, _request("diag", members=["B"])) is None
         assert (await _ask(responder, _request("diag", members=["A"]))) is not None
     assert responder.stats()["dropped"] == {
@@ -144,7 +144,7 @@ async def test_a_reset_or_set_answer_says_whether_it_was_applied_even_when_cut_s
         assert reset is not None and reset["applied"] is True and "error" not in reset
         report = await _ask(responder, _request("applied"))
         assert report is not None and "applied" not in report
-        whole = await responder.answer(_request("applied", **body), 65_507)
+        whole = await responder.answer(_request("applied", **body), MAX_DATAGRAM)
         assert whole is not None
         limit = len(whole) - 1  # one byte short: the answer goes without its stats
         small = await responder.answer(_request("applied", **body), limit)
@@ -223,7 +223,7 @@ async def _sealed_ask(responder: Responder, secret: bytes) -> str | None:
     """The address in the answer to a request sealed with ``secret`` (None: no answer)."""
     keyring = Keyring("sealed", secret, clock=trio.current_time)
     codec = WireCodec("sealed", keyring=keyring)
-    answer = await responder.answer(encode_map(codec, None, PROBE, {"op": "report"}), 65_507)
+    answer = await responder.answer(encode_map(codec, None, PROBE, {"op": "report"}), MAX_DATAGRAM)
     if answer is None:
         return None
     _src, body = decode_map(codec, answer)

@@ -375,7 +375,7 @@ async def _drive(seed: int, loss: float, faults: dict[str, Any], ops: list[Any])
         cluster.check_contract()
         stats = [_u3(m).stats() for m in members]
         assert all(s["undelivered"] == 0 and s["msgs_given_up"] == 0 for s in stats)
-        lost = sum(m.protocol("DISCARD").dropped_down for m in members)
+        lost = sum(m.protocol("DISCARD").counters["dropped_down"] for m in members)
         # No storms: retransmissions in proportion to the messages that were lost. While a
         # sender's ACKs are delayed it resends HS once per run to each of its two peers.
         allowance = 2 * (delayed / _u3(members[0]).xmit_interval + 2)

@@ -1,8 +1,8 @@
-"""The real demo's checker (`_demo_check.check_logs`): what it accepts and what it refuses."""
+"""The real demo's checker (`_demo._check.check_logs`): what it accepts and what it refuses."""
 
 from __future__ import annotations
 
-from triogroups.supervisor._demo_check import MemberLog, check_logs
+from triogroups._demo._check import MemberLog, check_logs
 
 A, B, C = "a" * 32, "b" * 32, "c" * 32
 

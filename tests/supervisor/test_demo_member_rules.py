@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from triogroups._demo._member import must_repeat_done
 from triogroups.address import Address
-from triogroups.supervisor._demo_member import must_repeat_done
 from triogroups.view import MergeView, View, ViewId
 
 A, B, C = (Address(i, name) for i, name in ((1, "A"), (2, "B"), (3, "C")))

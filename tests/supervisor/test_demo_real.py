@@ -15,8 +15,8 @@ import pytest
 import trio
 from rich.console import Console
 
-from triogroups.supervisor import _demo
-from triogroups.supervisor._demo_check import MemberLog
+from triogroups._demo import _real as _demo
+from triogroups._demo._check import MemberLog
 
 pytestmark = pytest.mark.real
 

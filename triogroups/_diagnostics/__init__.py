@@ -10,11 +10,10 @@ what it sees of a stack), nor anything of the inspector's client or UI.
 from triogroups._diagnostics._messages import ANY_CLUSTER
 from triogroups._diagnostics._report import REPORT_VERSION, build_report
 from triogroups._diagnostics._responder import DiagnosedStack, Responder
-from triogroups._diagnostics._service import MAX_DATAGRAM, MAX_FRAME, serve_diagnostics
+from triogroups._diagnostics._service import MAX_FRAME, serve_diagnostics
 
 __all__ = [
     "ANY_CLUSTER",
-    "MAX_DATAGRAM",
     "MAX_FRAME",
     "REPORT_VERSION",
     "DiagnosedStack",

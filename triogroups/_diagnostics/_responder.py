@@ -20,13 +20,13 @@ from triogroups._diagnostics._report import ReportedStack, build_report
 from triogroups.address import Address
 from triogroups.properties import PropertyError
 from triogroups.transports.base import Transport
-from triogroups.wire import WireCodec, WireError
+from triogroups.wire import MAX_DATAGRAM, WireCodec, WireError
 
 __all__ = ["DiagnosedStack", "Responder"]
 
 _log = logging.getLogger("triogroups.inspector")
 
-MAX_REQUEST = 65_507  # a request is one datagram at most, over TCP too
+MAX_REQUEST = MAX_DATAGRAM  # a request is one datagram at most, over TCP too
 
 
 class DiagnosedStack(ReportedStack, Protocol):

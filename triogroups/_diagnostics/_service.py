@@ -29,12 +29,12 @@ from triogroups._diagnostics._responder import MAX_REQUEST, DiagnosedStack, Resp
 from triogroups._log import warn_once
 from triogroups.transports._sockets import bind_in_range, close_socket, multicast_socket
 from triogroups.transports.base import Transport
+from triogroups.wire import MAX_DATAGRAM
 
-__all__ = ["MAX_DATAGRAM", "MAX_FRAME", "serve_diagnostics"]
+__all__ = ["MAX_FRAME", "serve_diagnostics"]
 
 _log = logging.getLogger("triogroups.inspector")
 
-MAX_DATAGRAM = 65_507
 MAX_FRAME = 16 << 20  # an answer over TCP: every stats of a large member fits
 _LEN = struct.Struct("!I")
 _TCP_IO_TIMEOUT = 5.0  # a probe that connects and says nothing is let go

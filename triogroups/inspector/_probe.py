@@ -20,10 +20,10 @@ from typing import Any, Literal
 import trio
 
 from triogroups._diagnostics._messages import ANY_CLUSTER, OPS, cluster_of, decode_map, encode_map
-from triogroups._diagnostics._service import MAX_DATAGRAM, MAX_FRAME
+from triogroups._diagnostics._service import MAX_FRAME
 from triogroups._keyring import Keyring
 from triogroups.address import Address
-from triogroups.wire import WireCodec, WireError
+from triogroups.wire import MAX_DATAGRAM, WireCodec, WireError
 
 __all__ = ["probe"]
 

@@ -112,6 +112,15 @@ class _Find:
 class Discovery(Protocol):
     """Base of PING and TCPPING; subclasses say where requests go and what is expected."""
 
+    COUNTERS = (
+        "finds",
+        "requests_sent",
+        "requests_received",
+        "responses_sent",
+        "responses_received",
+        "malformed",
+    )
+
     break_on_coord_rsp = Bool(True, doc="end a find as soon as a coordinator answers")
     num_discovery_runs = Int(
         1,
@@ -136,8 +145,6 @@ class Discovery(Protocol):
         self._members: dict[Address, tuple[PingData, float]] = {}
         self._find: _Find | None = None
         self._asked_before_view: dict[Address, None] = {}
-        self.counters = {"finds": 0, "requests_sent": 0, "requests_received": 0}
-        self.counters.update({"responses_sent": 0, "responses_received": 0, "malformed": 0})
 
     # --- what subclasses decide -----------------------------------------------------
 
@@ -348,9 +355,8 @@ class Discovery(Protocol):
         """Members discovered so far (from requests and responses), oldest first."""
         return [data for data, _ in self._members.values()]
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            **self.counters,
             "finding": self._find is not None,
             "local_physical": None
             if self.local_physical is None

@@ -77,6 +77,20 @@ class FlowControl(Protocol):
     `_view_members` (a view arrived) and `_credit_stats`.
     """
 
+    COUNTERS = (
+        "blockings",
+        "dont_block_drops",
+        "credit_requests_sent",
+        "credit_requests_received",
+        "replenishments_sent",
+        "replenishments_received",
+        "bytes_sent",
+        "bytes_received",
+        "malformed",
+        "released_at_leave",
+    )
+    DURATIONS = ("time_blocked",)
+
     #: True: flow-control multicasts (MFC); False: unicasts (UFC).
     multicast: ClassVar[bool] = False
 
@@ -107,22 +121,6 @@ class FlowControl(Protocol):
         self._queues: dict[Address | None, deque[Message]] = {}
         self._blocked_since: float | None = None
         self._next_request = math.inf
-        self.counters = dict.fromkeys(
-            (
-                "blockings",
-                "dont_block_drops",
-                "credit_requests_sent",
-                "credit_requests_received",
-                "replenishments_sent",
-                "replenishments_received",
-                "bytes_sent",
-                "bytes_received",
-                "malformed",
-                "released_at_leave",
-            ),
-            0,
-        )
-        self.time_blocked = 0.0
         self._gms_below = False
         self._has_left = False  # the member left the group: credits no longer apply
 
@@ -277,7 +275,7 @@ class FlowControl(Protocol):
             if self.max_block_time > 0:
                 self._next_request = now + self.max_block_time
         elif not self._queues and self._blocked_since is not None:
-            self.time_blocked += now - self._blocked_since
+            self.durations["time_blocked"] += now - self._blocked_since
             self._blocked_since = None
             self._next_request = math.inf
 
@@ -396,19 +394,13 @@ class FlowControl(Protocol):
         self._view_members(view)
         self._drain(now)
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         waiting = [m for q in self._queues.values() for m in q]
         return {
-            **self.counters,
             **self._credit_stats(),
             "receiver_credits": {str(m): c for m, c in self._received.items()},
             "blocked": bool(self._queues),
             "queued_messages": len(waiting),
             "queued_bytes": sum(len(m.payload) for m in waiting),
-            "time_blocked": self.time_blocked,
             "blocked_since": self._blocked_since,
         }
-
-    def reset_stats(self) -> None:
-        super().reset_stats()
-        self.time_blocked = 0.0

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-__all__ = ["reliable_stats", "zero"]
+__all__ = ["reliable_stats"]
 
 
 def reliable_stats(
@@ -43,9 +43,3 @@ def reliable_stats(
     if pending_acks is not None:
         out["pending_acks"] = pending_acks
     return out
-
-
-def zero(owner: object, counters: tuple[str, ...]) -> None:
-    """Set the int attributes ``counters`` of ``owner`` to 0 (a probe's reset)."""
-    for name in counters:
-        setattr(owner, name, 0)

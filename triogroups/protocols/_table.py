@@ -6,7 +6,10 @@ twice, and removes the run that is ready for delivery; a sender keeps what
 it sent until acked or stable and purges below that. It also answers which
 seqnos are missing between the delivered and the highest received.
 
-Positions, as in the seeds:
+Positions, named as JGroups' Table names them (the one window vocabulary of
+NAKACK2, UNICAST2 and UNICAST3; only MCAST says ``low`` and ``high``, as its
+seed defines its window, in `RingBuffer`; stats keys keep the names they were
+published under, and `reliable_stats` spells them out):
 - ``hd`` (highest delivered; for a sender: highest acked or purged): every
   seqno <= hd is gone from the table;
 - ``hr`` (highest received; for a sender: highest sent);

@@ -27,6 +27,7 @@ class Delay(Protocol):
     """Delays (and so reorders) messages coming up; counts them."""
 
     name = "DELAY"
+    COUNTERS = ("delayed",)
 
     in_delay = Duration(
         0.0,
@@ -40,7 +41,6 @@ class Delay(Protocol):
         self._rng = random.Random(self.seed)
         self._held: list[tuple[float, int, Message]] = []  # (release time, arrival no, msg)
         self._arrivals = 0
-        self.delayed = 0
 
     def up(self, batch: list[Message], now: float) -> None:
         if not self.in_delay and not self._held:
@@ -50,7 +50,7 @@ class Delay(Protocol):
             self._arrivals += 1
             release = now + self._rng.uniform(0.0, self.in_delay)
             heapq.heappush(self._held, (release, self._arrivals, msg))
-            self.delayed += 1
+            self.counters["delayed"] += 1
         self.tick(now)
 
     def tick(self, now: float) -> None:
@@ -63,5 +63,5 @@ class Delay(Protocol):
     def next_deadline(self) -> float:
         return self._held[0][0] if self._held else math.inf
 
-    def stats(self) -> dict[str, Any]:
-        return {"delayed": self.delayed, "held": len(self._held)}
+    def gauges(self) -> dict[str, Any]:
+        return {"held": len(self._held)}

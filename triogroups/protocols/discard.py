@@ -29,6 +29,7 @@ class Discard(Protocol):
     """Drops messages going up or down; counts what it dropped."""
 
     name = "DISCARD"
+    COUNTERS = ("dropped_up", "dropped_down")
 
     up_loss = Float(
         0.0,
@@ -60,8 +61,6 @@ class Discard(Protocol):
         self._ignored: set[Address] = set()
         self._dropped_to: set[Address] = set()
         self._rules: dict[str, list[list[Any]]] = {"down": [], "up": []}
-        self.dropped_up = 0
-        self.dropped_down = 0
 
     # --- runtime control (tests and the chaos tooling call these) ---------------
 
@@ -116,9 +115,6 @@ class Discard(Protocol):
         if key == "seed":
             self._rng = random.Random(self.seed)
 
-    def reset_stats(self) -> None:
-        self.dropped_up = self.dropped_down = 0
-
     # --- handlers -------------------------------------------------------------------
 
     def _to_self(self, msg: Message) -> bool:
@@ -140,7 +136,7 @@ class Discard(Protocol):
             if self._to_self(msg):
                 kept.append(msg)
             elif self._drop_down(msg):
-                self.dropped_down += 1
+                self.counters["dropped_down"] += 1
             else:
                 kept.append(msg)
         self.send_down(kept)
@@ -172,15 +168,13 @@ class Discard(Protocol):
                 or (self._rules["up"] and self._matches_rule("up", msg))
                 or (self.up_loss > 0 and self._rng.random() < self.up_loss)
             ):
-                self.dropped_up += 1
+                self.counters["dropped_up"] += 1
             else:
                 kept.append(msg)
         self.send_up(kept)
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            "dropped_up": self.dropped_up,
-            "dropped_down": self.dropped_down,
             "ignored": sorted(map(str, self._ignored)),
             "dropped_to": sorted(map(str, self._dropped_to)),
         }

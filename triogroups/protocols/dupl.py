@@ -24,6 +24,7 @@ class Dupl(Protocol):
     """Duplicates messages coming up; counts the copies."""
 
     name = "DUPL"
+    COUNTERS = ("copies",)
 
     incoming_copies = Int(0, doc="copies added after a message coming up", check=at_least(0))
     probability = Float(
@@ -36,7 +37,6 @@ class Dupl(Protocol):
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         self._rng = random.Random(self.seed)
-        self.copies = 0
 
     def up(self, batch: list[Message], now: float) -> None:
         copies = self.incoming_copies
@@ -48,8 +48,5 @@ class Dupl(Protocol):
             out.append(msg)
             if self.probability >= 1.0 or self._rng.random() < self.probability:
                 out.extend(msg.copy() for _ in range(copies))
-                self.copies += copies
+                self.counters["copies"] += copies
         self.send_up(out)
-
-    def stats(self) -> dict[str, Any]:
-        return {"copies": self.copies}

@@ -48,7 +48,6 @@ Sans-IO: never awaits, never reads a clock; ``now`` is passed in.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
@@ -87,6 +86,13 @@ class FdAll3(Protocol):
     """Heartbeat failure detector (see the module docstring)."""
 
     name = "FD_ALL3"
+    COUNTERS = (
+        "heartbeats_sent",
+        "heartbeats_received",
+        "suspect_events",
+        "suspected",
+        "unsuspects",
+    )
     id = _ID
 
     interval = Duration(
@@ -108,7 +114,6 @@ class FdAll3(Protocol):
         self._slot = 0
         self._suspected: set[Address] = set()
         self._next_check = math.inf
-        self._counters = Counter[str]()
 
     # --- configuration ---------------------------------------------------------------
 
@@ -178,18 +183,18 @@ class FdAll3(Protocol):
             if _ID in msg.headers:
                 heartbeats += 1
         if heartbeats:
-            self._counters["heartbeats_received"] += heartbeats
+            self.counters["heartbeats_received"] += heartbeats
             batch = [m for m in batch if _ID not in m.headers]
         if batch:
             self.send_up(batch)
 
     def _unsuspect(self, member: Address) -> None:
         self._suspected.discard(member)
-        self._counters["unsuspects"] += 1
+        self.counters["unsuspects"] += 1
         self.pass_up(Unsuspect(member))
 
     def _send_heartbeat(self) -> None:
-        self._counters["heartbeats_sent"] += 1
+        self.counters["heartbeats_sent"] += 1
         self.send_down_one(Message(None, flags=_HEARTBEAT_FLAGS, headers={_ID: HeartbeatHeader()}))
 
     # --- timer -----------------------------------------------------------------------
@@ -205,8 +210,8 @@ class FdAll3(Protocol):
         suspects = tuple(m for m, b in bits.items() if not b)
         if suspects:
             self._suspected.update(suspects)
-            self._counters["suspect_events"] += 1
-            self._counters["suspected"] += len(suspects)
+            self.counters["suspect_events"] += 1
+            self.counters["suspected"] += len(suspects)
             self.pass_up(Suspect(suspects))
         self._slot = (self._slot + 1) % self._num_slots
         clear = ~(1 << self._slot)
@@ -216,16 +221,11 @@ class FdAll3(Protocol):
         if self._next_check <= now:  # the host was late: re-phase rather than catch up
             self._next_check = now + self.interval
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         width = self._num_slots
         return {
             "members": len(self._bits),
             "slots": width,
             "suspected_members": sorted(map(str, self._suspected)),
             "bitmaps": {str(m): format(b, f"0{width}b") for m, b in self._bits.items()},
-            "heartbeats_sent": self._counters["heartbeats_sent"],
-            "heartbeats_received": self._counters["heartbeats_received"],
-            "suspect_events": self._counters["suspect_events"],
-            "suspected": self._counters["suspected"],
-            "unsuspects": self._counters["unsuspects"],
         }

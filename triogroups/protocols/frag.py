@@ -37,7 +37,7 @@ Sans-IO: never awaits, never reads a clock.
 from __future__ import annotations
 
 import logging
-from collections import Counter, deque
+from collections import deque
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
@@ -101,6 +101,18 @@ class Frag(Protocol):
     """Fragmentation and reassembly (see the module docstring)."""
 
     name = "FRAG"
+    COUNTERS = (
+        "fragmented",
+        "fragments_sent",
+        "fragments_received",
+        "reassembled",
+        "refused_oversized",
+        "malformed",
+        "duplicates",
+        "stale",
+        "evicted",
+        "discarded_left",
+    )
     passes_up: Passes | None = "all"  # fragments carry its header; whole messages go on
     id = _ID
 
@@ -127,7 +139,6 @@ class Frag(Protocol):
         self._partials: dict[Address | None, dict[int, _Partial]] = {}
         self._pending_bytes: dict[Address | None, int] = {}
         self._finished: dict[Address | None, deque[int]] = {}
-        self._counters = Counter[str]()
 
     # --- configuration ---------------------------------------------------------------
 
@@ -182,8 +193,8 @@ class Frag(Protocol):
         self._next_id += 1
         payload = msg.payload
         count = -(-len(payload) // limit)
-        self._counters["fragmented"] += 1
-        self._counters["fragments_sent"] += count
+        self.counters["fragmented"] += 1
+        self.counters["fragments_sent"] += count
         return [
             Message(
                 msg.dest,
@@ -197,7 +208,7 @@ class Frag(Protocol):
 
     def _drop(self, counter: str, what: str) -> None:
         """Count a drop; log the 1st, 2nd, 4th, 8th ... of each kind."""
-        n = self._counters[counter] = self._counters[counter] + 1
+        n = self.counters[counter] = self.counters[counter] + 1
         if n & (n - 1) == 0:
             _log.warning("%s: FRAG dropped %s (%s: %d)", self.local_address, what, counter, n)
 
@@ -221,7 +232,7 @@ class Frag(Protocol):
 
     def _add(self, msg: Message, hdr: FragHeader) -> Message | None:
         """Store one fragment; the whole message once it is complete."""
-        self._counters["fragments_received"] += 1
+        self.counters["fragments_received"] += 1
         if not 0 <= hdr.frag_id < hdr.num_frags:
             self._drop("malformed", f"fragment {hdr.frag_id} of {hdr.num_frags} from {msg.src}")
             return None
@@ -230,7 +241,7 @@ class Frag(Protocol):
         entry = None if partials is None else partials.get(hdr.id)
         if entry is None:
             if hdr.id in self._finished.get(src, ()):
-                self._counters["stale"] += 1
+                self.counters["stale"] += 1
                 return None
             entry = _Partial(hdr.num_frags)
             self._partials.setdefault(src, {})[hdr.id] = entry
@@ -239,7 +250,7 @@ class Frag(Protocol):
             self._discard(src, hdr.id)
             return None
         if hdr.frag_id in entry.parts:
-            self._counters["duplicates"] += 1
+            self.counters["duplicates"] += 1
             return None
         size = len(msg.payload)
         completes = len(entry.parts) + 1 == entry.count  # leaves at once: needs no room
@@ -253,7 +264,7 @@ class Frag(Protocol):
         if len(entry.parts) < entry.count:
             return None
         self._discard(src, hdr.id)
-        self._counters["reassembled"] += 1
+        self.counters["reassembled"] += 1
         template = entry.template
         assert template is not None
         headers = dict(template.headers)
@@ -294,16 +305,13 @@ class Frag(Protocol):
         """Partial messages from members that left can never complete: drop them."""
         super().view_changed(view, now)
         for src in [s for s in self._partials if s not in view]:
-            self._counters["discarded_left"] += len(self._partials.pop(src))
+            self.counters["discarded_left"] += len(self._partials.pop(src))
             self._pending_bytes.pop(src, None)
         for src in [s for s in self._finished if s not in view]:
             del self._finished[src]
 
-    def stats(self) -> dict[str, Any]:
-        counted = ("fragmented", "fragments_sent", "fragments_received", "reassembled")
-        dropped = ("refused_oversized", "malformed", "duplicates", "stale", "evicted")
+    def gauges(self) -> dict[str, Any]:
         return {
-            **{k: self._counters[k] for k in (*counted, *dropped, "discarded_left")},
             "pending_messages": sum(len(p) for p in self._partials.values()),
             "pending_bytes": sum(self._pending_bytes.values()),
             "pending_senders": len(self._partials),

@@ -241,6 +241,39 @@ class Mcast(Protocol):
 
     name = "MCAST"
     id = ids.MCAST
+    COUNTERS = (
+        "msgs_sent",
+        "msgs_received",
+        "msgs_delivered",
+        "acks_sent",
+        "acks_received",
+        "acks_from_non_members",
+        "xmit_reqs_sent",
+        "xmit_reqs_received",
+        "retransmissions",
+        "xmit_rsps_received",
+        "xmit_not_found",
+        "xmits_capped",
+        "purged_sent",
+        "windows_moved_by_purged",
+        "windows_reopened",
+        "purged_ignored",
+        "last_seqno_resends",
+        "dropped_outside_window",
+        "dropped_no_window",
+        "duplicates",
+        "loopbacks_dropped",
+        "bad_headers",
+        "blockings",
+        "become_server_queue_dropped",
+        "become_server_queue_replayed",
+        "skipped_by_window_move",
+        "merge_windows_kept",
+        "controls_past_capacity",
+        "sent_past_capacity_at_flush",
+        "dropped_after_leave",
+    )
+    DURATIONS = ("time_blocked",)
 
     capacity = Int(
         2048,
@@ -294,42 +327,6 @@ class Mcast(Protocol):
         self._next_tick = math.inf
         self._blocked_since: float | None = None
         self._ack_every = self._threshold()
-        self.counters = dict.fromkeys(
-            (
-                "msgs_sent",
-                "msgs_received",
-                "msgs_delivered",
-                "acks_sent",
-                "acks_received",
-                "acks_from_non_members",
-                "xmit_reqs_sent",
-                "xmit_reqs_received",
-                "retransmissions",
-                "xmit_rsps_received",
-                "xmit_not_found",
-                "xmits_capped",
-                "purged_sent",
-                "windows_moved_by_purged",
-                "windows_reopened",
-                "purged_ignored",
-                "last_seqno_resends",
-                "dropped_outside_window",
-                "dropped_no_window",
-                "duplicates",
-                "loopbacks_dropped",
-                "bad_headers",
-                "blockings",
-                "become_server_queue_dropped",
-                "become_server_queue_replayed",
-                "skipped_by_window_move",
-                "merge_windows_kept",
-                "controls_past_capacity",
-                "sent_past_capacity_at_flush",
-                "dropped_after_leave",
-            ),
-            0,
-        )
-        self.time_blocked = 0.0
         self._flushing = False  # GMS's FlushRequest is not answered yet
 
     def _threshold(self) -> int:
@@ -457,7 +454,7 @@ class Mcast(Protocol):
         self.send_down(out)
         self.send_up(local)
         if not pending and self._blocked_since is not None:
-            self.time_blocked += now - self._blocked_since
+            self.durations["time_blocked"] += now - self._blocked_since
             self._blocked_since = None
 
     def blocks_down(self) -> bool:
@@ -848,7 +845,7 @@ class Mcast(Protocol):
                 parked,
             )
         if self._blocked_since is not None:
-            self.time_blocked += now - self._blocked_since
+            self.durations["time_blocked"] += now - self._blocked_since
             self._blocked_since = None
         self._has_left = True
         self._joining = False
@@ -951,17 +948,12 @@ class Mcast(Protocol):
 
     # --- observability --------------------------------------------------------------------
 
-    def reset_stats(self) -> None:
-        super().reset_stats()
-        self.time_blocked = 0.0
-
-    def stats(self) -> dict[str, Any]:
-        """Counters, windows, acks and the blocked sender; with the keys every reliable
-        protocol shares (`reliable_stats`; ``pending_acks``: senders owed an ack)."""
+    def gauges(self) -> dict[str, Any]:
+        """Windows, acks and the blocked sender; with the keys every reliable protocol
+        shares (`reliable_stats`; ``pending_acks``: senders owed an ack)."""
         lowest = min(self._acks.values(), default=self._send.high)
         counters = self.counters
         return {
-            **counters,
             **reliable_stats(
                 sent=counters["msgs_sent"],
                 received=counters["msgs_received"],
@@ -981,5 +973,4 @@ class Mcast(Protocol):
             "blocked": bool(self._pending),
             "parked_messages": len(self._pending),
             "become_server_queue": len(self._queue),
-            "time_blocked": self.time_blocked,
         }

@@ -61,7 +61,6 @@ from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._batch import carries
-from triogroups.protocols._stats import zero
 from triogroups.view import View
 from triogroups.wire import register_header
 
@@ -84,6 +83,13 @@ class Merge3(Protocol):
     """Detects coexisting views and asks GMS to merge them (see the module docstring)."""
 
     name = "MERGE3"
+    COUNTERS = (
+        "infos_sent",
+        "infos_received",
+        "checks_with_many_views",
+        "merges_started",
+        "malformed",
+    )
     passes_up: Passes | None = "all"  # INFO is the only message MERGE3 reads
     id = _ID
 
@@ -123,11 +129,6 @@ class Merge3(Protocol):
         self._rng = random.Random()
         self._multicasting = True
         self._finding = False
-        self.infos_sent = 0
-        self.infos_received = 0
-        self.merges_started = 0
-        self.checks_with_many_views = 0
-        self.malformed = 0
 
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
         self._multicasting = getattr(below[0], "supports_multicasting", True) if below else True
@@ -154,10 +155,10 @@ class Merge3(Protocol):
             if hdr is None:
                 passed.append(msg)
             elif hdr.type == INFO and hdr.view is not None and msg.src is not None:
-                self.infos_received += 1
+                self.counters["infos_received"] += 1
                 self._heard[msg.src] = hdr.view
             else:  # an unknown type, or an INFO without a view: hostile input, counted
-                self.malformed += 1
+                self.counters["malformed"] += 1
         if passed:
             self.send_up(passed)
 
@@ -189,7 +190,7 @@ class Merge3(Protocol):
 
     def _send_info(self, dest: Address | None) -> None:
         if self.view is not None:
-            self.infos_sent += 1
+            self.counters["infos_sent"] += 1
             hdr = Merge3Header(INFO, self.view)
             self.send_down_one(Message(dest, flags=_INFO_FLAGS, headers={_ID: hdr}))
 
@@ -217,31 +218,20 @@ class Merge3(Protocol):
         views = {v.view_id: v for v in heard.values()}
         if len(views) < 2:
             return
-        self.checks_with_many_views += 1
+        self.counters["checks_with_many_views"] += 1
         chosen = sorted(views.values(), key=lambda v: v.view_id)
         chosen = chosen[: self.max_participants_in_merge]
         kept, reps = representatives(chosen, heard, me)
         leader = merge_leader(kept, reps)
         if leader == me:
-            self.merges_started += 1
+            self.counters["merges_started"] += 1
             holders = tuple(
                 frozenset(m for m, v in heard.items() if v.view_id == view.view_id) for view in kept
             )
             self.pass_up(Merge(tuple(kept), tuple(reps), holders))
 
-    def reset_stats(self) -> None:
-        zero(self, ("infos_sent", "infos_received", "merges_started"))
-        zero(self, ("checks_with_many_views", "malformed"))
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            "infos_sent": self.infos_sent,
-            "infos_received": self.infos_received,
-            "views_heard": len({v.view_id for v in self._heard.values()}),
-            "checks_with_many_views": self.checks_with_many_views,
-            "merges_started": self.merges_started,
-            "malformed": self.malformed,
-        }
+    def gauges(self) -> dict[str, Any]:
+        return {"views_heard": len({v.view_id for v in self._heard.values()})}
 
 
 def representatives(

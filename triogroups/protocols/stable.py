@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import Counter
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
@@ -125,6 +124,7 @@ class Stable(Protocol):
     """Stability rounds for the multicast layer below (see the module docstring)."""
 
     name = "STABLE"
+    COUNTERS = _COUNTERS
     passes_down: Passes | None = "unicasts"  # max_bytes counts multicasts sent
     id = _ID
 
@@ -152,7 +152,6 @@ class Stable(Protocol):
         self._suspended_until = -math.inf
         self._left = False
         self._flushing = False  # from a FlushRequest until the multicast layer flushed
-        self._counters = Counter(dict.fromkeys(_COUNTERS, 0))
 
     def start(self, local_address: Address, cluster: str, now: float) -> None:
         super().start(local_address, cluster, now)
@@ -208,16 +207,16 @@ class Stable(Protocol):
         hdr = StableHeader(GOSSIP_NOW, view.view_id, Digest())
         flags = _CONTROL | _DONT_LOOPBACK
         self.send_down_one(Message(None, flags=flags, headers={_ID: hdr}))
-        self._counters["gossip_now_sent"] += 1
+        self.counters["gossip_now_sent"] += 1
 
     def _request_digest(self) -> None:
         self._awaiting_digest = True
-        self._counters["digest_requests"] += 1
+        self.counters["digest_requests"] += 1
         self.pass_down(GetDigest(self.name))
 
     def down_event(self, event: Event, now: float) -> None:
         if isinstance(event, SuspendStable):
-            self._counters["suspensions"] += 1
+            self.counters["suspensions"] += 1
             self._suspended_until = max(self._suspended_until, now + event.timeout)
             self._votes.clear()
             return
@@ -257,7 +256,7 @@ class Stable(Protocol):
             return
         hdr = StableHeader(STABLE_GOSSIP, view.view_id, digest)
         self.send_down_one(Message(view.coord, flags=_CONTROL, headers={_ID: hdr}))
-        self._counters["gossip_sent"] += 1
+        self.counters["gossip_sent"] += 1
 
     # --- the coordinator ------------------------------------------------------------
 
@@ -267,7 +266,7 @@ class Stable(Protocol):
             return
         stable = _merge(view, [self._votes[m] for m in view.members])
         self._votes.clear()
-        self._counters["stability_rounds"] += 1
+        self.counters["stability_rounds"] += 1
         hdr = StableHeader(STABILITY, view.view_id, stable)
         flags = _CONTROL | _DONT_LOOPBACK
         self.send_down_one(Message(None, flags=flags, headers={_ID: hdr}))
@@ -320,7 +319,7 @@ class Stable(Protocol):
                     received += len(msg.payload)
                 out.append(msg)
             elif now < self._suspended_until:
-                self._counters["ignored_while_suspended"] += 1
+                self.counters["ignored_while_suspended"] += 1
             else:
                 self._bytes += received  # in order: what came before a STABILITY counts first
                 received = 0
@@ -338,38 +337,37 @@ class Stable(Protocol):
         """``max_bytes`` that no digest we sent covered: send a digest now (one request
         at a time)."""
         if self._max_bytes_due() and not self._awaiting_digest and now >= self._suspended_until:
-            self._counters["max_bytes_reached"] += 1
+            self.counters["max_bytes_reached"] += 1
             self._request_digest()
 
     def _handle(self, msg: Message, hdr: StableHeader) -> None:
         view = self.view
         current = view is not None and hdr.view_id == view.view_id
         if hdr.type == STABLE_GOSSIP:
-            self._counters["gossip_received"] += 1
+            self.counters["gossip_received"] += 1
             coord = current and view is not None and view.coord == self.local_address
             if coord and view is not None and msg.src is not None and msg.src in view:
                 self._vote(msg.src, hdr.digest, view)
                 return
         elif hdr.type == STABILITY:
-            self._counters["stability_received"] += 1
+            self.counters["stability_received"] += 1
             if current:
                 self._apply(hdr.digest)
                 return
         elif hdr.type == GOSSIP_NOW:
-            self._counters["gossip_now_received"] += 1
+            self.counters["gossip_now_received"] += 1
             if current:
                 if not self._awaiting_digest:  # else the digest on its way answers it
                     self._request_digest()
                 return
-        self._counters["ignored"] += 1
+        self.counters["ignored"] += 1
 
     def view_changed(self, view: View, now: float) -> None:
         super().view_changed(view, now)
         self._votes.clear()
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            **self._counters,
             "votes": len(self._votes),
             "bytes_since_stability": self._bytes,
             "suspended_until": None if self._suspended_until < 0 else self._suspended_until,

@@ -31,7 +31,6 @@ Sans-IO: never awaits, never reads a clock; ``now`` is passed in.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
@@ -66,6 +65,15 @@ class VerifySuspect(Protocol):
     """Verifies suspicions from below before passing them up (see the module docstring)."""
 
     name = "VERIFY_SUSPECT"
+    COUNTERS = (
+        "verifications",
+        "confirmed",
+        "cleared",
+        "are_you_dead_sent",
+        "i_am_not_dead_sent",
+        "i_am_not_dead_received",
+        "malformed",
+    )
     id = _ID
 
     timeout = Duration(
@@ -83,7 +91,6 @@ class VerifySuspect(Protocol):
         super().__init__(**properties)
         self._pending: dict[Address, float] = {}
         self._left = False
-        self._counters = Counter[str]()
 
     # --- events ----------------------------------------------------------------------
 
@@ -92,7 +99,7 @@ class VerifySuspect(Protocol):
             self._verify(event.members, now)
         elif isinstance(event, Unsuspect):
             if self._pending.pop(event.member, None) is not None:
-                self._counters["cleared"] += 1
+                self.counters["cleared"] += 1
             self.pass_up(event)
         else:
             super().up_event(event, now)
@@ -115,19 +122,19 @@ class VerifySuspect(Protocol):
         for member in members:
             if member == me or member in self._pending:
                 continue
-            self._counters["verifications"] += 1
+            self.counters["verifications"] += 1
             self._pending[member] = now + self.timeout
             for _ in range(self.num_msgs):
                 self._send(member, ARE_YOU_DEAD)
 
     def _send(self, dest: Address, kind: int) -> None:
-        self._counters["are_you_dead_sent" if kind == ARE_YOU_DEAD else "i_am_not_dead_sent"] += 1
+        self.counters["are_you_dead_sent" if kind == ARE_YOU_DEAD else "i_am_not_dead_sent"] += 1
         self.send_down_one(Message(dest, flags=_CONTROL, headers={_ID: VerifyHeader(kind)}))
 
     def _clear(self, member: Address) -> None:
         """``member`` showed signs of life: stop verifying, tell GMS and the detector."""
         del self._pending[member]
-        self._counters["cleared"] += 1
+        self.counters["cleared"] += 1
         self.pass_up(Unsuspect(member))
         self.pass_down(Unsuspect(member))
 
@@ -155,9 +162,9 @@ class VerifySuspect(Protocol):
                 if not self._left:
                     self._send(src, I_AM_NOT_DEAD)
             elif hdr.type == I_AM_NOT_DEAD:
-                self._counters["i_am_not_dead_received"] += 1
+                self.counters["i_am_not_dead_received"] += 1
             else:
-                self._counters["malformed"] += 1
+                self.counters["malformed"] += 1
         if passed:
             self.send_up(passed)
 
@@ -172,17 +179,8 @@ class VerifySuspect(Protocol):
             return
         for member in expired:
             del self._pending[member]
-        self._counters["confirmed"] += len(expired)
+        self.counters["confirmed"] += len(expired)
         self.pass_up(Suspect(expired))
 
-    def stats(self) -> dict[str, Any]:
-        return {
-            "verifying": sorted(map(str, self._pending)),
-            "verifications": self._counters["verifications"],
-            "confirmed": self._counters["confirmed"],
-            "cleared": self._counters["cleared"],
-            "are_you_dead_sent": self._counters["are_you_dead_sent"],
-            "i_am_not_dead_sent": self._counters["i_am_not_dead_sent"],
-            "i_am_not_dead_received": self._counters["i_am_not_dead_received"],
-            "malformed": self._counters["malformed"],
-        }
+    def gauges(self) -> dict[str, Any]:
+        return {"verifying": sorted(map(str, self._pending))}

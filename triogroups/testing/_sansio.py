@@ -44,7 +44,7 @@ from triogroups.message import Message
 from triogroups.protocol import Protocol
 from triogroups.transports._bundler import route
 from triogroups.view import View
-from triogroups.wire import WireCodec, WireError
+from triogroups.wire import MAX_DATAGRAM, WireCodec, WireError
 
 __all__ = [
     "Livelock",
@@ -67,7 +67,6 @@ Drop = Callable[[Address, Address, Message], bool]
 #: What one run may move before it is called a livelock (a protocol answering itself for ever).
 MAX_PACKETS = 200_000
 #: A UDP datagram's largest payload: the codec's limit unless a test sets ``max_bundle_size``.
-UDP_MAX = 65_507
 
 
 _CODEC = WireCodec("test")
@@ -362,7 +361,7 @@ class SansIONetwork:
         #: the virtual clock: moved by ``now=`` on a member's input, `step` and `run`
         self.now = 0.0
         self.members: dict[Address, SansIOMember] = {}
-        self.codec = WireCodec(cluster, max_size=max_bundle_size or UDP_MAX)
+        self.codec = WireCodec(cluster, max_size=max_bundle_size or MAX_DATAGRAM)
         self.loss, self.duplicate, self.reorder = loss, duplicate, reorder
         self.random = random.Random(seed)
         self._limited = max_bundle_size is not None

@@ -52,7 +52,7 @@ class DropLog:
         ``quiet``: the drop is expected (see the module docstring): counted
         the same, logged at DEBUG.
         """
-        self.counts[reason] = self.counts.get(reason, 0) + count
+        self.count(reason, count)
         key = (reason, quiet or reason in _QUIET)
         now = time.monotonic()
         last = self._last.get(key)
@@ -72,6 +72,10 @@ class DropLog:
             detail,
             f" ({more} more since the last report)" if more else "",
         )
+
+    def count(self, reason: str, count: int = 1) -> None:
+        """Count ``count`` dropped items for ``reason``, without a log line."""
+        self.counts[reason] = self.counts.get(reason, 0) + count
 
     def snapshot(self) -> dict[str, int]:
         return dict(self.counts)

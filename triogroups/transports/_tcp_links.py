@@ -20,8 +20,8 @@ from triogroups.address import Address
 from triogroups.events import ForeignEndpoint
 from triogroups.message import Message
 from triogroups.transports._addresses import AddressTable, Physical, format_physical
-from triogroups.transports._busy_poll import BusyPollingTransport
 from triogroups.transports._drops import DropLog
+from triogroups.transports._socket_transport import SocketTransport
 from triogroups.transports._sockets import set_buffers
 from triogroups.transports._tcp_conn import (
     Connection,
@@ -84,7 +84,7 @@ class Pending:
                 await self.done.wait()
 
 
-class TcpLinks(BusyPollingTransport):
+class TcpLinks(SocketTransport):
     """The connections of a `TcpTransport` (its base class: see the module docstring)."""
 
     # TcpTransport's properties these methods read

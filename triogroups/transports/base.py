@@ -17,6 +17,7 @@ keyring, never in a property, stats or a log line.
 from __future__ import annotations
 
 import ipaddress
+import logging
 import os
 from collections.abc import Sequence
 from typing import Any, ClassVar
@@ -128,13 +129,21 @@ class Transport(Protocol):
         super().__init__(**properties)
         self.keyring: Keyring | None = None
         self._given_secret: bytes | None = None
+        logger = logging.getLogger(type(self).__module__)
+        label = self.name or type(self).__name__
+        #: What came in and was thrown away, counted by reason (the ``decode_errors`` of
+        #: `stats`), and what could not be sent (the ``dropped_<reason>`` keys).
+        self.drops = DropLog(logger, label)
+        self.send_drops = DropLog(logger, label, direction="to")
 
     def reset_stats(self) -> None:
-        """Zero the counters and the dropped-input counts (`DropLog`) by reason."""
+        """Zero the counters (`Protocol.reset_stats`), the drops by reason, which every
+        transport counts in its two `DropLog`s, and the keyring's (``shared_secret``)."""
         super().reset_stats()
-        for log in (getattr(self, "drops", None), getattr(self, "send_drops", None)):
-            if isinstance(log, DropLog):
-                log.counts.clear()
+        self.drops.counts.clear()
+        self.send_drops.counts.clear()
+        if self.keyring is not None:
+            self.keyring.reset_stats()
 
     def bind_interface(self) -> str | None:
         """The address this transport binds to (``bind_addr``), where diagnostics bind
@@ -223,6 +232,3 @@ class Transport(Protocol):
     def queued(self) -> None:
         """An item was queued for `serve`: `send_now` must not overtake it, so it
         refuses until `serve` has taken everything queued."""
-
-    def stats(self) -> dict[str, Any]:
-        return {}

@@ -34,7 +34,7 @@ from triogroups.transports._addresses import Physical, SendToHosts
 from triogroups.transports._bundler import encode_bundles, route
 from triogroups.transports.base import Transport, UpChannel, fan_out_targets
 from triogroups.view import View
-from triogroups.wire import WireCodec, WireError
+from triogroups.wire import MAX_DATAGRAM, WireCodec, WireError
 
 __all__ = ["NetworkOptions", "SimNetwork", "SimNetworkOptions", "SimTransport", "open_sim_network"]
 
@@ -294,11 +294,19 @@ class SimTransport(Transport):
     """
 
     name = "SIM"
+    COUNTERS = (
+        "bundles_sent",
+        "msgs_sent",
+        "bundles_received",
+        "msgs_received",
+        "dropped_rx_full",
+        "dropped_oversized",
+    )
 
     network = Str("", doc="name of the open SimNetwork to attach to")
     lossless = Bool(False, doc="behave like TCP: no random loss, no reordering, never drop")
     max_bundle_size = Size(
-        65_507,
+        MAX_DATAGRAM,
         doc="largest bundle (bytes)",
         check=at_least(64),
     )
@@ -325,9 +333,6 @@ class SimTransport(Transport):
         self._inbox: list[bytes] = []
         self._arrived = trio.Event()
         self._codec: WireCodec | None = None
-        self.counters = {"bundles_sent": 0, "msgs_sent": 0, "bundles_received": 0}
-        self.counters.update({"msgs_received": 0, "dropped_rx_full": 0, "dropped_oversized": 0})
-        self.decode_errors: dict[str, int] = {}
         self._net: SimNetwork | None = None
         self._resumed: trio.Event | None = None  # set while paused
         self.physical: Physical | None = None
@@ -473,10 +478,10 @@ class SimTransport(Transport):
                 try:
                     bundle = self._codec.decode(data)
                 except WireError as exc:
-                    self.decode_errors[exc.reason] = self.decode_errors.get(exc.reason, 0) + 1
+                    self.drops.count(exc.reason)
                     continue
                 if bundle.dest is not None and bundle.dest != me:
-                    self.decode_errors["wrong_dest"] = self.decode_errors.get("wrong_dest", 0) + 1
+                    self.drops.count("wrong_dest")
                     continue
                 self.counters["bundles_received"] += 1
                 batch.extend(bundle.messages)
@@ -484,10 +489,9 @@ class SimTransport(Transport):
                 self.counters["msgs_received"] += len(batch)
                 await up.send(batch)
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            **self.counters,
-            "decode_errors": dict(self.decode_errors),
+            "decode_errors": self.drops.snapshot(),
             "rx_queue": len(self._inbox),
             **self.secret_stats(),
         }

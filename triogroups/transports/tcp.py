@@ -55,18 +55,16 @@ from triogroups.events import (
     ViewChange,
 )
 from triogroups.message import Message
-from triogroups.properties import Bool, Duration, Int, Size, Str, at_least, between, positive
+from triogroups.properties import Bool, Duration, Size, at_least, positive
 from triogroups.transports._addresses import (
-    AddressTable,
     Physical,
     SendToHosts,
-    format_physical,
     label,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
 from triogroups.transports._direct import DirectGate
-from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
-from triogroups.transports._sockets import is_interface, listen_in_range, resolve
+from triogroups.transports._socket_transport import bind_port_property
+from triogroups.transports._sockets import listen_in_range, resolve
 from triogroups.transports._tcp_conn import (
     Connection,
 )
@@ -86,25 +84,29 @@ class TcpTransport(TcpLinks):
 
     name = "TCP"
     lossless = True
+    COUNTERS = (
+        "bundles_sent",
+        "msgs_sent",
+        "bundles_received",
+        "msgs_received",
+        "batches_up",
+        "connections_opened",
+        "connections_accepted",
+        "connections_closed",
+        "connect_failures",
+        "connect_retries",
+        "waited_for_address",
+        "connections_reaped",
+        "duplicate_connections_retired",
+        "bytes_sent",
+        "bytes_received",
+        "batches_sent_now",
+    )
     supports_multicasting = False
 
     diag_enable_udp = Bool(False, doc="answer probes by multicast")
     diag_enable_tcp = Bool(True, doc="answer probes over TCP")
-    bind_addr = Str(
-        "127.0.0.1",
-        doc="address to listen on and connect from",
-        check=is_interface,
-        rule="a specific IPv4 address (not 0.0.0.0)",
-    )
-    bind_port = Int(
-        7800,
-        doc="first port to listen on; 0 = any free port",
-        check=between(0, 65535),
-        rule="in 0..65535",
-    )
-    port_range = Int(
-        50, doc="how many ports above bind_port to try", check=between(0, 65535), rule="in 0..65535"
-    )
+    bind_port = bind_port_property(7800, "first port to listen on; 0 = any free port")
     recv_buf_size = Size(0, doc="socket receive buffer (bytes); 0 = kernel default")
     send_buf_size = Size(0, doc="socket send buffer (bytes); 0 = kernel default")
     tcp_nodelay = Bool(True, doc="send small frames at once (TCP_NODELAY)")
@@ -138,41 +140,10 @@ class TcpTransport(TcpLinks):
         doc="bytes queued per connection before sending blocks",
         check=at_least(1),
     )
-    logical_addr_cache_max_size = Int(
-        2000,
-        doc="members kept in the address table",
-        check=at_least(1),
-    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
-        self.table = AddressTable(self.logical_addr_cache_max_size)
         self._next_view: View | None = None
-        self.physical: Physical | None = None
-        self.buffers: dict[str, int] = {}
-        self.counters = dict.fromkeys(
-            (
-                "bundles_sent",
-                "msgs_sent",
-                "bundles_received",
-                "msgs_received",
-                "batches_up",
-                "connections_opened",
-                "connections_accepted",
-                "connections_closed",
-                "connect_failures",
-                "connect_retries",
-                "waited_for_address",
-                "connections_reaped",
-                "duplicate_connections_retired",
-                "bytes_sent",
-                "bytes_received",
-                "batches_sent_now",
-            ),
-            0,
-        )
-        self.drops = DropLog(_log, "TCP")
-        self.send_drops = DropLog(_log, "TCP", direction="to")
         self._conns: dict[Address, Connection] = {}
         self._pending: dict[Address, Pending] = {}
         self._host_pending: dict[Physical, Pending] = {}
@@ -397,12 +368,9 @@ class TcpTransport(TcpLinks):
 
     # --- connections ---------------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            **self.counters,
-            **bundle_stats(self.counters),
-            **drop_stats(self.send_drops, self.drops),
-            "physical": None if self.physical is None else format_physical(self.physical),
+            **super().gauges(),
             "connections": {
                 label(peer): {
                     "initiated_here": conn.initiator == self.local_address,
@@ -411,8 +379,4 @@ class TcpTransport(TcpLinks):
                 for peer, conn in self._conns.items()
             },
             "connecting": len(self._pending) + len(self._host_pending),
-            "buffers": dict(self.buffers),
-            **self.table.snapshot(),
-            **self.secret_stats(),
-            **self.busy_poll_stats(),
         }

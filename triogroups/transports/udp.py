@@ -38,26 +38,23 @@ from triogroups.events import Event, Item, LocalPhysicalAddress, ViewChange
 from triogroups.message import Message
 from triogroups.properties import Int, Size, Str, at_least, between
 from triogroups.transports._addresses import (
-    AddressTable,
     Physical,
     SendToHosts,
     format_physical,
 )
 from triogroups.transports._bundler import drain, encode_bundles, route, segments
-from triogroups.transports._busy_poll import BusyPollingTransport
 from triogroups.transports._direct import DirectGate
-from triogroups.transports._drops import DropLog, bundle_stats, drop_stats
+from triogroups.transports._socket_transport import SocketTransport, bind_port_property
 from triogroups.transports._sockets import (
     bind_in_range,
     close_socket,
-    is_interface,
     is_ipv4,
     multicast_socket,
     resolve,
     set_buffers,
 )
 from triogroups.transports.base import UpChannel
-from triogroups.wire import WireCodec, WireError
+from triogroups.wire import MAX_DATAGRAM, WireCodec, WireError
 
 __all__ = ["UdpTransport"]
 
@@ -69,27 +66,24 @@ def _multicast(value: str) -> bool:
     return is_ipv4(value) and ipaddress.IPv4Address(value).is_multicast
 
 
-class UdpTransport(BusyPollingTransport):
+class UdpTransport(SocketTransport):
     """The UDP transport (JGroups ``UDP``): lossy, multicast-capable."""
 
     name = "UDP"
     lossless = False
+    COUNTERS = (
+        "bundles_sent",
+        "msgs_sent",
+        "bundles_received",
+        "msgs_received",
+        "batches_up",
+        "own_multicasts_skipped",
+        "bytes_sent",
+        "bytes_received",
+        "batches_sent_now",
+    )
 
-    bind_addr = Str(
-        "127.0.0.1",
-        doc="interface address to bind and multicast on",
-        check=is_interface,
-        rule="a specific IPv4 address (not 0.0.0.0)",
-    )
-    bind_port = Int(
-        0,
-        doc="first unicast port to try; 0 = any free port",
-        check=between(0, 65535),
-        rule="in 0..65535",
-    )
-    port_range = Int(
-        50, doc="how many ports above bind_port to try", check=between(0, 65535), rule="in 0..65535"
-    )
+    bind_port = bind_port_property(0, "first unicast port to try; 0 = any free port")
     mcast_addr = Str(
         "228.8.8.8",
         doc="multicast group of the cluster",
@@ -109,37 +103,23 @@ class UdpTransport(BusyPollingTransport):
     max_bundle_size = Size(
         64_000,
         doc="largest datagram sent or accepted (bytes)",
-        check=between(64, 65_507),
-        rule="in 64..65507",
+        check=between(64, MAX_DATAGRAM),
+        rule=f"in 64..{MAX_DATAGRAM}",
     )
     drain_limit = Int(
         1000,
         doc="datagrams read per wake-up at most (one batch up)",
         check=at_least(1),
     )
-    logical_addr_cache_max_size = Int(
-        2000,
-        doc="members kept in the address table",
-        check=at_least(1),
-    )
 
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
-        self.table = AddressTable(self.logical_addr_cache_max_size)
-        self.physical: Physical | None = None
-        self.buffers: dict[str, int] = {}
-        self.counters = {"bundles_sent": 0, "msgs_sent": 0, "bundles_received": 0}
-        self.counters.update({"msgs_received": 0, "batches_up": 0, "own_multicasts_skipped": 0})
-        self.counters.update({"bytes_sent": 0, "bytes_received": 0})
-        self.drops = DropLog(_log, "UDP")
-        self.send_drops = DropLog(_log, "UDP", direction="to")
         self._codec: WireCodec | None = None
         self._mcast_dest: Physical = (self.mcast_addr, self.mcast_port)
         self._sockets: tuple[socket.socket, socket.socket] | None = None
         self._gate = DirectGate()  # `send_now` writes to `_out` only while it is open
         self._out: socket.socket | None = None
         self._unsent: deque[tuple[bytes, Physical, int]] = deque()
-        self.counters["batches_sent_now"] = 0
 
     # --- sockets -------------------------------------------------------------------
 
@@ -387,15 +367,3 @@ class UdpTransport(BusyPollingTransport):
                     up.send_nowait(batch)  # the next wait_readable is this loop's checkpoint
                 except trio.WouldBlock:
                     await up.send(batch)
-
-    def stats(self) -> dict[str, Any]:
-        return {
-            **self.counters,
-            **bundle_stats(self.counters),
-            **drop_stats(self.send_drops, self.drops),
-            "physical": None if self.physical is None else format_physical(self.physical),
-            "buffers": dict(self.buffers),
-            **self.table.snapshot(),
-            **self.secret_stats(),
-            **self.busy_poll_stats(),
-        }

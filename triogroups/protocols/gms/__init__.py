@@ -146,6 +146,40 @@ class Gms(Protocol):
     """Group membership service (see the module docstring)."""
 
     name = "GMS"
+    COUNTERS = (
+        "merges_not_started",
+        "discovery_runs",
+        "join_attempts_exhausted",
+        "join_requests_sent",
+        "discovery_without_coord",
+        "join_responses_ignored",
+        "views_installed",
+        "injected_views_ignored",
+        "old_views_ignored",
+        "views_injected",
+        "views_without_me",
+        "suspects",
+        "coordinator_takeovers",
+        "leaves_unflushed",
+        "join_requests_not_coordinator",
+        "join_timeouts",
+        "leave_timeouts",
+        "join_requests_dropped_pending",
+        "join_requests_dropped_max_members",
+        "leaves",
+        "joins",
+        "view_acks_missing",
+        "merges_deferred",
+        "merges_led",
+        "merge_responses_ignored",
+        "merge_rejections",
+        "merges_cancelled",
+        "merges_done",
+        "merge_requests_refused",
+        "merge_views_not_from_my_view",
+        "merge_timeouts",
+        "merge_participations_expired",
+    )
     passes_up: Passes | None = "all"  # only membership messages are its business
     id = _ID
 
@@ -205,7 +239,6 @@ class Gms(Protocol):
         self._flush_waiting: set[str] | None = None
         self._leave_flushed: bool | None = None
         self._suspected: set[Address] = set()
-        self.counters = Counter[str]()
         self.merger = Merger(self)
         self.coordinator = Coordinator(self)
 
@@ -510,7 +543,8 @@ class Gms(Protocol):
             self.send_up(passed)
 
     def _handle(self, msg: Message, hdr: GmsHeader, now: float) -> None:
-        self.counters[f"received_{TYPE_NAMES.get(hdr.type, 'unknown')}"] += 1
+        key = f"received_{TYPE_NAMES.get(hdr.type, 'unknown')}"
+        self.counters[key] = self.counters.get(key, 0) + 1
         kind = hdr.type
         if kind == JOIN_REQ and msg.src is not None:
             if self.state == COORDINATOR:
@@ -577,7 +611,7 @@ class Gms(Protocol):
             )
             self.finish_leave()
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         view = self.view
         return {
             "state": self.state.value,
@@ -589,8 +623,6 @@ class Gms(Protocol):
             "suspected": sorted(map(str, self._suspected)),
             "flushing": sorted(self._flush_waiting) if self._flush_waiting is not None else None,
             "leave_flushed": self._leave_flushed,
-            "leaves_unflushed": self.counters["leaves_unflushed"],
-            **self.counters,
         }
 
     def control(self, dest: Address | None, hdr: GmsHeader) -> Message:

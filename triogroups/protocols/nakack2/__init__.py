@@ -101,8 +101,10 @@ from triogroups.protocols.nakack2._header import (
 )
 from triogroups.protocols.nakack2._membership import Membership
 from triogroups.protocols.nakack2._retransmit import Retransmitter
+from triogroups.protocols.nakack2._state import COUNTERS as _COUNTERS
 from triogroups.protocols.nakack2._state import Input, NakState, Phase, Window
 from triogroups.view import Digest, View
+from triogroups.wire import MAX_DATAGRAM
 
 __all__ = [
     "HIGHEST_SEQNO",
@@ -121,7 +123,6 @@ _OOB = int(Flag.OOB)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
-_DEFAULT_BUNDLE = 65_507  # the largest UDP datagram, until check_stack learns the transport's
 _JOINING = Phase.JOINING
 _SERVER = Phase.SERVER
 _LEFT = Phase.LEFT
@@ -131,6 +132,7 @@ class Nakack2(Protocol):
     """Reliable per-sender FIFO multicast (see the module docstring)."""
 
     name = "NAKACK2"
+    COUNTERS = _COUNTERS
     passes_up: Passes | None = "all"  # its data and control messages carry its header
     passes_down: Passes | None = "unicasts"  # it numbers multicasts only
     id = _ID
@@ -180,12 +182,12 @@ class Nakack2(Protocol):
     def __init__(self, **properties: Any) -> None:
         super().__init__(**properties)
         # What more than one side changes lives in `_state`; `_xmit` and `_membership` share it.
-        self._state = NakState()
+        self._state = NakState(self.counters)
         self._next_xmit = math.inf
         self._unsafe_without_xmit = ""
         self._xmit_interval_set = self.xmit_interval
         #: The largest bundle the transport sends (an XMIT_REQ must fit one).
-        self.bundle_size = _DEFAULT_BUNDLE
+        self.bundle_size = MAX_DATAGRAM  # until check_stack learns the transport's
         self._xmit = Retransmitter(self, self._state)
         self._membership = Membership(self, self._state)
         self._view_digest = ViewDigest()
@@ -481,16 +483,10 @@ class Nakack2(Protocol):
         undelivered = sum(len(w) for w in state.windows.values())
         return len(state.sent) + undelivered + len(self._membership.queue)
 
-    def reset_stats(self) -> None:
-        super().reset_stats()
-        counters = self._state.counters
-        for key in counters:
-            counters[key] = 0
-
-    def stats(self) -> dict[str, Any]:
-        """Counters, windows and queues; the keys every reliable protocol shares (``sent``,
+    def gauges(self) -> dict[str, Any]:
+        """Windows and queues; the keys every reliable protocol shares (``sent``,
         ``received``, ``delivered``, ``xmit_reqs_sent``, ``xmit_reqs_received``,
-        ``retransmitted``, ``peer_windows``) repeat NAKACK2's own under those names."""
+        ``retransmitted``, ``peer_windows``) repeat NAKACK2's counters under those names."""
         state = self._state
         windows = {
             str(m): {"hd": w.hd, "hr": w.hr, "size": len(w), "missing": w.hr - w.hd - len(w)}
@@ -499,7 +495,6 @@ class Nakack2(Protocol):
         queue, last_stable = self._membership.queue, self._xmit.last_stable
         counters = state.counters
         return {
-            **counters,
             **reliable_stats(
                 sent=counters["msgs_sent"],
                 received=counters["msgs_received"],

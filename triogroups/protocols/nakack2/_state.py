@@ -3,7 +3,9 @@
 One object, created by `Nakack2` and handed to `Retransmitter` and
 `Membership`, holds everything more than one of them changes: our seqno and
 the messages we keep for retransmission, the receive window per member, the
-counters, and the member's lifecycle (`Phase`). Nothing else of NAKACK2
+counters (the protocol's own `Protocol.counters`, so every side counts into the
+one mapping that `stats` reports and `reset_stats` zeroes), and the member's
+lifecycle (`Phase`). Nothing else of NAKACK2
 writes another object's fields; a question like "when is a member a
 server?" is answered by the `Phase` transitions below.
 
@@ -14,7 +16,6 @@ and sends nothing.
 from __future__ import annotations
 
 import enum
-from collections import Counter
 
 from triogroups.address import Address
 from triogroups.message import Message
@@ -22,7 +23,7 @@ from triogroups.protocols._table import SeqnoTable
 
 __all__ = ["COUNTERS", "LIFECYCLE", "Input", "NakState", "Phase", "Window"]
 
-#: The counters every NAKACK2 reports from the start (others appear when first counted).
+#: The counters of NAKACK2 (`Protocol.COUNTERS`), each reported from the start.
 COUNTERS = (
     "msgs_sent",
     "msgs_received",
@@ -32,8 +33,10 @@ COUNTERS = (
     "non_member_kept",
     "non_member_replayed",
     "malformed",
+    "dropped_beyond_window",
     "xmit_reqs_sent",
     "xmit_reqs_capped",
+    "xmits_capped",
     "xmit_seqnos_requested",
     "xmit_reqs_received",
     "xmit_reqs_not_mine",
@@ -107,7 +110,7 @@ class NakState:
 
     __slots__ = ("counters", "phase", "sent", "sent_since_xmit", "seqno", "windows")
 
-    def __init__(self) -> None:
+    def __init__(self, counters: dict[str, int]) -> None:
         #: The highest seqno we sent.
         self.seqno = 0
         #: What we sent and STABLE has not yet purged (only the original sender keeps it).
@@ -117,7 +120,8 @@ class NakState:
         self.phase = Phase.JOINING
         #: Whether we multicast since the retransmit task last ran (HIGHEST_SEQNO waits).
         self.sent_since_xmit = False
-        self.counters: Counter[str] = Counter(dict.fromkeys(COUNTERS, 0))
+        #: The protocol's counters (`Protocol.counters`): the sides count here.
+        self.counters = counters
 
     def move(self, event: Input) -> Phase:
         """Apply ``event`` to the lifecycle; returns the phase it left."""

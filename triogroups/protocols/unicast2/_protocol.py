@@ -47,6 +47,7 @@ class Unicast2(Protocol):
     """Reliable unicast, receiver-driven (see the module docstring)."""
 
     name = "UNICAST2"
+    COUNTERS = _COUNTERS
     id = ids.UNICAST2
 
     xmit_interval = Duration(
@@ -103,7 +104,6 @@ class Unicast2(Protocol):
         self._next_conn_id = 1
         self._next_xmit = self._next_stable = self._next_expiry = math.inf
         self._budget = PeerBudget()
-        self._c: dict[str, int] = dict.fromkeys(_COUNTERS, 0)
 
     # --- lifecycle and public API ------------------------------------------------
 
@@ -163,11 +163,11 @@ class Unicast2(Protocol):
             msg.headers[_ID] = Unicast2Header(DATA, seqno, entry.conn_id, seqno == 1)
             win.add(seqno, msg)
             entry.heard = entry.used = now
-            self._c["msgs_sent"] += 1
+            self.counters["msgs_sent"] += 1
         self.send_down(batch)
 
     def _opened(self, peer: Address, now: float) -> None:
-        self._c["connections_opened"] += 1
+        self.counters["connections_opened"] += 1
         if self._next_xmit == math.inf:
             self._next_xmit = now + self.xmit_interval
         view = self.view
@@ -190,7 +190,7 @@ class Unicast2(Protocol):
                 continue
             src = msg.src
             if src is None or not 0 <= hdr.type <= STABLE:
-                self._c["malformed"] += 1
+                self.counters["malformed"] += 1
             elif hdr.type == DATA:
                 self._on_data(src, hdr, msg, out, now)
             elif hdr.type == XMIT_REQ:
@@ -207,7 +207,7 @@ class Unicast2(Protocol):
         self, src: Address, hdr: Unicast2Header, msg: Message, out: list[Message], now: float
     ) -> None:
         if hdr.seqno < 1:
-            self._c["malformed"] += 1
+            self.counters["malformed"] += 1
             return
         entry = self._recv.get(src)
         if entry is None or entry.conn_id != hdr.conn_id:
@@ -217,19 +217,19 @@ class Unicast2(Protocol):
         win = entry.win
         entry.used = now
         if hdr.seqno - win.hd > self.max_receive_window:
-            self._c["dropped_beyond_window"] += 1  # a sender that never fills its gaps
+            self.counters["dropped_beyond_window"] += 1  # a sender that never fills its gaps
             return
         if not win.add(hdr.seqno, msg):
-            self._c["duplicates"] += 1
+            self.counters["duplicates"] += 1
             entry.stable_count = 0
             return
-        self._c["msgs_received"] += 1
+        self.counters["msgs_received"] += 1
         n = len(out)
         if msg.flags & _OOB:
             out.append(msg)
         if win.has_ready():
             out.extend(m for m in win.remove_ready() if not m.flags & _OOB)
-        self._c["msgs_delivered"] += len(out) - n
+        self.counters["msgs_delivered"] += len(out) - n
         entry.bytes += len(msg.payload)
         if entry.bytes >= self.max_bytes:
             entry.bytes = 0
@@ -252,10 +252,10 @@ class Unicast2(Protocol):
             event = RecvInput.FIRST if hdr.first else RecvInput.NOT_FIRST
         action, _ = RECV_TRANSITIONS[self.peer_state(src), event]
         if action is RecvAction.DROP_STALE:
-            self._c["stale_dropped"] += 1
+            self.counters["stale_dropped"] += 1
             return None
         if action is RecvAction.ASK_FIRST:
-            self._c["dropped_no_connection"] += 1
+            self.counters["dropped_no_connection"] += 1
             ask = self._asks.get(src)
             if ask is None or ask[0] != hdr.conn_id or ask[1] < hdr.seqno:
                 self._asks[src] = (hdr.conn_id, hdr.seqno)
@@ -271,7 +271,7 @@ class Unicast2(Protocol):
         self._asks.pop(src, None)
         self._asked_first.pop(src, None)
         if action is RecvAction.RESET:
-            self._c["connections_reset"] += 1
+            self.counters["connections_reset"] += 1
         else:
             self._opened(src, now)
         if self._next_stable == math.inf:
@@ -293,26 +293,26 @@ class Unicast2(Protocol):
 
     def _ask_first(self, src: Address, conn_id: int, seqno: int) -> None:
         self._control(src, Unicast2Header(SEND_FIRST_SEQNO, seqno, conn_id))
-        self._c["send_first_seqno_sent"] += 1
+        self.counters["send_first_seqno_sent"] += 1
 
     # --- the sender's side of the receiver's requests ------------------------------
 
     def _entry_for(self, src: Address, conn_id: int) -> _SendEntry | None:
         entry = self._send.get(src)
         if entry is None or entry.conn_id != conn_id:
-            self._c["stale_dropped"] += 1
+            self.counters["stale_dropped"] += 1
             return None
         return entry
 
     def _resend(self, msgs: list[Message]) -> None:
-        self._c["retransmissions"] += len(msgs)
+        self.counters["retransmissions"] += len(msgs)
         self.send_down(msgs)
 
     def _on_xmit_req(self, src: Address, hdr: Unicast2Header, now: float) -> None:
         """Resend what is still in the window, at most ``max_xmits_per_interval``
         seqnos per peer per ``xmit_interval`` (`PeerBudget`)."""
         missing = hdr.missing
-        self._c["xmit_reqs_received"] += len(missing)
+        self.counters["xmit_reqs_received"] += len(missing)
         entry = self._entry_for(src, hdr.conn_id)
         if entry is None:
             return
@@ -320,13 +320,13 @@ class Unicast2(Protocol):
             src, len(missing), self.max_xmits_per_interval, self.xmit_interval, now
         )
         if granted < len(missing):
-            self._c["xmits_capped"] += len(missing) - granted
+            self.counters["xmits_capped"] += len(missing) - granted
             missing = missing[:granted]
         found = (entry.win.get(s) for s in missing)
         self._resend([m.copy() for m in found if m is not None])
 
     def _on_send_first_seqno(self, src: Address, hdr: Unicast2Header) -> None:
-        self._c["send_first_seqno_received"] += 1
+        self.counters["send_first_seqno_received"] += 1
         entry = self._entry_for(src, hdr.conn_id)
         low = None if entry is None else entry.win.lowest()
         if entry is None or low is None:
@@ -340,7 +340,7 @@ class Unicast2(Protocol):
         self._resend([copy, *(m.copy() for m in rest if m is not None)])
 
     def _on_stable(self, src: Address, hdr: Unicast2Header, now: float) -> None:
-        self._c["stable_received"] += 1
+        self.counters["stable_received"] += 1
         entry = self._entry_for(src, hdr.conn_id)
         if entry is None:
             return
@@ -387,12 +387,12 @@ class Unicast2(Protocol):
             entry.last_missing = frozenset(missing)
             if ask:
                 self._control(src, Unicast2Header(XMIT_REQ, conn_id=entry.conn_id, missing=ask))
-                self._c["xmit_reqs_sent"] += len(ask)
+                self.counters["xmit_reqs_sent"] += len(ask)
         quiet = (self.max_stable_msgs + 1) * self.stable_interval
         for send in self._send.values():
             if len(send.win) and now - send.heard >= (quiet if send.acked else self._unacked_quiet):
                 send.heard = now
-                self._c["probes"] += 1
+                self.counters["probes"] += 1
                 self._resend(self._probe(send))
         for src, first in list(self._asked_first.items()):
             if now - first.time < self.xmit_interval:
@@ -439,7 +439,7 @@ class Unicast2(Protocol):
     def _send_stable(self, dest: Address, entry: _RecvEntry) -> None:
         win = entry.win
         self._control(dest, Unicast2Header(STABLE, win.hd, entry.conn_id, high=win.hr))
-        self._c["stable_sent"] += 1
+        self.counters["stable_sent"] += 1
 
     # --- closing ---------------------------------------------------------------------
 
@@ -452,14 +452,14 @@ class Unicast2(Protocol):
     def _close_send(self, peer: Address) -> None:
         send = self._send.pop(peer, None)
         if send is not None:
-            self._c["abandoned"] += len(send.win)
-            self._c["connections_closed"] += 1
+            self.counters["abandoned"] += len(send.win)
+            self.counters["connections_closed"] += 1
 
     def _close_recv(self, peer: Address, now: float) -> None:
         action, _ = RECV_TRANSITIONS[self.peer_state(peer), RecvInput.CLOSE]
         if action is RecvAction.BURY:
             recv = self._recv.pop(peer)
-            self._c["connections_closed"] += 1
+            self.counters["connections_closed"] += 1
             win = recv.win
             oob = tuple((s, m) for s, m in win.items() if m.flags & _OOB)
             life = self.max_retransmit_time or math.inf
@@ -473,14 +473,14 @@ class Unicast2(Protocol):
         limit = now - self.conn_expiry_timeout
         for peer in [p for p, e in self._recv.items() if e.used <= limit]:
             self._close_recv(peer, now)
-            self._c["reaped"] += 1
+            self.counters["reaped"] += 1
         for peer in [p for p, e in self._send.items() if e.used <= limit and not len(e.win)]:
             self._close_send(peer)
-            self._c["reaped"] += 1
+            self.counters["reaped"] += 1
 
     def _expire(self, now: float) -> None:
         for peer in [p for p, t in self._age_out.items() if t <= now]:
-            self._c["aged_out"] += 1
+            self.counters["aged_out"] += 1
             self._close(peer, now)
         for peer in [p for p, tomb in self._tombs.items() if tomb.expires <= now]:
             self._forget(peer)
@@ -498,14 +498,9 @@ class Unicast2(Protocol):
 
     # --- observability -----------------------------------------------------------------
 
-    def reset_stats(self) -> None:
-        super().reset_stats()
-        for key in self._c:
-            self._c[key] = 0
-
-    def stats(self) -> dict[str, Any]:
-        """Counters, plus every connection's conn-id and window (low = hd, high = hr), and
-        the keys every reliable protocol shares (`reliable_stats`)."""
+    def gauges(self) -> dict[str, Any]:
+        """Every connection's conn-id and window (low = hd, high = hr), and the keys every
+        reliable protocol shares (`reliable_stats`)."""
         send = {
             str(p): {
                 "conn_id": e.conn_id,
@@ -526,9 +521,8 @@ class Unicast2(Protocol):
             }
             for p, e in self._recv.items()
         }
-        c = self._c
+        c = self.counters
         return {
-            **c,
             **reliable_stats(
                 sent=c["msgs_sent"],
                 received=c["msgs_received"],

@@ -20,6 +20,9 @@ class Unicast3Context(Protocol):
     """`Unicast3` as its sender and receiver see it."""
 
     @property
+    def counters(self) -> dict[str, int]: ...
+
+    @property
     def xmit_interval(self) -> float: ...
 
     @property

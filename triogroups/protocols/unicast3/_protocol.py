@@ -68,7 +68,7 @@ from triogroups.properties import Duration, Int, at_least, positive
 from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols._batch import carries
-from triogroups.protocols._stats import reliable_stats, zero
+from triogroups.protocols._stats import reliable_stats
 from triogroups.protocols.unicast3._common import (
     ACK,
     CLOSE,
@@ -81,6 +81,7 @@ from triogroups.protocols.unicast3._common import (
 from triogroups.protocols.unicast3._receiver import RECEIVER_COUNTERS, DataItem, Receiver
 from triogroups.protocols.unicast3._sender import SENDER_COUNTERS, Sender
 from triogroups.view import View
+from triogroups.wire import MAX_DATAGRAM
 
 __all__ = ["Unicast3"]
 
@@ -94,7 +95,6 @@ _HEADER_ROOM = 128  # bundle envelope, addresses, the rest of the header
 #: header (< 64).
 _REQ_FRAMING = 325
 _ADDRESS_BYTES = 20  # ext header and UUID of each of the bundle's two addresses
-_DEFAULT_BUNDLE = 65_507
 _CONN_MOD = 1 << 16  # connection ids are 16 bits (see header_ok)
 
 
@@ -103,6 +103,7 @@ class Unicast3(Protocol):
 
     name = "UNICAST3"
     id = ids.UNICAST3
+    COUNTERS = (*SENDER_COUNTERS, *RECEIVER_COUNTERS, "loopbacks", "malformed")
 
     xmit_interval = Duration(
         0.5,
@@ -156,10 +157,8 @@ class Unicast3(Protocol):
         super().__init__(**properties)
         self.sender = Sender(self)
         self.receiver = Receiver(self)
-        self._bundle_size = _DEFAULT_BUNDLE
+        self._bundle_size = MAX_DATAGRAM  # until check_stack learns the transport's
         self._next_tick = math.inf
-        self.loopbacks = 0
-        self.malformed = 0
         self._flushing = False  # GMS's FlushRequest is not answered yet
 
     # --- configuration ---------------------------------------------------------------
@@ -229,7 +228,7 @@ class Unicast3(Protocol):
         if msg.flags & _DONT_LOOPBACK:
             return
         msg.src = self.local_address
-        self.loopbacks += 1
+        self.counters["loopbacks"] += 1
         self.send_up_one(msg)
 
     @property
@@ -266,7 +265,7 @@ class Unicast3(Protocol):
                     cap = self.xmit_req_cap
                 ok = header_ok(hdr, cap)
             if src is None or not ok:
-                self.malformed += 1
+                self.counters["malformed"] += 1
                 continue
             if kind == DATA:
                 if src is last_src:
@@ -373,36 +372,29 @@ class Unicast3(Protocol):
 
     # --- observability -----------------------------------------------------------------
 
-    def reset_stats(self) -> None:
-        self.loopbacks = self.malformed = 0
-        zero(self.sender, SENDER_COUNTERS)
-        zero(self.receiver, RECEIVER_COUNTERS)
-
-    def stats(self) -> dict[str, Any]:
-        """The sender's and the receiver's counters, every connection's window and state,
+    def gauges(self) -> dict[str, Any]:
+        """Every connection's window and state, the sender's and the receiver's gauges,
         and the keys every reliable protocol shares (`reliable_stats`; ``pending_acks``:
         receive connections whose ack is delayed; xmit requests count seqnos asked for)."""
-        send, recv = self.sender, self.receiver
+        counters, recv = self.counters, self.receiver
         states = self.sender.states()
         for state, count in self.receiver.states().items():
             states[state] += count
         return {
             **reliable_stats(
-                sent=send.msgs_sent,
-                received=recv.msgs_received,
-                delivered=recv.msgs_delivered + self.loopbacks,
-                xmit_reqs_sent=recv.xmit_reqs_sent,
-                xmit_reqs_received=send.xmit_reqs_received,
-                retransmitted=send.xmit_rsps_sent + send.retransmissions,
+                sent=counters["msgs_sent"],
+                received=counters["msgs_received"],
+                delivered=counters["msgs_delivered"] + counters["loopbacks"],
+                xmit_reqs_sent=counters["xmit_reqs_sent"],
+                xmit_reqs_received=counters["xmit_reqs_received"],
+                retransmitted=counters["xmit_rsps_sent"] + counters["retransmissions"],
                 peer_windows={
                     str(p): (e.table.hd, e.table.hd, e.table.hr) for p, e in recv.entries.items()
                 },
                 pending_acks=sum(1 for e in recv.entries.values() if e.ack_pending),
             ),
-            **self.sender.stats(),
-            **self.receiver.stats(),
-            "loopbacks": self.loopbacks,
-            "malformed": self.malformed,
+            **self.sender.gauges(),
+            **self.receiver.gauges(),
             "timestamp": self.receiver.timestamper,
             "connections": states,
             "send_conns": {str(p): e.snapshot() for p, e in self.sender.entries.items()},

@@ -126,23 +126,23 @@ class ReceiverEntry:
         }
 
 
-#: The receiver's counters, zeroed by a probe's reset (`Unicast3.reset_stats`).
+#: The receiver's counters, kept in `Unicast3.counters` under these names.
 RECEIVER_COUNTERS = (
     "msgs_received",
     "msgs_delivered",
     "duplicates",
     "dropped_beyond_window",
-    "stale",
+    "stale",  # of an older or closed connection
     "cached",
     "cache_dropped",
     "acks_sent",
-    "xmit_reqs_sent",
+    "xmit_reqs_sent",  # seqnos asked for
     "xmit_req_msgs_sent",
-    "first_seqno_sent",
-    "first_seqno_suppressed",
-    "opened",
-    "revived",
-    "removed",
+    "send_first_seqno_sent",
+    "send_first_seqno_suppressed",  # runs that held one back for sync_min_interval
+    "recv_conns_opened",
+    "recv_conns_revived",
+    "recv_conns_removed",
     "closes_received",
 )
 
@@ -152,6 +152,8 @@ class Receiver(ConnectionTable[ReceiverEntry]):
 
     def __init__(self, proto: Unicast3Context) -> None:
         self.proto = proto
+        #: The protocol's counters (`Protocol.counters`): the receiver counts there.
+        self.counters = proto.counters
         super().__init__()
         #: sender -> (conn_id, highest delivered or _CLOSED_FLOOR, since)
         self.floors: dict[Address, Floor] = {}
@@ -161,22 +163,6 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         #: sender -> when the last SEND_FIRST_SEQNO went to it (seed 000's last-sync-sent).
         self.last_sync_sent: dict[Address, float] = {}
         self.timestamper = 0
-        self.msgs_received = 0
-        self.msgs_delivered = 0
-        self.duplicates = 0
-        self.dropped_beyond_window = 0
-        self.stale = 0  # of an older or closed connection
-        self.cached = 0
-        self.cache_dropped = 0
-        self.acks_sent = 0
-        self.xmit_reqs_sent = 0  # seqnos asked for
-        self.xmit_req_msgs_sent = 0
-        self.first_seqno_sent = 0
-        self.first_seqno_suppressed = 0  # runs that held one back for sync_min_interval
-        self.opened = 0
-        self.revived = 0
-        self.removed = 0
-        self.closes_received = 0
 
     # --- data ----------------------------------------------------------------------
 
@@ -189,7 +175,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         out: list[Message],
     ) -> None:
         """Add one sender's DATA messages of a batch; deliver what is ready; maybe ack."""
-        self.msgs_received += len(items)
+        self.counters["msgs_received"] += len(items)
         entry = self.entries.get(peer)
         # A batch with a first message opens the window from it before adding the others.
         for hdr, _ in items:
@@ -203,7 +189,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
                 and any(h.conn_id == floor.conn_id for h, _ in items)
             ):
                 entry = self._open(peer, floor.conn_id, floor.hd, now)
-                self.revived += 1
+                self.counters["recv_conns_revived"] += 1
         if entry is None:
             for hdr, msg in items:
                 self._cache(peer, hdr, msg)
@@ -233,7 +219,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
             elif conn_newer(hdr.conn_id, conn):
                 self._cache(peer, hdr, msg)
             else:
-                self.stale += 1
+                self.counters["stale"] += 1
         cached = self.cache.get(peer)
         if cached:  # what waited for this window joins it; other connections' stay
             for key in sorted(k for k in cached if k[0] == conn):
@@ -247,7 +233,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         ready = table.remove_ready()
         if ready:
             delivered.extend(m for m in ready if m is not None)
-        self.msgs_delivered += len(delivered) - before
+        self.counters["msgs_delivered"] += len(delivered) - before
         if table.hd - entry.acked >= self.proto.ack_threshold:
             self._send_ack(peer, entry, out)
 
@@ -260,14 +246,14 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         a sender that never fills its gaps cannot make us buffer without end.
         """
         if seqno - table.hd > self.proto.max_receive_window:
-            self.dropped_beyond_window += 1
+            self.counters["dropped_beyond_window"] += 1
             return
         oob = msg.flags & _OOB
         if table.add(seqno, None if oob else msg):
             if oob:
                 delivered.append(msg)
         else:
-            self.duplicates += 1
+            self.counters["duplicates"] += 1
 
     def _open(self, peer: Address, conn_id: int, offset: int, now: float) -> ReceiverEntry | None:
         """A new window for ``conn_id`` after ``offset``, unless a floor says it is stale."""
@@ -286,7 +272,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         for seqno in oob:
             entry.table.add(seqno, None)
         self.sync_wanted.discard(peer)
-        self.opened += 1
+        self.counters["recv_conns_opened"] += 1
         return entry
 
     def _cache(self, peer: Address, hdr: Unicast3Header, msg: Message) -> None:
@@ -295,25 +281,25 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         if floor is not None and (
             floor.conn_id == hdr.conn_id or conn_newer(floor.conn_id, hdr.conn_id)
         ):
-            self.stale += 1  # of a closed or older connection
+            self.counters["stale"] += 1  # of a closed or older connection
             return
         self.sync_wanted.add(peer)
         cache = self.cache.setdefault(peer, {})
         if len(cache) < _MAX_CACHED:
             cache[(hdr.conn_id, hdr.seqno)] = msg
-            self.cached += 1
+            self.counters["cached"] += 1
         else:
-            self.cache_dropped += 1
+            self.counters["cache_dropped"] += 1
 
     def on_close(self, peer: Address, hdr: Unicast3Header, now: float) -> None:
         """CLOSE: remove the window if the connection id matches (seed 001)."""
-        self.closes_received += 1
+        self.counters["closes_received"] += 1
         entry = self.entries.get(peer)
         if entry is not None:
             if entry.conn_id != hdr.conn_id:
                 return
             self.transition(peer, entry, Input.DROP, now)
-            self.removed += 1
+            self.counters["recv_conns_removed"] += 1
         else:
             floor = self.floors.get(peer)
             if floor is not None and conn_newer(floor.conn_id, hdr.conn_id):
@@ -338,7 +324,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         out.append(Message(peer, flags=_INTERNAL, headers={ID: hdr}))
         entry.ack_pending = False
         entry.acked = hd
-        self.acks_sent += 1
+        self.counters["acks_sent"] += 1
 
     def _timestamp(self) -> int:
         self.timestamper = next_timestamp(self.timestamper)
@@ -376,8 +362,8 @@ class Receiver(ConnectionTable[ReceiverEntry]):
             return
         hdr = Unicast3Header(XMIT_REQ, missing=tuple(missing))
         out.append(Message(peer, flags=_CONTROL, headers={ID: hdr}))
-        self.xmit_reqs_sent += len(missing)
-        self.xmit_req_msgs_sent += 1
+        self.counters["xmit_reqs_sent"] += len(missing)
+        self.counters["xmit_req_msgs_sent"] += 1
 
     def _reap(self, peer: Address, entry: ReceiverEntry, now: float) -> None:
         """OPEN -> CLOSING when idle; CLOSING -> CLOSED (removed, floor kept) after a while."""
@@ -388,7 +374,7 @@ class Receiver(ConnectionTable[ReceiverEntry]):
                 self.transition(peer, entry, Input.IDLE, now)
         elif proto.conn_close_timeout > 0 and now - entry.last_used >= proto.conn_close_timeout:
             self.transition(peer, entry, Input.EXPIRED, now)
-            self.removed += 1
+            self.counters["recv_conns_removed"] += 1
             table = entry.table
             oob = tuple(seqno for seqno, msg in table.items() if msg is None)
             self.floors[peer] = Floor(entry.conn_id, table.hd, oob, now)
@@ -411,18 +397,18 @@ class Receiver(ConnectionTable[ReceiverEntry]):
         """At most one SEND_FIRST_SEQNO per sender per ``sync_min_interval`` (seed 000)."""
         for peer in list(self.sync_wanted):
             if peer in self.last_sync_sent:
-                self.first_seqno_suppressed += 1
+                self.counters["send_first_seqno_suppressed"] += 1
                 continue
             self.sync_wanted.discard(peer)
             self.last_sync_sent[peer] = now
             hdr = Unicast3Header(SEND_FIRST_SEQNO, timestamp=self._timestamp())
             out.append(Message(peer, flags=_CONTROL, headers={ID: hdr}))
-            self.first_seqno_sent += 1
+            self.counters["send_first_seqno_sent"] += 1
 
     def _drop_cache(self, peer: Address) -> None:
         dropped = self.cache.pop(peer, None)
         if dropped:
-            self.cache_dropped += len(dropped)
+            self.counters["cache_dropped"] += len(dropped)
 
     # --- connection management -----------------------------------------------------------
 
@@ -443,25 +429,9 @@ class Receiver(ConnectionTable[ReceiverEntry]):
             self.entries or self.floors or self.cache or self.sync_wanted or self.last_sync_sent
         )
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            "msgs_received": self.msgs_received,
-            "msgs_delivered": self.msgs_delivered,
-            "duplicates": self.duplicates,
-            "dropped_beyond_window": self.dropped_beyond_window,
-            "stale": self.stale,
-            "cached": self.cached,
-            "cache_dropped": self.cache_dropped,
             "cache_size": sum(len(c) for c in self.cache.values()),
-            "acks_sent": self.acks_sent,
-            "xmit_reqs_sent": self.xmit_reqs_sent,
-            "xmit_req_msgs_sent": self.xmit_req_msgs_sent,
-            "send_first_seqno_sent": self.first_seqno_sent,
-            "send_first_seqno_suppressed": self.first_seqno_suppressed,
-            "recv_conns_opened": self.opened,
-            "recv_conns_revived": self.revived,
-            "recv_conns_removed": self.removed,
-            "closes_received": self.closes_received,
             "floors": len(self.floors),
             "undelivered": sum(len(e.table) for e in self.entries.values()),
         }

@@ -82,24 +82,24 @@ class SenderEntry:
         }
 
 
-#: The sender's counters, zeroed by a probe's reset (`Unicast3.reset_stats`).
+#: The sender's counters, kept in `Unicast3.counters` under these names.
 SENDER_COUNTERS = (
     "msgs_sent",
     "acks_received",
-    "acks_dropped_stale",
-    "acks_dropped_conn",
-    "first_seqno_received",
-    "first_seqno_dropped",
-    "first_seqno_unknown",
+    "acks_dropped_stale",  # timestamp not newer than the last one (seed 000)
+    "acks_dropped_conn",  # for a connection that no longer exists
+    "send_first_seqno_received",
+    "send_first_seqno_dropped",  # stale timestamp (seed 000)
+    "send_first_seqno_unknown",  # no send window for the asker
     "first_resent",
-    "xmits_capped",
-    "xmit_reqs_received",
+    "xmit_reqs_received",  # seqnos asked for
     "xmit_rsps_sent",
-    "retransmissions",
+    "xmits_capped",
+    "retransmissions",  # highest-sent resends by the retransmit task
     "msgs_given_up",
-    "reopened",
-    "removed",
-    "departed",
+    "send_conns_reopened",
+    "send_conns_removed",
+    "send_conns_departed",  # connections dropped because their peer left the view
     "closes_sent",
 )
 
@@ -109,26 +109,11 @@ class Sender(ConnectionTable[SenderEntry]):
 
     def __init__(self, proto: Unicast3Context) -> None:
         self.proto = proto
+        #: The protocol's counters (`Protocol.counters`): the sender counts there.
+        self.counters = proto.counters
         super().__init__()
         self._conn_id = -1
-        self.msgs_sent = 0
-        self.acks_received = 0
-        self.acks_dropped_stale = 0  # timestamp not newer than the last one (seed 000)
-        self.acks_dropped_conn = 0  # for a connection that no longer exists
-        self.first_seqno_received = 0
-        self.first_seqno_dropped = 0  # stale timestamp (seed 000)
-        self.first_seqno_unknown = 0  # no send window for the asker
-        self.first_resent = 0
         self.budget = PeerBudget()
-        self.xmits_capped = 0
-        self.xmit_reqs_received = 0  # seqnos asked for
-        self.xmit_rsps_sent = 0
-        self.retransmissions = 0  # highest-sent resends by the retransmit task
-        self.msgs_given_up = 0
-        self.reopened = 0
-        self.removed = 0
-        self.departed = 0  # connections dropped because their peer left the view
-        self.closes_sent = 0
 
     # --- sending ---------------------------------------------------------------
 
@@ -141,7 +126,7 @@ class Sender(ConnectionTable[SenderEntry]):
             entry = self.entries[dest] = SenderEntry(self._conn_id, now)
         elif entry.state is not _OPEN:  # a send reopens a closing connection (seed 001)
             self.transition(dest, entry, Input.USE, now)
-            self.reopened += 1
+            self.counters["send_conns_reopened"] += 1
         table = entry.table
         if table.hd == table.hr:  # the window was empty: the wait for an ack starts now
             entry.progress = now
@@ -150,7 +135,7 @@ class Sender(ConnectionTable[SenderEntry]):
         headers = Unicast3Header.data_run(table.append_run(msgs), conn_id, len(msgs))
         for msg, hdr in zip(msgs, headers, strict=True):
             msg.headers[ID] = hdr
-        self.msgs_sent += len(msgs)
+        self.counters["msgs_sent"] += len(msgs)
         out += msgs
 
     # --- what the receiver tells us ------------------------------------------------
@@ -159,12 +144,12 @@ class Sender(ConnectionTable[SenderEntry]):
         """Cumulative ack: purge everything <= seqno, unless the ack is stale."""
         entry = self.entries.get(peer)
         if entry is None or entry.conn_id != hdr.conn_id:
-            self.acks_dropped_conn += 1
+            self.counters["acks_dropped_conn"] += 1
             return
         if not entry.accept_timestamp(hdr.timestamp):
-            self.acks_dropped_stale += 1
+            self.counters["acks_dropped_stale"] += 1
             return
-        self.acks_received += 1
+        self.counters["acks_received"] += 1
         table = entry.table
         upto = min(hdr.seqno, table.hr)  # an ack beyond what was sent is bogus: clamp
         if upto > table.hd:
@@ -175,19 +160,19 @@ class Sender(ConnectionTable[SenderEntry]):
         """Resend the lowest unacked message marked first, unless the request is stale."""
         entry = self.entries.get(peer)
         if entry is None:
-            self.first_seqno_unknown += 1
+            self.counters["send_first_seqno_unknown"] += 1
             return
         if not entry.accept_timestamp(hdr.timestamp):
-            self.first_seqno_dropped += 1
+            self.counters["send_first_seqno_dropped"] += 1
             return
-        self.first_seqno_received += 1
+        self.counters["send_first_seqno_received"] += 1
         table = entry.table
         msg = table.get(table.hd + 1)
         if msg is None:
             return
         copy = msg.copy()  # the stored message keeps its own header
         copy.headers[ID] = copy.headers[ID]._replace(first=True)
-        self.first_resent += 1
+        self.counters["first_resent"] += 1
         out.append(copy)
 
     def on_xmit_req(
@@ -195,7 +180,7 @@ class Sender(ConnectionTable[SenderEntry]):
     ) -> None:
         """Resend the requested messages that are still in the window, at most
         ``max_xmits_per_interval`` per peer per interval (`PeerBudget`)."""
-        self.xmit_reqs_received += len(hdr.missing)
+        self.counters["xmit_reqs_received"] += len(hdr.missing)
         entry = self.entries.get(peer)
         if entry is None:
             return
@@ -205,14 +190,14 @@ class Sender(ConnectionTable[SenderEntry]):
             peer, len(missing), proto.max_xmits_per_interval, proto.xmit_interval, now
         )
         if granted < len(missing):
-            self.xmits_capped += len(missing) - granted
+            self.counters["xmits_capped"] += len(missing) - granted
             missing = missing[:granted]
         get = entry.table.get
         for seqno in missing:
             msg = get(seqno)
             if msg is not None:
                 out.append(msg)
-                self.xmit_rsps_sent += 1
+                self.counters["xmit_rsps_sent"] += 1
 
     # --- the retransmit task ----------------------------------------------------------
 
@@ -234,7 +219,7 @@ class Sender(ConnectionTable[SenderEntry]):
                     msg = table.get(ha_hs[1])
                     if msg is not None:
                         out.append(msg)
-                        self.retransmissions += 1
+                        self.counters["retransmissions"] += 1
                 else:
                     entry.watermark = ha_hs
             else:
@@ -271,12 +256,12 @@ class Sender(ConnectionTable[SenderEntry]):
     ) -> None:
         """Remove the connection; what is still unacked is given up (counted)."""
         self.transition(peer, entry, event, now)
-        self.removed += 1
-        self.msgs_given_up += len(entry.table)
+        self.counters["send_conns_removed"] += 1
+        self.counters["msgs_given_up"] += len(entry.table)
         if close:
             hdr = Unicast3Header(CLOSE, conn_id=entry.conn_id)
             out.append(Message(peer, flags=_INTERNAL, headers={ID: hdr}))
-            self.closes_sent += 1
+            self.counters["closes_sent"] += 1
 
     # --- connection management ---------------------------------------------------------
 
@@ -288,26 +273,9 @@ class Sender(ConnectionTable[SenderEntry]):
             entry = self.entries.get(peer)
             if entry is not None:
                 self._remove(peer, entry, Input.DROP, now, [], close=False)
-                self.departed += 1
+                self.counters["send_conns_departed"] += 1
 
-    def stats(self) -> dict[str, Any]:
+    def gauges(self) -> dict[str, Any]:
         return {
-            "msgs_sent": self.msgs_sent,
-            "acks_received": self.acks_received,
-            "acks_dropped_stale": self.acks_dropped_stale,
-            "acks_dropped_conn": self.acks_dropped_conn,
-            "send_first_seqno_received": self.first_seqno_received,
-            "send_first_seqno_dropped": self.first_seqno_dropped,
-            "send_first_seqno_unknown": self.first_seqno_unknown,
-            "first_resent": self.first_resent,
-            "xmit_reqs_received": self.xmit_reqs_received,
-            "xmit_rsps_sent": self.xmit_rsps_sent,
-            "xmits_capped": self.xmits_capped,
-            "retransmissions": self.retransmissions,
-            "msgs_given_up": self.msgs_given_up,
-            "send_conns_reopened": self.reopened,
-            "send_conns_removed": self.removed,
-            "send_conns_departed": self.departed,
-            "closes_sent": self.closes_sent,
             "unacked": sum(len(e.table) for e in self.entries.values()),
         }

@@ -1,13 +1,13 @@
 """``triogroups demo``: a real group of member processes on a lossy network, with a restart.
 
-Three member processes (`_demo_member`) are started through the supervisor over UDP multicast
+Three member processes (`_member`) are started through the supervisor over UDP multicast
 on loopback (the ``udp`` preset on a port of the run's own) with DISCARD dropping ``loss`` of
 everything that arrives; all of them multicast. Part-way through, member B is killed with
 SIGKILL and the supervisor restarts it: the views shrink (fast failure detection) and grow
 again with B's new incarnation, which sends its own messages. A live table shows each member's
 view, messages sent and delivered and retransmission requests; at the end the summary (views
 seen, per-sender delivered counts, retransmission requests, the restart) and the verdict of
-`_demo_check.check_logs` over every member's delivery log; the exit status is 0 only when it
+`_check.check_logs` over every member's delivery log; the exit status is 0 only when it
 found nothing. Over ``--stack tcp`` the same runs without DISCARD (TCP does not lose what it
 carries).
 """
@@ -27,10 +27,10 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from triogroups._demo._check import MemberLog, check_logs
 from triogroups._ports import free_ports
 from triogroups.actors import Restart
 from triogroups.config import StackConfig
-from triogroups.supervisor._demo_check import MemberLog, check_logs
 from triogroups.supervisor._events import MemberJoined, MemberRestarted, MemberView
 from triogroups.supervisor._group import ProcessGroup, open_process_group
 
@@ -233,7 +233,7 @@ async def run_real_demo(
     board = _Board()
     try:
         async with open_process_group(
-            "triogroups.supervisor._demo_member:demo_member",
+            "triogroups._demo._member:demo_member",
             args.members,
             stack=config,
             args=(args.members, args.messages, _RATE, str(logdir)),

@@ -5,7 +5,7 @@ Once its view has the demo's size, the member multicasts ``count`` numbered mess
 see `must_repeat_done`); it records every view it installs (its id and members) with how many
 messages it had sent before it, and every message it delivers, and prints a progress line
 (JSON with ``"demo"``) every half second. When every member in its view said ``done`` (so it
-has delivered what it will get from them), it writes its log (`_demo_check.MemberLog` fields)
+has delivered what it will get from them), it writes its log (`_check.MemberLog` fields)
 to ``logdir`` and prints ``finished``, again after any later change; it stays in the group
 (others may still need retransmissions) until the supervisor stops it.
 """

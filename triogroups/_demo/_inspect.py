@@ -21,8 +21,8 @@ import trio
 from rich.console import Console
 
 from triogroups._cli_exit import Stopped, run_stoppable, stopped
+from triogroups._demo._real import run_real_demo
 from triogroups.inspector._inspect import add_inspect_arguments, probe_source, watch
-from triogroups.supervisor._demo import run_real_demo
 
 __all__ = ["run_demo_inspect"]
 
