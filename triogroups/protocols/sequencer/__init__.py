@@ -69,7 +69,7 @@ makes a view without it, which ends the wait).
 
 from __future__ import annotations
 
-from collections import Counter, deque
+from collections import deque
 from typing import Any
 
 from triogroups.address import Address
@@ -124,6 +124,28 @@ class Sequencer(Protocol):
 
     name = "SEQUENCER"
     id = _ID
+    #: JGroups' counters (``forwarded_msgs``, ``bcast_msgs``, ``received_forwards``,
+    #: ``received_bcasts``, ``delivered_bcasts``) first, then ours
+    COUNTERS = (
+        "forwarded_msgs",
+        "flushed_msgs",
+        "bcast_msgs",
+        "received_forwards",
+        "received_bcasts",
+        "delivered_bcasts",
+        "duplicates",
+        "recoveries",
+        "tails_sent",
+        "tail_msgs_resent",
+        "bcasts_not_from_coord",
+        "early_dropped",
+        "forwards_dropped_leaving",
+        "left_undelivered",
+        "malformed",
+        "non_member_dropped",
+        "recoveries_inconsistent",
+        "tails_ignored",
+    )
     passes_up: Passes | None = "all"  # its messages carry its header
     passes_down: Passes | None = "unicasts"  # it orders multicasts only
 
@@ -145,7 +167,6 @@ class Sequencer(Protocol):
         self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
         self._leaving = False  # GMS asked for the flush
         self._flush_answered = False
-        self.counters = Counter[str]()
 
     # --- configuration ---------------------------------------------------------------
 
@@ -470,12 +491,9 @@ class Sequencer(Protocol):
 
     # --- observation -----------------------------------------------------------------
 
-    def stats(self) -> dict[str, Any]:
-        """JGroups' counters (``forwarded_msgs``, ``bcast_msgs``, ``received_forwards``,
-        ``received_bcasts``, ``delivered_bcasts``) and ours, with the tables' sizes."""
+    def gauges(self) -> dict[str, Any]:
+        """The coordinator, the global seqno and the tables' sizes."""
         return {
-            **{k: 0 for k in _COUNTERS},
-            **self.counters,
             "coord": str(self.coord) if self.coord is not None else None,
             "is_coord": self.is_coord,
             "seqno": self._seqno,
@@ -484,20 +502,6 @@ class Sequencer(Protocol):
             "recovering": self._recovery is not None,
             "pending": len(self._pending),
         }
-
-
-_COUNTERS = (
-    "forwarded_msgs",
-    "flushed_msgs",
-    "bcast_msgs",
-    "received_forwards",
-    "received_bcasts",
-    "delivered_bcasts",
-    "duplicates",
-    "recoveries",
-    "tails_sent",
-    "tail_msgs_resent",
-)
 
 
 def _names(layers: list[Protocol]) -> str:
