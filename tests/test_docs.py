@@ -76,11 +76,7 @@ _LITERAL = re.compile(r"::\n\n((?:[ \t]+\S.*\n|[ \t]*\n)+)")
 _INLINE_COMMAND = re.compile(r"`(triogroups (?![\w-]+:)[^`]*|python3? dev\.py [^`]*)`")
 
 # Literal blocks that describe a format rather than show code to run: (module, first line's start).
-_FORMAT_DESCRIPTIONS = {
-    ("triogroups.wire", 'b"TG" | version:u8'),
-    ("triogroups.testing._member_process", '{"cmd": '),
-    ("triogroups.testing._group_member", '{"cmd": '),
-}
+_FORMAT_DESCRIPTIONS = {("triogroups.wire", 'b"TG" | version:u8')}
 
 
 _SHELL = ("sh", "bash", "shell", "console")
