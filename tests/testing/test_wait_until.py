@@ -76,9 +76,11 @@ async def test_wait_until_checks_once_more_at_the_deadline(autojump_clock: Any) 
     assert len(calls) == 2
 
 
-async def test_wait_until_refuses_a_non_positive_interval() -> None:
-    with pytest.raises(ValueError, match="interval > 0"):
-        await wait_until(lambda: True, interval=0)
+async def test_wait_until_refuses_a_negative_interval_or_timeout() -> None:
+    with pytest.raises(ValueError, match=r"timeout and interval >= 0, got 1, -0\.1"):
+        await wait_until(lambda: True, timeout=1, interval=-0.1)
+    with pytest.raises(ValueError, match=r"got -1, 0\.05"):
+        await wait_until(lambda: True, timeout=-1)
 
 
 async def test_wait_until_works_on_the_real_clock() -> None:

@@ -28,7 +28,8 @@ async def wait_until(
     message: str | Callable[[], object] | None = None,
 ) -> None:
     """Return once ``predicate()`` is true, calling it now and then every ``interval`` seconds
-    of Trio's clock (virtual time under ``MockClock``).
+    of Trio's clock (virtual time under ``MockClock``; ``interval=0`` checks at every
+    scheduling round).
 
     If it is still false ``timeout`` seconds from now, it is called once more, and if still
     false this raises `AssertionError` naming the predicate (its source, for a lambda) and
@@ -36,8 +37,8 @@ async def wait_until(
     Real-time tests should give a generous ``timeout``: it bounds a wait on a loaded machine,
     it does not measure speed.
     """
-    if timeout < 0 or interval <= 0:
-        raise ValueError(f"wait_until needs timeout >= 0 and interval > 0: {timeout}, {interval}")
+    if timeout < 0 or interval < 0:
+        raise ValueError(f"wait_until needs timeout and interval >= 0, got {timeout}, {interval}")
     with trio.move_on_after(timeout):
         while not predicate():
             await trio.sleep(interval)
