@@ -91,8 +91,14 @@ def _blocks(*languages: str) -> list[Any]:
         for match in _FENCE.finditer(text):
             if match.group(1) in languages:
                 line = text.count("\n", 0, match.start()) + 1
-                found.append(pytest.param(match.group(2), id=f"{page}:{line}"))
+                marks = [pytest.mark.spark] if _SPARK_BLOCK.search(match.group(2)) else []
+                found.append(pytest.param(match.group(2), id=f"{page}:{line}", marks=marks))
     return found
+
+
+# A block that starts Spark (a JVM and a Spark session) is a `spark` test, left out of
+# `dev.py test --fast` as the other Spark tests are.
+_SPARK_BLOCK = re.compile(r"^\s*(?:from|import) (?:pyspark|triogroups\.supervisor\.spark)\b", re.M)
 
 
 def _defines_tests(source: str) -> bool:
@@ -130,6 +136,15 @@ def test_doc_python_block_runs_as_written(source: str, tmp_path: Path) -> None:
         assert "trio.run(" in source or not _defines_async(source), "an async example must run"
         (tmp_path / "block.py").write_text(source)
         _run([sys.executable, "block.py"], tmp_path)
+
+
+def test_doc_blocks_that_start_spark_are_spark_tests() -> None:
+    """The Spark how-to's block starts a JVM (265 s of a `dev.py test --fast` run at load
+    17): it is marked ``spark``, as the other Spark tests, and the blocks that do not import
+    Spark are not."""
+    marked = {p.id for p in _blocks("python") if any(m.name == "spark" for m in p.marks)}
+    assert any(page.startswith("docs/how-to/spark.md:") for page in marked), marked
+    assert "docs/tutorial/launch.md:14" not in marked
 
 
 @pytest.mark.parametrize("page", PAGES)
