@@ -43,9 +43,10 @@ INSTALL = ("-e", ".[test,spark,docs]")
 PARALLEL = ("-n", "4", "--dist", "worksteal")
 
 # What `test --fast` leaves out (pytest markers, pyproject.toml): member processes over real
-# sockets, Spark (a JVM), network namespaces, and building and installing the package. What
-# remains is the sans-IO, simulated and in-process tests; CI runs everything.
-FAST_SKIPS = ("real", "spark", "sparkcluster", "multihost", "package")
+# sockets, Spark (a JVM), network namespaces, building and installing the package, and the
+# chaos campaign's whole seeds. What remains is the sans-IO, simulated and in-process tests;
+# CI runs everything.
+FAST_SKIPS = ("real", "spark", "sparkcluster", "multihost", "package", "chaos")
 
 
 def pytest_args(rest: list[str]) -> list[str]:

@@ -76,11 +76,7 @@ _LITERAL = re.compile(r"::\n\n((?:[ \t]+\S.*\n|[ \t]*\n)+)")
 _INLINE_COMMAND = re.compile(r"`(triogroups (?![\w-]+:)[^`]*|python3? dev\.py [^`]*)`")
 
 # Literal blocks that describe a format rather than show code to run: (module, first line's start).
-_FORMAT_DESCRIPTIONS = {
-    ("triogroups.wire", 'b"TG" | version:u8'),
-    ("triogroups.testing._member_process", '{"cmd": '),
-    ("triogroups.testing._group_member", '{"cmd": '),
-}
+_FORMAT_DESCRIPTIONS = {("triogroups.wire", 'b"TG" | version:u8')}
 
 
 _SHELL = ("sh", "bash", "shell", "console")
@@ -95,8 +91,14 @@ def _blocks(*languages: str) -> list[Any]:
         for match in _FENCE.finditer(text):
             if match.group(1) in languages:
                 line = text.count("\n", 0, match.start()) + 1
-                found.append(pytest.param(match.group(2), id=f"{page}:{line}"))
+                marks = [pytest.mark.spark] if _SPARK_BLOCK.search(match.group(2)) else []
+                found.append(pytest.param(match.group(2), id=f"{page}:{line}", marks=marks))
     return found
+
+
+# A block that starts Spark (a JVM and a Spark session) is a `spark` test, left out of
+# `dev.py test --fast` as the other Spark tests are.
+_SPARK_BLOCK = re.compile(r"^\s*(?:from|import) (?:pyspark|triogroups\.supervisor\.spark)\b", re.M)
 
 
 def _defines_tests(source: str) -> bool:
@@ -134,6 +136,15 @@ def test_doc_python_block_runs_as_written(source: str, tmp_path: Path) -> None:
         assert "trio.run(" in source or not _defines_async(source), "an async example must run"
         (tmp_path / "block.py").write_text(source)
         _run([sys.executable, "block.py"], tmp_path)
+
+
+def test_doc_blocks_that_start_spark_are_spark_tests() -> None:
+    """The Spark how-to's block starts a JVM (265 s of a `dev.py test --fast` run at load
+    17): it is marked ``spark``, as the other Spark tests, and the blocks that do not import
+    Spark are not."""
+    marked = {p.id for p in _blocks("python") if any(m.name == "spark" for m in p.marks)}
+    assert any(page.startswith("docs/how-to/spark.md:") for page in marked), marked
+    assert "docs/tutorial/launch.md:14" not in marked
 
 
 @pytest.mark.parametrize("page", PAGES)
@@ -234,27 +245,45 @@ def test_doc_command_check_can_fail() -> None:
         _check_command("triogroups demo --members three")
 
 
-def _modules() -> list[ModuleType]:
-    modules = [
-        importlib.import_module(info.name)
-        for info in pkgutil.walk_packages(triogroups.__path__, "triogroups.")
-    ]
-    modules.insert(0, triogroups)
-    for path in sorted(EXAMPLES.glob("*.py")):
-        spec = importlib.util.spec_from_file_location(f"examples_{path.stem}", path)
+# What the ``spark`` extra installs: a module that needs one of them (the Spark driver's
+# modules) is skipped, saying so, where the extra is not installed.
+_SPARK_EXTRA = ("pyspark", "pandas", "pyarrow", "py4j")
+
+
+def _module_names() -> list[str]:
+    """Every module of the package, then every example as ``examples_<stem>``: names only, so
+    collection imports none of them (and needs no optional extra)."""
+    names = [info.name for info in pkgutil.walk_packages(triogroups.__path__, "triogroups.")]
+    return ["triogroups", *names, *(f"examples_{p.stem}" for p in sorted(EXAMPLES.glob("*.py")))]
+
+
+def _module(name: str) -> ModuleType:
+    """The module ``name`` imported (an example loaded from its file); the test is skipped
+    if the module needs the spark extra and it is not installed."""
+    try:
+        if not name.startswith("examples_"):
+            return importlib.import_module(name)
+        if name in sys.modules:
+            return sys.modules[name]
+        path = EXAMPLES / f"{name.removeprefix('examples_')}.py"
+        spec = importlib.util.spec_from_file_location(name, path)
         assert spec is not None and spec.loader is not None
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module
         spec.loader.exec_module(module)
-        modules.append(module)
-    return modules
+        return module
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").partition(".")[0] not in _SPARK_EXTRA:
+            raise
+        pytest.skip(f"{name} needs {exc.name}, which the spark extra installs")
 
 
-MODULES = _modules()
+MODULES = _module_names()
 
 
-@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
-def test_docstring_examples_pass_as_doctests(module: ModuleType) -> None:
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_examples_pass_as_doctests(name: str) -> None:
+    module = _module(name)
     finder = doctest.DocTestFinder()
     runner = doctest.DocTestRunner(optionflags=doctest.ELLIPSIS | doctest.NORMALIZE_WHITESPACE)
     for test in finder.find(module, module.__name__):
@@ -273,10 +302,11 @@ def _docstrings(module: ModuleType) -> list[str]:
     return docs
 
 
-@pytest.mark.parametrize("module", MODULES, ids=lambda m: m.__name__)
-def test_docstring_literal_blocks_are_checked(module: ModuleType) -> None:
+@pytest.mark.parametrize("name", MODULES)
+def test_docstring_literal_blocks_are_checked(name: str) -> None:
     """A ``::`` block is a TOML stack, commands that parse, or a known format description;
     Python examples belong in doctests (``>>>``), which run."""
+    module = _module(name)
     for doc in _docstrings(module):
         for match in _LITERAL.finditer(doc + "\n"):
             lines = [line.strip() for line in match.group(1).splitlines() if line.strip()]

@@ -17,6 +17,7 @@ from triogroups import Address, Message, Stack, StackConfig, open_channel
 from triogroups._layer import Inlet, LayerActor, after_chain
 from triogroups.events import Item, Suspect
 from triogroups.extend import Protocol
+from triogroups.testing import wait_until
 from triogroups.transports.sim import open_sim_network
 
 _A = Address(0xA, "A")
@@ -358,17 +359,13 @@ async def test_a_handler_that_raises_inline_crashes_its_own_layer_and_restarts_t
         stack = Stack(cfg, "c", "A")
         await nursery.start(stack.run)
         await stack.send([Message(None, b"boom")])
-        with trio.fail_after(10):
-            while stack.incarnation < 2:
-                await trio.sleep(0.01)
+        await wait_until(lambda: stack.incarnation >= 2, timeout=10, interval=0.01)
         report = stack.crash_reports[0]
         assert report.actor.endswith("TEST_DOWN_CRASHER") and "in run_inline" in report.traceback
         assert "down crasher was told to crash" in report.traceback
         assert isinstance(report.exception, RuntimeError)
         await stack.send([Message(stack.address, b"boom")])  # passes down, crashes coming up
-        with trio.fail_after(10):
-            while stack.incarnation < 3:
-                await trio.sleep(0.01)
+        await wait_until(lambda: stack.incarnation >= 3, timeout=10, interval=0.01)
         report = stack.crash_reports[1]
         assert report.actor.endswith("TEST_UP_CRASHER") and "in run_inline" in report.traceback
         assert "up crasher was told to crash" in report.traceback

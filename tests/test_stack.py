@@ -12,6 +12,7 @@ import trio
 from triogroups import Address, Message, RestartIntensityExceeded, Stack, StackConfig, View
 from triogroups.extend import Protocol, ViewChange
 from triogroups.properties import Duration
+from triogroups.testing import wait_until
 from triogroups.transports.sim import open_sim_network
 
 
@@ -134,9 +135,7 @@ async def test_crashing_layer_restarts_the_whole_stack_as_a_new_incarnation(
         first = stack.address
         old_pass = stack.protocol("PASS")
         await stack.send([Message(None, b"boom")])
-        with trio.fail_after(10):
-            while stack.incarnation < 2:
-                await trio.sleep(0.01)
+        await wait_until(lambda: stack.incarnation >= 2, timeout=10, interval=0.01)
         assert stack.address != first and stack.address.name == "A"
         assert stack.protocol("PASS") is not old_pass
         assert seen == [1, 2]
@@ -327,9 +326,7 @@ async def test_parked_senders_wake_when_an_unblocking_batch_follows_a_blocking_o
         await trio.sleep(1)
         assert len(sent) < 10
         await b.send([Message(a.address, b"open")])
-        with trio.fail_after(10):
-            while len(sent) < 10:
-                await trio.sleep(0.1)
+        await wait_until(lambda: len(sent) >= 10, timeout=10, interval=0.1)
         nursery.cancel_scope.cancel()
 
 

@@ -22,6 +22,7 @@ from triogroups import (
     open_channel,
 )
 from triogroups._payload import MSGPACK
+from triogroups.testing import wait_until
 
 
 async def take(ch: object, n: int, timeout: float = 30.0) -> list[Received]:
@@ -39,9 +40,7 @@ async def test_open_channel_returns_once_the_view_including_the_member_is_instal
         assert a.view.members == (a.address,)
         async with open_channel("c", stack, "B", network=net) as b:
             assert b.view.members == (a.address, b.address)
-            with trio.fail_after(5):
-                while a.view != b.view:
-                    await trio.sleep(0.01)
+            await wait_until(lambda: a.view == b.view, timeout=5, interval=0.01)
 
 
 async def test_multicasts_reach_every_member_and_the_sender_in_send_order(
@@ -141,9 +140,9 @@ async def test_pickled_payload_refused_by_a_receiver_is_reported_to_the_sender(
         (got,) = await take(b, 1)
         assert got.payload == "after"
         assert b.stats()["dropped"]["pickle_refused"] == 1
-        with trio.fail_after(10):
-            while not a.stats().get("pickle_refused_by_receivers"):
-                await trio.sleep(0.01)
+        await wait_until(
+            lambda: a.stats().get("pickle_refused_by_receivers"), timeout=10, interval=0.01
+        )
         assert f"{b.address} refuses pickled payloads" in caplog.text
         with pytest.raises(ValueError, match=f"allow_pickle is off at {b.address}"):
             await a.send(Point(3, 4), pickle=True)
@@ -200,9 +199,7 @@ async def test_send_to_an_address_outside_the_view_raises_not_a_member(
         async with open_channel("c", stack, "B", network=net) as b:
             gone = b.address
             await a.send(b"ok", to=gone)
-        with trio.fail_after(10):
-            while gone in a.view:
-                await trio.sleep(0.01)
+        await wait_until(lambda: gone not in a.view, timeout=10, interval=0.01)
         with pytest.raises(NotAMember) as info:
             await a.send(b"late", to=gone)
         assert info.value.member == gone
@@ -223,9 +220,7 @@ async def test_a_closed_channel_raises_channel_closed_and_iteration_ends(
                     seen.append(msg.payload)
 
             nursery.start_soon(read)
-            with trio.fail_after(5):
-                while not seen:
-                    await trio.sleep(0.01)
+            await wait_until(lambda: seen, timeout=5, interval=0.01)
             await a.aclose()
         assert seen == [b"one"]
     with pytest.raises(ChannelClosed):
@@ -308,9 +303,7 @@ async def test_leaving_on_exit_removes_the_member_without_failure_detection(
     async with open_channel("c", stack, "A", network=net) as a:
         async with open_channel("c", stack, "B", network=net):
             pass
-        with trio.fail_after(3):
-            while len(a.view) != 1:
-                await trio.sleep(0.01)
+        await wait_until(lambda: len(a.view) == 1, timeout=3, interval=0.01)
         assert a.stats().get("leave_timeouts", 0) == 0
 
 

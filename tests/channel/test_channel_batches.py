@@ -12,12 +12,11 @@ import trio.testing
 from triogroups import Address, Message, Received, SimNetwork, StackConfig, open_channel
 from triogroups._channel._inbox import RECEIVE_BUFFER, received
 from triogroups.protocols import ids
+from triogroups.testing import wait_until
 
 
 async def _wait_queued(ch: Any, n: int) -> None:
-    with trio.fail_after(30):
-        while ch.stats()["receive_queue"] < n:
-            await trio.sleep(0.01)
+    await wait_until(lambda: ch.stats()["receive_queue"] >= n, timeout=30, interval=0.01)
 
 
 async def test_send_many_sends_every_payload_in_order_as_one_batch(
@@ -86,9 +85,7 @@ async def test_batches_yields_until_the_channel_closes(
                     seen.append([m.payload for m in batch])
 
             nursery.start_soon(read)
-            with trio.fail_after(5):
-                while not seen:
-                    await trio.sleep(0.01)
+            await wait_until(lambda: seen, timeout=5, interval=0.01)
             await a.aclose()
         assert seen == [[1, 2, 3]]
 

@@ -21,6 +21,7 @@ from triogroups import (
 )
 from triogroups.protocols import ids
 from triogroups.protocols.mcast import ACK, as_header
+from triogroups.testing import wait_until
 
 #: MFC with little credit: a sender blocks soon when a receiver stops reading.
 FLOW = StackConfig.of(
@@ -167,8 +168,9 @@ async def test_a_channel_whose_stack_holds_back_its_senders_still_leaves_when_it
         open_channel("c", stack, "C", network=net) as c,
         open_channel("c", stack, "B", network=net) as b,
     ):
-        while len(a.view.members) < 3 or len(b.view.members) < 3:
-            await trio.sleep(0.1)
+        await wait_until(
+            lambda: len(a.view.members) >= 3 and len(b.view.members) >= 3, interval=0.1
+        )
         c.stack.protocol("DISCARD").drop_if(never, count=None)
         for _ in range(40):
             await b.send(b"x" * 100)
@@ -177,9 +179,7 @@ async def test_a_channel_whose_stack_holds_back_its_senders_still_leaves_when_it
         await b.send(b"last")
         await b.aclose()
         assert b.stats().get("leave_timeouts", 0) == 0
-        with trio.fail_after(1):
-            while b.address in a.view:
-                await trio.sleep(0.01)
+        await wait_until(lambda: b.address not in a.view, timeout=1, interval=0.01)
 
 
 async def test_senders_that_wait_reach_the_stack_in_seqno_order(autojump_clock: Any) -> None:
@@ -221,12 +221,11 @@ async def test_the_channel_rejoins_with_a_new_address_after_its_stack_restarts(
 
         b.stack.protocol("DISCARD").drop_if(crash, direction="up")
         await a.send(b"trigger")
-        with trio.fail_after(30):
-            while b.address == old or b.address not in a.view or b.view != a.view:
-                await trio.sleep(0.05)
-        with trio.fail_after(30):  # the old incarnation vanished: failure detection removes it
-            while old in a.view:
-                await trio.sleep(0.05)
+        await wait_until(
+            lambda: b.address != old and b.address in a.view and b.view == a.view, timeout=30
+        )
+        # the old incarnation vanished: failure detection removes it
+        await wait_until(lambda: old not in a.view, timeout=30)
         assert b.stats()["rejoins"] == 1
         await a.send(b"after", to=b.address)
         with trio.fail_after(10):

@@ -9,12 +9,13 @@ import pytest
 import trio
 
 from triogroups import ChannelClosed, SimNetwork, StackConfig, open_channel
+from triogroups.testing import wait_until
 
 
 async def _same_view(*channels: Any) -> None:
-    with trio.fail_after(10):
-        while any(len(ch.view) != len(channels) for ch in channels):
-            await trio.sleep(0.01)
+    await wait_until(
+        lambda: all(len(ch.view) == len(channels) for ch in channels), timeout=10, interval=0.01
+    )
 
 
 async def test_channel_close_returns_true_once_the_others_have_what_it_sent(
@@ -36,8 +37,7 @@ async def test_channel_close_returns_true_once_the_others_have_what_it_sent(
                     closed.append(await b.aclose())
 
                 nursery.start_soon(close)
-                while not b.closed:  # the close began
-                    await trio.sleep(0)
+                await wait_until(lambda: b.closed, interval=0)  # the close began
                 with pytest.raises(ChannelClosed):
                     await b.send("late")
             assert closed == [True]

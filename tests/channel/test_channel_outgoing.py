@@ -12,6 +12,7 @@ import trio.testing
 
 from triogroups import Channel, Received, SimNetwork, Stack, StackConfig, open_channel
 from triogroups._cadence import SEND_CHECKPOINT_EVERY
+from triogroups.testing import wait_until
 
 
 def _top(ch: Channel) -> dict[str, Any]:
@@ -109,9 +110,7 @@ async def test_messages_sent_just_before_leaving_reach_the_group(
     messages, so every other member gets them."""
     async with open_channel("c", stack, "B", network=net) as b:
         async with open_channel("c", stack, "A", network=net) as a:
-            with trio.fail_after(30):
-                while len(b.view) < 2:
-                    await trio.sleep(0.01)
+            await wait_until(lambda: len(b.view) >= 2, timeout=30, interval=0.01)
             for i in range(5):
                 await a.send(i)
             assert a.stats()["outgoing"] == 5

@@ -18,6 +18,7 @@ from triogroups import (
     open_channel,
 )
 from triogroups._channel._state import Alignment, first_gap
+from triogroups.testing import wait_until
 
 
 class Ledger:
@@ -46,12 +47,6 @@ class Ledger:
         return [v for s, v in self.applied if s == sender]
 
 
-async def until(check: Any, timeout: float = 60.0) -> None:
-    with trio.fail_after(timeout):
-        while not check():
-            await trio.sleep(0.05)
-
-
 async def test_joiner_gets_the_coordinators_state_before_its_first_message(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
@@ -63,7 +58,7 @@ async def test_joiner_gets_the_coordinators_state_before_its_first_message(
         nursery.start_soon(la.consume, a)
         for i in range(20):
             await a.send(i)
-        await until(lambda: len(la.applied) == 20)
+        await wait_until(lambda: len(la.applied) == 20)
         async with open_channel("c", stack, "B", network=net, state=lb) as b:
             assert lb.set_calls == 1
             assert lb.values("A") == list(range(20))
@@ -131,7 +126,7 @@ async def test_state_transfer_is_exact_while_members_keep_sending(
         async with open_channel("c", stack, "B", network=net, state=ledgers["B"]) as b:
             assert ledgers["B"].set_calls == 1
             nursery.start_soon(ledgers["B"].consume, b)
-            await until(
+            await wait_until(
                 lambda: all(len(ledger.applied) == 2 * count for ledger in ledgers.values())
             )
             for name, ledger in ledgers.items():
@@ -190,7 +185,7 @@ async def test_joiner_asks_the_next_coordinator_when_the_one_it_asked_leaves(
         for i in range(5):
             await a.send(i)
         await a.receive()  # A reads one message and stays busy: it cannot answer
-        await until(lambda: len(lc.applied) == 5)
+        await wait_until(lambda: len(lc.applied) == 5)
 
         async def join_b() -> None:
             async with open_channel("c", stack, "B", network=net, state=lb) as b:
@@ -199,7 +194,7 @@ async def test_joiner_asks_the_next_coordinator_when_the_one_it_asked_leaves(
                 await trio.sleep_forever()
 
         nursery.start_soon(join_b)
-        await until(lambda: len(a.view) == 3)
+        await wait_until(lambda: len(a.view) == 3)
         await trio.sleep(1.0)
         assert not joined.is_set()
         await a.aclose()  # the coordinator B asked leaves; B must turn to C
@@ -237,7 +232,7 @@ async def test_joiner_asks_again_while_the_member_it_asked_is_behind(
                 await lb.consume(b)
 
         nursery.start_soon(join_b)
-        await until(lambda: len(a.view) == 4)
+        await wait_until(lambda: len(a.view) == 4)
         for i in range(10, 20):
             await c.send(i)
         await a.aclose()
@@ -249,7 +244,7 @@ async def test_joiner_asks_again_while_the_member_it_asked_is_behind(
         with trio.fail_after(60):
             await joined.wait()
         assert b_channel[0].stats()["state_responses_behind"] >= 1
-        await until(lambda: len(lb.values("C")) >= 21)
+        await wait_until(lambda: len(lb.values("C")) >= 21)
         assert lb.values("C") == list(range(21))
         nursery.cancel_scope.cancel()
 

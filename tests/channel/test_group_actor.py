@@ -20,6 +20,7 @@ from triogroups import (
     View,
     open_channel,
 )
+from triogroups.testing import wait_until
 
 
 class Recorder(GroupActor):
@@ -93,12 +94,6 @@ class Starts(Actor):
         pass
 
 
-async def until(check: Any, timeout: float = 30.0) -> None:
-    with trio.fail_after(timeout):
-        while not check():
-            await trio.sleep(0.02)
-
-
 async def test_group_actor_gets_views_group_and_local_messages_through_one_mailbox(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
@@ -107,14 +102,14 @@ async def test_group_actor_gets_views_group_and_local_messages_through_one_mailb
     sup = Supervisor("app", [spec])
     async with trio.open_nursery() as nursery:
         await nursery.start(sup.run)
-        await until(lambda: ("view", ["R"]) in log)
+        await wait_until(lambda: ("view", ["R"]) in log, timeout=30, interval=0.02)
         async with open_channel("g", stack, "B", network=net) as b:
             for i in range(5):
                 await b.send(i)
             await sup.ref("rec").send("shout")
-            await until(lambda: ("msg", "shouted") in log)
+            await wait_until(lambda: ("msg", "shouted") in log, timeout=30, interval=0.02)
             assert (await b.receive()).payload == 0
-        await until(lambda: log[-1] == ("view", ["R"]))
+        await wait_until(lambda: log[-1] == ("view", ["R"]), timeout=30, interval=0.02)
         nursery.cancel_scope.cancel()
     assert log[:2] == [("view", ["R"]), ("view", ["R", "B"])]
     assert [p for kind, p in log if kind == "msg" and p != "shouted"] == list(range(5))
@@ -133,15 +128,17 @@ async def test_a_crashed_group_actor_rejoins_as_a_new_member_with_the_groups_sta
         nursery.start_soon(app.consume, a)
         sup = Supervisor("node", [Summer.child_spec("sum", totals, "g", stack, "S", network=net)])
         await nursery.start(sup.run)
-        await until(lambda: len(a.view) == 2)
+        await wait_until(lambda: len(a.view) == 2, timeout=30, interval=0.02)
         first = a.view.members[1]
         for i in range(1, 11):
             await a.send(i)
-        await until(lambda: totals[-1:] == [55])
+        await wait_until(lambda: totals[-1:] == [55], timeout=30, interval=0.02)
         await a.send("boom")
-        await until(lambda: len(a.view) == 2 and first not in a.view)
+        await wait_until(
+            lambda: len(a.view) == 2 and first not in a.view, timeout=30, interval=0.02
+        )
         await a.send(5)
-        await until(lambda: totals[-1:] == [60])
+        await wait_until(lambda: totals[-1:] == [60], timeout=30, interval=0.02)
         assert app.total == 60
         (report,) = sup.crash_reports
         assert isinstance(report.exception, RuntimeError)
@@ -170,9 +167,13 @@ async def test_a_group_actor_runs_under_the_strategy_its_author_picks(
         trio.open_nursery() as nursery,
     ):
         await nursery.start(sup.run)
-        await until(lambda: len(a.view) == 2)
+        await wait_until(lambda: len(a.view) == 2, timeout=30, interval=0.02)
         await a.send("boom")
-        await until(lambda: len(sup.crash_reports) == 1 and len(a.view) == 2)
-        await until(lambda: sup.stats()["children"]["sum"]["state"] == "running")
+        await wait_until(
+            lambda: len(sup.crash_reports) == 1 and len(a.view) == 2, timeout=30, interval=0.02
+        )
+        await wait_until(
+            lambda: sup.stats()["children"]["sum"]["state"] == "running", timeout=30, interval=0.02
+        )
         assert Starts.started_count == sibling_starts
         nursery.cancel_scope.cancel()

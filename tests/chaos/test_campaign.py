@@ -1,6 +1,9 @@
 """``triogroups campaign``: seeded simulated runs on virtual time, judged by the history
 checker; a seed replays its run byte for byte, and the CI sample of seeds per preset
-keeps the delivery contract."""
+keeps the delivery contract.
+
+The tests that run whole seeds are marked ``chaos`` (minutes of CPU in all: `dev.py test
+--fast` leaves them out); the command's argument and signal handling are not."""
 
 from __future__ import annotations
 
@@ -32,6 +35,7 @@ CI_SAMPLE = {
 _CLI = [sys.executable, "-m", "triogroups.cli", "campaign"]
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize("preset", ["udp-mcast", "tcp"])
 def test_a_seed_replays_its_histories_byte_for_byte(preset: str, tmp_path: Path) -> None:
     """The same seed run twice in one process writes identical history files (addresses,
@@ -47,6 +51,7 @@ def test_a_seed_replays_its_histories_byte_for_byte(preset: str, tmp_path: Path)
         assert (first / name).read_bytes() == (second / name).read_bytes(), name
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize(
     ("preset", "seed"), [(p, s) for p, seeds in CI_SAMPLE.items() for s in seeds]
 )
@@ -58,6 +63,7 @@ def test_campaign_ci_sample_keeps_the_delivery_contract(preset: str, seed: int) 
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize("seed", [2145, 5183])
 def test_campaign_udp_mcast_window_below_its_sender_asks_for_what_lands_past_it(seed: int) -> None:
     """Issue 37: an MCAST window left far below what its sender still holds for it (2145:
@@ -71,6 +77,7 @@ def test_campaign_udp_mcast_window_below_its_sender_asks_for_what_lands_past_it(
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+@pytest.mark.chaos
 def test_campaign_udp_mcast_2204_a_leave_burst_cancelled_in_a_full_window_is_owed_nothing() -> None:
     """Issue 37, campaign udp-mcast 2204: a leave's burst of 30 multicasts waited at the top
     of the stack behind a full MCAST window until the step's 10 s ran out and cancelled
@@ -81,6 +88,7 @@ def test_campaign_udp_mcast_2204_a_leave_burst_cancelled_in_a_full_window_is_owe
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+@pytest.mark.chaos
 def test_campaign_udp_mcast_5135_a_multicast_parked_in_a_full_window_goes_at_the_flush() -> None:
     """Issue 37, campaign udp-mcast 5135: a multicast parked 10 s behind a window that a deaf,
     then dead member kept full was dropped at its sender's leave, never delivered even by
@@ -90,6 +98,7 @@ def test_campaign_udp_mcast_5135_a_multicast_parked_in_a_full_window_goes_at_the
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+@pytest.mark.chaos
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13]])
 def test_campaign_udp_mcast_10750_a_merge_asked_for_during_a_view_install_is_not_lost(
     steps: list[int] | None,
@@ -155,6 +164,7 @@ def test_campaign_refuses_an_unknown_preset_through_argparse(
     assert "--preset" in capsys.readouterr().err
 
 
+@pytest.mark.chaos
 def test_campaign_runs_two_seeds_in_worker_processes_and_sums_up() -> None:
     """Two seeds over two worker processes: the one-line summary and exit status 0."""
     done = subprocess.run(
@@ -204,6 +214,7 @@ def test_campaign_stopped_by_a_signal_says_so_in_one_line(signum: signal.Signals
     assert err == f"triogroups campaign: stopped by {signum.name}\n"
 
 
+@pytest.mark.chaos
 def test_campaign_tcp_10627_a_merge_that_comes_up_during_a_view_install_waits_for_it() -> None:
     """Issue 37, campaign tcp 10627: K, alone in its view, was merged 12.0 s after the quiet
     heal (``no_traffic_after_heal``): the merge leader's MERGE3 checks fell twice in a row
@@ -224,6 +235,7 @@ def _run(sc: Scenario, root: Path) -> CampaignResult:
     return trio.run(run_scenario, sc, root, None, clock=clock)
 
 
+@pytest.mark.chaos
 def test_campaign_tcp_lost_connections_drop_what_only_nakack2_retransmission_brings_back(
     tmp_path: Path,
 ) -> None:

@@ -8,17 +8,12 @@ from typing import Any
 import trio
 
 from triogroups import SimNetwork, StackConfig, open_channel
+from triogroups.testing import wait_until
 
 
 async def lines_from(channel: trio.MemoryReceiveChannel[str]) -> AsyncIterator[str]:
     async for line in channel:
         yield line
-
-
-async def until(check: Any, timeout: float = 30.0) -> None:
-    with trio.fail_after(timeout):
-        while not check():
-            await trio.sleep(0.02)
 
 
 async def test_chat_shows_the_other_members_lines_and_the_view_changes(
@@ -34,15 +29,19 @@ async def test_chat_shows_the_other_members_lines_and_the_view_changes(
                 await chat.chat(ch, lines_from(typed[name][1]), shown[name].append)
 
         nursery.start_soon(member, "A")
-        await until(lambda: shown["A"] == ["* view: A"])
+        await wait_until(lambda: shown["A"] == ["* view: A"], timeout=30, interval=0.02)
         nursery.start_soon(member, "B")
-        await until(lambda: "* view: A, B" in shown["B"])
+        await wait_until(lambda: "* view: A, B" in shown["B"], timeout=30, interval=0.02)
         await typed["A"][0].send("hello from A\n")
         await typed["B"][0].send("  \n")
         await typed["B"][0].send("hi A\n")
-        await until(lambda: "[A] hello from A" in shown["B"] and "[B] hi A" in shown["A"])
+        await wait_until(
+            lambda: "[A] hello from A" in shown["B"] and "[B] hi A" in shown["A"],
+            timeout=30,
+            interval=0.02,
+        )
         await typed["B"][0].aclose()  # Ctrl-D: B leaves
-        await until(lambda: shown["A"][-1] == "* view: A")
+        await wait_until(lambda: shown["A"][-1] == "* view: A", timeout=30, interval=0.02)
         await typed["A"][0].aclose()
     assert shown["A"] == ["* view: A", "* view: A, B", "[B] hi A", "* view: A"]
     assert shown["B"] == ["* view: A, B", "[A] hello from A"]
@@ -140,14 +139,14 @@ async def test_greeter_greets_the_group_and_prints_views_and_greetings(
             return check
 
         nursery.start_soon(member, "A")
-        await until(showing("view: A"))
+        await wait_until(showing("view: A"), timeout=30, interval=0.02)
         nursery.start_soon(member, "B")
 
         def seen() -> bool:
             shown.extend(capsys.readouterr().out.splitlines())
             return "[B] hello from B #2" in shown and "[A] hello from A #4" in shown
 
-        await until(seen)
+        await wait_until(seen, timeout=30, interval=0.02)
         nursery.cancel_scope.cancel()
     assert shown[0] == "view: A" and "view: A, B" in shown
     assert shown.count("[B] hello from B #2") == 2  # delivered to A and to B

@@ -13,7 +13,7 @@ from triogroups._diagnostics._messages import decode_map, encode_map
 from triogroups._keyring import Keyring
 from triogroups.inspector import ANY_CLUSTER, build_report
 from triogroups.protocols import PassThrough
-from triogroups.testing import SimMember, open_cluster
+from triogroups.testing import SimMember, open_cluster, wait_until
 from triogroups.transports.sim import open_sim_network
 from triogroups.wire import MAX_DATAGRAM, WireCodec
 
@@ -212,9 +212,7 @@ async def test_answers_follow_the_incarnation_and_its_rotated_secret(
         assert await _sealed_ask(responder, old) == f"{stack.address.uuid:032x}"
         stack.install_secret(new)
         await stack.send([Message(None, b"boom")])
-        with trio.fail_after(10):
-            while stack.incarnation < 2:
-                await trio.sleep(0.01)
+        await wait_until(lambda: stack.incarnation >= 2, timeout=10, interval=0.01)
         assert await _sealed_ask(responder, new) == f"{stack.address.uuid:032x}"
         nursery.cancel_scope.cancel()
 

@@ -16,7 +16,7 @@ from triogroups.inspector._model import Display, step
 from triogroups.inspector._render import bar, render, sparkline
 from triogroups.inspector._select import Selection
 from triogroups.inspector._tui import run_tui
-from triogroups.testing import SimCluster, open_cluster
+from triogroups.testing import SimCluster, open_cluster, wait_until
 
 WIDTH = 140
 
@@ -117,8 +117,7 @@ async def test_inspect_tui_draws_rounds_follows_keys_and_quits_on_q(
             return answers(cluster.members)
 
         async def keys() -> AsyncIterator[str]:
-            while rounds < 2:
-                await trio.sleep(0.1)
+            await wait_until(lambda: rounds >= 2, timeout=120, interval=0.1)
             for key in ("down", "right", "q", "never read"):
                 yield key
 

@@ -12,7 +12,7 @@ import pytest
 import trio
 
 from triogroups import Channel, StackConfig, open_process_group, probe
-from triogroups.testing import free_ports
+from triogroups.testing import free_ports, wait_until
 
 pytestmark = pytest.mark.real
 
@@ -23,8 +23,7 @@ SENT = 50
 async def send_then_idle(ch: Channel) -> None:
     """The member app: once all three are in the view, multicast SENT messages, then stay
     in the group until stopped."""
-    while len(ch.view) < 3:
-        await trio.sleep(0.05)
+    await wait_until(lambda: len(ch.view) >= 3, timeout=120)
     for i in range(SENT):
         await ch.send(f"{ch.name}-{i}".encode())
     await trio.sleep_forever()

@@ -18,7 +18,7 @@ import trio
 
 from triogroups import Channel, StackConfig, open_channel, probe
 from triogroups._diagnostics._messages import encode_map
-from triogroups.testing import free_ports
+from triogroups.testing import free_ports, wait_until
 from triogroups.wire import WireCodec
 
 pytestmark = pytest.mark.real
@@ -57,8 +57,7 @@ async def _members(
 
         for i in range(n):
             channels.append(await nursery.start(member, "ABCDEFGH"[i]))
-        while any(len(ch.view) < n for ch in channels):
-            await trio.sleep(0.05)
+        await wait_until(lambda: all(len(ch.view) >= n for ch in channels), timeout=120)
         yield cluster, channels
         done.set()
 

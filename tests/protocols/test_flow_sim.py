@@ -22,7 +22,7 @@ from hypothesis import strategies as st
 from triogroups import Address, Flag, Message, Stack, StackConfig, View
 from triogroups.extend import Discard, Protocol, ViewChange
 from triogroups.protocols import ids
-from triogroups.testing import DeliveryLog, open_cluster
+from triogroups.testing import DeliveryLog, open_cluster, wait_until
 from triogroups.transports.sim import open_sim_network
 
 _INSTALL = b"<install the planned view>"
@@ -128,12 +128,6 @@ def _payload(i: int, size: int = 1000) -> bytes:
     return f"{i:05d}".encode().ljust(size, b".")
 
 
-async def _until(predicate: Any, timeout: float = 30) -> None:
-    with trio.fail_after(timeout):
-        while not predicate():
-            await trio.sleep(0.05)
-
-
 async def _install_from_below(at: _Node, via: _Node, members: list[_Node]) -> None:
     """The view ``members`` reaches ``at`` from below, as GMS would deliver it."""
     layer = at.stack.protocol("TEST_VIEW_FROM_BELOW")
@@ -168,7 +162,7 @@ async def test_ufc_slow_receiver_throttles_the_sender_and_keeps_its_memory_bound
             await trio.sleep(5)
             assert a.stats("UFC")["bytes_sent"] == sa["bytes_sent"]  # still held while B is stuck
             b.resume()
-            await _until(lambda: len(b.got) == 1000)
+            await wait_until(lambda: len(b.got) == 1000, timeout=30)
             assert [m.payload for m in b.got] == [_payload(i) for i in range(1000)]
             assert sent == 1000 and not a.stack.protocol("UFC").blocks_down()
             assert b.stats("UFC")["credit_requests_received"] >= 1
@@ -195,7 +189,7 @@ async def test_mfc_slow_member_throttles_multicasts_to_everyone(autojump_clock: 
             await trio.sleep(5)
             assert len(b.got) == got
             c.resume()
-            await _until(lambda: len(c.got) == 600 and len(b.got) == 600)
+            await wait_until(lambda: len(c.got) == 600 and len(b.got) == 600, timeout=30)
             assert [m.payload for m in b.got] == [m.payload for m in c.got]
             nursery.cancel_scope.cancel()
 
@@ -243,7 +237,7 @@ async def test_mfc_view_change_that_removes_the_slow_member_releases_the_blocked
             await _install_from_below(a, b, [a, b])
             with trio.fail_after(5):
                 await done.wait()
-            await _until(lambda: len(b.got) == 1000)
+            await wait_until(lambda: len(b.got) == 1000, timeout=30)
             assert [m.payload for m in b.got] == [_payload(i) for i in range(1000)]
             nursery.cancel_scope.cancel()
 
@@ -276,9 +270,9 @@ async def test_flow_send_blocked_on_credits_returns_once_its_member_left(
             await trio.sleep(3)
             assert returned < 30 and b.protocol(fc).blocks_down()
             await b.disconnect()
-            with trio.fail_after(2):
-                while returned < 30 or b.stack.sends_pending():
-                    await trio.sleep(0.01)
+            await wait_until(
+                lambda: returned >= 30 and not b.stack.sends_pending(), timeout=2, interval=0.01
+            )
             assert b.left and not b.protocol(fc).blocks_down()
             assert b.protocol(fc).stats()["released_at_leave"] > 0
             nursery.cancel_scope.cancel()
@@ -292,7 +286,7 @@ async def test_ufc_credit_request_recovers_from_a_lost_replenish(autojump_clock:
             start = trio.current_time()
             for i in range(30):
                 await a.stack.send([Message(b.address, _payload(i))])
-            await _until(lambda: len(b.got) == 30)
+            await wait_until(lambda: len(b.got) == 30, timeout=30)
             sa, sb = a.stats("UFC"), b.stats("UFC")
             assert sa["credit_requests_sent"] >= 1 and sb["credit_requests_received"] >= 1
             assert sa["blockings"] >= 1 and sa["time_blocked"] >= _CREDITS["max_block_time"]

@@ -6,7 +6,6 @@ import random
 from typing import Any
 
 import pytest
-import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -14,7 +13,7 @@ from triogroups import Address, Flag, Message, PropertyError, StackConfig, View,
 from triogroups.events import ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.frag import Frag, FragHeader
-from triogroups.testing import down_messages, open_cluster, up_messages
+from triogroups.testing import down_messages, open_cluster, up_messages, wait_until
 from triogroups.wire import WireCodec
 
 A, B, C = (Address(i, n) for i, n in enumerate("ABC", start=1))
@@ -261,9 +260,12 @@ async def test_frag_whole_messages_arrive_over_a_lossy_network_with_reliability_
         for i in range(5):
             await a.send(_payload(250_000 + i, i))
         await b.send(_payload(200_000, 9), to=c.address)
-        with trio.fail_after(120):  # polls cheaply; the contract check compares payloads
-            while [len(m.delivered) for m in cluster.members] != [5, 5, 6]:
-                await trio.sleep(0.5)
+        # polls cheaply; the contract check compares payloads
+        await wait_until(
+            lambda: [len(m.delivered) for m in cluster.members] == [5, 5, 6],
+            timeout=120,
+            interval=0.5,
+        )
         cluster.check_contract()  # FIFO, exactly once, complete and intact
         assert cluster.network.stats()["lost"] > 0
         assert c.protocol("FRAG").stats()["reassembled"] == 6

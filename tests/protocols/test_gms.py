@@ -38,7 +38,7 @@ from triogroups.protocols.gms._header import (
     VIEW,
     VIEW_ACK,
 )
-from triogroups.testing import open_cluster
+from triogroups.testing import open_cluster, wait_until
 from triogroups.view import Digest
 
 STACK = StackConfig.of("SIM", "PING", "DISCARD", "GMS")
@@ -85,9 +85,7 @@ async def test_gms_participant_leaves_and_the_rest_install_a_view_without_it(
         await b.disconnect()
         view = await cluster.wait_for_view([a, c])
         assert b.address not in view
-        with trio.fail_after(10):
-            while not b.left:
-                await trio.sleep(0.01)
+        await wait_until(lambda: b.left, timeout=10, interval=0.01)
 
 
 async def test_gms_leaving_coordinator_hands_over_to_the_next_member(
@@ -99,9 +97,7 @@ async def test_gms_leaving_coordinator_hands_over_to_the_next_member(
         view = await cluster.wait_for_view([b, c])
         assert view.coord == b.address
         assert b.protocol("GMS").stats()["state"] == "coordinator"
-        with trio.fail_after(10):
-            while not a.left:
-                await trio.sleep(0.01)
+        await wait_until(lambda: a.left, timeout=10, interval=0.01)
 
 
 async def test_gms_lost_join_response_is_retried_and_duplicates_are_harmless(

@@ -11,13 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import trio
 
 from triogroups import Address, MergeView, StackConfig, View, ViewId
 from triogroups.events import BecomeServer, Connect, MergeDigest, SetDigest, ViewChange
 from triogroups.extend import InjectView
 from triogroups.protocols.gms import Gms
-from triogroups.testing import open_cluster
+from triogroups.testing import open_cluster, wait_until
 from triogroups.view import Digest
 
 A, B, C, D = (Address(i, n) for i, n in ((1, "A"), (2, "B"), (3, "C"), (4, "D")))
@@ -103,9 +102,7 @@ async def test_cluster_inject_view_drops_a_member_through_gms(autojump_clock: An
         assert a.protocol("NAKACK2").view == view
         await a.send(b"a1")
         await b.send(b"b1")
-        with trio.fail_after(30):
-            while sum(len(m.delivered) for m in (a, b)) < 4:
-                await trio.sleep(0.05)
+        await wait_until(lambda: sum(len(m.delivered) for m in (a, b)) >= 4, timeout=30)
         cluster.check_contract([a, b])
 
 

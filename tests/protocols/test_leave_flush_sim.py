@@ -14,7 +14,7 @@ import pytest
 import trio
 
 from triogroups import StackConfig
-from triogroups.testing import SimMember, open_cluster
+from triogroups.testing import SimMember, open_cluster, wait_until
 
 #: Virtual seconds a scenario may take: a stuck leave fails the test instead of hanging it.
 _GUARD = 120
@@ -27,8 +27,7 @@ def _from(member: SimMember, sender: SimMember) -> list[bytes]:
 
 async def _left(member: SimMember) -> None:
     """Wait until GMS reported the leave: the moment a closing process would exit."""
-    while not member.left:
-        await trio.sleep(0.001)
+    await wait_until(lambda: member.left, timeout=120, interval=0.001)
 
 
 #: (preset, who leaves, seed). The seeds of the lossy presets are runs that lost some of

@@ -11,7 +11,7 @@ from triogroups import Digest, Flag, Message, StackConfig
 from triogroups.events import DigestReply, GetDigest, SetDigest, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.mcast import ACK, as_header
-from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.testing import SimCluster, SimMember, open_cluster, wait_until
 
 #: Virtual seconds a scenario may take: a stuck stack fails the test instead of hanging it.
 _GUARD = 120
@@ -116,9 +116,7 @@ async def test_mcast_view_change_dropping_a_silent_member_releases_the_blocked_s
                 with trio.fail_after(10):
                     await cluster.install_view([a, b])
                     await done.wait()
-            with trio.fail_after(30):
-                while len(_payloads(b)) < 80:
-                    await trio.sleep(0.1)
+            await wait_until(lambda: len(_payloads(b)) >= 80, timeout=30, interval=0.1)
             cluster.check_contract([a, b])
             await trio.sleep(1)
             assert a.protocol("MCAST").stats()["ack_map"] == {"B": 80}
@@ -199,9 +197,9 @@ async def test_mcast_joiner_creates_windows_at_the_digest_offset(autojump_clock:
             await a.send_many([b"old1", b"old2"])
             await trio.sleep(1)
             await a.stack.send(GetDigest("TEST"))
-            with trio.fail_after(5):
-                while not any(isinstance(e, DigestReply) for e in a.events):
-                    await trio.sleep(0.01)
+            await wait_until(
+                lambda: any(isinstance(e, DigestReply) for e in a.events), timeout=5, interval=0.01
+            )
             (reply,) = [e for e in a.events if isinstance(e, DigestReply)]
             assert reply.requester == "TEST" and reply.digest[a.address] == (2, 2)
             await c.stack.send(SetDigest(reply.digest))
@@ -353,9 +351,9 @@ async def test_mcast_udp_mcast_member_that_leaves_and_rejoins_catches_up(
             await cluster.wait_for_view([a, b2])
             await a.send_many([b"after-1", b"after-2"])
             await b2.send(b"from-b2")
-            with trio.fail_after(30):
-                while len(_payloads(b2)) < 3 or len(_payloads(a)) < 5:
-                    await trio.sleep(0.1)
+            await wait_until(
+                lambda: len(_payloads(b2)) >= 3 and len(_payloads(a)) >= 5, timeout=30, interval=0.1
+            )
             assert [m.payload for m in b2.delivered if m.src == a.address] == [
                 b"after-1",
                 b"after-2",
@@ -395,9 +393,7 @@ async def test_mcast_udp_mcast_joiner_catches_up_with_a_member_multicasting_duri
                 await trio.sleep(0.5)
                 streaming = False
             await b.send(b"b-last")
-            with trio.fail_after(30):
-                while b"b-last" not in _payloads(d):
-                    await trio.sleep(0.1)
+            await wait_until(lambda: b"b-last" in _payloads(d), timeout=30, interval=0.1)
             assert b.protocol("MCAST").stats()["purged_sent"] >= 1  # the race this seed plays
             _check_gaps(cluster)
             _assert_nothing_asked_for_in_vain(cluster)
@@ -423,9 +419,11 @@ async def test_mcast_udp_mcast_after_a_merge_every_member_delivers_from_every_me
             for member in cluster.members:
                 await member.send(f"{member.name}-merged".encode())
             merged = {f"{m.name}-merged".encode() for m in cluster.members}
-            with trio.fail_after(30):
-                while not all(merged <= set(_payloads(m)) for m in cluster.members):
-                    await trio.sleep(0.1)
+            await wait_until(
+                lambda: all(merged <= set(_payloads(m)) for m in cluster.members),
+                timeout=30,
+                interval=0.1,
+            )
             _check_gaps(cluster)
             _assert_nothing_asked_for_in_vain(cluster)
 
@@ -498,9 +496,9 @@ async def test_mcast_coordinator_with_a_full_window_leaves_gracefully_its_view_p
             await trio.sleep(3)
             assert a.protocol("MCAST").stats()["blocked"]
             await a.disconnect()
-            with trio.fail_after(5):
-                while b.view is None or a.address in b.view:
-                    await trio.sleep(0.01)
+            await wait_until(
+                lambda: b.view is not None and a.address not in b.view, timeout=5, interval=0.01
+            )
             assert b.view.view_id.coord == a.address and list(b.view.members) == [
                 b.address,
                 c.address,
@@ -534,9 +532,9 @@ async def test_mcast_send_blocked_on_a_full_window_returns_once_its_member_left(
             await trio.sleep(3)
             assert returned < 30 and b.protocol("MCAST").stats()["blocked"]
             await b.disconnect()
-            with trio.fail_after(2):
-                while returned < 30 or b.stack.sends_pending():
-                    await trio.sleep(0.01)
+            await wait_until(
+                lambda: returned >= 30 and not b.stack.sends_pending(), timeout=2, interval=0.01
+            )
             assert b.left
             stats = b.protocol("MCAST").stats()
             assert not stats["blocked"] and stats["parked_messages"] == 0
@@ -598,11 +596,15 @@ async def test_mcast_udp_mcast_left_member_is_not_merged_back_through_a_paused_m
                 assert later and all(a.address not in v for v in later), (member, later)
             assert merged.view_id.id > after_leave.view_id.id
             await c.send(b"c-after-merge")
-            with trio.fail_after(30):  # C's window drained: B and D acked, A is not awaited
-                while _payloads_from(c, c)[-1:] != [b"c-after-merge"] or any(
-                    b"c-after-merge" not in _payloads_from(m, c) for m in (b, d)
-                ):
-                    await trio.sleep(0.1)
+            # C's window drained: B and D acked, A is not awaited
+            await wait_until(
+                lambda: (
+                    _payloads_from(c, c)[-1:] == [b"c-after-merge"]
+                    and not any(b"c-after-merge" not in _payloads_from(m, c) for m in (b, d))
+                ),
+                timeout=30,
+                interval=0.1,
+            )
             assert _payloads_from(c, c) == [*sent, b"c-after-merge"]
             stayed = [m.address for m in (b, c, d)]
             cluster.log.check(stayed, stayed, gaps=True)

@@ -15,7 +15,7 @@ import pytest
 import trio
 
 from triogroups import MergeView, Message, RestartIntensityExceeded, Stack, StackConfig
-from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.testing import SimCluster, SimMember, open_cluster, wait_until
 from triogroups.transports.sim import open_sim_network
 
 GMS_LOG = "triogroups.protocols.gms"
@@ -133,9 +133,7 @@ async def test_a_layer_crash_is_logged_at_warning_and_the_restart_at_info(
         first = a.address
         a.protocol("DISCARD").drop_if(_explode)
         await a.send(b"boom")
-        with trio.fail_after(30):
-            while a.stack.incarnation < 2:
-                await trio.sleep(0.1)
+        await wait_until(lambda: a.stack.incarnation >= 2, timeout=30, interval=0.1)
         (crash,) = [
             r for r in caplog.records if r.name == STACK_LOG and r.levelno == logging.WARNING
         ]

@@ -34,7 +34,7 @@ from triogroups import Message, StackConfig, View, ViewId
 from triogroups.extend import ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import MERGE_RSP
-from triogroups.testing import ContractViolation, SimCluster, SimMember, open_cluster
+from triogroups.testing import ContractViolation, SimCluster, SimMember, open_cluster, wait_until
 
 STACK = StackConfig.of(
     "SIM",
@@ -355,12 +355,6 @@ def test_membership_regression_schedules_converge_with_the_contract(name: str) -
     _run(REGRESSIONS[name])
 
 
-async def _until(condition: Any, timeout: float = 30.0) -> None:
-    with trio.fail_after(timeout):
-        while not condition():
-            await trio.sleep(0.01)
-
-
 async def test_membership_a_join_during_a_merge_waits_so_a_view_id_names_one_view(
     autojump_clock: Any,
 ) -> None:
@@ -377,8 +371,12 @@ async def test_membership_a_join_during_a_merge_waits_so_a_view_id_names_one_vie
         assert a.address < b.address  # with this seed A leads the merge
         net = cluster.network
         net.partition([a.address], [b.address])
-        await _until(lambda: a.view is not None and len(a.view) == 1 and b.view != a.view)
-        await _until(lambda: b.view is not None and len(b.view) == 1)
+        await wait_until(
+            lambda: a.view is not None and len(a.view) == 1 and b.view != a.view,
+            timeout=30,
+            interval=0.01,
+        )
+        await wait_until(lambda: b.view is not None and len(b.view) == 1, timeout=30, interval=0.01)
         assert a.view is not None and b.view is not None
         assert a.view.view_id.id == b.view.view_id.id == 3
 
@@ -389,12 +387,12 @@ async def test_membership_a_join_during_a_merge_waits_so_a_view_id_names_one_vie
         a.protocol("DISCARD").drop_if(is_merge_rsp, direction="up", count=5)
         net.heal()
         merger = a.protocol("GMS").merger
-        await _until(lambda: merger.busy)
+        await wait_until(lambda: merger.busy, timeout=30, interval=0.01)
         c = await cluster.add_member()
         net.block(b.address, c.address)
         net.block(c.address, b.address)
         await c.connect()
-        await _until(lambda: not merger.busy)
+        await wait_until(lambda: not merger.busy, timeout=30, interval=0.01)
         await trio.sleep(0.1)  # B installs the merge view
         members = [a, b, c]
         check_one_membership_per_view_id(members)

@@ -13,7 +13,7 @@ from triogroups.message import Flag
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import MERGE_RSP
 from triogroups.protocols.merge3 import INFO, Merge3, Merge3Header
-from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.testing import SimCluster, SimMember, open_cluster, wait_until
 from triogroups.transports.sim import SimTransport
 from triogroups.transports.tcp import TcpTransport
 
@@ -97,9 +97,7 @@ async def test_merge_survives_a_dead_merge_leader(autojump_clock: Any) -> None:
         # the leader asks but never hears back, then dies mid-merge
         leader.protocol("DISCARD").ignore(*[m.address for m in rest])
         cluster.network.heal()
-        with trio.fail_after(30):
-            while not leader.protocol("GMS").merger.busy:
-                await trio.sleep(0.05)
+        await wait_until(lambda: leader.protocol("GMS").merger.busy, timeout=30)
         leader.kill()
         merged = await _wait_same_view(rest)
         assert leader.address not in merged
@@ -117,9 +115,11 @@ async def test_merge_of_views_with_no_agreed_coordinator(autojump_clock: Any) ->
         await a.stack.send(ViewChange(wide))
         await b.stack.send(ViewChange(narrow))
         await c.stack.send(ViewChange(narrow))
-        with trio.fail_after(10):
-            while _gms_view(b) != narrow or _gms_view(c) != narrow or _gms_view(a) != wide:
-                await trio.sleep(0.01)
+        await wait_until(
+            lambda: _gms_view(b) == narrow and _gms_view(c) == narrow and _gms_view(a) == wide,
+            timeout=10,
+            interval=0.01,
+        )
         merged = await _wait_same_view([a, b, c])
         assert isinstance(merged, MergeView) and merged.view_id.id == 52
         assert merged.coord == a.address
@@ -334,9 +334,9 @@ async def test_merge_joiner_whose_merge_view_overtakes_its_join_rsp_installs_it(
         async with trio.open_nursery() as nursery:
             nursery.start_soon(watch)
             await d.connect()
-            with trio.fail_after(10):
-                while c.view is None or d.address not in c.view:
-                    await trio.sleep(0.01)
+            await wait_until(
+                lambda: c.view is not None and d.address in c.view, timeout=10, interval=0.01
+            )
             discard.reset()  # A's merge may reach D now
             await cluster.wait_for_view([a, c, d], timeout=60)
             await trio.sleep(0.05)

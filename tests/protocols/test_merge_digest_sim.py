@@ -13,10 +13,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import trio
-
 from triogroups import Message, StackConfig, View, ViewId
-from triogroups.testing import SimMember, open_cluster
+from triogroups.testing import SimMember, open_cluster, wait_until
 
 STACK = StackConfig.of(
     "SIM",
@@ -50,9 +48,9 @@ async def test_merge_digest_rule_overlapping_subgroup_member_keeps_its_window(
         ac = await cluster.inject_view(View(ViewId(n + 1, a.address), [a.address, c.address]))
         bc = View(ViewId(n + 2, b.address), [b.address, c.address])
         await cluster.inject_view(bc, [b])
-        with trio.fail_after(1):
-            while (a.view, b.view, c.view) != (ac, bc, ac):
-                await trio.sleep(0.001)
+        await wait_until(
+            lambda: (a.view, b.view, c.view) == (ac, bc, ac), timeout=1, interval=0.001
+        )
 
         lost = {b"c3", b"c4"}
 
@@ -62,17 +60,20 @@ async def test_merge_digest_rule_overlapping_subgroup_member_keeps_its_window(
         a.protocol("DISCARD").drop_if(gap, direction="up", count=None)
         for i in range(1, 7):
             await c.send(b"c%d" % i)
-        with trio.fail_after(5):
-            while _from(b, c) != [b"c%d" % i for i in range(1, 7)] or len(_from(a, c)) < 2:
-                await trio.sleep(0.01)
+        await wait_until(
+            lambda: _from(b, c) == [b"c%d" % i for i in range(1, 7)] and len(_from(a, c)) >= 2,
+            timeout=5,
+            interval=0.01,
+        )
         assert _from(a, c) == [b"c1", b"c2"]  # c5, c6 held behind the gap
 
-        with trio.fail_after(30):  # a few MERGE3 rounds
-            while a.view is None or set(a.view.members) != {a.address, b.address, c.address}:
-                await trio.sleep(0.01)
+        # a few MERGE3 rounds
+        await wait_until(
+            lambda: a.view is not None and set(a.view.members) == {a.address, b.address, c.address},
+            timeout=30,
+            interval=0.01,
+        )
         a.protocol("DISCARD").reset()
-        with trio.fail_after(10):
-            while len(_from(a, c)) < 6:
-                await trio.sleep(0.05)
+        await wait_until(lambda: len(_from(a, c)) >= 6, timeout=10)
         assert _from(a, c) == [b"c%d" % i for i in range(1, 7)]
         assert a.protocol("NAKACK2").stats()["skipped_by_window_move"] == 0

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from triogroups import Address, StackConfig, View, ViewId
 from triogroups.protocols.merge3 import merge_leader, representatives
-from triogroups.testing import SimMember, open_cluster
+from triogroups.testing import SimMember, open_cluster, wait_until
 
 STACK = StackConfig.of(
     "SIM",
@@ -122,9 +122,10 @@ async def _assign_and_wait(held: list[tuple[int, list[int]]], seed: int) -> None
                 wanted[who] = await cluster.inject_view(
                     View(ViewId(n + 1 + i, addrs[0]), addrs), [who]
                 )
-        with trio.fail_after(1):  # InjectView goes through each member's stack
-            while any(_view(m) != v for m, v in wanted.items()):
-                await trio.sleep(0.001)
+        # InjectView goes through each member's stack
+        await wait_until(
+            lambda: all(_view(m) == v for m, v in wanted.items()), timeout=1, interval=0.001
+        )
         start = trio.current_time()
         with trio.fail_after(_CONVERGED_WITHIN):
             while True:

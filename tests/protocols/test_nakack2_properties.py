@@ -19,7 +19,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from triogroups import Flag, StackConfig
-from triogroups.testing import SimCluster, open_cluster
+from triogroups.testing import SimCluster, open_cluster, wait_until
 
 _SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -80,9 +80,11 @@ async def _drive(cluster: SimCluster, run: _Run) -> None:
 
 
 async def _retained_drops_to_zero(cluster: SimCluster) -> None:
-    with trio.fail_after(300):
-        while any(m.protocol("NAKACK2").retained() for m in cluster.members):
-            await trio.sleep(0.5)
+    await wait_until(
+        lambda: not any(m.protocol("NAKACK2").retained() for m in cluster.members),
+        timeout=300,
+        interval=0.5,
+    )
 
 
 async def _lossy(run: _Run) -> None:

@@ -18,7 +18,7 @@ from triogroups.extend import BecomeServer, SetDigest, ViewChange
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import VIEW as GMS_VIEW
 from triogroups.protocols.nakack2._header import HIGHEST_SEQNO, as_header
-from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.testing import SimCluster, SimMember, open_cluster, wait_until
 from triogroups.view import Digest
 
 
@@ -49,12 +49,6 @@ def _is_msg(payload: bytes) -> Callable[[Message], bool]:
     return match
 
 
-async def _until(check: Callable[[], bool], timeout: float = 30.0) -> None:
-    with trio.fail_after(timeout):
-        while not check():
-            await trio.sleep(0.05)
-
-
 def _stat(cluster: SimCluster, key: str) -> int:
     return sum(m.protocol("NAKACK2").stats()[key] for m in cluster.members)
 
@@ -81,7 +75,7 @@ async def test_nakack2_last_message_dropped_is_healed_without_stable(autojump_cl
         await a.send_many(_payloads("a", 1, 3))
         await trio.sleep(0.2)
         assert _got(b) == _got(c) == _payloads("a", 1, 2)
-        await _until(lambda: _got(b) == _got(c) == _payloads("a", 1, 3))
+        await wait_until(lambda: _got(b) == _got(c) == _payloads("a", 1, 3), timeout=30)
         assert trio.current_time() - start < 1.5  # two xmit_interval runs, no STABLE round
         assert a.protocol("NAKACK2").stats()["highest_seqno_sent"] == 1
         cluster.check_contract()
@@ -116,7 +110,7 @@ async def test_nakack2_xmit_reqs_for_many_scattered_gaps_fit_one_bundle(
         a.protocol("DISCARD").drop_if(every_other_first_copy, direction="down", count=None)
         for first in range(1, 20_001, 500):
             await a.send_many(_payloads("a", first, first + 499))
-        await _until(lambda: len(_got(b)) == len(_got(c)) == 20_000, timeout=60)
+        await wait_until(lambda: len(_got(b)) == len(_got(c)) == 20_000, timeout=60)
         assert len(lost) == 10_000
         assert _got(b) == _got(c) == _payloads("a", 1, 20_000)
         assert all(m.protocol("SIM").counters["dropped_oversized"] == 0 for m in cluster.members)
@@ -163,12 +157,12 @@ async def test_nakack2_multicasts_from_non_members_wait_for_a_view_that_has_them
         await cluster.install_view([a, b])
         await c.send(b"c1")
         await a.send(b"a1")
-        await _until(lambda: _got(b) == [b"a1"])
+        await wait_until(lambda: _got(b) == [b"a1"], timeout=30)
         await trio.sleep(0.5)
         assert _got(a) == _got(b) == [b"a1"]
         assert a.protocol("NAKACK2").stats()["non_member_kept"] == 1
         await cluster.install_view([a, b, c])
-        await _until(lambda: _got(a) == _got(b) == [b"a1", b"c1"])
+        await wait_until(lambda: _got(a) == _got(b) == [b"a1", b"c1"], timeout=30)
 
 
 async def test_nakack2_member_that_lost_the_last_view_and_first_announcement_catches_up(
@@ -207,7 +201,7 @@ async def test_nakack2_member_that_lost_the_last_view_and_first_announcement_cat
         assert c.view == view and d.address in view
         assert c_drops.stats()["dropped_up"] == 2  # the VIEW and the first announcement
         assert c.protocol("NAKACK2").stats()["xmit_reqs_sent"] >= 1
-        await _until(lambda: nak_a.stats()["sent_retained"] == 0)  # stable
+        await wait_until(lambda: nak_a.stats()["sent_retained"] == 0, timeout=30)  # stable
         sent = nak_a.stats()["highest_seqno_sent"]
         await trio.sleep(5)
         assert nak_a.stats()["highest_seqno_sent"] == sent and b.view == view
@@ -225,9 +219,9 @@ async def _join_while_b_sends(cluster: SimCluster) -> tuple[SimMember, SimMember
     a, b, c = cluster.members
     await cluster.install_view([a, b])
     await b.send_many(_payloads("b", 1, 100))
-    await _until(lambda: len(_got(a)) == 100)
+    await wait_until(lambda: len(_got(a)) == 100, timeout=30)
     await a.stack.send(GetDigest("TEST"))
-    await _until(lambda: any(isinstance(e, DigestReply) for e in a.events))
+    await wait_until(lambda: any(isinstance(e, DigestReply) for e in a.events), timeout=30)
     (reply,) = [e for e in a.events if isinstance(e, DigestReply)]
     assert reply.digest[b.address] == (100, 100)
     view = View.create(a.address, 2, [a.address, b.address, c.address])
@@ -258,7 +252,7 @@ async def test_seed003_join_while_sending_over_tcp_without_retransmission(
         assert nak.stats()["become_server_queue_dropped"] == 0
         await c.stack.send(BecomeServer())
         await b.send_many(_payloads("b", 171, 200))
-        await _until(lambda: len(_got(c)) == 100)
+        await wait_until(lambda: len(_got(c)) == 100, timeout=30)
         assert _got(c) == _payloads("b", 101, 200)
         assert _stat(cluster, "xmit_reqs_sent") == 0 and _stat(cluster, "highest_seqno_sent") == 0
 
@@ -274,7 +268,7 @@ async def test_seed003_join_while_sending_bounded_queue_healed_by_retransmission
         assert nak.stats()["become_server_queue_dropped"] == 120
         await c.stack.send(BecomeServer())
         await b.send_many(_payloads("b", 171, 200))
-        await _until(lambda: len(_got(c)) == 100)
+        await wait_until(lambda: len(_got(c)) == 100, timeout=30)
         assert _got(c) == _payloads("b", 101, 200)
         assert nak.stats()["xmit_reqs_sent"] > 0
 
@@ -289,7 +283,9 @@ async def test_seed003_tcp_orders_and_stable_purges_without_any_retransmission(
             for member in cluster.members:
                 await member.send(f"{member.name}{i}".encode())
         await cluster.wait_until_delivered(timeout=10)
-        await _until(lambda: all(m.protocol("NAKACK2").retained() == 0 for m in cluster.members))
+        await wait_until(
+            lambda: all(m.protocol("NAKACK2").retained() == 0 for m in cluster.members), timeout=30
+        )
         assert _stat(cluster, "xmit_reqs_sent") == 0 and _stat(cluster, "highest_seqno_sent") == 0
         assert _stat(cluster, "purged") == 90 * 3 // 3
 
@@ -332,7 +328,7 @@ async def test_nakack2_answers_get_digest_through_a_running_stack(autojump_clock
         await b.send_many([b"1", b"2"])
         await cluster.wait_until_delivered(timeout=5)
         await a.stack.send(GetDigest("TEST"))
-        await _until(lambda: any(isinstance(e, DigestReply) for e in a.events))
+        await wait_until(lambda: any(isinstance(e, DigestReply) for e in a.events), timeout=30)
         (reply,) = [e for e in a.events if isinstance(e, DigestReply)]
         assert reply.digest == Digest({a.address: (0, 0), b.address: (2, 2)})
 
@@ -360,13 +356,15 @@ async def test_nakack2_member_joining_through_gms_delivers_a_gapless_suffix(
             await cluster.join(joiner)
         await cluster.wait_for_view()
         old = cluster.members[:3]
-        await _until(lambda: all(_got(joiner, m)[-1:] == [f"{m.name}39".encode()] for m in old))
+        await wait_until(
+            lambda: all(_got(joiner, m)[-1:] == [f"{m.name}39".encode()] for m in old), timeout=30
+        )
         for member in old:
             sent = cluster.log.sent[(member.address, None)]
             got = _got(joiner, member)
             assert got == sent[len(sent) - len(got) :] and len(got) < len(sent)
         old_addresses = [m.address for m in old]  # the old members may still be healing
-        await _until(lambda: cluster.log.all_arrived(old_addresses, old_addresses))
+        await wait_until(lambda: cluster.log.all_arrived(old_addresses, old_addresses), timeout=30)
         cluster.check_contract(old)
 
 
@@ -407,7 +405,7 @@ async def test_seed003_join_while_a_non_coordinator_sends_delivers_all_after_the
         await b.send_many(_payloads("b-after", 1, 20))
         sent += _payloads("b-after", 1, 20)
         with trio.move_on_after(30):
-            await _until(lambda: _got(c, b)[-1:] == sent[-1:])
+            await wait_until(lambda: _got(c, b)[-1:] == sent[-1:], timeout=30)
         got = _got(c, b)
         nak = c.protocol("NAKACK2")
         window = nak.stats()["windows"][str(b.address)]
@@ -435,9 +433,7 @@ async def test_nakack2_member_out_of_a_view_and_back_delivers_its_messages_once(
         back = View.create(a.address, n + 2, [a.address, b.address, c.address])
         await cluster.inject_view(back, [c])
         await b.send(b"b6")
-        with trio.fail_after(30):
-            while _got(c, b)[-1:] != [b"b6"]:
-                await trio.sleep(0.1)
+        await wait_until(lambda: _got(c, b)[-1:] == [b"b6"], timeout=30, interval=0.1)
         await trio.sleep(2.0)
         assert _got(c, b) == _payloads("b", 1, 6)
         cluster.check_contract()
@@ -464,16 +460,16 @@ async def test_nakack2_joiner_answered_late_delivers_what_was_multicast_in_its_v
         c = await cluster.add_member()
         async with trio.open_nursery() as nursery:
             nursery.start_soon(cluster.join, c)
-            while c.address not in (a.view or ()):  # A installed the view: block the answer
-                await trio.sleep(0.0005)
+            # A installed the view: block the answer
+            await wait_until(lambda: c.address in (a.view or ()), interval=0.0005)
             cluster.network.block(a.address, c.address)
-            await _until(lambda: b.view is not None and c.address in b.view)
+            await wait_until(lambda: b.view is not None and c.address in b.view, timeout=30)
             sent = _payloads("b", 1, 20)
             await b.send_many(sent)
             await trio.sleep(1.0)  # C asks again and again, unanswered
             assert c.view is None and _got(c) == []
             cluster.heal()
         await b.send_many(_payloads("b-after", 1, 5))
-        await _until(lambda: len(_got(c, b)) >= 25)
+        await wait_until(lambda: len(_got(c, b)) >= 25, timeout=30)
         assert _got(c, b) == sent + _payloads("b-after", 1, 5)
         assert c.view == a.view == b.view

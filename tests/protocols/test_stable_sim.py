@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -10,17 +9,11 @@ import trio
 
 from triogroups import Flag, Message, StackConfig
 from triogroups.protocols import ids
-from triogroups.testing import SimCluster, open_cluster
+from triogroups.testing import SimCluster, open_cluster, wait_until
 
 
 def _retained(cluster: SimCluster) -> list[int]:
     return [m.protocol("NAKACK2").retained() for m in cluster.members]
-
-
-async def _until(check: Callable[[], bool], timeout: float = 60.0) -> None:
-    with trio.fail_after(timeout):
-        while not check():
-            await trio.sleep(0.05)
 
 
 async def test_stable_rounds_purge_what_every_member_delivered(autojump_clock: Any) -> None:
@@ -31,7 +24,7 @@ async def test_stable_rounds_purge_what_every_member_delivered(autojump_clock: A
         await trio.sleep(0.1)
         assert sum(_retained(cluster)) >= 150  # the senders keep all until a round says stable
         await cluster.wait_until_delivered(timeout=30)
-        await _until(lambda: _retained(cluster) == [0, 0, 0])
+        await wait_until(lambda: _retained(cluster) == [0, 0, 0])
         coord = cluster.members[0].protocol("STABLE").stats()
         assert coord["stability_rounds"] >= 1
         assert all(m.protocol("NAKACK2").stats()["sent_low"] == 50 for m in cluster.members)
@@ -43,7 +36,7 @@ async def test_stable_max_bytes_purges_before_the_timer(autojump_clock: Any) -> 
         a = cluster.members[0]
         await a.send_many([f"{i:04}".encode() * 250 for i in range(30)])
         await cluster.wait_until_delivered(timeout=5)
-        await _until(lambda: a.protocol("NAKACK2").retained() < 30, timeout=5)
+        await wait_until(lambda: a.protocol("NAKACK2").retained() < 30, timeout=5)
         assert trio.current_time() < 100  # far before any timer round
         assert a.protocol("STABLE").stats()["max_bytes_reached"] >= 1
 
@@ -88,10 +81,10 @@ async def test_stable_jgrp2605_dont_loopback_sender_buffer_is_freed_by_max_bytes
         for i in range(10):
             await b.send(f"{i}".encode() * 5000, flags=Flag.DONT_LOOPBACK)
         # DONT_LOOPBACK: B delivers none of its own (wait_until_delivered expects them).
-        await _until(lambda: [len(m.delivered) for m in (a, c)] == [10, 10], timeout=5)
+        await wait_until(lambda: [len(m.delivered) for m in (a, c)] == [10, 10], timeout=5)
         assert b.delivered == []
         nak = b.protocol("NAKACK2")
-        await _until(lambda: nak.stats()["sent_retained"] == 0, timeout=10)
+        await wait_until(lambda: nak.stats()["sent_retained"] == 0, timeout=10)
         assert nak.stats()["sent_low"] == 10
         assert trio.current_time() < 100  # far before any timer round
         assert b.protocol("STABLE").stats()["max_bytes_reached"] >= 1
@@ -117,6 +110,6 @@ async def test_stable_burst_that_starts_a_round_mid_way_is_purged_with_gossip_of
         await a.send(payloads[19])
         await cluster.wait_until_delivered(timeout=5)
         nak = a.protocol("NAKACK2")
-        await _until(lambda: nak.stats()["sent_retained"] == 0, timeout=10)
+        await wait_until(lambda: nak.stats()["sent_retained"] == 0, timeout=10)
         assert nak.stats()["sent_low"] == 20
         assert a.protocol("STABLE").stats()["stability_rounds"] == 2

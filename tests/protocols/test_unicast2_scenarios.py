@@ -17,7 +17,7 @@ import trio
 from triogroups import Flag, Message, StackConfig
 from triogroups.protocols import ids
 from triogroups.protocols.unicast2 import DATA, Unicast2, Unicast2Header
-from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.testing import SimCluster, SimMember, open_cluster, wait_until
 
 ID = ids.UNICAST2
 STACK = StackConfig.of("SIM", "DISCARD", ("UNICAST2", {"conn_expiry_timeout": 0}))
@@ -370,9 +370,10 @@ async def test_unicast2_goal_4_works_without_views_or_gms(autojump_clock: Any) -
         await cluster.wait_until_delivered(timeout=30)
         assert _got(b, a) == [b"a%d" % i for i in range(50)]
         assert _got(a, b) == [b"b%d" % i for i in range(50)]
-        with trio.fail_after(60):
-            while _stats(a)["send_window_size"] or _stats(b)["send_window_size"]:
-                await trio.sleep(0.5)
+        await wait_until(
+            lambda: not _stats(a)["send_window_size"] and not _stats(b)["send_window_size"],
+            interval=0.5,
+        )
         assert _u2(a).view is None and _u2(b).view is None
         assert _stats(a)["retransmissions"] > 0 and _stats(b)["retransmissions"] > 0
 

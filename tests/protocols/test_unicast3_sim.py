@@ -23,7 +23,7 @@ from triogroups.extend import Protocol
 from triogroups.protocols import ids
 from triogroups.protocols.unicast3 import Unicast3Header
 from triogroups.protocols.unicast3._common import ACK, DATA, SEND_FIRST_SEQNO, XMIT_REQ
-from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.testing import SimCluster, SimMember, open_cluster, wait_until
 
 ID = ids.UNICAST3
 _NONE = Unicast3Header(-1)
@@ -425,9 +425,7 @@ async def test_unicast3_scenario_graceful_leave_ends_retransmission_to_the_leave
             conns = _u3(a).stats()["send_conns"]
             assert "C" not in conns or conns["C"]["conn_id"] != old
         await a.send(b"to b", to=b.address)
-        with trio.fail_after(10):
-            while b"to b" not in _received_from(b, a):
-                await trio.sleep(0.1)
+        await wait_until(lambda: b"to b" in _received_from(b, a), timeout=10, interval=0.1)
 
 
 async def test_unicast3_scenario_excluded_member_merged_back_gets_unicasts_again(
@@ -446,10 +444,9 @@ async def test_unicast3_scenario_excluded_member_merged_back_gets_unicasts_again
         cluster.heal()
         await cluster.wait_for_view(timeout=300)
         await a.send_many(_payloads("back", 5), c.address)
-        with trio.fail_after(60):
-            while len([p for p in _received_from(c, a) if p.startswith(b"back")]) < 5:
-                await trio.sleep(0.1)
+        await wait_until(
+            lambda: len([p for p in _received_from(c, a) if p.startswith(b"back")]) >= 5,
+            interval=0.1,
+        )
         assert [p for p in _received_from(c, a) if p.startswith(b"back")] == _payloads("back", 5)
-        with trio.fail_after(60):
-            while _u3(a).stats()["unacked"]:
-                await trio.sleep(0.1)
+        await wait_until(lambda: not _u3(a).stats()["unacked"], interval=0.1)

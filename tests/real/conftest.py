@@ -8,10 +8,9 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 import pytest
-import trio
 
 from triogroups import Channel, StackConfig, open_channel
-from triogroups.testing import free_ports
+from triogroups.testing import free_ports, wait_until
 
 PresetOnOwnPorts = Callable[[str], StackConfig]
 TwoChannels = Callable[[StackConfig], AbstractAsyncContextManager[tuple[Channel, Channel]]]
@@ -35,8 +34,7 @@ async def _two_channels(config: StackConfig) -> AsyncIterator[tuple[Channel, Cha
         open_channel(cluster, config, "A") as a,
         open_channel(cluster, config, "B") as b,
     ):
-        while len(a.view.members) < 2 or len(b.view.members) < 2:
-            await trio.sleep(0.05)
+        await wait_until(lambda: len(a.view.members) >= 2 and len(b.view.members) >= 2, timeout=120)
         yield a, b
 
 

@@ -8,10 +8,10 @@ from typing import Any
 import pytest
 import trio
 
+from tests._members.processes import MemberProcess, layer_stats
 from tests.real.conftest import PresetOnOwnPorts, TwoChannels
 from tests.real.test_three_members import STACKS, run_three, tcp_props, udp_props
 from triogroups import Channel
-from triogroups.testing._processes import MemberProcess, layer_stats
 
 pytestmark = pytest.mark.real
 

@@ -21,14 +21,14 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups.testing import free_ports
-from triogroups.testing._group_processes import (
+from tests._members.group_processes import (
     GroupMember,
     describe,
     start_group,
     wait_same_view,
 )
-from triogroups.testing._processes import layer_stats
+from tests._members.processes import layer_stats
+from triogroups.testing import free_ports
 
 pytestmark = pytest.mark.real
 

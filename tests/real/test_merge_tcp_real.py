@@ -16,7 +16,7 @@ import trio
 
 from triogroups import StackConfig, open_channel
 from triogroups.events import SetPhysicalAddresses
-from triogroups.testing import free_ports
+from triogroups.testing import free_ports, wait_until
 
 pytestmark = pytest.mark.real
 
@@ -39,6 +39,5 @@ async def test_merge3_over_tcp_merges_two_members_that_started_alone() -> None:
         ):
             assert len(a.view) == 1 and len(b.view) == 1
             await b.stack.send(SetPhysicalAddresses((("127.0.0.1", port_a),)))
-            while len(a.view) < 2 or len(b.view) < 2:
-                await trio.sleep(0.05)
+            await wait_until(lambda: len(a.view) >= 2 and len(b.view) >= 2)
             assert a.view == b.view

@@ -26,8 +26,8 @@ from typing import Any
 import pytest
 import trio
 
+from tests._members.processes import MemberProcess, check_tally, layer_stats
 from triogroups.testing import free_ports
-from triogroups.testing._processes import MemberProcess, check_tally, layer_stats
 
 pytestmark = pytest.mark.real
 

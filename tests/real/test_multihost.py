@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 import trio
 
-from triogroups.testing._processes import MemberProcess, exchange_and_check
+from tests._members.processes import MemberProcess, exchange_and_check
 
 pytestmark = [pytest.mark.real, pytest.mark.multihost]
 

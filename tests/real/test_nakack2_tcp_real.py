@@ -22,7 +22,7 @@ from triogroups import Address, Channel, Message, StackConfig, open_channel
 from triogroups.extend import Discard
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import VIEW_ACK
-from triogroups.testing import free_ports
+from triogroups.testing import free_ports, wait_until
 
 pytestmark = pytest.mark.real
 
@@ -78,8 +78,7 @@ async def _a_and_b(
         open_channel(cluster, config_b, "B") as b,
         trio.open_nursery() as nursery,
     ):
-        while len(a.view.members) < 2 or len(b.view.members) < 2:
-            await trio.sleep(0.05)
+        await wait_until(lambda: len(a.view.members) >= 2 and len(b.view.members) >= 2, timeout=120)
         nursery.start_soon(_collect, a, got["A"])
         nursery.start_soon(_collect, b, got["B"])
         yield a, b, nursery
@@ -121,8 +120,9 @@ async def test_seed003_tcp_receive_path_never_drops_below_nakack2_xmit_interval_
             open_channel(cluster, config, "A", channel_size=1) as a,
             open_channel(cluster, config, "B", channel_size=1, receive_buffer=16) as b,
         ):
-            while len(a.view.members) < 2 or len(b.view.members) < 2:
-                await trio.sleep(0.05)
+            await wait_until(
+                lambda: len(a.view.members) >= 2 and len(b.view.members) >= 2, timeout=120
+            )
             tcp_a = a.stack.protocol("TCP")
 
             def queued() -> int:
@@ -189,19 +189,17 @@ async def test_seed003_real_tcp_join_while_sending_delivers_all_70() -> None:
         async with _a_and_b(cluster, config_a, base, got) as (a, b, nursery):
             for payload in sent[:100]:
                 await b.send(payload)
-            while len(_from(b, got["A"])) < 100:  # A's digest will hold B at 100
-                await trio.sleep(0.01)
+            # A's digest will hold B at 100
+            await wait_until(lambda: len(_from(b, got["A"])) >= 100, timeout=90, interval=0.01)
             discard = a.stack.protocol("DISCARD")
             assert isinstance(discard, Discard)
             discard.drop_if(_view_ack_from(b.address), direction="up")
             done = trio.Event()
             joined = _join_c(nursery, cluster, config_c, got["C"], done)
-            while len(b.view.members) < 3:
-                await trio.sleep(0.01)
+            await wait_until(lambda: len(b.view.members) >= 3, timeout=90, interval=0.01)
             for payload in sent[100:170]:  # the seed's 70, sent while C joins
                 await b.send(payload)
-            while not joined:
-                await trio.sleep(0.01)
+            await wait_until(lambda: joined, timeout=90, interval=0.01)
             (c,) = joined
             for payload in sent[170:]:
                 await b.send(payload)

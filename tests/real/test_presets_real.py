@@ -10,6 +10,7 @@ import trio
 
 from tests.real.conftest import PresetOnOwnPorts
 from triogroups import Channel, open_channel
+from triogroups.testing import wait_until
 
 #: Multicasts each member sends, and their size: enough to fill MCAST's and the flow
 #: controls' windows, small enough for a busy 2-core machine.
@@ -47,8 +48,9 @@ async def test_preset_every_member_delivers_every_senders_multicasts_once_in_ord
                 channels.append(
                     await stack.enter_async_context(open_channel(cluster, config, name))
                 )
-            while any(len(ch.view.members) < len(names) for ch in channels):
-                await trio.sleep(0.05)
+            await wait_until(
+                lambda: all(len(ch.view.members) >= len(names) for ch in channels), timeout=240
+            )
             got: dict[str, dict[str, list[int]]] = {n: {s: [] for s in names} for n in names}
 
             async def receive(name: str, ch: Channel) -> None:
@@ -98,8 +100,7 @@ async def test_udp_mcast_joiner_delivers_the_coordinators_multicasts_though_it_l
             await a_joined.wait()
         async with open_channel(cluster, config, name) as ch:
             a_joined.set()
-            while len(ch.view.members) < len(names):
-                await trio.sleep(0.05)
+            await wait_until(lambda: len(ch.view.members) >= len(names), timeout=120)
             mine = got[name]
 
             async def receive() -> None:

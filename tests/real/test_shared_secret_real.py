@@ -31,6 +31,7 @@ import trio
 from tests.real.conftest import PresetOnOwnPorts
 from triogroups import Channel, Message, StackConfig, open_channel
 from triogroups._keyring import Keyring, key_id
+from triogroups.testing import wait_until
 from triogroups.wire import WireCodec, WireError
 
 pytestmark = pytest.mark.real
@@ -51,8 +52,7 @@ async def _members(config: StackConfig, cluster: str) -> AsyncIterator[tuple[Cha
         open_channel(cluster, config, "A", secret=SECRET) as a,
         open_channel(cluster, config, "B", secret=SECRET) as b,
     ):
-        while len(a.view.members) < 2 or len(b.view.members) < 2:
-            await trio.sleep(0.05)
+        await wait_until(lambda: len(a.view.members) >= 2 and len(b.view.members) >= 2, timeout=120)
         yield a, b
 
 
@@ -368,8 +368,7 @@ async def test_replayed_or_tampered_tcp_hello_is_refused(
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(capture)
                 async with _members(config, cluster) as (a, b):
-                    while a.address not in hellos:
-                        await trio.sleep(0.05)
+                    await wait_until(lambda: a.address in hellos, timeout=90)
                     capturing.cancel()
                     accepted = _transport(b)["connections_accepted"]
                     tampered = bytearray(hellos[a.address])

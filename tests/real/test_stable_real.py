@@ -10,6 +10,7 @@ import trio
 
 from tests.real.conftest import PresetOnOwnPorts
 from triogroups import open_channel
+from triogroups.testing import wait_until
 
 COUNT = 10
 
@@ -30,8 +31,7 @@ async def test_stable_jgrp2605_exclude_self_rpc_sender_buffer_is_freed_by_max_by
             open_channel(cluster, config, "B") as b,
             open_channel(cluster, config, "C") as c,
         ):
-            while any(len(ch.view.members) < 3 for ch in (a, b, c)):
-                await trio.sleep(0.05)
+            await wait_until(lambda: all(len(ch.view.members) >= 3 for ch in (a, b, c)), timeout=90)
             for ch in (a, c):
 
                 def note(i: int, data: str, name: str = ch.name) -> None:
@@ -40,10 +40,10 @@ async def test_stable_jgrp2605_exclude_self_rpc_sender_buffer_is_freed_by_max_by
                 ch.rpc.register("note", note)
             for i in range(COUNT):
                 await b.rpc.call("note", i, "x" * 5000, mode="none", exclude_self=True)
-            while got != {"A": list(range(COUNT)), "C": list(range(COUNT))}:
-                await trio.sleep(0.05)
+            await wait_until(
+                lambda: got == {"A": list(range(COUNT)), "C": list(range(COUNT))}, timeout=90
+            )
             nak = b.stack.protocol("NAKACK2")
             assert nak.stats()["seqno"] >= COUNT
-            while nak.stats()["sent_retained"]:
-                await trio.sleep(0.05)
+            await wait_until(lambda: not nak.stats()["sent_retained"], timeout=90)
             assert b.stack.protocol("STABLE").stats()["max_bytes_reached"] >= 1

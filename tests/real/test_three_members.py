@@ -16,8 +16,8 @@ from typing import Any
 import pytest
 import trio
 
+from tests._members.processes import MemberProcess, exchange_and_check
 from triogroups.testing import free_ports
-from triogroups.testing._processes import MemberProcess, exchange_and_check
 
 pytestmark = pytest.mark.real
 

@@ -18,6 +18,7 @@ from tests.real.conftest import PresetOnOwnPorts
 from triogroups import Message, open_channel
 from triogroups.protocols import ids
 from triogroups.protocols.unicast3._common import DATA, XMIT_REQ
+from triogroups.testing import wait_until
 
 COUNT = 20_000
 
@@ -51,8 +52,9 @@ async def test_unicast3_capped_xmit_reqs_are_never_empty_on_real_udp(
             open_channel(cluster, config, "A") as a,
             open_channel(cluster, config, "B") as b,
         ):
-            while len(a.view.members) < 2 or len(b.view.members) < 2:
-                await trio.sleep(0.05)
+            await wait_until(
+                lambda: len(a.view.members) >= 2 and len(b.view.members) >= 2, timeout=120
+            )
             discard: Any = a.stack.protocol("DISCARD")
             discard.drop_if(every_other_data, count=None)
             discard = b.stack.protocol("DISCARD")

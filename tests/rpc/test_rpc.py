@@ -25,6 +25,7 @@ from triogroups import (
     UnknownMethod,
     open_channel,
 )
+from triogroups.testing import wait_until
 
 
 @asynccontextmanager
@@ -36,9 +37,9 @@ async def members(
             await stack_of.enter_async_context(open_channel("c", stack, n, network=net, **options))
             for n in names
         ]
-        with trio.fail_after(10):
-            while any(len(ch.view) != len(names) for ch in chans):
-                await trio.sleep(0.01)
+        await wait_until(
+            lambda: all(len(ch.view) == len(names) for ch in chans), timeout=10, interval=0.01
+        )
         yield chans
 
 
@@ -111,9 +112,7 @@ async def test_call_none_returns_at_once_and_still_runs_everywhere(
             ch.rpc.register("note", lambda ch=ch: calls.append(ch.name))
         rsps = await chans[0].rpc.call("note", mode="none")
         assert len(rsps) == 0 and calls == []
-        with trio.fail_after(5):
-            while len(calls) < 2:
-                await trio.sleep(0.01)
+        await wait_until(lambda: len(calls) >= 2, timeout=5, interval=0.01)
         assert sorted(calls) == ["A", "B"]
 
 
@@ -317,9 +316,7 @@ async def test_requests_run_one_at_a_time_in_each_senders_order(
             ch.rpc.register("record", record)
         for i in range(20):
             await chans[0].rpc.call("record", i, mode="none")
-        with trio.fail_after(30):
-            while any(len(log) < 20 for log in logs.values()):
-                await trio.sleep(0.05)
+        await wait_until(lambda: all(len(log) >= 20 for log in logs.values()), timeout=30)
         assert all(log == list(range(20)) for log in logs.values())
 
 
@@ -445,9 +442,7 @@ async def test_callers_woken_by_one_batch_of_answers_send_their_next_requests_as
         open_channel("c", stack, "A", network=net) as a,
         open_channel("c", stack, "B", network=net, handlers={"f": lambda x: x}) as b,
     ):
-        with trio.fail_after(10):
-            while len(b.view) < 2:
-                await trio.sleep(0.01)
+        await wait_until(lambda: len(b.view) >= 2, timeout=10, interval=0.01)
         await trio.testing.wait_all_tasks_blocked()
 
         def top() -> dict[str, int]:

@@ -21,6 +21,7 @@ from triogroups import Channel, Message, SimNetwork, StackConfig, open_channel
 from triogroups._payload import encode_payload
 from triogroups._rpc import RPC_REQ, RpcHeader
 from triogroups.protocols import ids
+from triogroups.testing import wait_until
 
 
 def _requests(dest: Channel, methods: list[str]) -> list[Message]:
@@ -34,16 +35,16 @@ def _requests(dest: Channel, methods: list[str]) -> list[Message]:
 
 
 async def _joined(*channels: Channel) -> None:
-    with trio.fail_after(10):
-        while any(len(ch.view) < len(channels) for ch in channels):
-            await trio.sleep(0.01)
+    await wait_until(
+        lambda: all(len(ch.view) >= len(channels) for ch in channels), timeout=10, interval=0.01
+    )
     await trio.testing.wait_all_tasks_blocked()
 
 
 async def _executed(ch: Channel, n: int) -> None:
-    with trio.fail_after(10):
-        while ch.rpc.stats().get("requests_executed", 0) < n:
-            await trio.sleep(0.01)
+    await wait_until(
+        lambda: ch.rpc.stats().get("requests_executed", 0) >= n, timeout=10, interval=0.01
+    )
     await trio.testing.wait_all_tasks_blocked()
 
 

@@ -17,6 +17,7 @@ from triogroups import Channel, Message, SimNetwork, StackConfig, open_channel
 from triogroups._payload import encode_payload
 from triogroups._rpc import RPC_REQ, RpcHeader
 from triogroups.protocols import ids
+from triogroups.testing import wait_until
 
 
 def _requests(methods: list[str]) -> list[Message]:
@@ -40,15 +41,13 @@ async def test_answers_to_requests_delivered_in_one_batch_go_down_as_one_batch(
         open_channel("c", stack, "A", network=net) as a,
         open_channel("c", stack, "B", network=net, handlers={"f": lambda x: x}) as b,
     ):
-        with trio.fail_after(10):
-            while len(b.view) < 2:
-                await trio.sleep(0.01)
+        await wait_until(lambda: len(b.view) >= 2, timeout=10, interval=0.01)
         await trio.testing.wait_all_tasks_blocked()
         before, sent = _top(b), b.rpc.stats().get("responses_sent", 0)
         await a.stack.send(_requests(["f"] * 10))
-        with trio.fail_after(10):
-            while b.rpc.stats().get("responses_sent", 0) < sent + 10:
-                await trio.sleep(0.01)
+        await wait_until(
+            lambda: b.rpc.stats().get("responses_sent", 0) >= sent + 10, timeout=10, interval=0.01
+        )
         await trio.testing.wait_all_tasks_blocked()
         after = _top(b)
         assert after["msgs_down"] - before["msgs_down"] == 10
@@ -71,15 +70,13 @@ async def test_an_async_handler_does_not_hold_back_the_answers_given_before_it(
         open_channel("c", stack, "A", network=net) as a,
         open_channel("c", stack, "B", network=net, handlers=handlers) as b,
     ):
-        with trio.fail_after(10):
-            while len(b.view) < 2:
-                await trio.sleep(0.01)
+        await wait_until(lambda: len(b.view) >= 2, timeout=10, interval=0.01)
         await trio.testing.wait_all_tasks_blocked()
         before = _top(b)
         await a.stack.send(_requests(["quick", "slow"]))
-        with trio.fail_after(10):
-            while b.rpc.stats().get("requests_executed", 0) < 2:
-                await trio.sleep(0.01)
+        await wait_until(
+            lambda: b.rpc.stats().get("requests_executed", 0) >= 2, timeout=10, interval=0.01
+        )
         await trio.testing.wait_all_tasks_blocked()
         assert not release.is_set()
         assert _top(b)["msgs_down"] - before["msgs_down"] == 1  # the quick answer left

@@ -6,12 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import trio
 from member_apps import Notes, bare
 from supervisor_kit import STEP
 
 from triogroups import AppError, StackConfig, open_process_group
-from triogroups.testing import free_ports
+from triogroups.testing import free_ports, wait_until
 
 pytestmark = pytest.mark.real
 
@@ -39,9 +38,7 @@ async def test_bare_member_gets_its_started_stack_without_gms_behind_a_launcher(
         launcher=("env", "TRIOGROUPS_TEST_MARK=launched"),
         output=lambda name, line: lines.append(line),
     ) as group:
-        with trio.fail_after(STEP):
-            while "mark launched" not in lines:
-                await trio.sleep(0.05)
+        await wait_until(lambda: "mark launched" in lines, timeout=STEP)
         (member,) = group.members
         assert member.state == "running" and member.view is None
         (layers,) = [x for x in lines if x.startswith("layers ")]

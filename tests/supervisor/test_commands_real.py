@@ -13,6 +13,7 @@ import trio
 from supervisor_kit import STEP, fast_udp
 
 from triogroups import Channel, member_commands, open_process_group
+from triogroups.testing import wait_until
 
 pytestmark = pytest.mark.real
 
@@ -72,9 +73,7 @@ async def test_commands_reach_their_member_in_order_and_only_its_incarnation() -
             await group.send("A", command)
         assert await lines.wait("A", len(sent)) == sent
         assert lines.got("B") == []
-        with trio.fail_after(STEP):
-            while "delivered hello b" not in lines.by_name["B"]:
-                await trio.sleep(0.05)
+        await wait_until(lambda: "delivered hello b" in lines.by_name["B"], timeout=STEP)
         await group.restart("A")
         lines.by_name["A"].clear()
         await group.send("A", {"after": "restart"})

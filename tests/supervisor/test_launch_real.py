@@ -19,6 +19,8 @@ import pytest
 import trio
 from supervisor_kit import APPS, STEP, fast_udp, pid_gone, write_toml
 
+from triogroups.testing import wait_until
+
 pytestmark = pytest.mark.real
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -52,8 +54,7 @@ class Launch:
         """Wait until ``done()``; if cancelled first, print every line (shown when the test
         fails)."""
         try:
-            while not done():
-                await trio.sleep(0.05)
+            await wait_until(lambda: done(), timeout=120)
         except trio.Cancelled:
             print("\n".join(self.lines))
             raise
@@ -90,8 +91,7 @@ async def start_launch(nursery: trio.Nursery, *argv: str) -> Launch:
 
 
 async def wait_gone(pids: list[int]) -> None:
-    while not all(pid_gone(pid) for pid in pids):
-        await trio.sleep(0.1)
+    await wait_until(lambda: all(pid_gone(pid) for pid in pids), timeout=120, interval=0.1)
 
 
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])

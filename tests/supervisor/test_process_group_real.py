@@ -21,6 +21,7 @@ from triogroups import (
     Strategy,
     open_process_group,
 )
+from triogroups.testing import wait_until
 
 pytestmark = pytest.mark.real
 
@@ -37,8 +38,10 @@ def quiet(name: str, line: str) -> None:
 
 
 async def wait_restarted(group: ProcessGroup, names: set[str], incarnation: int) -> None:
-    while {m.name for m in group.members if m.incarnation == incarnation} != names:
-        await trio.sleep(0.05)
+    await wait_until(
+        lambda: {m.name for m in group.members if m.incarnation == incarnation} == names,
+        timeout=120,
+    )
 
 
 async def test_sigkilled_member_is_restarted_and_rejoins_as_a_new_incarnation() -> None:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from triogroups.testing._member_process import _Tally
-from triogroups.testing._processes import check_tally
+from tests._members.member_process import _Tally
+from tests._members.processes import check_tally
 
 
 def _tally(*indices: int) -> dict[str, Any]:

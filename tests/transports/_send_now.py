@@ -9,6 +9,7 @@ import trio.testing
 from triogroups import Address, Message, Stack, StackConfig
 from triogroups._layer import Inlet, TransportActor
 from triogroups.events import LocalPhysicalAddress
+from triogroups.testing import wait_until
 from triogroups.transports.base import Transport
 
 
@@ -45,9 +46,7 @@ async def check_send_now_error_crashes_the_transport(
     await nursery.start(stack.run)
     await trio.testing.wait_all_tasks_blocked()
     await stack.send([Message(None, b"boom")])
-    with trio.fail_after(10):
-        while stack.incarnation < 2:
-            await trio.sleep(0.01)
+    await wait_until(lambda: stack.incarnation >= 2, timeout=10, interval=0.01)
     report = stack.crash_reports[0]
     assert report.actor.endswith(name)
     assert "send_now was told to crash" in report.traceback

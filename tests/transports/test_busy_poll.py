@@ -12,6 +12,7 @@ import trio.lowlevel
 from triogroups import Message, StackConfig
 from triogroups.events import AddPhysicalAddress
 from triogroups.properties import PropertyError
+from triogroups.testing import wait_until
 from triogroups.transports import TcpTransport, UdpTransport
 from triogroups.transports._busy_poll import BusyPoller
 
@@ -31,12 +32,6 @@ class _IoWaits(trio.abc.Instrument):
         self.waits.append((timeout, self.poller.spinning))
 
 
-async def _wait_for(check: Any, seconds: float = 20) -> None:
-    with trio.fail_after(seconds):
-        while not check():
-            await trio.sleep(0.01)
-
-
 async def test_an_armed_poller_keeps_the_run_loop_from_blocking_until_its_window_ends() -> None:
     poller = BusyPoller(WINDOW)
     waits = _IoWaits(poller)
@@ -48,7 +43,7 @@ async def test_an_armed_poller_keeps_the_run_loop_from_blocking_until_its_window
         try:
             poller.arm()
             assert poller.spinning
-            await _wait_for(lambda: not poller.spinning)
+            await wait_until(lambda: not poller.spinning, timeout=20, interval=0.01)
             await trio.sleep(0.02)  # nothing runnable now: the loop must sleep in its wait
         finally:
             trio.lowlevel.remove_instrument(waits)
@@ -68,10 +63,12 @@ async def test_arming_while_spinning_extends_the_window_without_starting_another
             await trio.sleep(0.01)
             assert poller.spinning
             poller.arm()
-        await _wait_for(lambda: not poller.spinning)
+        await wait_until(lambda: not poller.spinning, timeout=20, interval=0.01)
         assert poller.windows == 1
         poller.arm()  # parked: a new window
-        await _wait_for(lambda: poller.windows == 2 and not poller.spinning)
+        await wait_until(
+            lambda: poller.windows == 2 and not poller.spinning, timeout=20, interval=0.01
+        )
         nursery.cancel_scope.cancel()
 
 
@@ -118,11 +115,17 @@ async def _polls_after_send_and_receive(a: Any, b: Any, *, loops_back: bool) -> 
     assert _polled(a) == {"windows": 0, "seconds": 0.0, "spinning": False}
     await a.down.send([Message(b.address, b"ping")])
     assert [m.payload for m in await b.receive(1)] == [b"ping"]
-    await _wait_for(lambda: _polled(a)["windows"] >= 1 and not _polled(a)["spinning"])
+    await wait_until(
+        lambda: _polled(a)["windows"] >= 1 and not _polled(a)["spinning"], timeout=20, interval=0.01
+    )
     before = _polled(a)["windows"]
     await b.down.send([Message(a.address, b"pong")])
     assert [m.payload for m in await a.receive(1)] == [b"pong"]
-    await _wait_for(lambda: _polled(a)["windows"] > before and not _polled(a)["spinning"])
+    await wait_until(
+        lambda: _polled(a)["windows"] > before and not _polled(a)["spinning"],
+        timeout=20,
+        interval=0.01,
+    )
     if loops_back:  # a multicast comes back to its sender too
         await a.down.send([Message(None, b"all")])
         assert [m.payload for m in await a.receive(1)] == [b"all"]
@@ -162,8 +165,12 @@ async def test_busy_poll_set_at_run_time_turns_polling_on_and_off(
     a.transport.set_property("busy_poll", "50ms", trio.current_time())
     await b.down.send([Message(a.address, b"on")])
     assert [m.payload for m in await a.receive(1)] == [b"on"]
-    await _wait_for(lambda: a.transport.stats()["busy_poll"]["windows"] >= 1)
-    await _wait_for(lambda: not a.transport.stats()["busy_poll"]["spinning"])
+    await wait_until(
+        lambda: a.transport.stats()["busy_poll"]["windows"] >= 1, timeout=20, interval=0.01
+    )
+    await wait_until(
+        lambda: not a.transport.stats()["busy_poll"]["spinning"], timeout=20, interval=0.01
+    )
     a.transport.set_property("busy_poll", 0, trio.current_time())
     spun = a.transport.stats()["busy_poll"]["windows"]
     await b.down.send([Message(a.address, b"off again")])

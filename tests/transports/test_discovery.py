@@ -7,7 +7,6 @@ import math
 from typing import Any
 
 import pytest
-import trio
 
 from triogroups import Address, Message, PropertyError, StackConfig, View
 from triogroups.events import (
@@ -28,7 +27,7 @@ from triogroups.extend import (
 from triogroups.protocols import Ping, TcpPing, ids
 from triogroups.protocols._discovery import REQUEST, RESPONSE, Discovery, DiscoveryHeader
 from triogroups.protocols.tcpping import parse_hosts
-from triogroups.testing import open_cluster
+from triogroups.testing import open_cluster, wait_until
 
 A, B, C = (Address(i, n) for i, n in ((1, "A"), (2, "B"), (3, "C")))
 PHYS = {A: ("10.0.0.1", 7800), B: ("10.0.0.2", 7800), C: ("10.0.0.3", 7800)}
@@ -328,9 +327,11 @@ def test_tcpping_asks_members_it_discovered_before_in_later_finds() -> None:
 async def test_ping_finds_members_on_the_simulated_network(autojump_clock: Any) -> None:
     async with open_cluster(3, StackConfig.of("UDP", "PING"), view=False) as cluster:
         await cluster[0].stack.send(FindMembers(2.0))
-        with trio.fail_after(10):
-            while not any(isinstance(e, MembersFound) for e in cluster[0].events):
-                await trio.sleep(0.1)
+        await wait_until(
+            lambda: any(isinstance(e, MembersFound) for e in cluster[0].events),
+            timeout=10,
+            interval=0.1,
+        )
         (found,) = [e for e in cluster[0].events if isinstance(e, MembersFound)]
         assert {d.address for d in found.responses} == {cluster[1].address, cluster[2].address}
         assert not any(d.is_coord for d in found.responses)

@@ -16,16 +16,11 @@ import trio
 
 from triogroups import Address, Message
 from triogroups.extend import WireCodec
+from triogroups.testing import wait_until
 from triogroups.transports import TcpTransport, UdpTransport
 from triogroups.transports._tcp_conn import encode_hello
 
 MAX = 4096
-
-
-async def wait_for(check: Any) -> None:
-    with trio.fail_after(20):
-        while not check():
-            await trio.sleep(0.01)
 
 
 def newer_version(data: bytes) -> bytes:
@@ -73,7 +68,11 @@ async def test_udp_member_drops_counts_and_survives_hostile_datagram(
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as raw:
         for _ in range(3):
             raw.sendto(cases[reason], udp_member.physical)
-        await wait_for(lambda: udp_member.transport.stats()["decode_errors"].get(reason) == 3)
+        await wait_until(
+            lambda: udp_member.transport.stats()["decode_errors"].get(reason) == 3,
+            timeout=20,
+            interval=0.01,
+        )
         good = codec.encode(udp_member.address, sender, [Message(udp_member.address, b"still ok")])
         raw.sendto(good, udp_member.physical)
         (msg,) = await udp_member.receive(1)
@@ -86,7 +85,11 @@ async def test_udp_member_survives_a_flood_of_random_bytes(udp_member: Any) -> N
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as raw:
         for _ in range(500):
             raw.sendto(rng.randbytes(rng.randint(0, 2000)), udp_member.physical)
-        await wait_for(lambda: sum(udp_member.transport.stats()["decode_errors"].values()) == 500)
+        await wait_until(
+            lambda: sum(udp_member.transport.stats()["decode_errors"].values()) == 500,
+            timeout=20,
+            interval=0.01,
+        )
 
 
 # --- TCP -------------------------------------------------------------------------------------
@@ -170,7 +173,11 @@ async def test_tcp_member_closes_a_connection_with_a_hostile_start_and_counts_it
         if reason == "truncated":
             await stream.send_eof()
         assert await closed_by_peer(stream)
-    await wait_for(lambda: tcp_member.transport.stats()["decode_errors"].get(reason) == 1)
+    await wait_until(
+        lambda: tcp_member.transport.stats()["decode_errors"].get(reason) == 1,
+        timeout=20,
+        interval=0.01,
+    )
     await good_message_still_delivered(tcp_member, cluster_name)
     assert tcp_member.transport.stats()["decode_errors"] == {reason: 1}
 

@@ -12,6 +12,7 @@ import trio
 from triogroups import Address, Message, View
 from triogroups.events import AddPhysicalAddress, ForeignEndpoint
 from triogroups.extend import SendToHosts, ViewChange, WireCodec
+from triogroups.testing import wait_until
 from triogroups.transports import TcpTransport
 from triogroups.transports._tcp_links import Pending
 
@@ -34,12 +35,6 @@ def tcp_props(request: pytest.FixtureRequest, tmp_path: Any) -> dict[str, Any]:
     key = tmp_path / "cluster.key"
     key.write_bytes(b"a test secret of enough bytes\n")
     return {**TCP, "secret_file": str(key)}
-
-
-async def wait_for(check: Any) -> None:
-    with trio.fail_after(20):
-        while not check():
-            await trio.sleep(0.01)
 
 
 async def test_unicast_opens_a_connection_on_demand_and_both_sides_use_it(
@@ -107,7 +102,7 @@ async def test_simultaneous_connect_leaves_the_lower_address_connection_on_both_
         conns = [e.transport.stats()["connections"] for e in (a, b)]
         return all(len(c) == 1 for c in conns) and a.transport.stats()["connections_closed"] >= 1
 
-    await wait_for(settled)
+    await wait_until(settled, timeout=20, interval=0.01)
     assert [e.transport.stats()["connections_opened"] for e in (a, b)] == [1, 1]  # both dialled
     lower = min(a.address, b.address)
     for e in (a, b):
@@ -127,8 +122,10 @@ async def test_idle_connections_are_reaped_and_reopened_on_demand(
     await a.down.send(AddPhysicalAddress(b.address, b.physical))
     await a.down.send([Message(b.address, b"first")])
     await b.receive(1)
-    await wait_for(
-        lambda: not a.transport.stats()["connections"] and not b.transport.stats()["connections"]
+    await wait_until(
+        lambda: not a.transport.stats()["connections"] and not b.transport.stats()["connections"],
+        timeout=20,
+        interval=0.01,
     )
     assert (
         a.transport.stats()["connections_reaped"] + b.transport.stats()["connections_reaped"] >= 1
@@ -209,7 +206,9 @@ async def test_unreachable_member_drops_its_messages_and_counts_the_failure(
         nowhere = closed.getsockname()
     await a.down.send(AddPhysicalAddress(b.address, nowhere))
     await a.down.send([Message(b.address, b"lost"), Message(b.address, b"lost too")])
-    await wait_for(lambda: a.transport.stats()["connect_failures"] == 1)
+    await wait_until(
+        lambda: a.transport.stats()["connect_failures"] == 1, timeout=20, interval=0.01
+    )
     assert a.transport.stats()["dropped_connect_failed"] == 2
     await a.down.send(AddPhysicalAddress(b.address, b.physical))  # found again
     await a.down.send([Message(b.address, b"delivered")])
@@ -259,9 +258,11 @@ async def test_messages_to_a_peer_that_stopped_are_counted_without_a_warning(
     await b.down.send([Message(a.address, b"before")])
     assert [m.payload for m in await a.receive(1)] == [b"before"]
     await a.down.aclose()  # A's transport stops: its listener and connections close
-    await wait_for(lambda: not b.transport.stats()["connections"])
+    await wait_until(lambda: not b.transport.stats()["connections"], timeout=20, interval=0.01)
     await b.down.send([Message(a.address, b"ack"), Message(a.address, b"retransmission")])
-    await wait_for(lambda: b.transport.stats()["connect_failures"] == 1)
+    await wait_until(
+        lambda: b.transport.stats()["connect_failures"] == 1, timeout=20, interval=0.01
+    )
     assert b.transport.stats()["dropped_connect_failed"] == 2
     assert _drop_lines(caplog, logging.WARNING) == []
     assert any("connect_failed to A" in line for line in _drop_lines(caplog, logging.DEBUG))
@@ -283,11 +284,17 @@ async def test_member_of_the_view_that_does_not_answer_is_tried_again_not_droppe
         await b.down.send(AddPhysicalAddress(c, silent.getsockname()))
         await b.down.send(ViewChange(View.create(b.address, 2, [b.address, c])))
         await b.down.send([Message(c, b"hello?")])
-        await wait_for(lambda: b.transport.stats()["connect_failures"] >= 2)
+        await wait_until(
+            lambda: b.transport.stats()["connect_failures"] >= 2, timeout=20, interval=0.01
+        )
         stats = b.transport.stats()
         assert stats["connect_retries"] >= 1 and "dropped_connect_failed" not in stats
         await b.down.send(ViewChange(View.create(b.address, 3, [b.address])))
-        await wait_for(lambda: b.transport.stats().get("dropped_connect_failed") == 1)
+        await wait_until(
+            lambda: b.transport.stats().get("dropped_connect_failed") == 1,
+            timeout=20,
+            interval=0.01,
+        )
     assert _drop_lines(caplog, logging.WARNING) == []
     assert any("connect_failed to C" in line for line in _drop_lines(caplog, logging.DEBUG))
 
@@ -306,7 +313,9 @@ async def test_unreachable_endpoint_of_a_non_member_is_dropped_quietly_at_once(
         await b.down.send(AddPhysicalAddress(c, silent.getsockname()))
         await b.down.send(ViewChange(View.create(b.address, 2, [b.address])))
         await b.down.send([Message(c, b"hello?")])
-        await wait_for(lambda: b.transport.stats()["connect_failures"] == 1)
+        await wait_until(
+            lambda: b.transport.stats()["connect_failures"] == 1, timeout=20, interval=0.01
+        )
     stats = b.transport.stats()
     assert stats["dropped_connect_failed"] == 1 and stats["connect_retries"] == 0
     assert _drop_lines(caplog, logging.WARNING) == []
@@ -327,7 +336,9 @@ async def test_bundles_for_a_member_without_a_known_endpoint_wait_for_it(
     await b.down.send(ViewChange(View.create(b.address, 1, [b.address, a.address])))
     await b.down.send([Message(a.address, b"one"), Message(a.address, b"two")])
     await b.down.send([Message(stranger, b"lost")])
-    await wait_for(lambda: b.transport.stats().get("dropped_no_physical") == 1)
+    await wait_until(
+        lambda: b.transport.stats().get("dropped_no_physical") == 1, timeout=20, interval=0.01
+    )
     assert b.transport.stats()["waited_for_address"] == 1
     assert _drop_lines(caplog, logging.WARNING) == []  # a non-member: one that left, at DEBUG
     assert any("no_physical to S" in line for line in _drop_lines(caplog, logging.DEBUG))

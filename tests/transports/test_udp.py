@@ -14,6 +14,7 @@ import trio
 from triogroups import Address, Flag, Message, Stack, StackConfig, View
 from triogroups.events import AddPhysicalAddress, ViewChange
 from triogroups.extend import SendToHosts, WireCodec
+from triogroups.testing import wait_until
 from triogroups.transports import UdpTransport
 
 ODD = int(Flag.OOB | Flag.DONT_BUNDLE)
@@ -43,9 +44,10 @@ async def test_multicast_reaches_others_and_loops_back_once(
     with trio.move_on_after(0.2):
         await a.up.receive()
         pytest.fail("a DONT_LOOPBACK multicast came back to its sender")
-    with trio.fail_after(10):  # both came back from the network too, and were skipped there
-        while a.transport.stats()["own_multicasts_skipped"] < 2:
-            await trio.sleep(0.01)
+    # both came back from the network too, and were skipped there
+    await wait_until(
+        lambda: a.transport.stats()["own_multicasts_skipped"] >= 2, timeout=10, interval=0.01
+    )
     assert b.transport.stats()["addresses"] == {
         "A#" + f"{a.address.uuid:032x}"[:8]: f"127.0.0.1:{a.physical[1]}"
     }
@@ -76,9 +78,9 @@ async def test_unsendable_to_a_member_that_left_is_logged_at_debug_only(
     await b.down.send(ViewChange(View.create(b.address, 3, [b.address, member])))
     await b.down.send([Message(gone, b"ack")])
     await b.down.send([Message(member, b"hello")])
-    with trio.fail_after(20):
-        while b.transport.stats()["dropped_no_physical"] < 2:
-            await trio.sleep(0.01)
+    await wait_until(
+        lambda: b.transport.stats()["dropped_no_physical"] >= 2, timeout=20, interval=0.01
+    )
     lines = [(r.levelno, r.getMessage()) for r in caplog.records if "no_physical" in r.getMessage()]
     assert [level for level, _ in lines] == [logging.DEBUG, logging.WARNING]
     assert "no_physical to G" in lines[0][1] and "no_physical to M" in lines[1][1]
@@ -143,9 +145,11 @@ async def test_two_clusters_sharing_a_multicast_group_never_see_each_other(
     assert [m.payload for m in await a2.receive(1)] == [b"red news"]
     await a1.receive(1)
     await b1.receive(1)  # its own, looped back
-    with trio.fail_after(10):
-        while b1.transport.stats()["decode_errors"].get("foreign_cluster", 0) < 1:
-            await trio.sleep(0.01)
+    await wait_until(
+        lambda: b1.transport.stats()["decode_errors"].get("foreign_cluster", 0) >= 1,
+        timeout=10,
+        interval=0.01,
+    )
     with trio.move_on_after(0.3):
         await b1.up.receive()
         pytest.fail("blue delivered a red multicast")
@@ -160,9 +164,7 @@ async def test_message_larger_than_max_bundle_size_is_dropped_and_counted(
         [Message(None, bytes(2000)), Message(None, b"small", flags=Flag.DONT_LOOPBACK)]
     )
     assert [m.payload for m in await a.receive(1)] == [bytes(2000)]  # the local copy
-    with trio.fail_after(10):
-        while a.transport.stats()["bundles_sent"] < 1:
-            await trio.sleep(0.01)
+    await wait_until(lambda: a.transport.stats()["bundles_sent"] >= 1, timeout=10, interval=0.01)
     assert a.transport.stats()["dropped_oversized"] == 1
 
 

@@ -18,6 +18,7 @@ from tests.transports._send_now import (
 from triogroups import Message, StackConfig, open_channel
 from triogroups._layer import Inlet
 from triogroups.events import AddPhysicalAddress
+from triogroups.testing import wait_until
 from triogroups.transports import UdpTransport
 
 
@@ -102,8 +103,9 @@ async def test_udp_call_one_is_answered_in_the_receive_loops_task(
         ) as b,
     ):
         with trio.fail_after(30):
-            while len(a.view) < 2 or len(b.view) < 2:
-                await trio.sleep(0.01)
+            await wait_until(
+                lambda: len(a.view) >= 2 and len(b.view) >= 2, timeout=30, interval=0.01
+            )
             assert await a.rpc.call_one("echo", 0, to=b.address) == 0
         await trio.testing.wait_all_tasks_blocked()
         dispatcher = b._rpc_server.holder

@@ -62,6 +62,7 @@ from triogroups.testing._sansio import (
     up_payloads,
     view_of,
 )
+from triogroups.testing._wait import wait_until
 
 __all__ = [
     "ContractViolation",
@@ -88,6 +89,7 @@ __all__ = [
     "up_messages",
     "up_payloads",
     "view_of",
+    "wait_until",
 ]
 
 set_public_module(__name__, {name: globals()[name] for name in __all__})

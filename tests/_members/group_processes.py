@@ -1,7 +1,7 @@
-"""The parent side of `_group_member`: GMS-driven member processes on the supervisor.
+"""The parent side of `group_member`: GMS-driven member processes on the supervisor.
 
-`GroupMember` is a `SupervisedMember` (its own process group of one, see `_processes`) that
-runs `_group_member.group_member`, a channel that joins by itself with a `Ledger` as its
+`GroupMember` is a `SupervisedMember` (its own process group of one, see `processes`) that
+runs `group_member.group_member`, a channel that joins by itself with a `Ledger` as its
 state, and knows the views it printed. `start_group` starts several, the first alone so it
 becomes the coordinator; `wait_same_view` waits until a set of members agree on one view.
 Waits are bounded by the caller's deadlines (``trio.fail_after``), never by sleeps.
@@ -14,8 +14,8 @@ from typing import Any
 
 import trio
 
-from triogroups.testing._group_member import Ledger, group_member, stack_with_discard
-from triogroups.testing._processes import SupervisedMember
+from tests._members.group_member import Ledger, group_member, stack_with_discard
+from tests._members.processes import SupervisedMember
 
 __all__ = ["GroupMember", "describe", "start_group", "wait_same_view"]
 
@@ -23,7 +23,7 @@ _POLL = 0.05
 
 
 class GroupMember(SupervisedMember):
-    """One `_group_member` member (a channel) and the events it has printed so far."""
+    """One `group_member` member (a channel) and the events it has printed so far."""
 
     @classmethod
     async def start(
@@ -52,7 +52,7 @@ class GroupMember(SupervisedMember):
 
     @property
     def view(self) -> dict[str, Any] | None:
-        """The last view this member installed (see `_group_member._view_event`)."""
+        """The last view this member installed (see `group_member._view_event`)."""
         return next((e for e in reversed(self.events) if e["event"] == "view"), None)
 
     def view_members(self) -> set[str]:

@@ -5,8 +5,8 @@ restarted), so the real-socket tests launch, stop, kill and command members thro
 product's supervisor: its pipes, its graceful stop, its parent-death watch. `MemberEvents`
 is what a test sees of a member: the JSON events it printed (they come back as its output
 lines) and the commands it takes (`ProcessGroup.send`). `SupervisedMember` runs it;
-`MemberProcess` runs `_member_process.stack_member` on a bare stack (optionally behind a
-launcher such as ``ip netns exec NS``), `_group_processes.GroupMember` a channel. Waits are
+`MemberProcess` runs `member_process.stack_member` on a bare stack (optionally behind a
+launcher such as ``ip netns exec NS``), `group_processes.GroupMember` a channel. Waits are
 bounded by the caller's deadlines (``trio.fail_after``), never by sleeps.
 """
 
@@ -20,10 +20,10 @@ from typing import Any, Self
 
 import trio
 
+from tests._members.member_process import stack_member
 from triogroups.actors import Restart
 from triogroups.config import StackConfig
 from triogroups.supervisor import MemberExited, ProcessGroup, open_process_group
-from triogroups.testing._member_process import stack_member
 
 __all__ = [
     "MemberEvents",
@@ -211,7 +211,7 @@ class SupervisedMember(MemberEvents):
 
 
 class MemberProcess(SupervisedMember):
-    """One `_member_process` member (a bare stack) and the events it has printed so far."""
+    """One `member_process` member (a bare stack) and the events it has printed so far."""
 
     @classmethod
     async def start(

@@ -1,6 +1,6 @@
 """A member that runs a bare stack, run by the process supervisor, driven by JSON: real tests.
 
-`stack_member` is the application that `_processes.MemberProcess` starts through
+`stack_member` is the application that `processes.MemberProcess` starts through
 `open_process_group` with ``bare=True`` (one member per group, never restarted): it gets the
 member's started `Stack` (no channel, no GMS: views are installed by hand), takes commands
 from `member_commands` and prints events as JSON lines on stdout, which the supervisor hands
@@ -44,6 +44,7 @@ from typing import Any
 
 import trio
 
+from tests._members.json_lines import emit, uuid_hex
 from triogroups.address import Address
 from triogroups.events import (
     FindMembers,
@@ -55,7 +56,6 @@ from triogroups.events import (
 from triogroups.message import Message
 from triogroups.stack import Stack
 from triogroups.supervisor import member_commands
-from triogroups.testing._json_lines import emit, uuid_hex
 from triogroups.view import View
 
 __all__ = ["stack_member"]

@@ -1,11 +1,11 @@
 """A GMS-driven member, run by the process supervisor, driven by JSON: membership tests.
 
-`group_member` is the application that `_group_processes.GroupMember` starts through
+`group_member` is the application that `group_processes.GroupMember` starts through
 `open_process_group` (one member per group, never restarted): its channel is the
 supervisor's (`open_channel` with a `Ledger` as its state: discovery, JOIN, state transfer) on
 the stack with DISCARD inserted just above the transport (`stack_with_discard`). It takes
 commands from `member_commands` and prints events as JSON lines on stdout, which the
-supervisor hands to the parent as output lines. Unlike `_member_process`, membership is the
+supervisor hands to the parent as output lines. Unlike `member_process`, membership is the
 group's own business here: nothing installs views by hand.
 
 Commands::
@@ -32,12 +32,12 @@ from typing import Any
 
 import trio
 
+from tests._members.json_lines import emit, uuid_hex
 from triogroups._channel import Channel, ChannelClosed
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.protocols.discard import Discard
 from triogroups.supervisor import member_commands
-from triogroups.testing._json_lines import emit, uuid_hex
 from triogroups.view import MergeView, View
 
 __all__ = ["Ledger", "group_member", "stack_with_discard"]

@@ -1,9 +1,9 @@
 """The member side of the JSON lines that the test kit's member processes print.
 
-Both member programs, `_member_process` (a bare stack driven by hand) and `_group_member`
+Both member programs, `member_process` (a bare stack driven by hand) and `group_member`
 (a channel that joins by itself), run under the process supervisor: they read their
 commands from `member_commands` and print events as JSON lines on stdout with UUIDs as 32
-hex digits (`emit`, `uuid_hex`), which reach the parent (`_processes`) as output lines. That
+hex digits (`emit`, `uuid_hex`), which reach the parent (`processes`) as output lines. That
 contract lives here once, so the two programs cannot drift apart from each other or from
 the parent. What the commands mean stays with each program.
 """
