@@ -15,8 +15,8 @@ from typing import Any
 import pytest
 import trio
 
+from tests._members.group_processes import describe, start_group, wait_same_view
 from triogroups.testing import free_ports
-from triogroups.testing._group_processes import describe, start_group, wait_same_view
 
 pytestmark = pytest.mark.real
 
