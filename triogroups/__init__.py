@@ -98,10 +98,15 @@ from triogroups._rpc import (
 from triogroups.blocks import (
     Counter,
     CounterService,
+    LocationIterator,
     Lock,
     LockService,
+    ReplicatedDict,
+    Singleton,
     open_counter_service,
     open_lock_service,
+    open_replicated_dict,
+    open_singleton,
 )
 
 # Diagnostics: one member's answer to a probe, and the probe client.
@@ -167,14 +172,20 @@ __all__ += [
 
 __all__ += ["build_report", "probe"]
 
-# Building blocks over a channel: cluster-wide locks with fencing tokens, counters.
+# Building blocks over a channel: cluster-wide locks with fencing tokens, counters, a
+# cluster singleton, a replicated dictionary that converges.
 __all__ += [
     "Counter",
     "CounterService",
+    "LocationIterator",
     "Lock",
     "LockService",
+    "ReplicatedDict",
+    "Singleton",
     "open_counter_service",
     "open_lock_service",
+    "open_replicated_dict",
+    "open_singleton",
 ]
 
 # Public names say they live here, so help() and reprs point at `triogroups`, not at the

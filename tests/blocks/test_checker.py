@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from tests.blocks._checker import Hold, LockHistory
-from triogroups import ViewId
+from tests.blocks._checker import Hold, LockHistory, Run, SingletonHistory
+from triogroups import View, ViewId
 from triogroups.testing import addresses
 
 (A,) = addresses("A")
@@ -37,3 +37,60 @@ def test_checker_finds_a_lock_given_away_while_its_owner_is_still_a_member() -> 
     )
     (found,) = history.violations()
     assert "A and B at once" in found
+
+
+def _view(number: int, *names: str) -> View:
+    members = [_BY_NAME[name] for name in names]
+    return View(ViewId(number, members[0]), members)
+
+
+_BY_NAME = dict(zip("ABC", addresses("ABC"), strict=True))
+
+
+def _singleton_history(
+    runs: list[Run], views: dict[str, list[tuple[float, View]]]
+) -> SingletonHistory:
+    return SingletonHistory(runs, views)
+
+
+def test_singleton_checker_accepts_a_hand_over_at_one_instant() -> None:
+    """A stops at 5.0 as B installs the view that makes it coordinator and starts."""
+    v1, v2 = _view(1, "A", "B"), _view(2, "B")
+    history = _singleton_history(
+        [Run("A", 0.0, v1, 5.0), Run("B", 5.0, v2)],
+        {"A": [(0.0, v1)], "B": [(0.0, v1), (5.0, v2)]},
+    )
+    assert history.violations() == []
+
+
+def test_singleton_checker_finds_two_at_once_in_one_view() -> None:
+    v1 = _view(1, "A", "B")
+    history = _singleton_history(
+        [Run("A", 0.0, v1, 5.0), Run("B", 1.0, v1)],
+        {"A": [(0.0, v1)], "B": [(0.0, v1)]},
+    )
+    assert any("A and B ran it at once" in v for v in history.violations())
+    assert any("B started it" in v and "non-coordinator" in v for v in history.violations())
+
+
+def test_singleton_checker_allows_one_per_side_of_a_split_but_not_after_the_merge() -> None:
+    """A and C run one each while split; once C installed the merged view led by A and
+    has not stopped a moment later, that is two in one view, and C runs on as a
+    non-coordinator."""
+    ab, c, merged = _view(1, "A", "B"), _view(2, "C"), _view(3, "A", "B", "C")
+    split = {"A": [(0.0, ab)], "C": [(0.0, c)]}
+    ok = _singleton_history([Run("A", 0.0, ab), Run("C", 0.0, c, 4.0)], split)
+    assert ok.violations() == []
+    late = _singleton_history(
+        [Run("A", 0.0, ab), Run("C", 0.0, c, 6.0)],
+        {"A": [(0.0, ab), (4.0, merged)], "C": [(0.0, c), (4.0, merged)]},
+    )
+    found = late.violations()
+    assert any("C still ran it at 4.0" in v for v in found)
+    assert any("A and C ran it at once" in v or "C and A ran it at once" in v for v in found)
+
+
+def test_singleton_checker_finds_two_runs_on_one_member() -> None:
+    v1 = _view(1, "A")
+    history = _singleton_history([Run("A", 0.0, v1), Run("A", 1.0, v1, 2.0)], {"A": [(0.0, v1)]})
+    assert history.violations() == ["A ran it twice at once from 1.0"]

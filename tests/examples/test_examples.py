@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
+import pytest
 import trio
 
-from triogroups import SimNetwork, StackConfig, open_channel
+from triogroups import SimNetwork, StackConfig, open_channel, open_replicated_dict
 from triogroups.testing import wait_until
 
 
@@ -47,47 +48,64 @@ async def test_chat_shows_the_other_members_lines_and_the_view_changes(
     assert shown["B"] == ["* view: A, B", "[A] hello from A"]
 
 
-async def test_replicated_kv_late_joiner_gets_the_data_while_writes_continue(
+async def test_replicated_kv_late_joiner_gets_the_data_and_replicas_converge(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig, example: Any
 ) -> None:
+    """examples/replicated_kv.py's commands on replicas of one `ReplicatedDict`: a late
+    joiner gets the data by state transfer while writes go on, and two nodes writing
+    the same keys at once end with equal replicas (SEQUENCER's one order)."""
     kv = example("replicated_kv")
+    total = stack.insert_above("UNICAST3", "SEQUENCER")
 
-    async def dumps(*nodes: Any) -> list[dict[str, Any]]:
-        return [await node.dump() for node in nodes]
+    def replica(name: str) -> Any:
+        return open_replicated_dict("kv", total, name, network=net, handle_signals=False)
 
-    async with (
-        kv.open_kv_node("kv", stack, "A", network=net) as a,
-        kv.open_kv_node("kv", stack, "B", network=net) as b,
-        trio.open_nursery() as nursery,
-    ):
+    async with replica("A") as a, replica("B") as b, trio.open_nursery() as nursery:
         for i in range(20):
-            await a.put(f"a{i}", i)
-        await b.put("shared", "from B")
+            assert await kv.execute(a, f"put a{i} {i}") is None
+        await kv.execute(b, "put shared from-B")
         written = trio.Event()
 
         async def keep_writing() -> None:
             for i in range(40):
-                await b.put(f"b{i}", i)
+                await kv.execute(b, f"put b{i} {i}")
                 await trio.sleep(0.05)
             written.set()
 
         nursery.start_soon(keep_writing)
         await trio.sleep(0.5)
-        async with kv.open_kv_node("kv", stack, "C", network=net) as c:
-            assert await c.get("a7") == 7  # from the state: C applied no write of A's
+        async with replica("C") as c:
+            assert await kv.execute(c, "get a7") == "'7'"  # from the state
+            assert c.stats()["states_set"] == 1
             assert not written.is_set()
             await written.wait()
+            async with trio.open_nursery() as writers:  # the same keys from two nodes at once
+                for store in (a, c):
+                    for i in range(10):
+                        writers.start_soon(
+                            kv.execute, store, f"put x{i % 3} {store.channel.name}{i}"
+                        )
+            await kv.execute(c, "del shared")
             with trio.fail_after(30):
-                while (got := await dumps(a, b, c)) != [got[0]] * 3 or len(got[0]) != 61:
+                while (got := [s.snapshot() for s in (a, b, c)]) != [got[0]] * 3 or "shared" in got[
+                    0
+                ]:
                     await trio.sleep(0.1)
-            await c.delete("shared")
-            with trio.fail_after(30):
-                while (got := await dumps(a, b, c)) != [got[0]] * 3 or "shared" in got[0]:
-                    await trio.sleep(0.1)
-            assert got[0] == {**{f"a{i}": i for i in range(20)}, **{f"b{i}": i for i in range(40)}}
-        assert await kv.execute(a, "get a3") == "3"
-        assert await kv.execute(a, "put x 1\n") is None and await a.get("x") == "1"
+            assert len(got[0]) == 63 and got[0]["b39"] == "39"
+            assert (await kv.execute(c, "dump")).splitlines()[0] == "a0 = '0'"
+        assert await kv.execute(a, "get nothing") == "None"
         assert "commands:" in await kv.execute(a, "bogus")
+
+
+def test_replicated_kv_refuses_a_stack_without_sequencer(example: Any, capsys: Any) -> None:
+    kv = example("replicated_kv")
+    with pytest.raises(SystemExit) as exit_:
+        kv.main(["--name", "A", "--stack", "udp"])
+    assert exit_.value.code == 2
+    assert "--stack: udp has no SEQUENCER" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        kv.main(["--name", "A", "--stack", "nope"])
+    assert "--stack: unknown stack preset 'nope'" in capsys.readouterr().err
 
 
 async def test_counter_rpc_demo_uses_every_response_mode(

@@ -21,8 +21,9 @@ pytestmark = pytest.mark.real
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def stack_file(tmp_path: Path) -> Path:
-    """UDP on a free-looking multicast port, with membership and reliability."""
+def stack_file(tmp_path: Path, *, total: bool = False) -> Path:
+    """UDP on a free-looking multicast port, with membership and reliability (and
+    SEQUENCER's total order with ``total``)."""
     path = tmp_path / "stack.toml"
     port = free_ports()
     layers = [
@@ -30,6 +31,7 @@ def stack_file(tmp_path: Path) -> Path:
         'name = "PING"',
         'name = "NAKACK2"',
         'name = "UNICAST3"',
+        *(['name = "SEQUENCER"'] if total else []),
         'name = "STABLE"',
         'name = "GMS"\njoin_timeout = "500ms"',
         'name = "FRAG"',
@@ -86,8 +88,10 @@ class Script:
 
 
 @asynccontextmanager
-async def scripts(tmp_path: Path) -> AsyncIterator[Callable[..., trio.Process]]:
-    stack = stack_file(tmp_path)
+async def scripts(
+    tmp_path: Path, *, total: bool = False
+) -> AsyncIterator[Callable[..., trio.Process]]:
+    stack = stack_file(tmp_path, total=total)
     cluster = f"ex-{uuid.uuid4().hex[:8]}"
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     started: list[Script] = []
@@ -177,7 +181,7 @@ async def test_counter_rpc_demo_across_processes(tmp_path: Path) -> None:
 
 
 async def test_replicated_kv_late_joiner_process_gets_the_data(tmp_path: Path) -> None:
-    async with scripts(tmp_path) as start:
+    async with scripts(tmp_path, total=True) as start:
         a = await start("replicated_kv", "--name", "A")
         await a.wait_for(lambda line: line.startswith("* node A"))
         await a.type("put colour blue\nput size 3\ndump\n")
