@@ -7,9 +7,10 @@ What changes when a barrier stage has 64 or 256 executors, measured on virtual t
 process (`triogroups.testing.open_cluster`), so no machine needs that many slots. Every
 member runs the shipped ``spark`` preset with TCP swapped for the simulated network's
 lossless endpoint (multicast as TCP sends it: one copy to each member of the view), and
-TCPPING lists all N endpoints, as a Spark stage's ``allGather`` hands every task the full
-list of addresses up front. All N members connect at the same virtual instant, as the tasks
-of a stage do once the ``allGather`` returns. Each datagram takes ``--delay`` seconds.
+the stack is what a Spark task builds from its ``allGather`` (the task's own `_stack_for`:
+TCPPING lists all N endpoints, GMS takes all N as pending joins). All N members connect
+at the same virtual instant, as the tasks of a stage do once the ``allGather`` returns.
+Each datagram takes ``--delay`` seconds.
 
 Per N the table shows:
 
@@ -48,10 +49,13 @@ from typing import Any
 import trio
 from trio.testing import MockClock
 
+from triogroups import Channel
 from triogroups.address import Address
 from triogroups.config import StackConfig
 from triogroups.protocols import ids
 from triogroups.protocols.gms._header import TYPE_NAMES as GMS_TYPES
+from triogroups.supervisor.spark import SparkTask
+from triogroups.supervisor.spark._task import TaskSpec, _stack_for
 from triogroups.testing import SimCluster, SimMember, open_cluster
 from triogroups.wire import WireCodec
 
@@ -78,12 +82,30 @@ _STEADY_GROUPS = {
 }
 
 
-def spark_stack(n: int) -> StackConfig:
-    """The spark preset as a stage of ``n`` tasks configures it: TCPPING lists every
-    member's endpoint (what ``allGather`` returned), each member binds one port."""
-    hosts = [f"127.0.0.1[{BASE_PORT + i}]" for i in range(n)]
-    config = StackConfig.preset("spark").configure("TCP", bind_port=BASE_PORT, port_range=n)
-    return config.configure("TCPPING", initial_hosts=hosts, port_range=0)
+def large_group_stack() -> StackConfig:
+    """The spark preset with the settings docs/how-to/spark-cluster.md suggests for groups
+    of 64 and more (``--tuned``): slower heartbeats and MERGE3 rounds."""
+    return (
+        StackConfig.preset("spark")
+        .configure("FD_ALL3", interval="5s", timeout="60s")
+        .configure("MERGE3", min_interval="20s", max_interval="60s")
+    )
+
+
+async def _nothing(ch: Channel, task: SparkTask) -> None:
+    """The member function of the spec; only its stack is used here."""
+
+
+def spark_stack(n: int, tuned: bool = False) -> StackConfig:
+    """The spark preset (or ``large_group_stack``) as a task of a stage of ``n`` configures
+    it (`_stack_for`: TCPPING lists every endpoint ``allGather`` returned, GMS takes them all
+    as pending joins), with TCP taking the first free port of the ``n`` on the simulated
+    host, since every member here shares one config."""
+    stack = large_group_stack() if tuned else StackConfig.preset("spark")
+    spec = TaskSpec(_nothing, stack, "scale", "127.0.0.1", 60.0, False)
+    peers = [["127.0.0.1", BASE_PORT + i, "token"] for i in range(n)]
+    config = _stack_for(spec, "127.0.0.1", BASE_PORT, peers)
+    return config.configure("TCP", bind_port=BASE_PORT, port_range=n)
 
 
 @dataclass
@@ -176,7 +198,7 @@ class Result:
 async def measure(n: int, args: argparse.Namespace, crash: bool) -> Result:
     """One group of ``n``: formation, steady state, and optionally a crash."""
     result = Result(n)
-    stack = spark_stack(n)
+    stack = spark_stack(n, args.tuned)
     meter = Meter(WireCodec("scale"))
     async with open_cluster(
         0,
@@ -250,7 +272,8 @@ def print_table(results: list[Result], args: argparse.Namespace) -> None:
         print(f"| {label:<44} | " + " | ".join(f"{v:>9}" for v in values) + " |")
 
     print(
-        f"\nspark preset on the simulated network, seed {args.seed}, {args.delay * 1e3:g} ms "
+        f"\n{'spark preset tuned for large groups' if args.tuned else 'spark preset'} on the "
+        f"simulated network, seed {args.seed}, {args.delay * 1e3:g} ms "
         f"per datagram, steady window {args.steady:g} s after {args.warmup:g} s warm-up\n"
     )
     row("members N", cols)
@@ -259,7 +282,7 @@ def print_table(results: list[Result], args: argparse.Namespace) -> None:
     row("formation: view id of the full view", [str(r.form_views) for r in results])
     row("formation: datagrams", [f"{r.form_datagrams:.0f}" for r in results])
     row("formation: bytes", [_fmt_bytes(r.form_bytes) for r in results])
-    row("formation: JOIN_REQs dropped (pending > 100)", [str(r.refused_joins) for r in results])
+    row("formation: JOIN_REQs dropped (max_pending_joins)", [str(r.refused_joins) for r in results])
     row("VIEW message, bytes", [str(r.view_bytes) for r in results])
     row("JOIN_RSP (view + digest), bytes", [str(r.join_rsp_bytes) for r in results])
     row("STABLE digest message, bytes", [str(r.digest_bytes) for r in results])
@@ -311,6 +334,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steady", type=float, default=20.0, help="virtual s measured")
     parser.add_argument("--warmup", type=float, default=5.0, help="virtual s before it")
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument(
+        "--tuned", action="store_true", help="the large-group settings (large_group_stack)"
+    )
     parser.add_argument("--delay", type=float, default=0.001, help="s per datagram")
     parser.add_argument("--formation-timeout", type=float, default=300.0)
     parser.add_argument("--crash-timeout", type=float, default=120.0)

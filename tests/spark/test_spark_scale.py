@@ -14,17 +14,41 @@ from __future__ import annotations
 import pytest
 import trio
 
+from triogroups import Channel
 from triogroups.config import StackConfig
-from triogroups.testing import SimMember, open_cluster
+from triogroups.supervisor.spark import SparkTask
+from triogroups.supervisor.spark._task import TaskSpec, _stack_for
+from triogroups.testing import SimCluster, SimMember, open_cluster
 
 BASE_PORT = 7800
 
 
-def spark_stack(n: int) -> StackConfig:
-    """The spark preset as a stage of ``n`` tasks configures it: every endpoint listed."""
-    hosts = [f"127.0.0.1[{BASE_PORT + i}]" for i in range(n)]
-    config = StackConfig.preset("spark").configure("TCP", bind_port=BASE_PORT, port_range=n)
-    return config.configure("TCPPING", initial_hosts=hosts, port_range=0)
+async def nothing(ch: Channel, task: SparkTask) -> None:
+    """A member function; the stage's stack is all these tests take from the spec."""
+
+
+def spark_stack(n: int, stack: StackConfig | None = None) -> StackConfig:
+    """``stack`` (the spark preset) as a task of a stage of ``n`` configures it
+    (`_stack_for`: every gathered endpoint listed), with TCP taking the first free port of
+    the ``n`` on the simulated host, since every member here shares one config."""
+    spec = TaskSpec(nothing, stack or StackConfig.preset("spark"), "t", "127.0.0.1", 30.0, False)
+    peers = [["127.0.0.1", BASE_PORT + i, "token"] for i in range(n)]
+    config = _stack_for(spec, "127.0.0.1", BASE_PORT, peers)
+    return config.configure("TCP", bind_port=BASE_PORT, port_range=n)
+
+
+async def form(cluster: SimCluster, n: int) -> float:
+    """Start ``n`` members and connect them all at once, as the tasks of a stage do after
+    their ``allGather``; the virtual time until every one holds the view of all ``n``."""
+    for i in range(n):
+        await cluster.add_member(f"p{i}")
+    start = trio.current_time()
+    async with trio.open_nursery() as nursery:
+        for member in cluster.members:
+            nursery.start_soon(member.connect)
+    with trio.fail_after(10):
+        await all_hold(cluster.members, n)
+    return trio.current_time() - start
 
 
 async def all_hold(members: list[SimMember], size: int) -> None:
@@ -51,15 +75,7 @@ async def test_spark_group_of_n_forms_at_once_and_excludes_a_crashed_member(
     too early."""
     stack = spark_stack(n)
     async with open_cluster(0, stack, seed=n, cluster="scale", view=False) as cluster:
-        for i in range(n):
-            await cluster.add_member(f"p{i}")
-        start = trio.current_time()
-        async with trio.open_nursery() as nursery:
-            for member in cluster.members:
-                nursery.start_soon(member.connect)
-        with trio.fail_after(10):
-            await all_hold(cluster.members, n)
-        assert trio.current_time() - start < 1.0  # well inside join_timeout (2 s)
+        assert await form(cluster, n) < 1.0  # well inside join_timeout (2 s)
         view = cluster.members[0].view
         assert view is not None and view.view_id.id <= 2
         await trio.sleep(10)  # steady: nobody suspected while all are alive
@@ -77,3 +93,24 @@ async def test_spark_group_of_n_forms_at_once_and_excludes_a_crashed_member(
         after = survivors[0].view
         assert after is not None and dead.address not in after
         assert set(after.members) == {m.address for m in survivors}
+
+
+async def test_spark_stage_forms_at_once_when_it_has_more_members_than_max_pending_joins(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    """Every task of a stage joins in the same instant. GMS drops JOIN_REQs beyond
+    ``max_pending_joins`` (100 by default), and a dropped joiner retries only after
+    ``join_timeout`` (2 s): a stage of 128 formed in 2.06 s instead of 0.05 s
+    (bench_group_scale). A task's stack takes all the stage's members as pending joins; here
+    the guard is set to 4 for a stage of 8 so the case is small: still one view change, well
+    inside ``join_timeout``."""
+    guarded = StackConfig.preset("spark").configure("GMS", max_pending_joins=4)
+    stack = spark_stack(8, guarded)
+    async with open_cluster(0, stack, seed=8, cluster="scale", view=False) as cluster:
+        assert await form(cluster, 8) < 1.0
+        view = cluster.members[0].view
+        assert view is not None and view.view_id.id <= 2
+        dropped = sum(
+            m.protocol("GMS").counters["join_requests_dropped_pending"] for m in cluster.members
+        )
+        assert dropped == 0
