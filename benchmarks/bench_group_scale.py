@@ -20,7 +20,9 @@ Per N the table shows:
 - **steady state**, after the formation has settled (a warm-up of ``--warmup`` virtual
   seconds) and with no application traffic: datagrams per member per virtual second, split
   by what they carry (FD_ALL3 heartbeats, STABLE, MERGE3 INFO with the TCPPING discovery
-  that precedes each INFO over TCP, acks), and the bytes per member per second;
+  that precedes each INFO over TCP, and the rest: mostly NAKACK2's HIGHEST_SEQNO, which
+  the coordinator repeats after the view until a STABLE round shows everyone has it), and
+  the bytes per member per second;
 - **CPU**: process CPU seconds per virtual second during the steady window. The machine
   this runs on is shared, so read it as an order of magnitude;
 - **crash** (for ``--crash-sizes``): one participant is killed (as SIGKILL) at a random
@@ -237,7 +239,7 @@ async def measure(n: int, args: argparse.Namespace, crash: bool) -> Result:
         result.cpu_per_virtual = (time.process_time() - cpu) / args.steady
         per = n * args.steady
         for kind, count in meter.datagrams.items():
-            group = _STEADY_GROUPS.get(kind.split()[0], "other (acks...)")
+            group = _STEADY_GROUPS.get(kind.split()[0], "other (NAKACK2 HIGHEST_SEQNO, acks)")
             result.steady[group] = result.steady.get(group, 0.0) + count / per
         result.steady_bytes = meter.total(meter.nbytes) / per
         result.digest_bytes = max((v for k, v in meter.largest.items() if "STAB" in k), default=0)
@@ -287,7 +289,13 @@ def print_table(results: list[Result], args: argparse.Namespace) -> None:
     row("JOIN_RSP (view + digest), bytes", [str(r.join_rsp_bytes) for r in results])
     row("STABLE digest message, bytes", [str(r.digest_bytes) for r in results])
     row("MERGE3 INFO (carries the view), bytes", [str(r.info_bytes) for r in results])
-    groups = ["heartbeat", "STABLE", "MERGE3 INFO", "discovery", "other (acks...)"]
+    groups = [
+        "heartbeat",
+        "STABLE",
+        "MERGE3 INFO",
+        "discovery",
+        "other (NAKACK2 HIGHEST_SEQNO, acks)",
+    ]
     for group in groups:
         row(
             f"steady/member/s: {group} datagrams",
