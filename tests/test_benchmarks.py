@@ -46,6 +46,7 @@ SMALL_RUNS: dict[str, tuple[str, str]] = {
         "--members 2 --seconds 0.3 --repeat 1 --rtt-members 2 --probes 2",
         "probe round trip",
     ),
+    "bench_group_scale": ("--sizes 3 --steady 2 --warmup 1", "crash: virtual s to view of N-1"),
     "bench_rpc": ("--presets udp --seconds 0.3 --repeat 1 --callers 4", "udp: 4 callers"),
     "bench_rpc_calls": ("--calls 50", "round trips,"),
     "bench_locks": ("--ops 20 --callers 2", "increments/s"),
