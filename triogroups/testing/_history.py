@@ -123,6 +123,7 @@ What the checker proves (the delivery contract without FLUSH):
 from __future__ import annotations
 
 import json
+from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -662,11 +663,13 @@ def _check_total_order(members: dict[str, _Member]) -> list[HistoryViolation]:
 def _first_deliveries(
     deliveries: list[tuple[int, Line]], views: range
 ) -> dict[tuple[str, str], Line]:
-    """(sender, id) -> the first delivery made in one of ``views``, in delivery order."""
+    """(sender, id) -> the first delivery made in one of ``views``, in delivery order
+    (``deliveries`` are in order, so their view indices never fall: a slice)."""
+    lo = bisect_left(deliveries, views.start, key=lambda d: d[0])
+    hi = bisect_left(deliveries, views.stop, key=lambda d: d[0])
     first: dict[tuple[str, str], Line] = {}
-    for i, line in deliveries:
-        if i in views:
-            first.setdefault((line.record["from"], line.record["id"]), line)
+    for _, line in deliveries[lo:hi]:
+        first.setdefault((line.record["from"], line.record["id"]), line)
     return first
 
 
