@@ -305,22 +305,3 @@ def test_sequencer_stable_digest_trims_the_log_up_to_the_last_stable_message() -
 def test_sequencer_refuses_a_stack_it_cannot_order_in(names: list[str], rule: str) -> None:
     with pytest.raises(PropertyError, match=rule):
         StackConfig.of(*names).build()
-
-
-def test_sequencer_a_joiner_hands_the_coordinator_its_empty_tail_at_its_first_view() -> None:
-    """Campaign udp-total seed 66: D joined in E's view 7 but first installed view 9 (its
-    join answer was lost in a partition); B took over from E in view 8 and waited for the
-    tail of every member of view 7 still in view 8, D included, which never sent one (its
-    coordinator never changed in its eyes): B ordered nothing again, 650 multicasts never
-    delivered. A member now sends its tail (empty for a joiner) at its first view too, and
-    the waiting coordinator's recovery ends."""
-    joiner = Sequencer()
-    joiner.start(D, "test", 0.0)
-    joiner.down_event(ViewChange(view_of(B, C, D, counter=9)), 0.0)
-    out = _down(joiner)
-    assert [(m.dest, _hdr(m).type, _hdr(m).seqno) for m in out] == [(B, TAIL_END, 0)]
-    coord = started(Sequencer(), B, view=view_of(A, B, D, counter=7))
-    coord.down_event(ViewChange(view_of(B, D, counter=8)), 0.0)  # A crashed: B recovers
-    assert coord.stats()["recovering"]
-    coord.up([Message(B, src=D, headers=dict(out[0].headers))], 0.0)
-    assert not coord.stats()["recovering"]

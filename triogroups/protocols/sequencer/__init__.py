@@ -66,10 +66,7 @@ forward table at the merge view, and a coordinator keeps the forwards of a
 non-member, in arrival order, for as long as it coordinates (up to
 ``_EARLY_MAX`` messages): once a view of its holds that member again, they are
 ordered first, so none is skipped by a later one of the same forwarder (an
-addition beyond JGroups, found by the chaos runner and the campaign). A member
-hands its tail (empty, for a joiner) to the coordinator of its first view too:
-a new coordinator's view can hold a joiner that never installed the previous
-view, and it awaits that joiner's tail.
+addition beyond JGroups, found by the chaos runner and the campaign).
 
 Known limits: a merge of two partitions runs no recovery across them (each
 side's order stands; the merged view orders from then on); a new
@@ -414,11 +411,7 @@ class Sequencer(Protocol):
             if was_coord:
                 self._recovery = None
                 self._pending = []
-            if changed or old_coord is None:
-                # A joiner too (its log is empty): a new coordinator's view may have held
-                # it before it installed one, and then awaits its tail (campaign udp-total
-                # seed 66: D joined in view 7 but first installed view 9, and the
-                # coordinator of view 8 waited for D's tail for ever, ordering nothing)
+            if changed:
                 self._send_tail(view.coord, out)
             # A merge view under the same coordinator: our view may have kept us in while
             # the coordinator's left us out, and what we forwarded meanwhile it dropped as
