@@ -81,3 +81,19 @@ def test_chaos_stopped_by_a_signal_reaps_its_members_and_says_so_in_one_line(
     assert proc.returncode == 128 + signum, out + err
     assert_stopped_in_one_line(err, "chaos", signum)
     assert [pid for pid in members if _alive(pid)] == []
+
+
+@pytest.mark.parametrize(("stack", "bottom"), [("udp-total", "UDP"), ("tcp-total", "TCP")])
+def test_chaos_total_order_stacks_keep_sequencer_above_the_fault_layers(
+    stack: str, bottom: str
+) -> None:
+    """``--stack udp-total`` and ``tcp-total`` are chaos stacks: SEQUENCER stays in them (the
+    members then send total_order=True), the fault layers sit above the transport (DISCARD
+    only over UDP), and a TCP stack gets ports of its own and only lossless faults."""
+    from triogroups.chaos._run import STACKS, chaos_config
+
+    assert stack in STACKS
+    names = chaos_config(stack, 5).names()
+    assert names[0] == bottom and "SEQUENCER" in names
+    assert ("DISCARD" in names) == (bottom == "UDP")
+    assert names.index("DELAY") < names.index("SEQUENCER")

@@ -80,10 +80,12 @@ def test_every_step_ends_before_the_quiet_period_and_traffic_goes_on_into_it(
             assert step.until is None or step.at <= step.until <= sc.quiet_at
 
 
-def test_tcp_gets_only_the_kinds_a_lossless_transport_can_take() -> None:
-    """No partitions, one-way partitions or loss on tcp, but short lost connections (what a
-    TCP transport drops when a connection breaks), one at a time, between two members."""
-    scenarios = [scenario("tcp", seed) for seed in SEEDS]
+@pytest.mark.parametrize("preset", ["tcp", "tcp-total"])
+def test_tcp_gets_only_the_kinds_a_lossless_transport_can_take(preset: str) -> None:
+    """No partitions, one-way partitions or loss on tcp (and tcp-total), but short lost
+    connections (what a TCP transport drops when a connection breaks), one at a time,
+    between two members."""
+    scenarios = [scenario(preset, seed) for seed in SEEDS]
     kinds = {s.kind for sc in scenarios for s in sc.steps}
     assert kinds <= {*LOSSLESS_KINDS, "join", "leave", "connloss"}
     assert {"kill", "pause", "join", "leave", "connloss"} <= kinds

@@ -26,7 +26,7 @@ from triogroups.protocols.sequencer import (
     SequencerHeader,
 )
 from triogroups.testing import addresses, split, started, view_of
-from triogroups.view import Digest
+from triogroups.view import Digest, MergeView, ViewId
 
 A, B, C, D = addresses("ABCD")
 _ID = ids.SEQUENCER
@@ -89,11 +89,56 @@ def test_sequencer_coordinator_multicasts_forwards_in_arrival_order() -> None:
     assert all(_hdr(m).type == BCAST for m in out)
 
 
-def test_sequencer_coordinator_drops_forwards_from_non_members() -> None:
+def test_sequencer_coordinator_keeps_forwards_from_non_members_until_it_steps_down() -> None:
+    """A forward from a non-member is not multicast; it waits while this member
+    coordinates (see the merge tests below) and is dropped when it stops."""
     seq = started(Sequencer(), A, view=view_of(A, B))
     seq.up([_forward(D, 1, b"d1")], 0.0)
     assert _down(seq) == []
-    assert seq.stats()["non_member_dropped"] == 1
+    seq.down_event(ViewChange(view_of(A, B, C, counter=2)), 0.0)
+    assert _down(seq) == []
+    assert seq.stats()["non_member_kept"] == 2  # kept again at the view without D
+    seq.down_event(ViewChange(view_of(B, A, C, counter=3)), 0.0)
+    assert [m for m in _down(seq) if _hdr(m).type == BCAST] == []
+    assert seq.stats()["early_dropped"] == 1
+
+
+def test_sequencer_member_merged_back_under_the_same_coordinator_reforwards() -> None:
+    """Chaos udp-total seed 4242, campaign udp-total seed 2: B, paused, was left out of A's
+    view 2; resumed, still in view 1, it forwarded b1, which A dropped as a non-member's.
+    The merge view took B back under the same coordinator A, so nothing re-forwarded b1:
+    no member ever delivered it, and it stayed in B's forward table for good. A merge
+    view now makes a forwarder send its forward table again (FLUSH), as a new
+    coordinator does; what was delivered already is dropped as a duplicate."""
+    seq = started(Sequencer(), B, view=view_of(A, B))
+    seq.down([Message(None, b"b1")], 0.0)
+    assert [_hdr(m).type for m in _down(seq)] == [FORWARD]
+    merged = MergeView(ViewId(3, A), [A, B], [view_of(A, counter=2), view_of(A, B)])
+    seq.down_event(ViewChange(merged), 0.0)
+    out = _down(seq)
+    assert [(m.dest, _hdr(m).type, _hdr(m).seqno, m.payload) for m in out] == [(A, FLUSH, 1, b"b1")]
+
+
+def test_sequencer_coordinator_keeps_a_non_members_forward_for_its_merge_view() -> None:
+    """The other half of the merge (campaign udp-total seed 2): A's views left B out
+    for two views while B, paused, still forwarded; A dropped those forwards, and B's
+    next forward, after A's merge view took it back, was ordered and delivered, so B
+    forgot the dropped ones as delivered and every member skipped them. A now keeps a
+    non-member's forwards in arrival order and orders them first once B is back."""
+    seq = started(Sequencer(), A, view=view_of(A, counter=2))
+    seq.up([_forward(B, 1, b"b1"), _forward(B, 2, b"b2")], 0.0)
+    assert _down(seq) == []
+    seq.down_event(ViewChange(view_of(A, C, counter=3)), 0.0)  # B still out: they wait
+    assert _down(seq) == []
+    merged = MergeView(ViewId(4, A), [A, B, C], [view_of(A, C, counter=3), view_of(A, B)])
+    seq.down_event(ViewChange(merged), 0.0)
+    seq.up([_forward(B, 3, b"b3")], 0.0)  # B's next forward comes after them
+    out = _down(seq)
+    assert [(m.dest, _hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [
+        (None, BCAST, B, b"b1"),
+        (None, BCAST, B, b"b2"),
+        (None, BCAST, B, b"b3"),
+    ]
 
 
 def test_sequencer_delivers_with_the_forwarder_as_source_and_drops_duplicates() -> None:

@@ -9,12 +9,19 @@ sender's order); what a crashed coordinator sent is in it at all of them or at n
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
 import trio
 
-from triogroups.testing import SimCluster, SimMember, open_cluster
+from triogroups.testing import (
+    SimCluster,
+    SimMember,
+    check_histories,
+    open_cluster,
+    read_histories,
+)
 
 #: Virtual seconds a scenario may take: a stuck recovery fails the test instead of hanging it.
 _GUARD = 180
@@ -247,3 +254,35 @@ async def test_sequencer_two_coordinators_crash_one_after_the_other(
                 if member in stayed:
                     mine = [p for p in sequences[0] if p.startswith(b"%d-" % i)]
                     assert mine == [b"%d-%d" % (i, k) for k in range(2 * _N)]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+async def test_sequencer_tcp_total_coordinator_crash_mid_stream_one_order_and_the_checker_agrees(
+    autojump_clock: Any, tmp_path: Path, seed: int
+) -> None:
+    """The ``tcp-total`` preset (TCP's lossless fan-out links, SEQUENCER above NAKACK2 and
+    UNICAST3): 4 members stream at once and the coordinator is killed mid-stream. The
+    survivors deliver one identical sequence with all they sent, once, and the history
+    checker (its **total_order** rule on the recorded histories) finds nothing."""
+    with trio.fail_after(_GUARD):
+        async with open_cluster(4, "tcp-total", seed=seed, history=tmp_path) as cluster:
+            view = await cluster.wait_for_view()
+            coord = next(m for m in cluster.members if m.address == view.coord)
+
+            async def crash() -> None:
+                await trio.sleep(0.2)
+                coord.kill()
+
+            async with trio.open_nursery() as nursery:
+                for i, member in enumerate(cluster.members):
+                    nursery.start_soon(_stream, member, i, _N // 3 if member is coord else _N)
+                nursery.start_soon(crash)
+            stayed = [m for m in cluster.members if m is not coord]
+            await cluster.wait_for_view(stayed)
+            await trio.sleep(20)
+            senders = {i: m for i, m in enumerate(cluster.members) if m is not coord}
+            _assert_one_order(stayed, senders)
+    histories = read_histories(tmp_path)
+    sends = [line for h in histories for line in h.of("send")]
+    assert sends and all(line.record.get("total") for line in sends)
+    assert check_histories(histories) == []

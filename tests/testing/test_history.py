@@ -746,3 +746,163 @@ def test_history_dont_loopback_multicast_is_not_owed_to_its_sender(tmp_path: Pat
     assert found == ["missing"]
     (violation,) = check_histories(read_histories(tmp_path), settle=5.0)
     assert violation.excerpt[1].record["id"] == "a2"
+
+
+# --- total_order ---------------------------------------------------------------------
+
+
+class TotalRun(Run):
+    """Hand-made histories of a total-order stack: every multicast sent ``total``."""
+
+    def tsend(self, src: Address, *ids: str) -> None:
+        for msg_id in ids:
+            self.w[src].send(msg_id, total=True)
+
+    def got(self, r: Address, *msgs: tuple[Address, str]) -> None:
+        for src, msg_id in msgs:
+            self.w[r].deliver(src, msg_id)
+
+
+def _three(root: Path) -> TotalRun:
+    run = TotalRun(root, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).tsend(A, "a1")
+    run.tsend(B, "b1")
+    run.tsend(C, "c1")
+    return run
+
+
+def test_history_total_order_one_sequence_at_every_member_passes(tmp_path: Path) -> None:
+    run = _three(tmp_path)
+    for r in (A, B, C):
+        run.got(r, (B, "b1"), (A, "a1"), (C, "c1"))
+    assert run.end(20) == []
+
+
+def test_history_total_order_two_members_deliver_two_messages_in_different_orders(
+    tmp_path: Path,
+) -> None:
+    """Per-sender order holds (one message per sender), total order does not: B got a1
+    and b1 the other way round."""
+    run = _three(tmp_path)
+    run.got(A, (A, "a1"), (B, "b1"), (C, "c1"))
+    run.got(B, (B, "b1"), (A, "a1"), (C, "c1"))
+    run.got(C, (A, "a1"), (B, "b1"), (C, "c1"))
+    assert run.end(20) == ["total_order", "total_order"]  # B against A, B against C
+    found = check_histories(read_histories(tmp_path), settle=5.0)
+    kinds = [line.record["k"] for line in found[0].excerpt]
+    assert kinds == ["view", "deliver", "deliver", "deliver", "deliver"]
+    assert "delivered 'a1' before 'b1'" in str(found[0])
+
+
+def test_history_total_order_is_compared_across_a_coordinator_change(tmp_path: Path) -> None:
+    """A (the coordinator) crashes; B and C go on together into view 2: what each
+    delivered in views 1 and 2 is one stretch, so b1 (view 1) and c2 (view 2) must keep
+    their order too."""
+    run = TotalRun(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).tsend(B, "b1")
+    run.got(B, (B, "b1"))
+    run.at(5).view(View.create(B, 2, [B, C]), B, C)
+    run.tsend(C, "c2")
+    run.got(B, (C, "c2"))
+    run.got(C, (C, "c2"), (B, "b1"))
+    assert run.end(20) == ["total_order"]
+
+
+def test_history_total_order_a_duplicate_is_its_own_rule_and_counts_once(tmp_path: Path) -> None:
+    run = _three(tmp_path)
+    run.got(A, (A, "a1"), (B, "b1"), (C, "c1"))
+    run.got(B, (A, "a1"), (B, "b1"), (A, "a1"), (C, "c1"))  # a1 again, after b1
+    run.got(C, (A, "a1"), (B, "b1"), (C, "c1"))
+    assert run.end(20) == ["duplicate"]
+
+
+def test_history_total_order_messages_only_one_member_delivered_are_not_compared(
+    tmp_path: Path,
+) -> None:
+    """C was cut off without b1 and went on alone: each pair compares what both of
+    them delivered, and C's a1, c1 agrees with A's and B's a1, b1, c1."""
+    run = _three(tmp_path)
+    run.got(A, (A, "a1"), (B, "b1"), (C, "c1"))
+    run.got(B, (A, "a1"), (B, "b1"), (C, "c1"))
+    run.got(C, (A, "a1"), (C, "c1"))
+    run.at(3).view(View.create(A, 2, [A, B]), A, B)
+    run.view(View.create(C, 2, [C]), C)
+    assert run.end(20) == []
+
+
+def test_history_total_order_partitions_that_merge_keep_their_own_orders(tmp_path: Path) -> None:
+    """A partition: {A, B} and {C} each order on their own, and the merge view does not
+    reconcile them (SEQUENCER's written limit): only pairs that stayed together compare.
+    From the merge view on, all three share one order again, and breaking it there fails."""
+    run = TotalRun(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).view(View.create(A, 2, [A, B]), A, B)
+    run.view(View.create(C, 2, [C]), C)
+    run.tsend(A, "a1")
+    run.tsend(C, "c1")
+    run.got(A, (A, "a1"))
+    run.got(B, (A, "a1"))
+    run.got(C, (C, "c1"))
+    merged = MergeView(ViewId(3, A), [A, B, C], [View.create(A, 2, [A, B]), View.create(C, 2, [C])])
+    run.at(4).view(merged)
+    run.tsend(B, "b2")
+    run.tsend(C, "c2")
+    run.got(A, (B, "b2"), (C, "c2"))
+    run.got(B, (B, "b2"), (C, "c2"))
+    run.got(C, (B, "b2"), (C, "c2"))
+    assert run.end(20) == []
+
+
+def test_history_total_order_after_a_merge_one_order_again(tmp_path: Path) -> None:
+    run = TotalRun(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 2, [A, B]), A, B)
+    run.view(View.create(C, 2, [C]), C)
+    merged = MergeView(ViewId(3, A), [A, B, C], [View.create(A, 2, [A, B]), View.create(C, 2, [C])])
+    run.at(4).view(merged)
+    run.tsend(B, "b2")
+    run.tsend(C, "c2")
+    run.got(A, (B, "b2"), (C, "c2"))
+    run.got(B, (B, "b2"), (C, "c2"))
+    run.got(C, (C, "c2"), (B, "b2"))  # C, merged in, orders otherwise
+    assert run.end(20) == ["total_order", "total_order"]
+
+
+def test_history_total_order_is_not_asked_of_sends_outside_the_order(tmp_path: Path) -> None:
+    """Without ``total`` (a stack without SEQUENCER), two senders' multicasts may arrive
+    in different orders at different members."""
+    run = Run(tmp_path, A, B)
+    run.at(1).view(V1)
+    run.w[A].send("a1")
+    run.w[B].send("b1")
+    for r, order in ((A, [(A, "a1"), (B, "b1")]), (B, [(B, "b1"), (A, "a1")])):
+        for src, msg_id in order:
+            run.w[r].deliver(src, msg_id)
+    assert run.end(20) == []
+
+
+def test_history_writer_refuses_total_for_a_unicast_or_oob(tmp_path: Path) -> None:
+    with HistoryWriter(tmp_path / "a.jsonl", A, Clock()) as w:
+        with pytest.raises(ValueError, match="total is for regular multicasts"):
+            w.send("x", B, total=True)
+        with pytest.raises(ValueError, match="total is for regular multicasts"):
+            w.send("y", oob=True, total=True)
+
+
+def test_history_total_order_a_message_sent_before_a_joiner_came_is_not_compared(
+    tmp_path: Path,
+) -> None:
+    """C joins in view 2 and is owed nothing sent in view 1, nor its place in the order:
+    a new coordinator's tail hand-over may bring it a1 late (campaign udp-total seed 20).
+    Only what was sent in a view both installed is compared."""
+    run = TotalRun(tmp_path, A, B, C)
+    run.at(1).view(V1, A, B)
+    run.at(2).tsend(A, "a1")
+    run.got(B, (A, "a1"))
+    run.at(3).view(View.create(A, 2, [A, B, C]))
+    run.tsend(B, "b2")
+    run.got(A, (A, "a1"), (B, "b2"))  # A's own a1 came back only in view 2
+    run.got(B, (B, "b2"))
+    run.got(C, (B, "b2"), (A, "a1"))
+    assert run.end(20) == []

@@ -1,7 +1,8 @@
 """The application every chaos member process runs (``triogroups chaos``).
 
 It sends at ``rate`` messages per second, a seeded mix of regular and OOB
-multicasts and unicasts to a random member of its view, and records its
+multicasts and unicasts to a random member of its view (regular multicasts
+``total_order=True`` on a stack with SEQUENCER), and records its
 history (`HistoryWriter`, one file per incarnation in ``history_dir``): each
 view as soon as it knows it (before the first send in it), each send before
 the message goes down, each delivery, and every second a sample of its
@@ -71,6 +72,8 @@ class _Member:
         path = Path(history_dir) / f"{ch.name}-{uuid}.jsonl"
         self.history = HistoryWriter(path, ch.address, time.time, name=f"{ch.name}.{uuid[:6]}")
         self.recorded: View | None = None
+        #: SEQUENCER in the stack: regular multicasts go out in the total order
+        self.total_order = "SEQUENCER" in ch.stack.config.names()
         self.sent = 0
         self.delivered = 0
         self.port = 0
@@ -110,10 +113,11 @@ class _Member:
                 others = [m for m in view.members if m != self.ch.address]
                 to = rng.choice(others) if kind.startswith("unicast") and others else None
                 oob = kind.endswith("oob")
+                total = self.total_order and to is None and not oob
                 msg_id = str(self.sent)
-                self.history.send(msg_id, to, oob=oob)
+                self.history.send(msg_id, to, oob=oob, total=total)
                 self.sent += 1
-                await self.ch.send([msg_id], to, oob=oob)
+                await self.ch.send([msg_id], to, oob=oob, total_order=total)
 
     async def sample(self) -> None:
         while True:

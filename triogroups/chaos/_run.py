@@ -7,10 +7,13 @@ out `fault_schedule(seed, ...)`: SIGKILL (the supervisor restarts the member as
 a new incarnation), graceful restarts, SIGSTOP/SIGCONT pauses, and through each
 member's control socket symmetric and one-way partitions, loss, duplication and
 delay. A live table shows every member's incarnation, view, traffic and memory.
-At the end the members are stopped and `check_histories` judges every history
-file; the summary gives members, messages, faults by kind, views, violations
-(each with its excerpt), the largest RSS and windows per member, and the seed
-that replays the schedule. Exit status 0 only without violations.
+On a total-order stack (``udp-total``, ``tcp-total``) the members send their
+regular multicasts ``total_order=True`` and the checker's **total_order** rule
+compares the orders they delivered. At the end the members are stopped and
+`check_histories` judges every history file; the summary gives members,
+messages, faults by kind, views, violations (each with its excerpt), the
+largest RSS and windows per member, and the seed that replays the schedule.
+Exit status 0 only without violations.
 
 Beside the histories and ``faults.jsonl``, ``members.log`` keeps every member's
 log records from INFO up, one JSON object per line (member, level, logger,
@@ -66,7 +69,10 @@ from triogroups.testing._history import (
 
 __all__ = ["ChaosResult", "add_chaos_parser", "chaos_config", "run_chaos", "run_chaos_async"]
 
-STACKS = ("udp", "tcp", "udp-mcast")
+#: the presets a chaos run can take; on ``udp-total`` and ``tcp-total`` (SEQUENCER) the
+#: members' regular multicasts are sent ``total_order=True`` and the checker compares orders
+STACKS = ("udp", "tcp", "udp-mcast", "udp-total", "tcp-total")
+_TCP_STACKS = ("tcp", "tcp-total")
 _MEMBER_APP = "triogroups.chaos._member:chaos_member"
 _STATE_EVERY = 0.5  # the runner repeats every member's network state this often
 _FORM_TIMEOUT = 60.0  # for the first view of all members
@@ -77,7 +83,7 @@ def chaos_config(kind: str, members: int) -> StackConfig:
     """``kind``'s preset on ports of its own, with the fault layers above the transport
     (DISCARD only where NAKACK2 retransmits), fast failure detection and merging."""
     config = StackConfig.preset(kind)
-    if kind == "tcp":
+    if kind in _TCP_STACKS:
         base = free_ports(members + 5)
         hosts = [f"127.0.0.1[{base + i}]" for i in range(members + 4)]
         config = config.configure("TCP", bind_port=base, port_range=members + 4)
@@ -404,7 +410,7 @@ async def run_chaos_async(
     if args.seed is None:
         args.seed = random.randrange(2**31)
     names = [default_name(i) for i in range(args.members)]
-    kinds = LOSSLESS_KINDS if args.stack == "tcp" else FAULT_KINDS
+    kinds = LOSSLESS_KINDS if args.stack in _TCP_STACKS else FAULT_KINDS
     schedule = fault_schedule(args.seed, args.duration, names, kinds=kinds)
     console.print(
         f"[bold]triogroups chaos[/bold]: {args.members} member processes over {args.stack} "

@@ -19,7 +19,7 @@ Rules that keep a run meaningful (a group that can always recover), as in
   a member that is down, leaving or joining gets no other step until it is back;
 - at most two network splits (partitions, one-way partitions) overlap, and one
   burst of each network-quality kind (loss, dup, delay) at a time;
-- on a TCP stack (``tcp``) only the kinds of `LOSSLESS_KINDS` (nothing that drops:
+- on a TCP stack (``tcp``, ``tcp-total``) only the kinds of `LOSSLESS_KINDS` (nothing that drops:
   TCP loses nothing it carries), joins and leaves, and lost connections
   (``connloss``, one at a time): for 0.2 to 2 s, well inside failure detection,
   what one member sends another is dropped, as a TCP transport drops the bundles
@@ -46,10 +46,12 @@ from triogroups.chaos._schedule import _WEIGHTS as FAULT_WEIGHTS
 
 __all__ = ["PRESETS", "STEP_KINDS", "Scenario", "Step", "scenario"]
 
-#: the campaign's stacks: the three presets and the seeds' UNICAST2 stack (udp with
-#: UNICAST2 in place of UNICAST3); ``tcp`` runs on lossless links
-PRESETS = ("udp", "tcp", "udp-mcast", "unicast2")
-_LOSSLESS_PRESETS = ("tcp",)
+#: the campaign's stacks: the presets and the seeds' UNICAST2 stack (udp with UNICAST2 in
+#: place of UNICAST3); ``tcp`` and ``tcp-total`` run on lossless links. On ``udp-total``
+#: and ``tcp-total`` (SEQUENCER) every regular multicast is in the total order, and the
+#: checker's **total_order** rule compares the members' orders
+PRESETS = ("udp", "tcp", "udp-mcast", "unicast2", "udp-total", "tcp-total")
+_LOSSLESS_PRESETS = ("tcp", "tcp-total")
 # the faults and their weights are chaos runs' own (`fault_schedule`); a campaign adds
 # joins and graceful leaves, which a chaos run makes through restarts
 STEP_KINDS = ("join", "leave", *FAULT_KINDS)

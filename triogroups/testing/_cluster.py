@@ -185,7 +185,9 @@ class SimMember:
         history = self.history
         if history is not None:
             loopback = not flags & Flag.DONT_LOOPBACK
-            history.send(_message_id(payload), to, oob=oob, loopback=loopback)
+            # SEQUENCER orders every regular multicast of its stack (DONT_LOOPBACK too)
+            total = to is None and not oob and self.cluster.total_order
+            history.send(_message_id(payload), to, oob=oob, loopback=loopback, total=total)
 
     def _unrecord_sends(self, payloads: Sequence[bytes], to: Address | None, flags: int) -> None:
         """`Stack.send` raised (cancelled while a full window held it back): it sent
@@ -315,6 +317,9 @@ class SimCluster:
             else HistoryWriter(history / "faults.jsonl", None, trio.current_time)
         )
         self.config = config
+        #: whether the stack orders every regular multicast (SEQUENCER): histories mark
+        #: those sends ``total`` for the checker's **total_order** rule
+        self.total_order = "SEQUENCER" in config.names()
         self.cluster = cluster
         self.members: list[SimMember] = []
         self.log = DeliveryLog()

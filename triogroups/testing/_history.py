@@ -21,7 +21,9 @@ start      ``member`` (UUID, 32 hex digits), ``name``; the file's first line.
            A file whose start has ``"member": null`` is the run's fault log
 send       ``id`` (the message's identity: unique among this incarnation's
            sends), ``to`` (UUID or null for a multicast), ``oob`` (bool),
-           ``loopback`` (false for a DONT_LOOPBACK multicast; absent otherwise)
+           ``loopback`` (false for a DONT_LOOPBACK multicast; absent otherwise),
+           ``total`` (true for a multicast in the total order: every regular
+           multicast of a stack with SEQUENCER; absent otherwise)
 deliver    ``from`` (sender's UUID), ``id`` (the sender's id for the message)
 view       ``id`` ([counter, coordinator UUID]), ``members`` (UUIDs, in order),
            ``merge`` (true for a merge view; absent otherwise)
@@ -93,6 +95,23 @@ What the checker proves (the delivery contract without FLUSH):
   from G; 0.06 s after it ended D, G's next coordinator on its side of a
   partition, was paused until the quiet heal, and D's view 9 reached G 5 s later,
   10.1 s after A went).
+- **total_order**: two incarnations deliver the totally ordered multicasts
+  (``total`` sends) they both delivered in the same relative order, counting
+  for each pair only the deliveries made while each had a view of one stretch
+  of views they went through together: consecutive views both installed, one
+  after the other at both, each view holding both. A delivery counts in the
+  view its receiver had last installed when it delivered. A stretch ends
+  where their next views differ, or where one view leaves one of them out
+  (split off, then merged back: a merge does not reconcile the orders the two
+  sides delivered apart, and the merged view orders from then on; a stretch
+  may begin at the merge view). Compared are the messages sent in a view both
+  installed (a joiner is owed nothing sent before its first view, nor its
+  place in the order: a new coordinator's tail hand-over can bring it such a
+  message late). A message only one of them delivered in the stretch is not
+  compared (**missing** asks whether it was owed); a message delivered twice
+  is a **duplicate** and counts at its first delivery here.
+  SEQUENCER's guarantee (docs/design/total-order.md): members that install
+  the same views deliver one identical sequence of the ordered multicasts.
 - **view_id**: each incarnation's view ids strictly increase; **view_members**:
   one view id names one membership, whoever installed it.
 - **memory**: no sample above ``max_rss`` bytes or ``max_window`` messages held.

@@ -43,11 +43,22 @@ class HistoryWriter:
         self._file.write(json.dumps(record, separators=(",", ":")) + "\n")
 
     def send(
-        self, msg_id: str, to: Address | None = None, *, oob: bool = False, loopback: bool = True
+        self,
+        msg_id: str,
+        to: Address | None = None,
+        *,
+        oob: bool = False,
+        loopback: bool = True,
+        total: bool = False,
     ) -> None:
         """Record a send, before the message goes down the stack (``loopback`` False for
-        a DONT_LOOPBACK multicast, which the sender does not deliver)."""
-        extra = {} if loopback else {"loopback": False}
+        a DONT_LOOPBACK multicast, which the sender does not deliver; ``total`` True for
+        a multicast in the total order, which the **total_order** rule compares)."""
+        extra: dict[str, bool] = {} if loopback else {"loopback": False}
+        if total:
+            if to is not None or oob:
+                raise ValueError("total is for regular multicasts: not with to= or oob=True")
+            extra["total"] = True
         self._write("send", id=msg_id, to=None if to is None else _uuid(to), oob=oob, **extra)
 
     def unsent(self, msg_id: str) -> None:

@@ -60,6 +60,14 @@ Decisions where JGroups leaves a choice:
   NAKACK2 flush can end.
 - A DONT_LOOPBACK multicast is ordered too; its sender does not deliver it.
 
+A member merged back under the same coordinator (its own view kept it in while
+the coordinator's left it out: a pause, a one-way split) re-forwards its
+forward table at the merge view, and a coordinator keeps the forwards of a
+non-member, in arrival order, for as long as it coordinates (up to
+``_EARLY_MAX`` messages): once a view of its holds that member again, they are
+ordered first, so none is skipped by a later one of the same forwarder (an
+addition beyond JGroups, found by the chaos runner and the campaign).
+
 Known limits: a merge of two partitions runs no recovery across them (each
 side's order stands; the merged view orders from then on); a new
 coordinator waits for the tail of every member of the previous view that
@@ -90,7 +98,7 @@ from triogroups.protocols.sequencer._header import (
 )
 from triogroups.protocols.sequencer._log import Log, Logged
 from triogroups.protocols.sequencer._recovery import Recovery
-from triogroups.view import View
+from triogroups.view import MergeView, View
 
 __all__ = [
     "BCAST",
@@ -357,6 +365,15 @@ class Sequencer(Protocol):
             return
         src = msg.src
         if src is None or src not in self._members:
+            if src is not None and len(self._early) < _EARLY_MAX:
+                # A member our view left out while its own view kept it in (a pause, a
+                # one-way split) goes on forwarding; a merge view takes it back later.
+                # Dropped, its forwards would leave a gap its next ones skip: the order
+                # of its messages would jump past them (campaign udp-total seed 2). So
+                # they wait, in arrival order, for a view of ours that holds it.
+                self._early.append(msg)
+                self.counters["non_member_kept"] += 1
+                return
             self.counters["non_member_dropped"] += 1
             return
         kind = hdr.type
@@ -417,9 +434,13 @@ class Sequencer(Protocol):
                 self._pending = []
             if changed:
                 self._send_tail(view.coord, out)
-            if changed or old_coord is None:
+            # A merge view under the same coordinator: our view may have kept us in while
+            # the coordinator's left us out, and what we forwarded meanwhile it dropped as
+            # a non-member's (chaos udp-total seed 4242: a paused member's forwards).
+            merged = isinstance(view, MergeView) and old_coord is not None
+            if changed or old_coord is None or merged:
                 for seqno, msg in self._forward_table.items():
-                    self._forward(msg, seqno, FLUSH if changed else FORWARD, out)
+                    self._forward(msg, seqno, FLUSH if changed or merged else FORWARD, out)
         self.send_down(out)
 
     def _forget_departed(self, view: View) -> None:
