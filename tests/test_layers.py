@@ -77,11 +77,10 @@ def test_dev_test_runs_lint_imports_with_and_without_fast(monkeypatch: pytest.Mo
         assert ran[-1][1:3] == ["-m", "pytest"]
 
 
-#: Modules still over the limit, each being split on its own branch (issue 40): GMS and
-#: MCAST with their protocol fixes, the chaos campaign with its own. Remove a line once
+#: Modules still over the limit, each being split on its own branch (issue 40): MCAST
+#: with its protocol fixes, the chaos campaign with its own. Remove a line once
 #: its module is split; the test then holds it.
 _BEING_SPLIT = {
-    "protocols/gms/__init__.py",
     "protocols/mcast.py",
     "chaos/_campaign.py",
 }

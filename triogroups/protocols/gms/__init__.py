@@ -1,43 +1,14 @@
 """GMS: group membership. Joins, leaves, suspicions and the views they make.
 
-A joiner asks discovery who is there (`FindMembers`), sends JOIN_REQ to the
-coordinator it found, and installs the view and digest from JOIN_RSP: first
-`ViewChange`, then `SetDigest` (receive windows start where the group is),
-then `BecomeServer` (queued multicasts are replayed). If nobody answers, or
-only joiners answer (nobody is in a view yet) and this member sorts first, it
-becomes the coordinator of a singleton view. When members of a view answer
-but no coordinator does (its answer was lost, or it crashed and the next one
-has not taken over yet), a group exists: discovery runs again, as JGroups
-does, instead of starting a second group that only a merge would bring back;
-each such run counts as a join attempt. JOIN_REQ is retried every ``join_timeout`` up to
-``max_join_attempts`` times; after that the member starts alone (as JGroups
-does) and merging brings the groups together.
+Joining (discovery, JOIN_REQ and its retries, the first view) is in
+`_joiner`; leaving (the flush, then LEAVE_REQ or the view without us) in
+`_leaver`. This module owns the role, the view and the suspicions, installs
+views, and routes events, messages and timers to the parts.
 
 Installing views for queued requests, one at a time, is in `_coordinator`;
 the roles (client, participant, coordinator, leaving, left) change only
-through the table in `_roles`.
-
-Leaving flushes first (issue 37; stronger than JGroups, which needs FLUSH
-for it): on `Disconnect` GMS sends `FlushRequest` down, and the member
-stays in the group (retransmitting, answering XMIT requests, acking) until
-each reliable layer below (NAKACK2 or MCAST, UNICAST3, and SEQUENCER) answers
-`FlushDone`: what this member sent is stable at every member of the view.
-Only then does it send LEAVE_REQ, or, as coordinator, install the view
-without itself: the others drop its window with that view, so whatever they
-lacked of it then would be lost for good. ``leave_timeout`` bounds the
-flush; a flush that runs out counts in ``leaves_unflushed`` and logs at
-WARNING who did not answer (each layer logs what was still unstable). The
-LEAVE_REQ exchange that follows gets ``leave_timeout`` again. Without STABLE
-below, NAKACK2 never learns that its multicasts are stable: GMS does not
-wait for it. ``stats()`` says ``leave_flushed`` (None until the member
-left) and `Disconnected` carries it up to the channel. Who coordinates is
-read when the flush ends: a member that became coordinator while it flushed
-hands over itself.
-
-A coordinator that leaves installs a view without itself (the next member
-coordinates) and stays until the others acked it (at most ``leave_timeout``):
-it sends no LEAVE_RSP to itself, which used to end its leave after
-``max_bundling_time``, before anyone had the view.
+through the table in `_roles`. The parts see `Gms` through `GmsContext`
+(`_context`): what they may read and call, nothing more.
 
 A participant that learns (from VERIFY_SUSPECT) that the coordinator is
 suspected, and is the first unsuspected member, takes over and installs the
@@ -59,26 +30,20 @@ Membership changes are rare, so this costs nothing on the message path.
 from __future__ import annotations
 
 import logging
-import math
-from collections import Counter
 from collections.abc import Iterable
 from typing import Any
 
 from triogroups.address import Address
 from triogroups.events import (
-    BecomeServer,
     Connect,
     DigestReply,
     Disconnect,
     Disconnected,
     Event,
-    FindMembers,
     FlushDone,
-    FlushRequest,
     InjectView,
     MembersFound,
     Merge,
-    SetDigest,
     Suspect,
     Unsuspect,
     ViewChange,
@@ -103,9 +68,11 @@ from triogroups.protocols.gms._header import (
     VIEW_ACK,
     GmsHeader,
 )
+from triogroups.protocols.gms._joiner import Joiner
+from triogroups.protocols.gms._leaver import Leaver
 from triogroups.protocols.gms._merger import DIGEST_REQUESTER, Merger
 from triogroups.protocols.gms._roles import Role, RoleInput, next_role
-from triogroups.view import MergeView, View, ViewId
+from triogroups.view import MergeView, View
 
 __all__ = [
     "CANCEL_MERGE",
@@ -129,9 +96,6 @@ _ID = ids.GMS
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 _DISCOVERY = frozenset({"PING", "TCPPING"})
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
-#: The layers that answer a `FlushRequest` with `FlushDone` (SEQUENCER: once what it
-#: forwarded to the coordinator came back in the total order).
-_FLUSHERS = frozenset({"NAKACK2", "MCAST", "UNICAST3", "SEQUENCER"})
 
 CLIENT, PARTICIPANT, COORDINATOR, LEAVING, LEFT = (
     Role.CLIENT,
@@ -230,33 +194,30 @@ class Gms(Protocol):
         self.state: Role = CLIENT
         self._has_discovery = False
         self.has_digest = False
-        self._join_attempts = 0
-        self._join_deadline = math.inf
-        self._leave_deadline = math.inf
-        self._leaving_coordinator = False
-        self._flushers: frozenset[str] = frozenset()
-        #: Layers whose `FlushDone` a leaving member still waits for; None: not flushing.
-        self._flush_waiting: set[str] | None = None
-        self._leave_flushed: bool | None = None
         self._suspected: set[Address] = set()
+        self.joiner = Joiner(self)
+        self.leaver = Leaver(self)
         self.merger = Merger(self)
         self.coordinator = Coordinator(self)
 
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
         self._has_discovery = any(p.name in _DISCOVERY for p in below)
         self.has_digest = any(p.name in _DIGEST_PROVIDERS for p in below)
-        flushers = {p.name for p in below if p.name in _FLUSHERS}
-        if not any(p.name == "STABLE" for p in below):
-            flushers.discard("NAKACK2")  # nothing would ever tell it its multicasts are stable
-        self._flushers = frozenset(flushers)
+        self.leaver.check_stack([p.name for p in below])
+
+    @property
+    def has_discovery(self) -> bool:
+        """True if a discovery layer below (PING, TCPPING) answers `FindMembers`."""
+        return self._has_discovery
 
     # --- events ---------------------------------------------------------------------
 
     def down_event(self, event: Event, now: float) -> None:
         if isinstance(event, Connect):
-            self._connect(now)
+            if self.state == CLIENT:
+                self.joiner.connect(now)
         elif isinstance(event, Disconnect):
-            self._disconnect(now)
+            self.leaver.disconnect(now)
         elif isinstance(event, InjectView):
             self._inject(event, now)
         else:
@@ -264,13 +225,13 @@ class Gms(Protocol):
 
     def up_event(self, event: Event, now: float) -> None:
         if isinstance(event, MembersFound) and self.state == CLIENT:
-            self._members_found(event, now)
+            self.joiner.members_found(event, now)
         elif isinstance(event, DigestReply) and event.requester == self.name:
             self.coordinator.digest_ready(event.digest, now)
         elif isinstance(event, DigestReply) and event.requester == DIGEST_REQUESTER:
             self.merger.digest_ready(event.digest, now)
         elif isinstance(event, FlushDone):
-            self._flush_answered(event.protocol, now)
+            self.leaver.flush_answered(event.protocol, now)
         elif isinstance(event, Merge):
             self.start_merge(event, now)
         elif isinstance(event, Suspect):
@@ -292,70 +253,6 @@ class Gms(Protocol):
         else:
             self.counters["merges_not_started"] += 1
 
-    # --- joining ----------------------------------------------------------------------
-
-    def _connect(self, now: float) -> None:
-        if self.state != CLIENT:
-            return
-        self._join_attempts = 0
-        self._discover(now)
-
-    def _discover(self, now: float) -> None:
-        if not self._has_discovery:
-            self._become_singleton(now)
-            return
-        self.counters["discovery_runs"] += 1
-        self._join_deadline = now + self.join_timeout * 2  # discovery answers within join_timeout
-        self.pass_down(FindMembers(self.join_timeout))
-
-    def _members_found(self, event: MembersFound, now: float) -> None:
-        me = self.local_address
-        coords = Counter(r.address for r in event.responses if r.is_coord and r.address != me)
-        if self.max_join_attempts and self._join_attempts >= self.max_join_attempts:
-            self.counters["join_attempts_exhausted"] += 1
-            self._become_singleton(now)
-        elif coords:
-            target = coords.most_common(1)[0][0]
-            self._join_attempts += 1
-            self.counters["join_requests_sent"] += 1
-            self.send_down_one(_control(target, GmsHeader(JOIN_REQ)))
-            self._join_deadline = now + self.join_timeout
-        elif any(r.is_server and r.address != me for r in event.responses):
-            self.counters["discovery_without_coord"] += 1
-            self._join_attempts += 1
-            self._discover(now)
-        else:
-            others = [r.address for r in event.responses if r.address != me]
-            assert me is not None
-            if not others or min([me, *others]) == me:
-                self._become_singleton(now)
-            else:
-                self._join_attempts += 1
-                self._discover(now)
-
-    def _become_singleton(self, now: float) -> None:
-        me = self.local_address
-        assert me is not None
-        self._join_deadline = math.inf
-        _log.info("%s: found no coordinator of %r; starting it as coordinator", me, self.cluster)
-        self.install(View(ViewId(1, me), [me]), now)
-        self.pass_down(BecomeServer())
-
-    def _join_response(self, hdr: GmsHeader, now: float) -> None:
-        if self.state != CLIENT or hdr.view is None or self.local_address not in hdr.view:
-            self.counters["join_responses_ignored"] += 1
-            return
-        self._join_deadline = math.inf
-        _log.info(
-            "%s: joined %r (coordinator %s)", self.local_address, self.cluster, hdr.view.coord
-        )
-        self.install(hdr.view, now)
-        if hdr.digest is not None:
-            self.pass_down(SetDigest(hdr.digest))
-        self.pass_down(BecomeServer())
-        self.send_down_one(_control(hdr.view.view_id.coord, GmsHeader(VIEW_ACK, hdr.view)))
-        self.merger.joined(now)
-
     # --- views ---------------------------------------------------------------------------
 
     def install(self, view: View, now: float) -> None:
@@ -366,7 +263,7 @@ class Gms(Protocol):
         self.merger.view_installed(view)
         self._suspected &= set(view.members)
         mine = view.coord == self.local_address
-        self._move(RoleInput.VIEW_AS_COORD if mine else RoleInput.VIEW_AS_PARTICIPANT)
+        self.move(RoleInput.VIEW_AS_COORD if mine else RoleInput.VIEW_AS_PARTICIPANT)
         self.pass_down(ViewChange(view))
         self.pass_up(ViewChange(view))
 
@@ -380,13 +277,8 @@ class Gms(Protocol):
             self.counters["old_views_ignored"] += 1
             return
         self.counters["views_injected"] += 1
-        joining = self.state == CLIENT
-        if joining:
-            self._join_deadline = math.inf
-            self.install(view, now)
-            if digest is not None:
-                self.pass_down(SetDigest(digest))
-            self.pass_down(BecomeServer())
+        if self.state == CLIENT:
+            self.joiner.install_injected(view, digest, now)
         elif isinstance(view, MergeView):
             self.merger.install_injected(view, digest, now)
         else:
@@ -416,7 +308,7 @@ class Gms(Protocol):
         A participant that is leaving never does, even when its coordinator is
         suspected: it is on its way out, the next member takes over.
         """
-        return self.state == COORDINATOR or (self.state == LEAVING and self._leaving_coordinator)
+        return self.state == COORDINATOR or (self.state == LEAVING and self.leaver.was_coordinator)
 
     def merge_view_answer(self) -> View:
         """The view this member speaks for as a merge representative: the one it holds,
@@ -448,63 +340,15 @@ class Gms(Protocol):
             if heir == self.local_address:
                 _log.warning("%s: coordinator %s suspected; taking over", heir, self.view.coord)
                 self.counters["coordinator_takeovers"] += 1
-                self._move(RoleInput.TAKEOVER)
+                self.move(RoleInput.TAKEOVER)
                 fresh = sorted(self._suspected)  # earlier suspects too: they left no request
         if self.coordinates():
             for member in fresh:
                 self.coordinator.request(SUSPECT_REQ, member, now)
 
-    # --- leaving ---------------------------------------------------------------------
+    # --- the role, and the end of a leave ----------------------------------------------
 
-    def _disconnect(self, now: float) -> None:
-        if self.state in (CLIENT, LEFT) or self.view is None:
-            self.finish_leave()
-            return
-        if self.state == LEAVING:
-            return  # on the way out already
-        me = self.local_address
-        assert me is not None
-        self._leaving_coordinator = self.state == COORDINATOR
-        _log.info("%s: leaving %r", me, self.cluster)
-        self._move(RoleInput.DISCONNECT)
-        self._leave_deadline = now + self.leave_timeout
-        if self._flushers and len(self.view) > 1:
-            self._flush_waiting = set(self._flushers)
-            self.pass_down(FlushRequest())
-        else:
-            self._leave_now(True, now)
-
-    def _flush_answered(self, protocol: str, now: float) -> None:
-        """A layer below flushed; the last answer lets the leave go on."""
-        waiting = self._flush_waiting
-        if waiting is None or self.state != LEAVING:
-            return
-        waiting.discard(protocol)
-        if not waiting:
-            self._leave_now(True, now)
-
-    def _leave_now(self, flushed: bool, now: float) -> None:
-        """The flush is over (or timed out): LEAVE_REQ, or the view without us as coordinator.
-
-        Who coordinates is taken from the view installed now: views may have
-        come while the member flushed.
-        """
-        view, me = self.view, self.local_address
-        assert view is not None and me is not None
-        self._flush_waiting = None
-        self._leave_flushed = flushed
-        if not flushed:
-            self.counters["leaves_unflushed"] += 1
-        self._leaving_coordinator = view.coord == me
-        if self._leaving_coordinator:
-            # its install waits for VIEW_ACKs at most leave_timeout after bundling
-            self._leave_deadline = now + self.max_bundling_time + self.leave_timeout
-            self.coordinator.request(LEAVE_REQ, me, now)
-        else:
-            self._leave_deadline = now + self.leave_timeout
-            self.send_down_one(_control(view.coord, GmsHeader(LEAVE_REQ)))
-
-    def _move(self, event: RoleInput) -> None:
+    def move(self, event: RoleInput) -> None:
         """Change the role only through the table (`_roles.ROLES`)."""
         self.state = next_role(self.state, event)
 
@@ -514,17 +358,41 @@ class Gms(Protocol):
             return
         if self.view is not None:
             _log.info("%s: left %r", self.local_address, self.cluster)
-        self._move(RoleInput.LEFT_GROUP)
+        self.move(RoleInput.LEFT_GROUP)
         self.view = None
-        self._flush_waiting = None
-        if self._leave_flushed is None:
-            self._leave_flushed = True  # never in a view with others: nothing to flush
-        self._leave_deadline = math.inf
-        self._join_deadline = math.inf
+        flushed = self.leaver.finish()
+        self.joiner.stop()
         self.coordinator.forget()
         self.merger.forget()
         self.pass_down(Disconnect())
-        self.pass_up(Disconnected(self._leave_flushed))
+        self.pass_up(Disconnected(flushed))
+
+    # --- what the parts ask of each other (`GmsContext`) --------------------------------
+
+    @property
+    def merging(self) -> bool:
+        """True while a merge is under way here, as leader or participant."""
+        return self.merger.busy
+
+    def start_deferred_merge(self, now: float) -> None:
+        """The view being installed is in: start the merge that waited for it, if any."""
+        self.merger.start_deferred(now)
+
+    def merge_after_join(self, now: float) -> None:
+        """This joiner installed its first view: the merge view that came first, if any."""
+        self.merger.joined(now)
+
+    def request(self, kind: int, member: Address, now: float) -> None:
+        """Queue a JOIN_REQ, LEAVE_REQ or SUSPECT_REQ of ``member`` at the coordinator."""
+        self.coordinator.request(kind, member, now)
+
+    def resume_requests(self, now: float) -> None:
+        """A merge ended: the coordinator installs what was queued meanwhile."""
+        self.coordinator.resume_requests(now)
+
+    def collect_acks(self, view: View, now: float) -> None:
+        """A merge view was installed here: the next view waits for the members' acks."""
+        self.coordinator.collect_acks(view, now)
 
     # --- messages ----------------------------------------------------------------------
 
@@ -552,7 +420,7 @@ class Gms(Protocol):
             else:
                 self.counters["join_requests_not_coordinator"] += 1
         elif kind == JOIN_RSP:
-            self._join_response(hdr, now)
+            self.joiner.join_response(hdr, now)
         elif kind == VIEW:
             self._view_message(msg, hdr, now)
         elif kind == VIEW_ACK:
@@ -560,7 +428,7 @@ class Gms(Protocol):
         elif kind == LEAVE_REQ and msg.src is not None:
             if self.coordinates():
                 self.coordinator.request(LEAVE_REQ, msg.src, now)
-        elif kind == LEAVE_RSP and self.state == LEAVING and self._flush_waiting is None:
+        elif kind == LEAVE_RSP and self.state == LEAVING and not self.leaver.flushing:
             self.finish_leave()
         elif kind == MERGE_REQ:
             self.merger.request(msg, hdr, now)
@@ -575,41 +443,17 @@ class Gms(Protocol):
 
     def next_deadline(self) -> float:
         return min(
-            self._join_deadline,
-            self._leave_deadline,
+            self.joiner.next_deadline(),
+            self.leaver.next_deadline(),
             self.merger.next_deadline(),
             self.coordinator.next_deadline(),
         )
 
     def tick(self, now: float) -> None:
         self.merger.tick(now)
-        if self.state == CLIENT and now >= self._join_deadline:
-            self.counters["join_timeouts"] += 1
-            self._join_deadline = math.inf
-            if self.max_join_attempts and self._join_attempts >= self.max_join_attempts:
-                self.counters["join_attempts_exhausted"] += 1
-                self._become_singleton(now)
-            else:
-                self._discover(now)
+        self.joiner.tick(now)
         self.coordinator.tick(now)
-        if self._flush_waiting is not None and now >= self._leave_deadline:
-            _log.warning(
-                "%s: leaving %r unflushed: %s did not flush within leave_timeout %ss",
-                self.local_address,
-                self.cluster,
-                ", ".join(sorted(self._flush_waiting)),
-                self.leave_timeout,
-            )
-            self._leave_now(False, now)
-        elif self.state == LEAVING and now >= self._leave_deadline:
-            self.counters["leave_timeouts"] += 1
-            _log.warning(
-                "%s: left %r without an answer within leave_timeout %ss",
-                self.local_address,
-                self.cluster,
-                self.leave_timeout,
-            )
-            self.finish_leave()
+        self.leaver.tick(now)
 
     def gauges(self) -> dict[str, Any]:
         view = self.view
@@ -621,8 +465,7 @@ class Gms(Protocol):
             "members": len(view) if view else 0,
             **self.coordinator.stats(),
             "suspected": sorted(map(str, self._suspected)),
-            "flushing": sorted(self._flush_waiting) if self._flush_waiting is not None else None,
-            "leave_flushed": self._leave_flushed,
+            **self.leaver.gauges(),
         }
 
     def control(self, dest: Address | None, hdr: GmsHeader) -> Message:

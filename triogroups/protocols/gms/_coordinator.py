@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from triogroups.address import Address
 from triogroups.events import GetDigest, TmpView
 from triogroups.message import Flag, Message
 from triogroups.protocols import ids
+from triogroups.protocols.gms._context import GmsContext
 from triogroups.protocols.gms._header import (
     JOIN_REQ,
     JOIN_RSP,
@@ -33,9 +34,6 @@ from triogroups.protocols.gms._header import (
     GmsHeader,
 )
 from triogroups.view import Digest, View, ViewId
-
-if TYPE_CHECKING:
-    from triogroups.protocols.gms import Gms
 
 __all__ = ["SUSPECT_REQ", "Coordinator"]
 
@@ -74,7 +72,7 @@ class _Install:
 class Coordinator:
     """Request queue of one GMS and the view it is installing, if any."""
 
-    def __init__(self, gms: Gms) -> None:
+    def __init__(self, gms: GmsContext) -> None:
         self.gms = gms
         self._requests: list[tuple[int, Address]] = []
         self._joiners: set[Address] = set()  # the distinct joiners in _requests
@@ -152,7 +150,7 @@ class Coordinator:
         gms = self.gms
         if self._pending is not None or now < self._bundle_deadline:
             return
-        if gms.merger.busy:
+        if gms.merging:
             self._bundle_deadline = math.inf
             return
         if not self._requests or not gms.coordinates() or gms.view is None:
@@ -269,7 +267,7 @@ class Coordinator:
         if install is not None and self.gms.local_address not in install.view:
             self.gms.finish_leave()
             return
-        self.gms.merger.start_deferred(now)  # queued requests then wait for the merge
+        self.gms.start_deferred_merge(now)  # queued requests then wait for the merge
         if self._requests:
             self._bundle_deadline = min(self._bundle_deadline, now)
             self._process(now)

@@ -87,11 +87,11 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import TYPE_CHECKING
 
 from triogroups.address import Address
 from triogroups.events import GetDigest, Merge, MergeDigest, ResumeStable, SuspendStable
 from triogroups.message import Message
+from triogroups.protocols.gms._context import GmsContext
 from triogroups.protocols.gms._header import (
     CANCEL_MERGE,
     INSTALL_MERGE_VIEW,
@@ -103,9 +103,6 @@ from triogroups.protocols.gms._header import (
 from triogroups.protocols.gms._lineage import Lineage, still_members
 from triogroups.view import Digest, MergeView, View, ViewId
 
-if TYPE_CHECKING:
-    from triogroups.protocols.gms import Gms
-
 __all__ = ["Merger"]
 
 DIGEST_REQUESTER = "GMS.merge"
@@ -116,7 +113,7 @@ _log = logging.getLogger("triogroups.protocols.gms")
 class Merger:
     """Merge state of one GMS: as leader, or as participant of someone's merge."""
 
-    def __init__(self, gms: Gms) -> None:
+    def __init__(self, gms: GmsContext) -> None:
         self.gms = gms
         self._ids = 0
         # leader side
@@ -240,7 +237,7 @@ class Merger:
                     cancel = GmsHeader(CANCEL_MERGE, merge_id=merge_id)
                     gms.send_down_one(gms.control(member, cancel))
             gms.pass_down(ResumeStable())
-            gms.coordinator.resume_requests(now)
+            gms.resume_requests(now)
             return
         others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
         reps = [rep for rep in answers if rep != me]
@@ -276,7 +273,7 @@ class Merger:
                 gms.send_down_one(gms.control(member, hdr))
         self._install(view, digest, now)
         gms.pass_down(ResumeStable())
-        gms.coordinator.collect_acks(view, now)
+        gms.collect_acks(view, now)
 
     def _reset_leader(self) -> None:
         self.merge_id = 0
@@ -334,7 +331,7 @@ class Merger:
         self._clear_participant()
         if msg.src is not None:
             self.gms.send_down_one(self.gms.control(msg.src, GmsHeader(VIEW_ACK, view)))
-        self.gms.coordinator.resume_requests(now)
+        self.gms.resume_requests(now)
 
     def joined(self, now: float) -> None:
         """This joiner installed its first view: now the merge view that came first, if
@@ -348,12 +345,12 @@ class Merger:
         without a VIEW_ACK; a merge this member took part in is over."""
         self._install(view, digest, now)
         self._clear_participant()
-        self.gms.coordinator.resume_requests(now)
+        self.gms.resume_requests(now)
 
     def cancel(self, msg: Message, hdr: GmsHeader, now: float) -> None:
         if self._leader is not None and self._leader == (msg.src, hdr.merge_id):
             self._clear_participant()
-            self.gms.coordinator.resume_requests(now)
+            self.gms.resume_requests(now)
 
     def forget(self) -> None:
         """Drop any merge this member leads or takes part in (it left the group)."""
@@ -394,7 +391,7 @@ class Merger:
         if now >= self._participant_deadline:
             self.gms.counters["merge_participations_expired"] += 1
             self._clear_participant()
-            self.gms.coordinator.resume_requests(now)
+            self.gms.resume_requests(now)
 
 
 def _other_subgroups(view: MergeView, mine: ViewId) -> set[Address]:
