@@ -153,6 +153,7 @@ class Sequencer(Protocol):
         "non_member_dropped",
         "recoveries_inconsistent",
         "tails_ignored",
+        "non_member_kept",
     )
     passes_up: Passes | None = "all"  # its messages carry its header
     passes_down: Passes | None = "unicasts"  # it orders multicasts only
