@@ -103,6 +103,20 @@ def test_campaign_udp_mcast_5135_a_multicast_parked_in_a_full_window_goes_at_the
 
 
 @pytest.mark.chaos
+def test_campaign_udp_mcast_21144_a_send_held_back_by_flow_control_is_owed_from_when_taken() -> (
+    None
+):
+    """Issue 37, campaign udp-mcast 21144: D's multicast D1-18 waited 7.4 s at the top of the
+    stack behind an MCAST window that A, killed and not yet excluded, kept full, then 7.3 s
+    more in MCAST behind B, partitioned before it acked. E left gracefully 7.3 s after the
+    stack took it; the checker counted its ``settle`` seconds from the send call and
+    reported it missing at E. They now run from when the stack took it (``taken``)."""
+    result = run_seed("udp-mcast", 21144)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
+@pytest.mark.chaos
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 4, 5, 6, 7, 9, 10, 11, 13]])
 def test_campaign_udp_mcast_10750_a_merge_asked_for_during_a_view_install_is_not_lost(
     steps: list[int] | None,

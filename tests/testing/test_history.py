@@ -134,6 +134,30 @@ def test_history_send_taken_back_as_unsent_is_owed_to_nobody(tmp_path: Path) -> 
     assert run.end(20) == []
 
 
+def _held_back(root: Path, taken_at: float | None) -> list[str]:
+    """A sends a1 at 2 s; its stack takes it at ``taken_at`` (flow control held it back)
+    or at once (None); B stays in A's view until its history ends at 10 s."""
+    root.mkdir()
+    run = Run(root, A, B)
+    run.at(1).view(V1)
+    run.at(2).mcast(A, "a1", A)  # B never delivers it
+    if taken_at is not None:
+        run.at(taken_at).w[A].taken("a1")
+    run.at(10).w[B].sample(1000, {"MCAST": 3})  # B's history ends here
+    run.w.pop(B).close()
+    return run.end(20)
+
+
+def test_history_settle_runs_from_when_the_stack_took_a_held_back_send(tmp_path: Path) -> None:
+    """A send that waited while flow control held senders back is owed ``settle`` seconds
+    after the stack took it (``taken``), not after the call: until then no layer had it to
+    deliver or retransmit (campaign udp-mcast 21144: D's multicast waited 7.4 s behind an
+    MCAST window a killed member kept full; E left 7.3 s after the stack took it)."""
+    assert _held_back(tmp_path / "late", taken_at=6.0) == []
+    assert _held_back(tmp_path / "early", taken_at=4.0) == ["missing"]
+    assert _held_back(tmp_path / "at-once", taken_at=None) == ["missing"]
+
+
 def test_history_no_missing_message_when_they_parted_or_ended_before_settle(tmp_path: Path) -> None:
     """No FLUSH: nothing is promised to a member that leaves the sender's view next,
     nor within ``settle`` seconds of the send."""

@@ -35,6 +35,9 @@ leave      ``flushed`` (bool): the member left gracefully (after its disconnect
 unsent     ``id``: the send recorded as ``id`` was cancelled before the stack
            took it (a send waiting for room in a full window): nothing was
            sent, so the checker forgets that send
+taken      ``id``: the stack took the send recorded as ``id`` only now (it
+           waited while a layer held senders back: a full window, no
+           flow-control credits); absent for a send taken at once
 =========  ====================================================================
 
 What the checker proves (the delivery contract without FLUSH):
@@ -55,6 +58,13 @@ What the checker proves (the delivery contract without FLUSH):
   behind pauses and one-way splits, so a view can keep two members together
   that cannot talk (campaign unicast2 seed 2190: G could not hear D for all but
   0.07 s of the 11.3 s after D's send that their views held both).
+  The ``settle`` seconds run from when the stack took the send (its ``taken``
+  record, else the send): while flow control holds senders back, waiting for
+  acks or credits from a member that crashed or is cut off and not yet
+  excluded, no layer below has the message to deliver or retransmit (campaign
+  udp-mcast seed 21144: D's multicast waited 7.4 s at the top of the stack
+  behind an MCAST window a killed member kept full, then 7.3 s more behind a
+  partitioned one; E left gracefully 7.3 s after the stack took it).
   That is what JGroups guarantees without FLUSH: there is no promise for a
   member that leaves, is suspected, or is split from the sender before
   retransmission completes, nor that delivery happens before the next view is

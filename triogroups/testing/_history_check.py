@@ -44,6 +44,7 @@ class _Member:
     sends: dict[str, Line]  # id -> send record
     send_order: dict[str, int]
     view_at_send: dict[str, int]  # id -> index into views (-1: before any view)
+    taken_at: dict[str, float]  # id -> when the stack took a send that waited (`taken`)
 
     @property
     def uuid(self) -> str:
@@ -56,6 +57,7 @@ def _index(history: History) -> _Member:
     sends: dict[str, Line] = {}
     order: dict[str, int] = {}
     at: dict[str, int] = {}
+    taken: dict[str, float] = {}
     for line in history.lines:
         kind = line.record["k"]
         if kind == "view":
@@ -70,7 +72,9 @@ def _index(history: History) -> _Member:
             sends.pop(msg_id, None)
             order.pop(msg_id, None)
             at.pop(msg_id, None)
-    return _Member(history, views, sends, order, at)
+        elif kind == "taken":
+            taken[line.record["id"]] = float(line.record["t"])
+    return _Member(history, views, sends, order, at, taken)
 
 
 def _vid(line: Line) -> tuple[int, str]:
@@ -454,7 +458,9 @@ def _check_missing(
                     js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(view)]
                     cache[key] = (js[0], _together_until(s, r, i, js[0])) if js else (-1, None)
                 j, until = cache[key]
-                sent_at = float(send.record["t"])
+                # settle runs from when the stack took the send: while flow control
+                # held it back, no layer had it to deliver or retransmit
+                sent_at = s.taken_at.get(msg_id, float(send.record["t"]))
                 if until is None or until - sent_at < settle:
                     continue
                 # the faults kept them apart: no retransmission could get through

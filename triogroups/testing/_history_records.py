@@ -67,6 +67,12 @@ class HistoryWriter:
         for room in a full window can be cancelled while it waits)."""
         self._write("unsent", id=msg_id)
 
+    def taken(self, msg_id: str) -> None:
+        """Record that the stack took the send recorded as ``msg_id`` only now: the send
+        waited at the top of the stack while a layer held senders back (a full MCAST
+        window, no flow-control credits). Written only for a send that waited."""
+        self._write("taken", id=msg_id)
+
     def deliver(self, src: Address, msg_id: str) -> None:
         """Record a delivery (in delivery order)."""
         self._write("deliver", **{"from": _uuid(src), "id": msg_id})
