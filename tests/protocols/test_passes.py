@@ -1,7 +1,7 @@
 """Every protocol keeps its `Protocol.passes_up` / `passes_down` promise.
 
 The host moves a batch past an idle layer without calling its handler when the
-protocol promised to pass such a batch on untouched (`_layer._passes`). A broken
+protocol promised to pass such a batch on untouched (`_layer._ways.passes`). A broken
 promise would silently skip work (a credit not counted, a timer not armed), so
 each one is checked here against the handler itself: for any batch the promise
 covers, in a fresh layer and in one that has real traffic behind it, at the time
@@ -165,8 +165,8 @@ def test_a_batch_the_promise_covers_comes_out_untouched_and_changes_nothing(
 def test_a_message_with_the_protocols_own_header_or_of_the_other_kind_is_not_covered(
     kind: Passes,
 ) -> None:
-    """The host's check (`_layer._passes`) refuses a batch with one such message in it."""
-    from triogroups._layer import _PASS_ASK_DOWN, _PASS_ASK_UP, _passes
+    """The host's check (`_layer._ways.passes`) refuses a batch with one such message in it."""
+    from triogroups._layer._ways import PASS_ASK_DOWN, PASS_ASK_UP, passes
 
     class _Promising(Protocol):
         passes_up = passes_down = kind
@@ -175,13 +175,13 @@ def test_a_message_with_the_protocols_own_header_or_of_the_other_kind_is_not_cov
     dest = None if kind == "multicasts" else B
     plain = [Message(dest, b"x", src=B, headers={_FOREIGN: 1}) for _ in range(3)]
     own = Message(dest, b"x", src=B, headers={pid: object()})
-    for mode in (_PASS_ASK_UP, _PASS_ASK_DOWN):
-        assert _passes(proto, mode, plain, pid)
-        assert not _passes(proto, mode, [*plain[:2], own, plain[2]], pid)
+    for mode in (PASS_ASK_UP, PASS_ASK_DOWN):
+        assert passes(proto, mode, plain, pid)
+        assert not passes(proto, mode, [*plain[:2], own, plain[2]], pid)
         if kind != "all":
             wrong = Message(B if kind == "multicasts" else None, b"x", src=B)
-            assert not _passes(proto, mode, [*plain, wrong], pid)
-    assert not _passes(Protocol(), _PASS_ASK_UP, plain, pid)  # no promise, no pass
+            assert not passes(proto, mode, [*plain, wrong], pid)
+    assert not passes(Protocol(), PASS_ASK_UP, plain, pid)  # no promise, no pass
 
 
 def test_a_promise_that_depends_on_state_is_withdrawn_while_the_state_lasts() -> None:
