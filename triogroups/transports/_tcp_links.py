@@ -19,8 +19,7 @@ import trio
 from triogroups.address import Address
 from triogroups.events import ForeignEndpoint
 from triogroups.message import Message
-from triogroups.transports._addresses import AddressTable, Physical, format_physical
-from triogroups.transports._drops import DropLog
+from triogroups.transports._addresses import Physical, format_physical
 from triogroups.transports._socket_transport import SocketTransport
 from triogroups.transports._sockets import set_buffers
 from triogroups.transports._tcp_conn import (
@@ -87,8 +86,8 @@ class Pending:
 class TcpLinks(SocketTransport):
     """The connections of a `TcpTransport` (its base class: see the module docstring)."""
 
-    # TcpTransport's properties these methods read
-    bind_addr: str
+    # TcpTransport's properties these methods read (SocketTransport has the address
+    # table, the bound address, the buffers and the drop logs)
     recv_buf_size: int
     send_buf_size: int
     tcp_nodelay: bool
@@ -97,12 +96,6 @@ class TcpLinks(SocketTransport):
     conn_expire_time: float
     close_timeout: float
     # the state TcpTransport.__init__ sets
-    table: AddressTable
-    physical: Physical | None
-    buffers: dict[str, int]
-    counters: dict[str, int]
-    drops: DropLog
-    send_drops: DropLog
     _next_view: View | None
     _conns: dict[Address, Connection]
     _pending: dict[Address, Pending]
