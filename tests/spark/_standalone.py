@@ -14,6 +14,7 @@ cluster needs it (the executors' Python workers import it before any stage runs)
 from __future__ import annotations
 
 import contextlib
+import http.client
 import json
 import os
 import signal
@@ -166,7 +167,9 @@ class StandaloneCluster:
             try:
                 if ready(self.status()):
                     return
-            except OSError:
+            except (OSError, ValueError, http.client.HTTPException):
+                # A master still starting can accept the connection and answer with
+                # an empty or cut-off page: not ready yet, ask again.
                 pass
             time.sleep(0.2)
         raise RuntimeError(f"no {what} within {_START_TIMEOUT:g} s (logs in {self.directory})")
