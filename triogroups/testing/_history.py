@@ -130,8 +130,9 @@ What the checker proves (the delivery contract without FLUSH):
   message another member sent after the heal.
 
 The writer and the reader live in `_history_records`, the checker in
-`_history_check`; this module gathers them (the test kit and the chaos tools
-import from here).
+`_history_check` (over the histories as `_history_index` indexes them; the
+**total_order** rule in `_history_total_order`); this module gathers them (the
+test kit and the chaos tools import from here).
 """
 
 from triogroups.testing._history_check import (

@@ -2,84 +2,27 @@
 
 `check_histories` returns each broken rule with the smallest excerpt that shows
 it; `assert_histories` raises on the first. The rules and the record format
-are in `triogroups.testing._history`.
+are in `triogroups.testing._history`. Each rule reads the histories indexed by
+`_history_index`; a rule with a module of its own (**total_order**, in
+`_history_total_order`) is gathered here with the rest.
 """
 
 from __future__ import annotations
 
-from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Iterable
-from dataclasses import dataclass
 from typing import Any
 
+from triogroups.testing._history_index import HistoryViolation, Member, index_member, view_id
 from triogroups.testing._history_records import History, Line
+from triogroups.testing._history_total_order import check_total_order
 from triogroups.testing._outages import Outages
 
 __all__ = ["HistoryError", "HistoryViolation", "assert_histories", "check_histories"]
 
 
-@dataclass(frozen=True)
-class HistoryViolation:
-    """A broken rule, why, and the smallest excerpt of the histories that shows it."""
-
-    rule: str
-    text: str
-    excerpt: tuple[Line, ...]
-
-    def __str__(self) -> str:
-        return "\n".join([f"{self.rule}: {self.text}", *(f"  {line}" for line in self.excerpt)])
-
-
 class HistoryError(AssertionError):
     """Raised by `assert_histories`: the run broke the contract."""
-
-
-@dataclass
-class _Member:
-    """One incarnation, indexed for the checks."""
-
-    history: History
-    views: list[Line]  # view records, in order
-    sends: dict[str, Line]  # id -> send record
-    send_order: dict[str, int]
-    view_at_send: dict[str, int]  # id -> index into views (-1: before any view)
-    taken_at: dict[str, float]  # id -> when the stack took a send that waited (`taken`)
-
-    @property
-    def uuid(self) -> str:
-        assert self.history.member is not None
-        return self.history.member
-
-
-def _index(history: History) -> _Member:
-    views: list[Line] = []
-    sends: dict[str, Line] = {}
-    order: dict[str, int] = {}
-    at: dict[str, int] = {}
-    taken: dict[str, float] = {}
-    for line in history.lines:
-        kind = line.record["k"]
-        if kind == "view":
-            views.append(line)
-        elif kind == "send":
-            msg_id = line.record["id"]
-            sends[msg_id] = line
-            order[msg_id] = len(order)
-            at[msg_id] = len(views) - 1
-        elif kind == "unsent":
-            msg_id = line.record["id"]
-            sends.pop(msg_id, None)
-            order.pop(msg_id, None)
-            at.pop(msg_id, None)
-        elif kind == "taken":
-            taken[line.record["id"]] = float(line.record["t"])
-    return _Member(history, views, sends, order, at, taken)
-
-
-def _vid(line: Line) -> tuple[int, str]:
-    counter, coord = line.record["id"]
-    return int(counter), str(coord)
 
 
 def check_histories(
@@ -92,14 +35,14 @@ def check_histories(
 ) -> list[HistoryViolation]:
     """Every violation of the rules in the module docstring, each with its excerpt."""
     histories = list(histories)
-    members = {h.member: _index(h) for h in histories if h.member is not None}
+    members = {h.member: index_member(h) for h in histories if h.member is not None}
     faults = [line for h in histories if h.member is None for line in h.of("fault")]
     out: list[HistoryViolation] = []
     heals = [float(f.record["t"]) for f in faults if f.record["kind"] == "heal"]
     outages = Outages(faults)
     out += _check_views(members, settle, heals, outages)
     out += _check_deliveries(members)
-    out += _check_total_order(members)
+    out += check_total_order(members)
     out += _check_missing(members, settle, outages)
     out += _check_flushed_leaves(members, settle)
     out += _check_memory(members, max_rss, max_window)
@@ -116,24 +59,24 @@ def assert_histories(histories: Iterable[History], **limits: Any) -> None:
 
 
 def _check_views(
-    members: dict[str, _Member], settle: float, heals: list[float], outages: Outages
+    members: dict[str, Member], settle: float, heals: list[float], outages: Outages
 ) -> list[HistoryViolation]:
     out = []
     names: dict[tuple[int, str], Line] = {}
     for m in members.values():
         for before, after in zip(m.views, m.views[1:], strict=False):
-            if _vid(after)[0] <= _vid(before)[0]:
+            if view_id(after)[0] <= view_id(before)[0]:
                 out.append(HistoryViolation("view_id", "view ids must grow", (before, after)))
         for line in m.views:
-            first = names.setdefault(_vid(line), line)
+            first = names.setdefault(view_id(line), line)
             if first.record["members"] != line.record["members"]:
-                text = f"view {list(_vid(line))} has two memberships"
+                text = f"view {list(view_id(line))} has two memberships"
                 out.append(HistoryViolation("view_members", text, (first, line)))
     # successor agreement, pairwise over views both installed
-    where: dict[tuple[int, str], list[tuple[_Member, int]]] = defaultdict(list)
+    where: dict[tuple[int, str], list[tuple[Member, int]]] = defaultdict(list)
     for m in members.values():
         for i, line in enumerate(m.views):
-            where[_vid(line)].append((m, i))
+            where[view_id(line)].append((m, i))
     for installs in where.values():
         for x, (a, i) in enumerate(installs):
             for b, j in installs[x + 1 :]:
@@ -141,7 +84,7 @@ def _check_views(
                     continue
                 na, nb = a.views[i + 1], b.views[j + 1]
                 stayed = b.uuid in na.record["members"] and a.uuid in nb.record["members"]
-                if not stayed or _vid(na) == _vid(nb):
+                if not stayed or view_id(na) == view_id(nb):
                     continue
                 if _missed_excused(members, na, a, b, settle, heals, outages) and _missed_excused(
                     members, nb, b, a, settle, heals, outages
@@ -149,7 +92,7 @@ def _check_views(
                     continue
                 text = (
                     f"{a.history.name} and {b.history.name} stayed together after "
-                    f"view {list(_vid(a.views[i]))} but installed different next views"
+                    f"view {list(view_id(a.views[i]))} but installed different next views"
                 )
                 excerpt = (a.views[i], na, b.views[j], nb)
                 out.append(HistoryViolation("view_order", text, excerpt))
@@ -157,10 +100,10 @@ def _check_views(
 
 
 def _missed_excused(
-    members: dict[str, _Member],
+    members: dict[str, Member],
     view: Line,
-    peer: _Member,
-    skipper: _Member,
+    peer: Member,
+    skipper: Member,
     settle: float,
     heals: list[float],
     outages: Outages,
@@ -178,8 +121,8 @@ def _missed_excused(
     in no position to get ``view`` either, and rejoining is then MERGE3's business (chaos
     run udp-mcast seed 1015048817: a one-way partition, 9% loss and a pause kept view 81
     from A, view 82 removed A 5 s later, and the merge view 83 took it back 7 s after that)."""
-    vid = _vid(view)
-    if any(_vid(line) == vid for line in skipper.views):
+    vid = view_id(view)
+    if any(view_id(line) == vid for line in skipper.views):
         return True
     t = _installed_at(members, view)
     coord = members.get(vid[1])
@@ -211,38 +154,36 @@ def _missed_excused(
         # Merged back within ``settle`` seconds of its removal, or of a heal after it:
         # while the network keeps it apart, no merge can take it back.
         since = [t_out] + [h for h in heals if h >= t_out]
-        return any(_caught_up(skipper, _vid(line)[0], s, settle) for s in since)
+        return any(_caught_up(skipper, view_id(line)[0], s, settle) for s in since)
     return False
 
 
-def _later_views(
-    members: dict[str, _Member], view: Line, peer: _Member
-) -> list[tuple[float, Line]]:
+def _later_views(members: dict[str, Member], view: Line, peer: Member) -> list[tuple[float, Line]]:
     """The views newer than ``view`` that ``peer`` or any other member that installed
     ``view`` installed afterwards, by when their coordinators installed them: who removed
     a member from ``view``'s line of views shows only in the histories that go on (campaign
     udp-mcast seed 2200: A, the peer, left before B's view 4 removed D, which it never
     installed)."""
-    vid = _vid(view)
+    vid = view_id(view)
     found: dict[tuple[int, str], tuple[float, Line]] = {}
     for m in [peer, *members.values()]:
-        if m is not peer and not any(_vid(line) == vid for line in m.views):
+        if m is not peer and not any(view_id(line) == vid for line in m.views):
             continue
         for line in m.views:
-            if _vid(line)[0] > vid[0] and _vid(line) not in found:
-                found[_vid(line)] = (_installed_at(members, line), line)
+            if view_id(line)[0] > vid[0] and view_id(line) not in found:
+                found[view_id(line)] = (_installed_at(members, line), line)
     return sorted(found.values(), key=lambda pair: pair[0])
 
 
-def _installed_at(members: dict[str, _Member], view: Line) -> float:
+def _installed_at(members: dict[str, Member], view: Line) -> float:
     """When ``view``'s coordinator installed it (else when this line's member did)."""
-    vid = _vid(view)
+    vid = view_id(view)
     coord = members.get(vid[1])
-    at = [line for line in coord.views if _vid(line) == vid] if coord is not None else []
+    at = [line for line in coord.views if view_id(line) == vid] if coord is not None else []
     return float(at[0].record["t"]) if at else float(view.record["t"])
 
 
-def _caught_up(skipper: _Member, counter: int, t: float, settle: float) -> bool:
+def _caught_up(skipper: Member, counter: int, t: float, settle: float) -> bool:
     """Whether ``skipper``'s history ended within ``settle`` seconds of ``t``, or within
     that time it installed a view with a counter of at least ``counter`` (the next view
     supersedes one that could not reach it: its coordinator crashed, was paused or
@@ -252,18 +193,19 @@ def _caught_up(skipper: _Member, counter: int, t: float, settle: float) -> bool:
     if skipper.history.end < t + settle:
         return True
     return any(
-        _vid(line)[0] >= counter and float(line.record["t"]) <= t + settle for line in skipper.views
+        view_id(line)[0] >= counter and float(line.record["t"]) <= t + settle
+        for line in skipper.views
     )
 
 
-def _caught_up_at(skipper: _Member, counter: int) -> float:
+def _caught_up_at(skipper: Member, counter: int) -> float:
     """When ``skipper`` first installed a view with a counter of at least ``counter``, else
     when its history ended."""
-    at = [float(line.record["t"]) for line in skipper.views if _vid(line)[0] >= counter]
+    at = [float(line.record["t"]) for line in skipper.views if view_id(line)[0] >= counter]
     return min(at) if at else skipper.history.end
 
 
-def _check_deliveries(members: dict[str, _Member]) -> list[HistoryViolation]:
+def _check_deliveries(members: dict[str, Member]) -> list[HistoryViolation]:
     out = []
     for r in members.values():
         seen: dict[tuple[str, str], Line] = {}
@@ -301,106 +243,7 @@ def _check_deliveries(members: dict[str, _Member]) -> list[HistoryViolation]:
     return out
 
 
-def _total_deliveries(members: dict[str, _Member], r: _Member) -> list[tuple[int, Line]]:
-    """R's deliveries of totally ordered multicasts, in order, each with the index of the
-    view R had then (deliveries before its first view are left out)."""
-    out = []
-    i = -1
-    for line in r.history.lines:
-        kind = line.record["k"]
-        if kind == "view":
-            i += 1
-        elif kind == "deliver" and i >= 0:
-            s = members.get(line.record["from"])
-            send = s.sends.get(line.record["id"]) if s is not None else None
-            if send is not None and send.record.get("total"):
-                out.append((i, line))
-    return out
-
-
-def _stretches(a: _Member, b: _Member) -> list[tuple[range, range]]:
-    """The stretches of views A and B went through together (see **total_order**): per
-    stretch, the range of A's view indices and the range of B's."""
-    at_b = {_vid(line): j for j, line in enumerate(b.views)}
-
-    def both_in(line: Line) -> bool:
-        return a.uuid in line.record["members"] and b.uuid in line.record["members"]
-
-    out = []
-    i = 0
-    while i < len(a.views):
-        j = at_b.get(_vid(a.views[i]))
-        if j is None or not both_in(a.views[i]):
-            i += 1
-            continue
-        i0, j0 = i, j
-        while (
-            i + 1 < len(a.views)
-            and j + 1 < len(b.views)
-            and _vid(a.views[i + 1]) == _vid(b.views[j + 1])
-            and both_in(a.views[i + 1])
-        ):
-            i, j = i + 1, j + 1
-        out.append((range(i0, i + 1), range(j0, j + 1)))
-        i += 1
-    return out
-
-
-def _check_total_order(members: dict[str, _Member]) -> list[HistoryViolation]:
-    out = []
-    ordered = {m.uuid: _total_deliveries(members, m) for m in members.values()}
-    installed = {m.uuid: {_vid(line) for line in m.views} for m in members.values()}
-
-    def sent_in(key: tuple[str, str]) -> tuple[int, str] | None:
-        s = members[key[0]]
-        i = s.view_at_send.get(key[1], -1)
-        return _vid(s.views[i]) if i >= 0 else None
-
-    some = [m for m in members.values() if ordered[m.uuid]]
-    for x, a in enumerate(some):
-        for b in some[x + 1 :]:
-            both = installed[a.uuid] & installed[b.uuid]
-            for views_a, views_b in _stretches(a, b):
-                first_a = _first_deliveries(ordered[a.uuid], views_a)
-                first_b = _first_deliveries(ordered[b.uuid], views_b)
-                common = {k for k in first_a.keys() & first_b.keys() if sent_in(k) in both}
-                seq_a = [key for key in first_a if key in common]
-                seq_b = [key for key in first_b if key in common]
-                if seq_a == seq_b:
-                    continue
-                k = next(n for n, (p, q) in enumerate(zip(seq_a, seq_b, strict=True)) if p != q)
-                early, late = seq_a[k], seq_b[k]  # A: early before late; B: late before early
-                text = (
-                    f"{a.history.name} delivered {early[1]!r} before {late[1]!r}, "
-                    f"{b.history.name} {late[1]!r} before {early[1]!r}, though both went "
-                    f"through views {list(_vid(a.views[views_a[0]]))} to "
-                    f"{list(_vid(a.views[views_a[-1]]))} together"
-                )
-                excerpt = (
-                    a.views[views_a[0]],
-                    first_a[early],
-                    first_a[late],
-                    first_b[late],
-                    first_b[early],
-                )
-                out.append(HistoryViolation("total_order", text, excerpt))
-    return out
-
-
-def _first_deliveries(
-    deliveries: list[tuple[int, Line]], views: range
-) -> dict[tuple[str, str], Line]:
-    """(sender, id) -> the first delivery made in one of ``views``, in delivery order
-    (``deliveries`` are in order, so their view indices never fall: a slice)."""
-    lo = bisect_left(deliveries, views.start, key=lambda d: d[0])
-    hi = bisect_left(deliveries, views.stop, key=lambda d: d[0])
-    first: dict[tuple[str, str], Line] = {}
-    for _, line in deliveries[lo:hi]:
-        first.setdefault((line.record["from"], line.record["id"]), line)
-    return first
-
-
-def _together_until(s: _Member, r: _Member, i: int, j: int) -> float | None:
+def _together_until(s: Member, r: Member, i: int, j: int) -> float | None:
     """From views s.views[i] == r.views[j]: when S and R stopped being together, or None
     if their next views differ (no guarantee for messages sent in that view)."""
     if s is r:
@@ -416,7 +259,7 @@ def _together_until(s: _Member, r: _Member, i: int, j: int) -> float | None:
         together = (
             ns is not None
             and nr is not None
-            and _vid(ns) == _vid(nr)
+            and view_id(ns) == view_id(nr)
             and r.uuid in ns.record["members"]
             and s.uuid in ns.record["members"]
         )
@@ -431,7 +274,7 @@ def _together_until(s: _Member, r: _Member, i: int, j: int) -> float | None:
 
 
 def _check_missing(
-    members: dict[str, _Member], settle: float, outages: Outages
+    members: dict[str, Member], settle: float, outages: Outages
 ) -> list[HistoryViolation]:
     out = []
     delivered: dict[str, set[tuple[str, str]]] = {
@@ -455,7 +298,7 @@ def _check_missing(
                     continue
                 key = (uuid, i)
                 if key not in cache:
-                    js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(view)]
+                    js = [j for j, line in enumerate(r.views) if view_id(line) == view_id(view)]
                     cache[key] = (js[0], _together_until(s, r, i, js[0])) if js else (-1, None)
                 j, until = cache[key]
                 # settle runs from when the stack took the send: while flow control
@@ -469,7 +312,7 @@ def _check_missing(
                     continue
                 text = (
                     f"{r.history.name} never delivered {msg_id!r} from {s.history.name}, sent in "
-                    f"view {list(_vid(view))}, though they stayed together for "
+                    f"view {list(view_id(view))}, though they stayed together for "
                     f"{until - sent_at:.1f} s after it ({talked:.1f} s able to talk)"
                 )
                 excerpt = [view, send, r.views[j]]
@@ -480,9 +323,9 @@ def _check_missing(
     return out
 
 
-def _views_with(r: _Member, sender: str) -> list[tuple[tuple[int, str], bool]]:
+def _views_with(r: Member, sender: str) -> list[tuple[tuple[int, str], bool]]:
     """R's views in order, each with whether it held ``sender``."""
-    return [(_vid(v), sender in v.record["members"]) for v in r.views]
+    return [(view_id(v), sender in v.record["members"]) for v in r.views]
 
 
 def _stayed_with(views: list[tuple[tuple[int, str], bool]], span: list[tuple[int, str]]) -> bool:
@@ -495,7 +338,7 @@ def _stayed_with(views: list[tuple[tuple[int, str], bool]], span: list[tuple[int
     return all(held for _, held in views[first : last + 1])
 
 
-def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[HistoryViolation]:
+def _check_flushed_leaves(members: dict[str, Member], settle: float) -> list[HistoryViolation]:
     out = []
     for s in members.values():
         leave = next((line for line in s.history.of("leave") if line.record["flushed"]), None)
@@ -505,12 +348,12 @@ def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[Hi
         if not before:
             continue
         final = before[-1]
-        stayed: list[tuple[_Member, Line]] = []  # R and the view without S it went on in
+        stayed: list[tuple[Member, Line]] = []  # R and the view without S it went on in
         for uuid in final.record["members"]:
             r = members.get(uuid)
             if r is None or r is s:
                 continue
-            js = [j for j, line in enumerate(r.views) if _vid(line) == _vid(final)]
+            js = [j for j, line in enumerate(r.views) if view_id(line) == view_id(final)]
             if not js or js[0] + 1 >= len(r.views):
                 continue
             after = r.views[js[0] + 1]
@@ -531,7 +374,7 @@ def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[Hi
                 continue
             # owed only to a member that was with S in every view S installed from the
             # send to its leave: one merged back in between was owed nothing sent apart
-            span = [_vid(v) for v in s.views[i : s.views.index(final) + 1]]
+            span = [view_id(v) for v in s.views[i : s.views.index(final) + 1]]
             for r, after in stayed:
                 if not _stayed_with(together[r.uuid], span):
                     continue
@@ -547,7 +390,7 @@ def _check_flushed_leaves(members: dict[str, _Member], settle: float) -> list[Hi
 
 
 def _check_memory(
-    members: dict[str, _Member], max_rss: int | None, max_window: int | None
+    members: dict[str, Member], max_rss: int | None, max_window: int | None
 ) -> list[HistoryViolation]:
     out = []
     for m in members.values():
@@ -566,7 +409,7 @@ def _check_memory(
 
 
 def _check_heals(
-    members: dict[str, _Member], faults: list[Line], resume_within: float
+    members: dict[str, Member], faults: list[Line], resume_within: float
 ) -> list[HistoryViolation]:
     out = []
     send_time = {

@@ -1,0 +1,77 @@
+"""A finished run's histories indexed for the checks, and what a check reports.
+
+`index_member` reads one incarnation's history once into a `Member` (its views,
+its sends in order, the view each was sent in); every rule of the checker
+(`_history_check`, `_history_total_order`, and checkers added beside them) works
+on these and reports a `HistoryViolation`. Kept apart so a new rule's module
+imports this and not the checker that gathers the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from triogroups.testing._history_records import History, Line
+
+__all__ = ["HistoryViolation", "Member", "index_member", "view_id"]
+
+
+@dataclass(frozen=True)
+class HistoryViolation:
+    """A broken rule, why, and the smallest excerpt of the histories that shows it."""
+
+    rule: str
+    text: str
+    excerpt: tuple[Line, ...]
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.rule}: {self.text}", *(f"  {line}" for line in self.excerpt)])
+
+
+@dataclass
+class Member:
+    """One incarnation, indexed for the checks (`index_member`)."""
+
+    history: History
+    views: list[Line]  # view records, in order
+    sends: dict[str, Line]  # id -> send record
+    send_order: dict[str, int]
+    view_at_send: dict[str, int]  # id -> index into views (-1: before any view)
+    taken_at: dict[str, float]  # id -> when the stack took a send that waited (`taken`)
+
+    @property
+    def uuid(self) -> str:
+        assert self.history.member is not None
+        return self.history.member
+
+
+def index_member(history: History) -> Member:
+    """``history``'s views, sends and waiting sends, read once."""
+    views: list[Line] = []
+    sends: dict[str, Line] = {}
+    order: dict[str, int] = {}
+    at: dict[str, int] = {}
+    taken: dict[str, float] = {}
+    for line in history.lines:
+        kind = line.record["k"]
+        if kind == "view":
+            views.append(line)
+        elif kind == "send":
+            msg_id = line.record["id"]
+            sends[msg_id] = line
+            order[msg_id] = len(order)
+            at[msg_id] = len(views) - 1
+        elif kind == "unsent":
+            msg_id = line.record["id"]
+            sends.pop(msg_id, None)
+            order.pop(msg_id, None)
+            at.pop(msg_id, None)
+        elif kind == "taken":
+            taken[line.record["id"]] = float(line.record["t"])
+    return Member(history, views, sends, order, at, taken)
+
+
+def view_id(line: Line) -> tuple[int, str]:
+    """A view record's id: (counter, coordinator)."""
+    counter, coord = line.record["id"]
+    return int(counter), str(coord)
