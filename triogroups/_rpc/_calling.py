@@ -113,15 +113,8 @@ class CallTable:
         pickle: bool = False,
         exclude_self: bool = False,
     ) -> RspList:
-        """Call ``method(*args)`` on the group (``to=None``), one member or several.
-
-        Returns once ``mode`` is satisfied, every target answered or failed,
-        or ``timeout`` passed (then ``RspList.timed_out`` is True). With mode
-        "none" it returns at once after sending, with an empty list.
-        Raises NotAMember for a target not in the view, ChannelClosed if the
-        channel closes first (also while waiting), ValueError/TypeError for
-        bad arguments. A cancelled call to the group was not sent.
-        """
+        """`RpcDispatcher.call` (`_dispatcher`), which states what it returns and raises:
+        the application's face hands its arguments on unchanged."""
         call = await self._call(method, args, to, mode, timeout, oob, pickle, exclude_self)
         if call is None:
             return RspList({}, [], False)
@@ -193,11 +186,8 @@ class CallTable:
         oob: bool = False,
         pickle: bool = False,
     ) -> Any:
-        """Call ``method(*args)`` on member ``to`` and return its value.
-
-        Raises what the handler raised (see `RemoteError`), MemberGone if
-        ``to`` left or was suspected, RpcTimeout after ``timeout``.
-        """
+        """`RpcDispatcher.call_one` (`_dispatcher`), which states what it returns and
+        raises: the application's face hands its arguments on unchanged."""
         if not isinstance(to, Address):
             raise TypeError(f"to must be an Address, got {type(to).__name__}")
         call = await self._call(method, args, to, "all", timeout, oob, pickle, False)
