@@ -101,3 +101,36 @@ def test_every_module_is_small_and_says_its_job() -> None:
         if len(text.splitlines()) > MAX_MODULE_LINES and name not in _BEING_SPLIT:
             over.append(f"{name} ({len(text.splitlines())} lines)")
     assert over == [], over
+
+
+def _private_reaches(path: Path) -> list[str]:
+    """Each ``obj._name`` in ``path`` that is called or handed on (a method passed to
+    ``nursery.start``) where ``obj`` is not ``self``, ``cls`` or ``super()``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if not isinstance(node, ast.Call):
+            continue
+        for reach in (node.func, *node.args):
+            if not isinstance(reach, ast.Attribute):
+                continue
+            name, owner = reach.attr, reach.value
+            if not name.startswith("_") or name.startswith("__"):
+                continue
+            if isinstance(owner, ast.Name) and owner.id in ("self", "cls"):
+                continue
+            if isinstance(owner, ast.Call) and ast.unparse(owner.func) == "super":
+                continue
+            if isinstance(owner, ast.Name) and owner.id.startswith("_"):
+                continue  # a private module's name (``_trio_run``), not another object
+            found.append(f"{path.name}:{reach.lineno}: {ast.unparse(reach)}")
+    return found
+
+
+def test_the_test_kit_calls_no_other_objects_private_methods() -> None:
+    """Issue 40 item 4: no module of the test kit (`triogroups.testing`) calls, or hands to a
+    nursery, a private method of another object (`SimCluster.add_member` started
+    ``member._run``; `SimMember.run` is its entry point now)."""
+    reaches = []
+    for path in sorted((ROOT / "triogroups" / "testing").rglob("*.py")):
+        reaches += _private_reaches(path)
+    assert reaches == [], reaches

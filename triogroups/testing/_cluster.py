@@ -296,7 +296,10 @@ class SimMember:
                 if history is not None and isinstance(item, ViewChange):
                     history.view(item.view)
 
-    async def _run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Run this member's stack and read what it delivers until `kill`; started once by
+        `SimCluster.add_member` in the cluster's nursery (a member it returned already
+        runs: a test never calls this). ``task_status.started()`` once the stack runs."""
         with self._cancel:
             async with trio.open_nursery() as nursery:
                 await nursery.start(self.stack.run)
@@ -375,7 +378,7 @@ class SimCluster:
         name = name or chr(ord("A") + len(self.members))
         stack = Stack(self.config, self.cluster, name, new_address=self._new_address)
         member = SimMember(self, stack)
-        await self._nursery.start(member._run)
+        await self._nursery.start(member.run)
         self.members.append(member)
         return member
 
