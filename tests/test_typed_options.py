@@ -1,6 +1,6 @@
-"""The options `open_channel`, `open_sim_network` and `open_cluster` pass on are typed (issue
-40 item 7): a type checker finds a misspelt or mistyped option where the call is written,
-instead of the call failing when it runs (they took untyped ``**Any``)."""
+"""The options `open_channel`, `open_sim_network`, `open_cluster` and `GroupActor` pass on are
+typed (issue 40 items 5 and 7): a type checker finds a misspelt or mistyped option where the
+call is written, instead of the call failing when it runs (they took untyped ``**Any``)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import sys
 import typing
 from pathlib import Path
 
-from triogroups import SimNetwork, Stack
+from triogroups import SimNetwork, Stack, open_channel
+from triogroups._channel._open import ChannelOptions
 from triogroups.stack import StackOptions
 from triogroups.transports.sim import NetworkOptions, SimNetworkOptions
 
@@ -42,6 +43,12 @@ async def main() -> None:
 
 
 trio.run(main)
+
+from triogroups import GroupActor
+
+GroupActor("c", "udp", "A", connect_timeout=2.0, allow_pickle=True, handle_signals=False)
+GroupActor("c", "udp", "A", conect_timeout=2.0)
+GroupActor("c", "udp", "A", receive_buffer="big")
 """
 
 
@@ -60,10 +67,18 @@ def test_the_option_dicts_name_exactly_the_parameters_they_pass_on() -> None:
     assert set(NetworkOptions.__annotations__) == keyword_parameters(SimNetwork.__init__) - {"seed"}
 
 
+def test_the_group_actors_channel_options_are_open_channels_but_what_it_sets_itself() -> None:
+    """`GroupActor` takes ``network`` and ``stack_options`` itself and sets ``state`` (and
+    the sink): every other `open_channel` option is a `ChannelOptions` key."""
+    opened = keyword_parameters(open_channel)
+    assert set(ChannelOptions.__annotations__) == opened - {"network", "state"}
+
+
 def test_mypy_finds_a_mistyped_or_misspelt_option_at_the_call(tmp_path: Path) -> None:
     """Checked as an application would be, against this checkout (MYPYPATH comes before
     an installed copy); the good calls, the deprecated ``join_timeout`` included, pass, and
-    each bad one is an error on its own line."""
+    each bad one is an error on its own line (a `GroupActor`'s misspelt or mistyped channel
+    option too: it took ``**Any``)."""
     (tmp_path / "app.py").write_text(APP)
     result = subprocess.run(
         [sys.executable, "-m", "mypy", "--strict", "--cache-dir", str(tmp_path / "cache"),
@@ -82,7 +97,8 @@ def test_mypy_finds_a_mistyped_or_misspelt_option_at_the_call(tmp_path: Path) ->
         if line.startswith("app.py:") and ": error:" in line
     ]
     lines = sorted({int(line.split(":")[1]) for line in errors})
-    assert lines == [12, 14, 16, 20], result.stdout + result.stderr
+    assert lines == [12, 14, 16, 20, 29, 30], result.stdout + result.stderr
     text = "\n".join(errors)
     assert '"channel_size"' in text and '"chanel_size"' in text, text
     assert '"los"' in text and '"loss"' in text, text
+    assert '"conect_timeout"' in text and '"receive_buffer"' in text, text

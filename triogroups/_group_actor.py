@@ -20,13 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, Unpack
 
 import trio
 
 from triogroups._channel._facade import Channel
 from triogroups._channel._inbox import Received
-from triogroups._channel._open import run_channel
+from triogroups._channel._open import ChannelOptions, run_channel
 from triogroups._channel._state import StateProvider
 from triogroups._errors import ChannelClosed
 from triogroups.actors import Actor, ChildSpec, Restart
@@ -127,14 +127,15 @@ class GroupActor(Actor):
         *,
         network: SimNetwork | None = None,
         stack_options: dict[str, Any] | None = None,
-        **channel_options: Any,
+        **channel_options: Unpack[ChannelOptions],
     ) -> None:
         self.cluster = cluster
         self.stack = stack
         self.member_name = member_name
         self.network = network
         self.stack_options = dict(stack_options or {})
-        self.channel_options = channel_options
+        #: what `run` hands to each incarnation's channel (`open_channel`'s options)
+        self.channel_options: ChannelOptions = channel_options
         self._channel: Channel | None = None
 
     @classmethod

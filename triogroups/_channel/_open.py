@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import trio
 
@@ -25,7 +25,24 @@ from triogroups.stack import Stack, StackOptions
 if TYPE_CHECKING:
     from triogroups.transports.sim import SimNetwork
 
-__all__ = ["open_channel", "run_channel"]
+__all__ = ["ChannelOptions", "open_channel", "run_channel"]
+
+
+class ChannelOptions(TypedDict, total=False):
+    """`open_channel`'s options for the channel itself, as a `GroupActor` takes them on to
+    its channel: each one typed, so a type checker checks the caller (`open_channel` says
+    what each does and its default). ``network`` and ``state`` are not here: the actor
+    takes the first as a parameter of its own and sets the second itself."""
+
+    allow_pickle: bool
+    handlers: Mapping[str, Callable[..., Any]] | None
+    receive_buffer: int
+    connect_timeout: float
+    state_timeout: float
+    close_timeout: float | None
+    handle_signals: bool
+    join_timeout: float | None  # deprecated: connect_timeout
+    leave_timeout: float | None  # deprecated: close_timeout
 
 
 def _unwrap(group: BaseExceptionGroup[BaseException]) -> BaseException:
