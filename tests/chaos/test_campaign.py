@@ -18,7 +18,8 @@ import pytest
 import trio
 import trio.testing
 
-from triogroups.chaos._campaign import CampaignResult, run_scenario, run_seed
+from triogroups.chaos._campaign_run import CampaignResult, run_scenario
+from triogroups.chaos._campaign_seed import run_seed
 from triogroups.chaos._scenario import Scenario, scenario
 from triogroups.cli import main
 

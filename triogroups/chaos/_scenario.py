@@ -4,7 +4,7 @@
 from nothing else: no clock, no trio, no hash order), as `fault_schedule` does for
 real chaos runs, so ``triogroups campaign --seed S`` replays the same run: how many
 members, the stack's knobs (small MCAST windows and flow-control credits in some
-runs), the traffic mix, and a timed list of `Step`\\ s. The runner (`_campaign`)
+runs), the traffic mix, and a timed list of `Step`\\ s. The runner (`_campaign_run`)
 carries the steps out on the simulated network on virtual time.
 
 Rules that keep a run meaningful (a group that can always recover), as in
