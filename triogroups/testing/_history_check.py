@@ -13,22 +13,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from triogroups.testing._history_records import History, Line
+from triogroups.testing._history_blocks import check_blocks
+from triogroups.testing._history_records import History, HistoryViolation, Line
 from triogroups.testing._outages import Outages
 
 __all__ = ["HistoryError", "HistoryViolation", "assert_histories", "check_histories"]
-
-
-@dataclass(frozen=True)
-class HistoryViolation:
-    """A broken rule, why, and the smallest excerpt of the histories that shows it."""
-
-    rule: str
-    text: str
-    excerpt: tuple[Line, ...]
-
-    def __str__(self) -> str:
-        return "\n".join([f"{self.rule}: {self.text}", *(f"  {line}" for line in self.excerpt)])
 
 
 class HistoryError(AssertionError):
@@ -104,6 +93,7 @@ def check_histories(
     out += _check_flushed_leaves(members, settle)
     out += _check_memory(members, max_rss, max_window)
     out += _check_heals(members, faults, resume_within)
+    out += check_blocks(histories)
     return out
 
 
@@ -578,7 +568,7 @@ def _check_heals(
         t = float(heal.record["t"])
         for r in members.values():
             start = float(r.history.lines[0].record["t"])
-            if start > t or r.history.end < t + resume_within:
+            if not r.history.traffic or start > t or r.history.end < t + resume_within:
                 continue
             resumed = any(
                 t <= float(d.record["t"]) <= t + resume_within
