@@ -169,3 +169,48 @@ def test_a_member_without_traffic_owes_no_delivery_after_a_heal(tmp_path: Path) 
     run.at(0.5).view(View.create(A, 1, [A, B]))
     run.at(60).w[A].count("n", 1, 59.0, View.create(A, 1, [A, B]))
     assert run.rules() == []
+
+
+def test_a_member_a_cut_off_coordinator_still_lists_is_no_owner_in_its_view(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-total-blocks seed 120: C, cut off, went on listing B in its view 2
+    after B moved on to D's view 2; B holds x from D while C grants x to A in C's view:
+    B never installed C's view, so that is no second owner in one view."""
+    c2, d2 = View.create(C, 2, [C, A, B]), View.create(D, 2, [D, B])
+    run = Blocks(tmp_path, A, B, C, D)
+    run.at(1).view(View.create(C, 1, [C, A, B, D]))
+    run.at(2).view(c2, C, A)
+    run.at(2).view(d2)
+    run.at(3).w[B].lock("x", 2 * 2**32, d2)
+    run.at(4).w[A].lock("x", 2**32 + 5, c2)
+    assert run.rules() == []
+
+
+def test_an_increment_whose_caller_went_with_the_coordinator_is_not_owed(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-total-blocks seed 164: a split took A (the coordinator) and B away; B's
+    increment may have been answered without a copy at C, the backup, so C's side may
+    count it again."""
+    v2 = View.create(C, 2, [C, D])
+    run = Blocks(tmp_path, A, B, C, D)
+    run.at(1).view(View.create(A, 1, [A, C, B, D]))
+    run.at(3).w[B].count("n", 9, 2.0, View.create(A, 1, [A, C, B, D]))
+    run.at(4).view(v2, C, D)
+    run.at(6).w[D].count("n", 9, 5.0, v2)
+    assert run.rules() == []
+
+
+def test_a_grant_made_in_a_view_newer_than_its_owners_is_not_judged_by_the_owners(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-total-blocks seed 190: the token says the grant was made in view 3
+    (its coordinator rebuilt there, with a majority); the owner, still in its view 2
+    without one, is not where it was made."""
+    v1, ab = View.create(A, 1, [A, B, C, D]), View.create(A, 2, [A, B])
+    run = Blocks(tmp_path, A, B)
+    run.at(1).view(v1)
+    run.at(2).view(ab)
+    run.at(3).w[B].lock("x", 3 * 2**32 + 1, ab, majority=True)
+    assert run.rules() == []

@@ -11,10 +11,13 @@ the campaign and the chaos runner judge locks and counters by the same rules:
 - **lock_owners**: no two holds of one lock at once that were granted in one view,
   nor while the earlier owner is a member of the later owner's view at its grant (its
   lock was given away while it was a member: only leaving or being excluded frees it).
-  When the later owner's line of views is known (``installed``), a merge in it since
-  the earlier grant's view excuses the second case: after a split without majority
-  mode both sides granted, and the merge tells the owner with the smaller token that
-  it lost the lock (`Lock.lost`) only once the merged view is in place.
+  When the owners' views are known, the second case asks that the earlier owner
+  installed that view itself (``views``; a coordinator cut off from the others may
+  go on listing members that moved on to another coordinator's views, campaign
+  udp-total-blocks seed 120), and a merge in the later owner's line of views
+  (``installed``) since the earlier grant's view excuses it: after a split without
+  majority mode both sides granted, and the merge tells the owner with the smaller
+  token that it lost the lock (`Lock.lost`) only once the merged view is in place.
 - **lock_token**: per lock, a grant's fencing token is larger than that of every
   earlier grant in a view the later owner installed before its own (along one line of
   views tokens only grow; the two sides of a split each grant their own).
@@ -25,8 +28,11 @@ the campaign and the chaos runner judge locks and counters by the same rules:
   between its call and its answer).
 - **counter_lost**: an increment called in the view that followed the coordinator's
   crash or leave (``follows``: the earlier view, which a backup survived) returned more
-  than every increment answered in that earlier view before it was called: the value
-  survives the coordinator.
+  than every increment answered in that earlier view before it was called by a member
+  still in the later view: the value survives the coordinator. (An increment whose
+  caller went with the coordinator may have been answered across a split that kept its
+  copy from the backups, which the service answers anyway: campaign udp-total-blocks
+  seed 164.)
 
 An increment is an ``add_and_get`` of a positive delta (the checks compare values).
 """
@@ -50,7 +56,8 @@ class Hold:
 
     ``view`` is the owner's view id at the grant and ``members`` the members of that
     view; ``installed`` the view ids the owner installed up to it, in order (None: not
-    known), and ``merges`` those of them that were merge views. ``source`` is whatever
+    known), and ``merges`` those of them that were merge views; ``views`` every view id
+    the owner installed in its life (None: not known). ``source`` is whatever
     the caller wants back with a violation (the history checker's records)."""
 
     owner: Hashable
@@ -62,6 +69,7 @@ class Hold:
     members: frozenset[Hashable] = frozenset()
     installed: tuple[Hashable, ...] | None = None
     merges: frozenset[Hashable] = frozenset()
+    views: frozenset[Hashable] | None = None
     source: Any = None
 
 
@@ -73,7 +81,7 @@ class Increment:
     ``view``: the caller's view id throughout the call (None: not known, compared with
     every other increment); ``follows``: the view id the caller had just before
     ``view``, when ``view`` followed its coordinator's crash or leave and kept one of
-    its backups (else None)."""
+    its backups (else None); ``members``: the members of ``view`` (None: not known)."""
 
     caller: Hashable
     name: str
@@ -82,6 +90,7 @@ class Increment:
     end: float
     view: Hashable | None = None
     follows: Hashable | None = None
+    members: frozenset[Hashable] | None = None
     source: Any = None
 
 
@@ -142,9 +151,12 @@ def lock_violations(holds: Iterable[Hold]) -> list[tuple[str, str, tuple[Hold, H
                     text = f"{name}: token {h.token} of {h.owner} after {g.token} of {g.owner}"
                     found.append(("lock_token", text, (g, h)))
                 overlaps = g.end is None or g.end > h.start
-                if overlaps and (
-                    g.view == h.view or (g.owner in h.members and _no_merge_since(h, g.view))
-                ):
+                given_away = (
+                    g.owner in h.members
+                    and (g.views is None or h.view in g.views)
+                    and _no_merge_since(h, g.view)
+                )
+                if overlaps and (g.view == h.view or given_away):
                     text = f"{name}: {g.owner} and {h.owner} held it at once in {h.view}"
                     found.append(("lock_owners", text, (g, h)))
     return found
@@ -169,7 +181,11 @@ def counter_violations(
                 elif a.end < b.start and a.value >= b.value:
                     if one_view:
                         rule, why = "counter_order", "called after it was answered"
-                    elif b.follows is not None and b.follows == a.view:
+                    elif (
+                        b.follows is not None
+                        and b.follows == a.view
+                        and (b.members is None or a.caller in b.members)
+                    ):
                         rule, why = "counter_lost", "called after the coordinator went"
                     else:
                         continue
