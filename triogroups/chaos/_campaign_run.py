@@ -55,8 +55,9 @@ from typing import Any
 
 import trio
 
+from triogroups.chaos._campaign_blocks import BlocksMember
 from triogroups.chaos._member import windows
-from triogroups.chaos._scenario import PRESETS, Scenario, Step
+from triogroups.chaos._scenario import BLOCKS_SUFFIX, PRESETS, Scenario, Step
 from triogroups.config import StackConfig
 from triogroups.message import Flag
 from triogroups.testing._cluster import SimCluster, SimMember, open_cluster
@@ -80,11 +81,13 @@ _LEAVE_TIMEOUT = 10.0  # virtual seconds a leave's burst and its disconnect may 
 
 
 def campaign_config(preset: str, knobs: dict[str, dict[str, int]] | None = None) -> StackConfig:
-    """``preset``'s stack (``unicast2``: udp with UNICAST2 for UNICAST3) with the real chaos
-    runner's fast failure detection and merging, and the scenario's ``knobs``."""
+    """``preset``'s stack (``unicast2``: udp with UNICAST2 for UNICAST3; ``X-blocks``: X's)
+    with the real chaos runner's fast failure detection and merging, and the scenario's
+    ``knobs``."""
     if preset not in PRESETS:
         raise ValueError(f"preset must be one of {', '.join(PRESETS)}, got {preset!r}")
-    config = StackConfig.preset("udp" if preset == "unicast2" else preset)
+    stack = preset.removesuffix(BLOCKS_SUFFIX)
+    config = StackConfig.preset("udp" if stack == "unicast2" else stack)
     if preset == "unicast2":
         config = config.replace("UNICAST3", "UNICAST2")
     config = config.configure("FD_ALL3", interval=0.5, timeout=3.0)
@@ -108,6 +111,8 @@ class CampaignResult:
     delivered: int = 0
     incarnations: int = 0
     views: int = 0
+    locks: int = 0  # grants recorded (``-blocks`` presets)
+    increments: int = 0  # counter results recorded (``-blocks`` presets)
     steps_done: Counter[str] = field(default_factory=Counter)
     skipped: list[str] = field(default_factory=list)
 
@@ -118,6 +123,7 @@ class _Life:
 
     member: SimMember
     number: int
+    blocks: BlocksMember | None = None  # its lock and counter services (``-blocks``)
     stopping: bool = False
     done: trio.Event = field(default_factory=trio.Event)
     scope: trio.CancelScope = field(default_factory=trio.CancelScope)
@@ -144,6 +150,8 @@ class _Run:
         self.quality: dict[str, float] = {}
         self.done: Counter[str] = Counter()
         self.skipped: list[str] = []
+        # one lock mode for the whole group, as every member of a group must use
+        self.majority = random.Random(f"{sc.preset}/{sc.seed}/majority").random() < 0.5
 
     # --- members -----------------------------------------------------------------
 
@@ -158,7 +166,27 @@ class _Run:
         await member.connect()
         rng = random.Random(f"{self.sc.preset}/{self.sc.seed}/{name}/{life.number}")
         self.nursery.start_soon(self.traffic, name, life, rng)
+        if self.sc.preset.endswith(BLOCKS_SUFFIX):
+            life.blocks = self.blocks_member(slot, life)
+            self.nursery.start_soon(life.blocks.run)
         return member
+
+    def blocks_member(self, slot: _Slot, life: _Life) -> BlocksMember:
+        """``life``'s lock and counter services (`BlocksMember`), its address split with it."""
+
+        def placed(address: Any) -> None:
+            slot.addresses.append(address)
+            self.apply_network()
+
+        return BlocksMember(
+            self.cluster,
+            campaign_config(self.sc.preset, self.sc.knobs),
+            slot.name,
+            random.Random(f"{self.sc.preset}/{self.sc.seed}/{slot.name}/{life.number}/blocks"),
+            majority=self.majority,
+            until=self.sc.traffic_until,
+            on_address=placed,
+        )
 
     async def sample(self) -> None:
         """Every `_SAMPLE_EVERY` seconds, what each running member's reliability layers hold
@@ -235,6 +263,8 @@ class _Run:
     async def leave(self, step: Step, life: _Life) -> None:
         name, member = step.members[0], life.member
         life.stopping = True  # the traffic stops between two sends, never inside one
+        if life.blocks is not None:
+            life.blocks.leave()
         with trio.move_on_after(_LEAVE_TIMEOUT / 2):
             await life.done.wait()
         life.scope.cancel()
@@ -279,6 +309,8 @@ class _Run:
             life.stopping = True
             life.scope.cancel()
             life.member.kill()
+            if life.blocks is not None:
+                life.blocks.kill()
             self.cluster.record_fault("kill", name)
         elif kind == "pause":
             life = self.live(name)
@@ -286,6 +318,8 @@ class _Run:
                 self.skip(step)
                 return
             life.member.pause()
+            if life.blocks is not None:
+                life.blocks.pause()
         elif kind in ("partition", "oneway", "connloss"):
             self.splits.append(step)  # a lost connection blocks one way, as a oneway split
             self.apply_network()
@@ -304,6 +338,8 @@ class _Run:
             slot = self.slots.get(name)
             if slot is not None and slot.life is not None:
                 slot.life.member.resume()
+                if slot.life.blocks is not None:
+                    slot.life.blocks.resume()
         elif kind in ("partition", "oneway", "connloss"):
             self.splits.remove(step)
             self.apply_network()
@@ -326,6 +362,8 @@ class _Run:
         for slot in self.slots.values():
             if slot.life is not None and slot.life.member.paused:
                 slot.life.member.resume()
+            if slot.life is not None and slot.life.blocks is not None:
+                slot.life.blocks.resume()
         self.cluster.record_fault("heal", "quiet period")
 
 
@@ -385,6 +423,10 @@ async def run_scenario(sc: Scenario, root: Path, say: Any = None) -> CampaignRes
     views = set()
     for h in histories:
         if h.member is None:
+            continue
+        if not h.traffic:  # a member's lock and counter services
+            result.locks += sum(1 for _ in h.of("lock"))
+            result.increments += sum(1 for _ in h.of("count"))
             continue
         result.incarnations += 1
         for line in h.lines:

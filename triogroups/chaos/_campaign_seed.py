@@ -19,7 +19,7 @@ import trio
 import trio.testing
 
 from triogroups.chaos._campaign_run import CampaignResult, run_scenario
-from triogroups.chaos._scenario import scenario
+from triogroups.chaos._scenario import BLOCKS_SUFFIX, scenario
 
 __all__ = ["replay_command", "report", "run_seed", "shrink"]
 
@@ -90,7 +90,13 @@ def report(result: CampaignResult) -> str:
     lines = [
         *sc.describe(),
         f"incarnations {result.incarnations}, sent {result.sent}, delivered "
-        f"{result.delivered}, views {result.views}; steps {steps}"
+        f"{result.delivered}, views {result.views}"
+        + (
+            f", locks {result.locks}, increments {result.increments}"
+            if sc.preset.endswith(BLOCKS_SUFFIX)
+            else ""
+        )
+        + f"; steps {steps}"
         + (f"; skipped {len(result.skipped)}" if result.skipped else ""),
     ]
     if result.violations:
