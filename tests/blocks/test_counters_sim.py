@@ -10,20 +10,24 @@ import trio
 
 from tests.blocks.conftest import Member, split, start, wait_views
 from triogroups import SimNetwork
+from triogroups.testing._block_rules import Increment, counter_violations
 
 
-async def increment(member: Member, n: int, results: list[int], rng: random.Random) -> None:
+async def increment(member: Member, n: int, results: list[Increment], rng: random.Random) -> None:
     counter = member.counters.counter("n")
     for _ in range(n):
-        results.append(await counter.add_and_get(1))
+        start = trio.current_time()
+        value = await counter.add_and_get(1)
+        results.append(Increment(member.name, "n", value, start, trio.current_time()))
         await trio.sleep(rng.uniform(0.0, 0.05))
 
 
-def assert_linearisable_increments(results: list[int], final: int) -> None:
-    """Each add_and_get(1) saw its own value, and they are exactly 1..final: no update
-    lost, none applied twice."""
-    assert len(results) == len(set(results)), "two increments saw the same value"
-    assert sorted(results) == list(range(1, final + 1))
+def assert_linearisable_increments(results: list[Increment], final: int) -> None:
+    """The package's counter rules hold (each add_and_get(1) saw its own value, one called
+    after another was answered a larger one), and the values are exactly 1..final: no
+    update lost, none applied twice."""
+    assert [text for _, text, _ in counter_violations(results)] == []
+    assert sorted(r.value for r in results) == list(range(1, final + 1))
 
 
 @pytest.mark.parametrize("seed", [1, 2])
@@ -31,7 +35,7 @@ async def test_counter_increments_from_many_members_are_linearisable(
     autojump_clock: Any, net: SimNetwork, seed: int
 ) -> None:
     rng = random.Random(seed)
-    results: list[int] = []
+    results: list[Increment] = []
     async with trio.open_nursery() as nursery:
         members = await start(nursery, net, "ABCD")
         with trio.fail_after(600):
@@ -68,7 +72,7 @@ async def test_counter_survives_the_coordinators_crash_mid_run(
     """B, C, D increment, three tasks each, while A (the coordinator, which keeps the
     counter) crashes: no increment lost or doubled, and the value is their number."""
     rng = random.Random(seed)
-    results: list[int] = []
+    results: list[Increment] = []
     async with trio.open_nursery() as nursery:
         a, b, c, d = await start(nursery, net, "ABCD")
         await b.counters.counter("n").set(0)

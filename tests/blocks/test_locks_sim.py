@@ -1,6 +1,7 @@
 """Locks on simulated members: mutual exclusion, fencing tokens, crashes and partitions.
 
-Seeded runs on virtual time; a history of holds (`_checker`) is checked afterwards.
+Seeded runs on virtual time; a history of holds (`triogroups.testing._block_rules`) is
+checked afterwards.
 """
 
 from __future__ import annotations
@@ -11,9 +12,9 @@ from typing import Any
 import pytest
 import trio
 
-from tests.blocks._checker import LockHistory
 from tests.blocks.conftest import Member, split, start, wait_views
 from triogroups import ChannelClosed, SimNetwork
+from triogroups.testing._block_rules import LockHistory
 
 
 async def contend(

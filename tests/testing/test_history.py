@@ -393,7 +393,7 @@ def test_history_writer_loses_nothing_when_its_process_is_killed(tmp_path: Path)
         "    w.deliver(me, f'a{i}')\n"
         "os.kill(os.getpid(), signal.SIGKILL)\n"
     )
-    result = subprocess.run([sys.executable, "-c", program], timeout=60, check=False)
+    result = subprocess.run([sys.executable, "-c", program], timeout=300, check=False)
     assert result.returncode == -signal.SIGKILL
     (history,) = read_histories(tmp_path)
     assert len(list(history.of("deliver"))) == 500

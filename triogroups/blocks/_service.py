@@ -79,7 +79,10 @@ class CoordinatedService:
         self._term = 0  # grows each time this member starts or stops coordinating
         self._ready = trio.Event()  # set once the coordinator's table is rebuilt
         self._backups: list[Address] = []
-        self._copies: set[trio.Event] = set()  # copies to the backups in flight
+        # copies to the backups in flight, in the order they went out (a dict, not a set:
+        # waiting for them in an order drawn from memory addresses made a campaign seed's
+        # scheduling, so its run, differ from one process to the next)
+        self._copies: dict[trio.Event, None] = {}
         self._new_view = trio.Event()
         self._nursery: trio.Nursery | None = None
         self._counters: dict[str, int] = {
@@ -196,11 +199,11 @@ class CoordinatedService:
         changes = self._take_changes()
         if changes is not None and self._backups:
             done = trio.Event()
-            self._copies.add(done)
+            self._copies[done] = None
             try:
                 await self._send_to(self._backups, "changes", changes)
             finally:
-                self._copies.discard(done)
+                self._copies.pop(done, None)
                 done.set()
         for copy in earlier:
             await copy.wait()

@@ -6,7 +6,11 @@ multicasts and unicasts to a random member of its view (regular multicasts
 history (`HistoryWriter`, one file per incarnation in ``history_dir``): each
 view as soon as it knows it (before the first send in it), each send before
 the message goes down, each delivery, and every second a sample of its
-resident memory and of the messages each reliability layer holds. It serves
+resident memory and of the messages each reliability layer holds. On a stack
+with SEQUENCER it also runs the lock and counter services and their workload
+(`blocks_load`: locks taken and released, a counter incremented, each recorded
+for the checker's lock and counter rules), in majority mode or not as the seed
+draws it for the whole run. It serves
 the control socket (`_control`) the runner drives its DISCARD, DUPL and DELAY
 layers with, and prints a progress line (JSON with ``"chaos"``) twice a
 second. It runs until the supervisor stops it.
@@ -24,6 +28,8 @@ from typing import Any
 import trio
 
 from triogroups._channel import Channel
+from triogroups.blocks import open_counter_service, open_lock_service
+from triogroups.chaos._blocks_load import blocks_load
 from triogroups.chaos._control import serve_control
 from triogroups.testing._history import HistoryWriter
 from triogroups.view import View
@@ -35,6 +41,7 @@ _SAMPLE_EVERY = 1.0
 _TICK = 0.05  # the sender wakes this often and sends what the rate allows
 _MIX = (("mcast", 0.6), ("mcast-oob", 0.15), ("unicast", 0.15), ("unicast-oob", 0.1))
 _PAGE = os.sysconf("SC_PAGE_SIZE")
+_BLOCKS_RATE = 1.0  # lock and counter operations per second (stacks with SEQUENCER)
 
 
 def rss_bytes() -> int:
@@ -153,6 +160,29 @@ async def chaos_member(ch: Channel, history_dir: str, rate: float, seed: int) ->
             nursery.start_soon(member.receive)
             nursery.start_soon(member.sample)
             nursery.start_soon(member.report)
+            if member.total_order:
+                nursery.start_soon(_blocks, member, seed)
             await member.send(rate, rng)
     finally:
         member.history.close()
+
+
+async def _blocks(member: _Member, seed: int) -> None:
+    """The lock and counter services and their workload (one lock mode for the whole run:
+    every member draws it from the run's seed)."""
+    majority = random.Random(f"{seed}/majority").random() < 0.5
+    rng = random.Random(f"{seed}-{member.uuid}-blocks")
+    async with (
+        open_lock_service(member.ch, majority=majority) as locks,
+        open_counter_service(member.ch) as counters,
+    ):
+        await blocks_load(
+            locks,
+            counters,
+            member.history,
+            rng,
+            rate=_BLOCKS_RATE,
+            view=lambda: member.ch.view,
+            caught_up=member.caught_up,
+            clock=time.time,
+        )

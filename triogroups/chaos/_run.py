@@ -9,7 +9,8 @@ member's control socket symmetric and one-way partitions, loss, duplication and
 delay. A live table shows every member's incarnation, view, traffic and memory.
 On a total-order stack (``udp-total``, ``tcp-total``) the members send their
 regular multicasts ``total_order=True`` and the checker's **total_order** rule
-compares the orders they delivered. At the end the members are stopped and
+compares the orders they delivered; they also take locks and increment a counter
+(`_blocks_load`), which the lock and counter rules judge. At the end the members are stopped and
 `check_histories` judges every history file; the summary gives members,
 messages, faults by kind, views, violations (each with its excerpt), the
 largest RSS and windows per member, and the seed that replays the schedule.
@@ -70,7 +71,8 @@ from triogroups.testing._history import (
 __all__ = ["ChaosResult", "add_chaos_parser", "chaos_config", "run_chaos", "run_chaos_async"]
 
 #: the presets a chaos run can take; on ``udp-total`` and ``tcp-total`` (SEQUENCER) the
-#: members' regular multicasts are sent ``total_order=True`` and the checker compares orders
+#: members' regular multicasts are sent ``total_order=True`` and the checker compares orders,
+#: and the members take locks and increment a counter for the lock and counter rules
 STACKS = ("udp", "tcp", "udp-mcast", "udp-total", "tcp-total")
 _TCP_STACKS = ("tcp", "tcp-total")
 _MEMBER_APP = "triogroups.chaos._member:chaos_member"

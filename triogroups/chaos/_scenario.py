@@ -4,7 +4,7 @@
 from nothing else: no clock, no trio, no hash order), as `fault_schedule` does for
 real chaos runs, so ``triogroups campaign --seed S`` replays the same run: how many
 members, the stack's knobs (small MCAST windows and flow-control credits in some
-runs), the traffic mix, and a timed list of `Step`\\ s. The runner (`_campaign`)
+runs), the traffic mix, and a timed list of `Step`\\ s. The runner (`_campaign_run`)
 carries the steps out on the simulated network on virtual time.
 
 Rules that keep a run meaningful (a group that can always recover), as in
@@ -44,14 +44,27 @@ from triogroups.chaos._schedule import (
 )
 from triogroups.chaos._schedule import _WEIGHTS as FAULT_WEIGHTS
 
-__all__ = ["PRESETS", "STEP_KINDS", "Scenario", "Step", "scenario"]
+__all__ = ["BLOCKS_SUFFIX", "PRESETS", "STEP_KINDS", "Scenario", "Step", "scenario"]
 
 #: the campaign's stacks: the presets and the seeds' UNICAST2 stack (udp with UNICAST2 in
 #: place of UNICAST3); ``tcp`` and ``tcp-total`` run on lossless links. On ``udp-total``
 #: and ``tcp-total`` (SEQUENCER) every regular multicast is in the total order, and the
-#: checker's **total_order** rule compares the members' orders
-PRESETS = ("udp", "tcp", "udp-mcast", "unicast2", "udp-total", "tcp-total")
-_LOSSLESS_PRESETS = ("tcp", "tcp-total")
+#: checker's **total_order** rule compares the members' orders. The ``-blocks`` presets
+#: run the total-order stacks with every member also taking locks and incrementing a
+#: counter (`_campaign_blocks`), judged by the lock and counter
+#: rules: a preset of their own, so that the total-order presets' seeds replay unchanged
+BLOCKS_SUFFIX = "-blocks"
+PRESETS = (
+    "udp",
+    "tcp",
+    "udp-mcast",
+    "unicast2",
+    "udp-total",
+    "tcp-total",
+    "udp-total-blocks",
+    "tcp-total-blocks",
+)
+_LOSSLESS_PRESETS = ("tcp", "tcp-total", "tcp-total-blocks")
 # the faults and their weights are chaos runs' own (`fault_schedule`); a campaign adds
 # joins and graceful leaves, which a chaos run makes through restarts
 STEP_KINDS = ("join", "leave", *FAULT_KINDS)

@@ -348,6 +348,12 @@ class SimCluster:
         """Addresses drawn from the seed, so views and orderings repeat too."""
         return Address(self._addresses.getrandbits(128), name)
 
+    def new_address(self, name: str) -> Address:
+        """A new address drawn from the run's seed, as this cluster's members get: for a
+        channel of the caller's own on `network` (``open_channel(new_address=...)``), whose
+        addresses then replay with the seed too."""
+        return self._new_address(name)
+
     @property
     def seed(self) -> int:
         """The seed of the network's randomness: the same seed replays the same run."""

@@ -18,7 +18,9 @@ the run shares: wall time for processes on one host, virtual time in a simulatio
 ``k``      fields
 =========  ====================================================================
 start      ``member`` (UUID, 32 hex digits), ``name``; the file's first line.
-           A file whose start has ``"member": null`` is the run's fault log
+           A file whose start has ``"member": null`` is the run's fault log;
+           ``traffic`` (false for a member that only calls the lock and
+           counter services; absent otherwise)
 send       ``id`` (the message's identity: unique among this incarnation's
            sends), ``to`` (UUID or null for a multicast), ``oob`` (bool),
            ``loopback`` (false for a DONT_LOOPBACK multicast; absent otherwise),
@@ -38,6 +40,15 @@ unsent     ``id``: the send recorded as ``id`` was cancelled before the stack
 taken      ``id``: the stack took the send recorded as ``id`` only now (it
            waited while a layer held senders back: a full window, no
            flow-control credits); absent for a send taken at once
+lock       ``name``, ``token``, ``view`` (the view id the member had when the
+           grant arrived), ``majority`` (true in majority mode; absent
+           otherwise): a grant of a lock of the lock service
+unlock     ``name``, ``token``, ``lost`` (bool: the service had said the
+           lock was taken from it): that hold ends (its release is asked
+           for, or the member stops holding it: cancelled, closing)
+count      ``name``, ``value``, ``since`` (when it was called), ``view`` (the
+           view id at the call): an ``add_and_get`` of a positive delta on
+           a counter of the counter service returned ``value``
 =========  ====================================================================
 
 What the checker proves (the delivery contract without FLUSH):
@@ -127,12 +138,20 @@ What the checker proves (the delivery contract without FLUSH):
 - **memory**: no sample above ``max_rss`` bytes or ``max_window`` messages held.
 - **no_traffic_after_heal**: after each ``heal`` fault, every member whose
   history goes on for ``resume_within`` seconds delivers, within that time, a
-  message another member sent after the heal.
+  message another member sent after the heal (not one with ``traffic`` false).
+- **lock_owners**, **lock_token**, **lock_minority**, **counter_unique**,
+  **counter_order**, **counter_lost**: the lock and counter services' rules on
+  the ``lock``, ``unlock`` and ``count`` records (`_history_blocks`, with the
+  rules themselves in `_block_rules`): one owner of a lock at a time in a
+  view, fencing tokens that grow along a line of views, no grant in majority
+  mode in a view without a majority, and increments that each return their own
+  value, in the order they were made, also across the coordinator's crash.
 
 The writer and the reader live in `_history_records`, the checker in
 `_history_check` (over the histories as `_history_index` indexes them; the
-**total_order** rule in `_history_total_order`); this module gathers them (the
-test kit and the chaos tools import from here).
+**total_order** rule in `_history_total_order`, the lock and counter rules in
+`_history_blocks`); this module gathers them (the test kit and the chaos tools
+import from here).
 """
 
 from triogroups.testing._history_check import (

@@ -13,8 +13,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
 
-from triogroups.testing._history_index import HistoryViolation, Member, index_member, view_id
-from triogroups.testing._history_records import History, Line
+from triogroups.testing._history_blocks import check_blocks
+from triogroups.testing._history_index import Member, index_member, view_id
+from triogroups.testing._history_records import History, HistoryViolation, Line
 from triogroups.testing._history_total_order import check_total_order
 from triogroups.testing._outages import Outages
 
@@ -47,6 +48,7 @@ def check_histories(
     out += _check_flushed_leaves(members, settle)
     out += _check_memory(members, max_rss, max_window)
     out += _check_heals(members, faults, resume_within)
+    out += check_blocks(histories)
     return out
 
 
@@ -421,7 +423,7 @@ def _check_heals(
         t = float(heal.record["t"])
         for r in members.values():
             start = float(r.history.lines[0].record["t"])
-            if start > t or r.history.end < t + resume_within:
+            if not r.history.traffic or start > t or r.history.end < t + resume_within:
                 continue
             resumed = any(
                 t <= float(d.record["t"]) <= t + resume_within

@@ -11,21 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from triogroups.testing._history_records import History, Line
+from triogroups.testing._history_records import History, HistoryViolation, Line
 
 __all__ = ["HistoryViolation", "Member", "index_member", "view_id"]
-
-
-@dataclass(frozen=True)
-class HistoryViolation:
-    """A broken rule, why, and the smallest excerpt of the histories that shows it."""
-
-    rule: str
-    text: str
-    excerpt: tuple[Line, ...]
-
-    def __str__(self) -> str:
-        return "\n".join([f"{self.rule}: {self.text}", *(f"  {line}" for line in self.excerpt)])
 
 
 @dataclass

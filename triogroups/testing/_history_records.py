@@ -1,5 +1,6 @@
 """Member histories, written and read: `HistoryWriter` (one JSON-lines file per
-incarnation) and `read_histories`; the record format is in `triogroups.testing._history`.
+incarnation) and `read_histories`, and `HistoryViolation`, what a rule of the checker
+reports; the record format is in `triogroups.testing._history`.
 """
 
 from __future__ import annotations
@@ -13,11 +14,15 @@ from typing import IO, Any
 from triogroups.address import Address
 from triogroups.view import MergeView, View
 
-__all__ = ["History", "HistoryWriter", "Line", "read_histories"]
+__all__ = ["History", "HistoryViolation", "HistoryWriter", "Line", "read_histories"]
 
 
 def _uuid(address: Address) -> str:
     return f"{address.uuid:032x}"
+
+
+def _view_id(view: View) -> list[Any]:
+    return [view.view_id.id, _uuid(view.view_id.coord)]
 
 
 class HistoryWriter:
@@ -25,18 +30,29 @@ class HistoryWriter:
 
     ``clock`` gives ``t`` for each record (`time.time` across processes,
     `trio.current_time` on virtual time). ``member`` None opens a fault log.
+    ``traffic`` False: the member sends and delivers no messages of the run's traffic
+    (it only calls the lock and counter services), so no rule asks it to deliver.
     Each record is flushed as it is written (line-buffered file), so what a
     killed process recorded is on disk.
     """
 
     def __init__(
-        self, path: str | Path, member: Address | None, clock: Any, *, name: str = ""
+        self,
+        path: str | Path,
+        member: Address | None,
+        clock: Any,
+        *,
+        name: str = "",
+        traffic: bool = True,
     ) -> None:
         self.path = Path(path)
         self._clock = clock
         self._file: IO[str] = open(self.path, "a", buffering=1, encoding="utf-8")  # noqa: SIM115
         who = None if member is None else _uuid(member)
-        self._write("start", member=who, name=name or (member.name if member else "faults"))
+        extra = {} if traffic else {"traffic": False}
+        self._write(
+            "start", member=who, name=name or (member.name if member else "faults"), **extra
+        )
 
     def _write(self, k: str, **fields: Any) -> None:
         record = {"k": k, "t": round(float(self._clock()), 6), **fields}
@@ -79,7 +95,7 @@ class HistoryWriter:
 
     def view(self, view: View) -> None:
         """Record a view installed (as the application saw it)."""
-        vid = [view.view_id.id, _uuid(view.view_id.coord)]
+        vid = _view_id(view)
         merge = {"merge": True} if isinstance(view, MergeView) else {}
         self._write("view", id=vid, members=[_uuid(m) for m in view.members], **merge)
 
@@ -88,6 +104,26 @@ class HistoryWriter:
         what it returned (None, from a disconnect that promises nothing, counts as
         False)."""
         self._write("leave", flushed=bool(flushed))
+
+    def lock(self, name: str, token: int, view: View, *, majority: bool = False) -> None:
+        """Record that a grant of lock ``name`` with fencing ``token`` arrived while this
+        member had ``view`` installed (``majority``: the service runs in majority mode)."""
+        extra = {"majority": True} if majority else {}
+        self._write("lock", name=name, token=token, view=_view_id(view), **extra)
+
+    def unlock(self, name: str, token: int, *, lost: bool = False) -> None:
+        """Record that the hold of lock ``name`` granted with ``token`` ends now: its release
+        is asked for (or the owner stops: cancelled, closing); ``lost`` when the service
+        had told it the lock was taken from it (`Lock.lost`)."""
+        self._write("unlock", name=name, token=token, lost=lost)
+
+    def count(self, name: str, value: int, since: float, view: View) -> None:
+        """Record that an ``add_and_get`` of a positive delta on counter ``name``, called at
+        ``since`` (this writer's clock) while this member had ``view``, returned ``value``
+        now."""
+        self._write(
+            "count", name=name, value=value, since=round(float(since), 6), view=_view_id(view)
+        )
 
     def sample(self, rss: int, windows: dict[str, int]) -> None:
         """Record the process's resident memory and the messages each protocol holds."""
@@ -120,14 +156,30 @@ class Line:
         return f"{self.source}:{self.number}: {json.dumps(self.record, separators=(',', ':'))}"
 
 
+@dataclass(frozen=True)
+class HistoryViolation:
+    """A broken rule, why, and the smallest excerpt of the histories that shows it."""
+
+    rule: str
+    text: str
+    excerpt: tuple[Line, ...]
+
+    def __str__(self) -> str:
+        return "\n".join([f"{self.rule}: {self.text}", *(f"  {line}" for line in self.excerpt)])
+
+
 @dataclass
 class History:
-    """The records of one file: an incarnation (``member`` set) or the fault log."""
+    """The records of one file: an incarnation (``member`` set) or the fault log.
+
+    ``traffic`` False: an incarnation that only called the lock and counter services
+    (`HistoryWriter`)."""
 
     source: str
     member: str | None
     name: str
     lines: list[Line] = field(default_factory=list)
+    traffic: bool = True
 
     @property
     def end(self) -> float:
@@ -160,7 +212,12 @@ def read_histories(paths: Iterable[str | Path] | str | Path) -> list[History]:
             if history is None:
                 if record.get("k") != "start":
                     raise ValueError(f"{path}: first record must be 'start', got {text[:60]!r}")
-                history = History(path.name, record["member"], record.get("name", ""))
+                history = History(
+                    path.name,
+                    record["member"],
+                    record.get("name", ""),
+                    traffic=record.get("traffic", True),
+                )
             history.lines.append(Line(f"{history.name}({path.name})", number, record))
         if history is not None:
             out.append(history)
