@@ -22,7 +22,6 @@ from triogroups.protocols.sequencer import (
     FORWARD,
     TAIL,
     TAIL_END,
-    TAIL_REQ,
     Sequencer,
     SequencerHeader,
 )
@@ -331,63 +330,6 @@ def test_sequencer_what_reaches_the_next_coordinator_early_outlives_a_view_betwe
     out = _down(seq)
     assert [(_hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [(BCAST, C, b"c1")]
     assert not seq.stats()["recovering"]
-
-
-def test_sequencer_recovering_coordinator_asks_again_for_the_tails_it_waits_for() -> None:
-    """A member sends its tail when it sees the coordinator change; one that does not (it
-    skipped that view, or its tail came before the coordinator's recovery began and was
-    ignored) would hold the recovery for good. The coordinator asks the members it still
-    waits for every 2 s (TAIL_REQ), and a member answers its own coordinator's request."""
-    seq = started(Sequencer(), B, view=view_of(A, B, C, D))
-    seq.down_event(ViewChange(view_of(B, C, D, counter=2)), 10.0)
-    assert seq.next_deadline() == 12.0
-    seq.up(_tail(B, C, []), 11.0)
-    seq.tick(12.0)
-    out = _down(seq)
-    assert [(m.dest, _hdr(m).type) for m in out] == [(D, TAIL_REQ)]  # C's is in
-    assert seq.next_deadline() == 14.0
-    member = started(Sequencer(), D, view=view_of(B, C, D, counter=2))
-    member.up([Message(D, src=B, headers={_ID: SequencerHeader(TAIL_REQ)})], 12.0)
-    answer = _down(member)
-    assert [(m.dest, _hdr(m).type) for m in answer] == [(B, TAIL_END)]
-    member.up([Message(D, src=A, headers={_ID: SequencerHeader(TAIL_REQ)})], 12.0)
-    assert _down(member) == []  # not its coordinator: it is behind, or we are
-    for m in answer:
-        m.src = D
-    seq.up(answer, 12.5)
-    assert not seq.stats()["recovering"] and seq.next_deadline() == float("inf")
-
-
-def test_sequencer_a_tail_cut_short_is_not_taken() -> None:
-    """C's tail began before B's recovery (its first TAILs were ignored): its TAIL_END
-    counts more TAILs than came, so B drops it and waits for a whole one (TAIL_REQ)."""
-    seq = started(Sequencer(), B, view=view_of(A, B, C))
-    seq.down_event(ViewChange(view_of(B, C, counter=2)), 0.0)
-    entries = [(A, 1, b"a1"), (A, 2, b"a2")]
-    seq.up(_tail(B, C, entries)[1:], 0.0)  # the first TAIL missed the recovery
-    assert seq.stats()["recovering"] and seq.stats()["tails_incomplete"] == 1
-    seq.up(_tail(B, C, entries), 1.0)
-    out = _down(seq)
-    assert [(_hdr(m).type, m.payload) for m in out] == [(BCAST, b"a1"), (BCAST, b"a2")]
-
-
-def test_sequencer_merge_view_awaits_a_member_two_subgroups_hold() -> None:
-    """Campaign udp-total seed 171: D's merge view took over A's subgroup (A, C, E, B),
-    but D's own stale subgroup view held A, C and E too; D awaited only B, whose tail
-    lacked b14, delivered by A and E in A's order. B then got b14 (re-forwarded) after
-    e8, which A and E delivered after b14: two orders. Every member of another
-    coordinator's subgroup is awaited, even if a subgroup of ours holds it too."""
-    seq = started(Sequencer(), D, view=view_of(D, A, E, C, counter=6))
-    subgroups = [view_of(D, A, E, C, counter=6), view_of(A, C, E, B, counter=6)]
-    seq.down_event(ViewChange(MergeView(ViewId(7, D), [D, A, E, C, B], subgroups)), 0.0)
-    seq.up(_tail(D, B, [(B, 13, b"b13")]), 0.0)
-    seq.up(_tail(D, C, []), 0.0)
-    seq.up([_forward(E, 8, b"e8", FLUSH), _forward(B, 14, b"b14", FLUSH)], 0.0)
-    assert _down(seq) == []  # A's and E's tails are awaited
-    seq.up(_tail(D, A, [(B, 13, b"b13"), (B, 14, b"b14")]), 0.0)
-    seq.up(_tail(D, E, [(B, 13, b"b13"), (B, 14, b"b14")]), 0.0)
-    out = _down(seq)
-    assert [m.payload for m in out] == [b"b13", b"b14", b"e8", b"b14"]  # b14 before e8
 
 
 def test_sequencer_a_member_that_leaves_the_view_ends_the_wait_for_its_tail() -> None:

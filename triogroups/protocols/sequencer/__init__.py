@@ -73,9 +73,7 @@ coordinator ordered: it waits for those members' tails and multicasts the
 furthest of each subgroup before anything new (each member sends its tail at a
 merge view). A member sends an empty tail at its first view: the coordinator
 may count it among the previous view's members though it never installed that
-view. A recovering coordinator asks every ``_TAIL_REQ_INTERVAL`` seconds for the
-tails it still waits for (TAIL_REQ): a member that skipped the view, or whose tail
-came before the recovery began, would otherwise hold it for good.
+view.
 
 Known limits: a merge of two partitions does not reconcile their orders (each
 side's order stands; the merged view orders from then on); a new
@@ -86,7 +84,6 @@ makes a view without it, which ends the wait).
 
 from __future__ import annotations
 
-import math
 from collections import deque
 from typing import Any
 
@@ -103,7 +100,6 @@ from triogroups.protocols.sequencer._header import (
     FORWARD,
     TAIL,
     TAIL_END,
-    TAIL_REQ,
     TYPE_NAMES,
     SequencerHeader,
 )
@@ -117,7 +113,6 @@ __all__ = [
     "FORWARD",
     "TAIL",
     "TAIL_END",
-    "TAIL_REQ",
     "TYPE_NAMES",
     "Sequencer",
     "SequencerHeader",
@@ -133,8 +128,6 @@ _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _LOWER_IDS = frozenset({ids.NAKACK2, ids.UNICAST3, ids.UNICAST2, ids.MCAST})
 #: Messages kept that were sent to this member as coordinator before it is one.
 _EARLY_MAX = 100_000
-#: Seconds between a recovering coordinator's requests for the tails it still waits for.
-_TAIL_REQ_INTERVAL = 2.0
 #: Departed forwarders whose highest seqno is still kept (a tail may hold their messages).
 _DEPARTED_KEPT = 256
 _tuple_new = tuple.__new__
@@ -168,8 +161,6 @@ class Sequencer(Protocol):
         "recoveries_inconsistent",
         "tails_ignored",
         "non_member_kept",
-        "tail_requests",
-        "tails_incomplete",
     )
     passes_up: Passes | None = "all"  # its messages carry its header
     passes_down: Passes | None = "unicasts"  # it orders multicasts only
@@ -190,7 +181,6 @@ class Sequencer(Protocol):
         self._early: deque[Message] = deque()
         self._recovery: Recovery | None = None
         self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
-        self._nudge_at = math.inf  # when to ask for the tails still awaited (TAIL_REQ)
         self._leaving = False  # GMS asked for the flush
         self._flush_answered = False
 
@@ -338,9 +328,6 @@ class Sequencer(Protocol):
                 down.append(msg)
             elif kind in (FORWARD, FLUSH, TAIL, TAIL_END):
                 self._to_coordinator(msg, hdr, down)
-            elif kind == TAIL_REQ:
-                if not self.is_coord and msg.src is not None and msg.src == self.coord:
-                    self._send_tail(msg.src, down)
             else:
                 self.counters["malformed"] += 1
         if forwards:
@@ -415,11 +402,6 @@ class Sequencer(Protocol):
                 return
             msg.headers.pop(_ID)
             rec.add(src, hdr.sender, hdr.seqno, msg)
-        elif len(rec.tails.get(src, ())) != hdr.seqno:
-            # Its first TAILs came before our recovery began (ignored then), or two of
-            # its tails ran together: not a whole tail. The next TAIL_REQ asks again.
-            rec.tails.pop(src, None)
-            self.counters["tails_incomplete"] += 1
         else:
             rec.end(src, (hdr.sender, hdr.trimmed))
             if not rec.awaiting:
@@ -445,7 +427,6 @@ class Sequencer(Protocol):
                 if self._recovery is None:
                     self._recovery = Recovery()
                     self.counters["recoveries"] += 1
-                self._nudge_at = now + _TAIL_REQ_INTERVAL
                 for group in groups:
                     self._recovery.expect(group, me)
             if self._recovery is not None:
@@ -461,7 +442,6 @@ class Sequencer(Protocol):
             self.counters["early_dropped"] += len(early)  # non-members' forwards: theirs now
             self._recovery = None
             self._pending = []
-            self._nudge_at = math.inf
         else:
             # Not the coordinator yet: what was sent to us as one may be for a view we
             # have still to install (campaign udp-total seed 40: B, paused, installed two
@@ -503,13 +483,18 @@ class Sequencer(Protocol):
         another coordinator ordered (campaign udp-total seed 24: a merge view under the
         coordinator of a singleton subgroup ran no recovery, so the members of the
         other subgroup that had missed some of their old order's last messages got them
-        only at a later recovery, after newer ones: two orders). A member of one of our
-        subgroups that another one holds too (a stale subgroup view) may have delivered
-        that other order, so it is awaited as well (campaign udp-total seed 171)."""
+        only at a later recovery, after newer ones: two orders). Members of a subgroup
+        of ours are left out: our order goes on, NAKACK2 repairs it."""
         members = set(view.members)
         me = self._me()
         if isinstance(view, MergeView) and old_view is not None:
-            return [set(sub.members) & members for sub in view.subgroups if sub.coord != me]
+            ours: set[Address] = set()
+            for sub in view.subgroups:
+                if sub.coord == me:
+                    ours.update(sub.members)
+            return [
+                (set(sub.members) & members) - ours for sub in view.subgroups if sub.coord != me
+            ]
         if changed:
             assert old_view is not None
             return [set(old_view.members) & members]
@@ -536,34 +521,12 @@ class Sequencer(Protocol):
         if not agreed:
             self.counters["recoveries_inconsistent"] += 1
         self._recovery = None
-        self._nudge_at = math.inf
         for sender, seqno, msg in best:
             out.append(self._bcast(msg, sender, seqno))
             self.counters["tail_msgs_resent"] += 1
         out.extend(self._pending)
         self.counters["bcast_msgs"] += len(self._pending)
         self._pending = []
-
-    # --- the recovery's timer ---------------------------------------------------------
-
-    def next_deadline(self) -> float:
-        return self._nudge_at
-
-    def tick(self, now: float) -> None:
-        """Ask the members whose tails the recovery still waits for (TAIL_REQ): a member
-        sends its tail when it sees the coordinator change, which it may not see (it
-        skipped the view, or it installed a merge view before we did and we ignored
-        its tail then); a member whose coordinator we are answers with its tail."""
-        rec = self._recovery
-        if rec is None or not self.is_coord:
-            self._nudge_at = math.inf
-            return
-        self._nudge_at = now + _TAIL_REQ_INTERVAL
-        req = SequencerHeader(TAIL_REQ)
-        asks = [Message(m, headers={_ID: req}) for m in sorted(rec.awaiting, key=str)]
-        if asks:
-            self.counters["tail_requests"] += len(asks)
-            self.send_down(asks)
 
     # --- events ----------------------------------------------------------------------
 
@@ -583,7 +546,6 @@ class Sequencer(Protocol):
             self._early.clear()
             self._recovery = None
             self._pending = []
-            self._nudge_at = math.inf
             self.coord, self.is_coord = None, False
             self.pass_down(event)
         else:

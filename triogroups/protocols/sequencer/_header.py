@@ -1,7 +1,7 @@
 """SEQUENCER's header and message types (JGroups' SequencerHeader, plus the tail hand-over).
 
-FORWARD, FLUSH and BCAST keep JGroups' names and meanings; TAIL, TAIL_END and
-TAIL_REQ are additions: the new coordinator's recovery after the old one crashed or
+FORWARD, FLUSH and BCAST keep JGroups' names and meanings; TAIL and TAIL_END
+are additions: the new coordinator's recovery after the old one crashed or
 left (see the package docstring).
 """
 
@@ -19,7 +19,6 @@ __all__ = [
     "FORWARD",
     "TAIL",
     "TAIL_END",
-    "TAIL_REQ",
     "TYPE_NAMES",
     "SequencerHeader",
 ]
@@ -29,7 +28,6 @@ FLUSH = 2
 BCAST = 3
 TAIL = 4
 TAIL_END = 5
-TAIL_REQ = 6
 
 TYPE_NAMES = {
     FORWARD: "FORWARD",
@@ -37,7 +35,6 @@ TYPE_NAMES = {
     BCAST: "BCAST",
     TAIL: "TAIL",
     TAIL_END: "TAIL_END",
-    TAIL_REQ: "TAIL_REQ",
 }
 
 
@@ -50,9 +47,7 @@ class SequencerHeader(NamedTuple):
     delivered message handed to a new coordinator): ``sender`` and ``seqno``
     name the forwarder and its seqno. TAIL_END closes a member's tail:
     ``seqno`` counts its TAILs, ``sender``/``trimmed`` name the last message it
-    dropped from its log as delivered everywhere (None, 0: none yet). TAIL_REQ (no
-    fields): a recovering coordinator asks a member it still waits for to send its
-    tail (again).
+    dropped from its log as delivered everywhere (None, 0: none yet).
     """
 
     type: int
