@@ -296,3 +296,33 @@ def test_campaign_udp_total_2_a_member_left_out_and_merged_back_loses_no_forward
     result = run_seed("udp-total", 2)
     missing = [v for v in result.violations if v.rule == "missing"]
     assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_66_a_joiner_s_empty_tail_ends_the_recovery() -> None:
+    """Campaign udp-total 66: D joined in the view whose coordinator E crashed, and installed
+    only the next views; B's recovery awaited every member of E's view it kept, D too, but
+    D's first view saw no coordinator change and sent no tail. The recovery waited for good
+    and every multicast queued behind it (650 missing). A first view now sends an empty
+    tail."""
+    result = run_seed("udp-total", 66)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_24_a_merge_view_recovers_the_other_subgroup_s_order() -> None:
+    """Campaign udp-total 24: a merge view under H, coordinator of a subgroup of its own,
+    took B's old subgroup over without a recovery; C had missed B's last messages and got
+    them only at a later recovery, after newer ones D and E delivered before them
+    (total_order). The merge view's coordinator now recovers each other subgroup's order."""
+    result = run_seed("udp-total", 24)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_40_tails_for_a_view_after_the_next_are_kept() -> None:
+    """Campaign udp-total 40: B, paused, installed two views at once on resuming, the second
+    making it the coordinator; the members' tails for the second had come first and the
+    first view dropped them, so B's recovery waited for good (missing). They are kept now."""
+    result = run_seed("udp-total", 40)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -28,7 +28,7 @@ from triogroups.protocols.sequencer import (
 from triogroups.testing import addresses, split, started, view_of
 from triogroups.view import Digest, MergeView, ViewId
 
-A, B, C, D = addresses("ABCD")
+A, B, C, D, E = addresses("ABCDE")
 _ID = ids.SEQUENCER
 
 
@@ -116,7 +116,10 @@ def test_sequencer_member_merged_back_under_the_same_coordinator_reforwards() ->
     merged = MergeView(ViewId(3, A), [A, B], [view_of(A, counter=2), view_of(A, B)])
     seq.down_event(ViewChange(merged), 0.0)
     out = _down(seq)
-    assert [(m.dest, _hdr(m).type, _hdr(m).seqno, m.payload) for m in out] == [(A, FLUSH, 1, b"b1")]
+    assert [(m.dest, _hdr(m).type, _hdr(m).seqno, m.payload) for m in out] == [
+        (A, TAIL_END, 0, b""),  # the merge view's coordinator may await our tail
+        (A, FLUSH, 1, b"b1"),
+    ]
 
 
 def test_sequencer_coordinator_keeps_a_non_members_forward_for_its_merge_view() -> None:
@@ -243,6 +246,42 @@ def test_sequencer_new_coordinator_multicasts_the_furthest_tail_then_what_waited
     assert not seq.stats()["recovering"]
 
 
+def _tail(coord: Address, src: Address, entries: list[tuple[Address, int, bytes]]) -> list[Message]:
+    """``src``'s TAILs of ``entries`` (sender, seqno, payload) and its TAIL_END, to ``coord``."""
+    msgs = [
+        Message(coord, p, src=src, headers={_ID: SequencerHeader(TAIL, n, s)})
+        for s, n, p in entries
+    ]
+    return [*msgs, Message(coord, src=src, headers={_ID: SequencerHeader(TAIL_END, len(msgs))})]
+
+
+def test_sequencer_merge_view_recovers_the_other_subgroups_order() -> None:
+    """Campaign udp-total seed 24: D's merge view took B's subgroup (C, E; B crashed) under
+    D, the coordinator of a subgroup of its own. D's coordinator did not change, so it ran
+    no recovery: C had missed b1 of B's order, E had it, and C got it only at a later
+    recovery, after newer messages E had delivered before it: two orders. The merge view's
+    coordinator now waits for the tails of each subgroup another coordinator ordered and
+    multicasts the furthest of each before anything new; its own subgroup's members are
+    not awaited (its order goes on)."""
+    seq = started(Sequencer(), D, view=view_of(D, A, counter=3))
+    subgroups = [view_of(D, A, counter=3), view_of(B, C, E, counter=4)]
+    merged = MergeView(ViewId(5, D), [D, A, C, E], subgroups)
+    seq.down_event(ViewChange(merged), 0.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]
+    seq.up(_tail(D, C, [(B, 1, b"b0")]), 0.0)
+    seq.up([_forward(A, 1, b"a1"), _forward(C, 1, b"c1", FLUSH)], 0.0)
+    assert _down(seq) == []  # E's tail is still missing
+    seq.up(_tail(D, E, [(B, 1, b"b0"), (B, 2, b"b1")]), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (BCAST, B, 1, b"b0"),
+        (BCAST, B, 2, b"b1"),  # what C missed, before anything new
+        (BCAST, A, 1, b"a1"),
+        (BCAST, C, 1, b"c1"),
+    ]
+    assert not seq.stats()["recovering"]
+
+
 def test_sequencer_forwards_reaching_the_next_coordinator_early_wait_for_its_view() -> None:
     """C installed the view in which B coordinates before B did: B keeps C's TAIL_END and
     FLUSH, and handles them once it installs that view."""
@@ -253,6 +292,44 @@ def test_sequencer_forwards_reaching_the_next_coordinator_early_wait_for_its_vie
     seq.down_event(ViewChange(view_of(B, C, counter=2)), 0.0)
     out = _down(seq)
     assert [(_hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [(BCAST, C, b"c1")]
+
+
+def test_sequencer_a_joiner_ends_its_first_view_with_an_empty_tail() -> None:
+    """Campaign udp-total seed 66: D joined in view 7 under E, but installed only view 9;
+    E crashed, and B's recovery at view 8 awaited every member of view 7 it kept, D too.
+    D's first view named B, so D saw no coordinator change and sent no tail: B's
+    recovery waited for good, and every multicast of the group queued behind it. A
+    member's first view now always ends with a TAIL_END (its log is empty)."""
+    seq = Sequencer()
+    seq.start(D, "test", 0.0)
+    seq.down_event(ViewChange(view_of(B, D, counter=9)), 0.0)
+    out = _down(seq)
+    assert [(m.dest, _hdr(m).type, _hdr(m).seqno) for m in out] == [(B, TAIL_END, 0)]
+    coord = started(Sequencer(), B, view=view_of(E, B, D, counter=7))
+    coord.down([Message(None, b"b1")], 0.0)  # forwarded to E, which crashes
+    coord.take_down()
+    coord.down_event(ViewChange(view_of(B, D, counter=8)), 0.0)
+    assert _down(coord) == [] and coord.stats()["recovering"]  # it waits for D's tail
+    out[0].src = D
+    coord.up(out, 0.0)
+    assert [(_hdr(m).type, m.payload) for m in _down(coord)] == [(BCAST, b"b1")]
+    assert not coord.stats()["recovering"]
+
+
+def test_sequencer_what_reaches_the_next_coordinator_early_outlives_a_view_between() -> None:
+    """Campaign udp-total seed 40: B, paused, resumed with C's view 3 (A still the
+    coordinator) and view 4 (B the coordinator) to install at once; C's TAIL_END and
+    FLUSH for view 4 had arrived first, and view 3 dropped them, so B's recovery waited
+    for C's tail for good. They are kept until a view makes B the coordinator."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C, D, counter=2))
+    end = Message(B, src=C, headers={_ID: SequencerHeader(TAIL_END, 0)})
+    seq.up([end, _forward(C, 1, b"c1", FLUSH)], 0.0)
+    seq.down_event(ViewChange(view_of(A, B, C, counter=3)), 0.0)  # D gone, A coordinates
+    seq.take_down()
+    seq.down_event(ViewChange(view_of(B, C, counter=4)), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [(BCAST, C, b"c1")]
+    assert not seq.stats()["recovering"]
 
 
 def test_sequencer_a_member_that_leaves_the_view_ends_the_wait_for_its_tail() -> None:

@@ -47,8 +47,8 @@ Decisions where JGroups leaves a choice:
   forwards that arrive before it installed the view that makes it one, so
   its forwarders wait for an ack per message after a change (JGRP-1449).
   Here a member keeps FORWARD, FLUSH and TAIL messages that arrive before it
-  is the coordinator, and handles them if the next view makes it one (drops
-  them otherwise), so forwards stream. JGroups' ``delivery_table_max_size``
+  is the coordinator, and handles them once a view makes it one (they may be
+  for a view after the next), so forwards stream. JGroups' ``delivery_table_max_size``
   (a bounded set of seqnos per sender) is replaced by the highest seqno
   per forwarder, which per-forwarder FIFO makes exact; neither property
   exists here, since neither would mean what it means in JGroups.
@@ -68,7 +68,14 @@ non-member, in arrival order, for as long as it coordinates (up to
 ordered first, so none is skipped by a later one of the same forwarder (an
 addition beyond JGroups, found by the chaos runner and the campaign).
 
-Known limits: a merge of two partitions runs no recovery across them (each
+A merge view's coordinator runs the same recovery for every subgroup another
+coordinator ordered: it waits for those members' tails and multicasts the
+furthest of each subgroup before anything new (each member sends its tail at a
+merge view). A member sends an empty tail at its first view: the coordinator
+may count it among the previous view's members though it never installed that
+view.
+
+Known limits: a merge of two partitions does not reconcile their orders (each
 side's order stands; the merged view orders from then on); a new
 coordinator waits for the tail of every member of the previous view that
 is in its view, for as long as that member stays (a crash of that member
@@ -413,13 +420,16 @@ class Sequencer(Protocol):
         out: list[Message] = []
         changed = old_coord is not None and view.coord != old_coord
         early, self._early = list(self._early), deque()
+        merged = isinstance(view, MergeView) and old_coord is not None
         if self.is_coord:
-            if changed:
-                assert old_view is not None
-                awaiting = (set(old_view.members) & set(view.members)) - {me}
-                self._recovery = Recovery(awaiting)
-                self.counters["recoveries"] += 1
-            elif self._recovery is not None:
+            groups = self._old_orders(view, old_view, changed)
+            if groups:
+                if self._recovery is None:
+                    self._recovery = Recovery()
+                    self.counters["recoveries"] += 1
+                for group in groups:
+                    self._recovery.expect(group, me)
+            if self._recovery is not None:
                 self._recovery.awaiting &= set(view.members)
             for seqno, msg in self._forward_table.items():  # ours first, in seqno order
                 if changed or old_coord is None:
@@ -428,17 +438,29 @@ class Sequencer(Protocol):
                 self._to_coordinator(msg, msg.headers[_ID], out)
             if self._recovery is not None and not self._recovery.awaiting:
                 self._recovered(out)
+        elif was_coord:
+            self.counters["early_dropped"] += len(early)  # non-members' forwards: theirs now
+            self._recovery = None
+            self._pending = []
         else:
-            self.counters["early_dropped"] += len(early)
-            if was_coord:
-                self._recovery = None
-                self._pending = []
-            if changed:
+            # Not the coordinator yet: what was sent to us as one may be for a view we
+            # have still to install (campaign udp-total seed 40: B, paused, installed two
+            # views at once on resuming; the members' tails for the second, where B
+            # coordinates, had come before the first, which dropped them, and B's
+            # recovery waited for good). Kept until we coordinate (bounded by _EARLY_MAX).
+            self._early = deque(early)
+        if not self.is_coord:
+            if changed or old_coord is None or merged:
+                # A joiner's log is empty, but the new coordinator may await it: its view
+                # before this one may hold us though we never installed it (we joined as
+                # its coordinator crashed, campaign udp-total seed 66), so it waits for a
+                # TAIL_END of ours. One empty TAIL_END per join costs little. At a merge
+                # view it may await us though our coordinator stays (its subgroups are
+                # what their coordinators reported); merges are rare.
                 self._send_tail(view.coord, out)
             # A merge view under the same coordinator: our view may have kept us in while
             # the coordinator's left us out, and what we forwarded meanwhile it dropped as
             # a non-member's (chaos udp-total seed 4242: a paused member's forwards).
-            merged = isinstance(view, MergeView) and old_coord is not None
             if changed or old_coord is None or merged:
                 for seqno, msg in self._forward_table.items():
                     self._forward(msg, seqno, FLUSH if changed or merged else FORWARD, out)
@@ -454,6 +476,30 @@ class Sequencer(Protocol):
             if gone not in view:
                 self._delivered.pop(gone, None)
 
+    def _old_orders(self, view: View, old_view: View | None, changed: bool) -> list[set[Address]]:
+        """As the coordinator of ``view``: the members of each order other than ours
+        that ``view`` takes over, whose tails it must wait for. After a coordinator
+        change, the previous view's members that stay; at a merge view, each subgroup
+        another coordinator ordered (campaign udp-total seed 24: a merge view under the
+        coordinator of a singleton subgroup ran no recovery, so the members of the
+        other subgroup that had missed some of their old order's last messages got them
+        only at a later recovery, after newer ones: two orders). Members of a subgroup
+        of ours are left out: our order goes on, NAKACK2 repairs it."""
+        members = set(view.members)
+        me = self._me()
+        if isinstance(view, MergeView) and old_view is not None:
+            ours: set[Address] = set()
+            for sub in view.subgroups:
+                if sub.coord == me:
+                    ours.update(sub.members)
+            return [
+                (set(sub.members) & members) - ours for sub in view.subgroups if sub.coord != me
+            ]
+        if changed:
+            assert old_view is not None
+            return [set(old_view.members) & members]
+        return []
+
     def _send_tail(self, coord: Address, out: list[Message]) -> None:
         """Hand our log (what we delivered and is not known stable) to the new coordinator."""
         lower = self._lower_ids
@@ -468,10 +514,10 @@ class Sequencer(Protocol):
         self.counters["tails_sent"] += 1
 
     def _recovered(self, out: list[Message]) -> None:
-        """Every tail is in: multicast the one that reaches furthest, then what waited."""
+        """Every tail is in: multicast the furthest of each old order, then what waited."""
         rec = self._recovery
         assert rec is not None
-        best, agreed = rec.furthest(self._me(), self._log.as_tail(), self._log.trimmed)
+        best, agreed = rec.choose(self._me(), self._log.as_tail(), self._log.trimmed)
         if not agreed:
             self.counters["recoveries_inconsistent"] += 1
         self._recovery = None

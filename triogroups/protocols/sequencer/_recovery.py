@@ -6,6 +6,8 @@ what it chooses.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from triogroups.address import Address
 from triogroups.message import Message
 
@@ -13,46 +15,78 @@ __all__ = ["Recovery", "Tail"]
 
 #: A tail: (forwarder, its seqno, the message), in delivery order.
 Tail = list[tuple[Address, int, Message]]
+Trimmed = tuple[Address | None, int]
 
 
 class Recovery:
-    """The tails of the members of the previous view that are in the new one."""
+    """The tails of the members of one or more old orders that are in the new view.
 
-    def __init__(self, awaiting: set[Address]) -> None:
-        self.awaiting = awaiting
+    One *group* per old order: after a coordinator change, the members of the previous
+    view that stay; at a merge view, the members of each subgroup another coordinator
+    ordered. The tails of one group are prefixes of one order; those of two groups are
+    not comparable, so the furthest tail is chosen per group.
+    """
+
+    def __init__(self) -> None:
+        self.awaiting: set[Address] = set()
+        self.groups: list[frozenset[Address]] = []
         self.tails: dict[Address, Tail] = {}
-        self.trimmed: dict[Address, tuple[Address | None, int]] = {}
+        self.trimmed: dict[Address, Trimmed] = {}
+
+    def expect(self, group: Iterable[Address], me: Address) -> None:
+        """Wait for the tails of ``group`` (one old order), ours excepted."""
+        members = frozenset(group)
+        self.groups.append(members)
+        self.awaiting |= members - {me}
 
     def add(self, member: Address, sender: Address, seqno: int, msg: Message) -> None:
         """One TAIL of ``member``'s, in its order."""
         self.tails.setdefault(member, []).append((sender, seqno, msg))
 
-    def end(self, member: Address, trimmed: tuple[Address | None, int]) -> None:
+    def end(self, member: Address, trimmed: Trimmed) -> None:
         """``member``'s TAIL_END: its tail is complete."""
         self.tails.setdefault(member, [])
         self.trimmed[member] = trimmed
         self.awaiting.discard(member)
 
-    def furthest(
-        self, me: Address, own: Tail, own_trimmed: tuple[Address | None, int]
-    ) -> tuple[Tail, bool]:
-        """The tail that reaches furthest, ours included, and whether the tails agreed.
+    def choose(self, me: Address, own: Tail, own_trimmed: Trimmed) -> tuple[Tail, bool]:
+        """What to multicast again: per group, the tail that reaches furthest (ours
+        counts in the group we belong to), each message once; and whether every
+        group's tails agreed."""
+        out: Tail = []
+        seen: set[tuple[Address, int]] = set()
+        agreed = True
+        for group in self.groups:
+            tails = {m: self.tails[m] for m in group if m in self.tails}
+            trimmed = {m: self.trimmed[m] for m in group if m in self.trimmed}
+            if me in group:
+                tails[me], trimmed[me] = own, own_trimmed
+            best, ok = furthest(tails, trimmed)
+            agreed = agreed and ok
+            for sender, seqno, msg in best:
+                if (sender, seqno) not in seen:
+                    seen.add((sender, seqno))
+                    out.append((sender, seqno, msg))
+        return out, agreed
 
-        Every member's delivered sequence is a prefix of one order, so one tail holds
-        the last message of every other (or trimmed it last, as delivered everywhere).
-        If none does (the tails disagree: a case the protocol does not make), the
-        longest is taken.
-        """
-        tails = {me: own, **self.tails}
-        trimmed = {me: own_trimmed, **self.trimmed}
-        keys = {m: {(s, n) for s, n, _ in tail} for m, tail in tails.items()}
-        ends = {m: (tail[-1][0], tail[-1][1]) for m, tail in tails.items() if tail}
-        for member, tail in tails.items():
-            held = keys[member]
-            if all(
-                end in held or end == trimmed.get(member)
-                for other, end in ends.items()
-                if other != member
-            ):
-                return tail, True
-        return max(tails.values(), key=len), False
+
+def furthest(tails: dict[Address, Tail], trimmed: dict[Address, Trimmed]) -> tuple[Tail, bool]:
+    """The tail that reaches furthest, and whether the tails agreed.
+
+    Every member's delivered sequence is a prefix of one order, so one tail holds the
+    last message of every other (or trimmed it last, as delivered everywhere). If none
+    does (the tails disagree: a case the protocol does not make), the longest is taken.
+    """
+    if not tails:
+        return [], True
+    keys = {m: {(s, n) for s, n, _ in tail} for m, tail in tails.items()}
+    ends = {m: (tail[-1][0], tail[-1][1]) for m, tail in tails.items() if tail}
+    for member, tail in tails.items():
+        held = keys[member]
+        if all(
+            end in held or end == trimmed.get(member)
+            for other, end in ends.items()
+            if other != member
+        ):
+            return tail, True
+    return max(tails.values(), key=len), False
