@@ -309,6 +309,81 @@ def test_history_traffic_resumed_after_a_heal_passes(tmp_path: Path) -> None:
     assert run.end(50) == []
 
 
+def _heal_then(run: Run, fault: tuple[str, str] | None) -> list[str]:
+    """A heal at 10 after which A and B each deliver only their own multicasts up to t = 50,
+    with ``fault`` (kind, detail) starting at 15: the rules the run broke with
+    ``resume_within`` 30."""
+    run.at(10).faults.fault("heal", "C stop hearing A,B")
+    if fault is not None:
+        run.at(15).faults.fault(*fault)
+    for t in (12, 20, 40):
+        run.at(t).mcast(A, f"a{t}", A)
+        run.mcast(B, f"b{t}", B)
+    run.end(50)
+    found = check_histories(read_histories(run.root), settle=100.0, resume_within=30)
+    return [v.rule for v in found if v.rule == "no_traffic_after_heal"]
+
+
+def test_history_heal_asks_nothing_of_members_cut_off_again_within_resume_within_chaos_5005(
+    tmp_path: Path,
+) -> None:
+    """chaos udp-mcast seed 5005: the real runner records every split's end as a heal; E's
+    ("A stop hearing B,..." healed) was followed 8.6 s later by "E stop hearing A,...", so
+    it had no 20 s to merge. A heal asks nothing of a member a later fault cuts off (either
+    side of a split), pauses or kills within resume_within; names in the fault log are the
+    histories' names without the incarnation suffix ("E" for "E.936cd6")."""
+    a, b = Address(0xA, "A.00000a"), Address(0xB, "B.00000b")
+    run = Run(tmp_path, a, b)
+    run.at(1).view(View.create(a, 1, [a]), a)
+    run.view(View.create(b, 1, [b]), b)
+    assert _heal_then(run, ("oneway", "B stop hearing A")) == []
+
+
+@pytest.mark.parametrize("kind", ["pause", "kill", "restart"])
+def test_history_heal_asks_nothing_of_a_member_paused_or_killed_within_resume_within(
+    tmp_path: Path, kind: str
+) -> None:
+    """A pause, kill or restart of B within resume_within of the heal excuses B, not A."""
+    run = Run(tmp_path, A, B)
+    run.at(1).view(View.create(A, 1, [A]), A)
+    run.view(View.create(B, 1, [B]), B)
+    assert _heal_then(run, (kind, "B")) == ["no_traffic_after_heal"]
+    (v,) = [
+        v
+        for v in check_histories(read_histories(tmp_path), settle=100.0, resume_within=30)
+        if v.rule == "no_traffic_after_heal"
+    ]
+    assert v.text.startswith("A ")
+
+
+def test_history_heal_still_reports_a_member_that_never_resumes(tmp_path: Path) -> None:
+    """Two singletons that hear each other after the heal and never merge are both reported,
+    though faults follow that cut off neither (a split of C, a loss) or come too late."""
+    run = Run(tmp_path, A, B, C)
+    run.at(1).view(View.create(A, 1, [A]), A)
+    run.view(View.create(B, 1, [B]), B)
+    run.view(View.create(C, 1, [C]), C)
+    run.at(11).faults.fault("loss", "A,B loss 0.10")
+    run.at(45).faults.fault("kill", "B")
+    assert _heal_then(run, ("oneway", "C stop hearing D")) == ["no_traffic_after_heal"] * 2
+
+
+def test_history_heal_asks_nothing_when_no_other_member_sent_anything(tmp_path: Path) -> None:
+    """chaos udp-mcast seed 5005: from the heal until it was killed 23.6 s later E was the only
+    member alive (the others were killed and waited their turn to be restarted), so no
+    message of another member existed for it to deliver. B alone sends after the heal here:
+    B is owed nothing, A still is."""
+    run = Run(tmp_path, A, B)
+    run.at(1).view(View.create(A, 1, [A]), A)
+    run.view(View.create(B, 1, [B]), B)
+    run.at(10).faults.fault("heal", "C stop hearing A,B")
+    for t in (12, 20, 40):
+        run.at(t).mcast(B, f"b{t}", B)
+    run.end(50)
+    found = check_histories(read_histories(tmp_path), settle=100.0, resume_within=30)
+    assert [(v.rule, v.text.split()[0]) for v in found] == [("no_traffic_after_heal", "A")]
+
+
 def test_history_torn_last_line_of_a_killed_member_is_ignored(tmp_path: Path) -> None:
     _good(tmp_path).end(20)
     with (tmp_path / "B.jsonl").open("a") as f:

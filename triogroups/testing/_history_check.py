@@ -9,6 +9,7 @@ are in `triogroups.testing._history`. Each rule reads the histories indexed by
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import defaultdict
 from collections.abc import Iterable
 from typing import Any
@@ -17,7 +18,7 @@ from triogroups.testing._history_blocks import check_blocks
 from triogroups.testing._history_index import Member, index_member, view_id
 from triogroups.testing._history_records import History, HistoryViolation, Line
 from triogroups.testing._history_total_order import check_total_order
-from triogroups.testing._outages import Outages
+from triogroups.testing._outages import Outages, cuts_off
 
 __all__ = ["HistoryError", "HistoryViolation", "assert_histories", "check_histories"]
 
@@ -413,17 +414,34 @@ def _check_memory(
 def _check_heals(
     members: dict[str, Member], faults: list[Line], resume_within: float
 ) -> list[HistoryViolation]:
+    """**no_traffic_after_heal**. A heal asks nothing of a member that a later fault cuts
+    off, pauses or kills within ``resume_within`` (the real chaos runner records every
+    split's end as a heal, and its schedule may cut the member off again seconds later), nor
+    when no other member sent anything in that time (nothing could be delivered). A member
+    that never resumes is still caught at the quiet period's heal, which no fault follows."""
     out = []
     send_time = {
         (m.uuid, msg_id): float(line.record["t"])
         for m in members.values()
         for msg_id, line in m.sends.items()
     }
+    sends = sorted((when, src) for (src, _), when in send_time.items())
     for heal in (f for f in faults if f.record["kind"] == "heal"):
         t = float(heal.record["t"])
+        window = sends[bisect_left(sends, (t, "")) : bisect_right(sends, (t + resume_within, "~"))]
+        senders = {src for _, src in window}
+        later = [
+            f.record
+            for f in faults
+            if t < float(f.record["t"]) <= t + resume_within and f.record["kind"] != "heal"
+        ]
         for r in members.values():
             start = float(r.history.lines[0].record["t"])
             if not r.history.traffic or start > t or r.history.end < t + resume_within:
+                continue
+            if any(cuts_off(f["kind"], str(f.get("detail", "")), r.history.name) for f in later):
+                continue
+            if not senders - {r.uuid}:
                 continue
             resumed = any(
                 t <= float(d.record["t"]) <= t + resume_within

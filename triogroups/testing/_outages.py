@@ -17,6 +17,9 @@ on it counts as cut off from everyone (campaign udp-mcast 10001: F began to leav
 8 s after G's multicast, which waited in G's full MCAST window for acks from the other
 side of a partition; F's leave ended unflushed 6 s later, the multicast still held).
 
+`cuts_off` says whether one fault record takes a member away from the others (the
+**no_traffic_after_heal** rule excuses a member that a fault cuts off soon after a heal).
+
 Reads records only: it never judges a run. Details it cannot read (another tool's
 format) stop nothing, so they excuse nothing.
 """
@@ -26,7 +29,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-__all__ = ["Outages"]
+__all__ = ["Outages", "cuts_off", "names_member"]
+
+#: the fault kinds whose detail is the bare name of the one member they stop
+_DOWN = ("pause", "kill", "restart", "leave")
 
 
 def _names(text: str) -> set[str]:
@@ -56,6 +62,24 @@ def _blocked_pairs(kind: str, detail: str) -> set[tuple[str, str]]:
             return set()
         return {(a, b) for a in _names(deaf) for b in _names(sources)}
     return set()
+
+
+def names_member(name: str, history_name: str) -> bool:
+    """Whether a fault log's member ``name`` is the member of history ``history_name``: the
+    same, or its incarnation (a chaos member's history is named ``"E.936cd6"``, its faults
+    ``"E"``)."""
+    return history_name == name or history_name.startswith(f"{name}.")
+
+
+def cuts_off(kind: str, detail: str, history_name: str) -> bool:
+    """Whether a fault starting with this record cuts the member of ``history_name`` off from
+    others: a split it is on either side of, or its pause, kill, restart or leave."""
+    if kind in _DOWN:
+        return names_member(detail.split(" ")[0], history_name) if detail else False
+    return any(
+        names_member(a, history_name) or names_member(b, history_name)
+        for a, b in _blocked_pairs(str(kind), detail)
+    )
 
 
 class Outages:
