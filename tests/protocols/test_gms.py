@@ -725,6 +725,48 @@ def test_gms_joiner_whose_merge_view_overtakes_its_join_rsp_installs_both() -> N
     assert gms.view == merged and gms.take_up() == [ViewChange(left), ViewChange(merged)]
 
 
+def test_gms_merge_view_that_overtakes_the_view_of_its_subgroup_is_installed_after_it() -> None:
+    """Campaign udp seed 40031: H, admitted by two coordinators, held A's [A|6] when
+    INSTALL_MERGE_VIEW [F|9] of [F|2] and D's [D|8] (with H) came, and D's VIEW [D|8]
+    only 0.35 s later. H ignored the merge view (not from its view), installed [D|8] and
+    stayed there while C and D went on in [F|9]. In JGroups the merge view reaches H as
+    D's multicast, behind [D|8]: H keeps it and installs it right after [D|8], with the
+    digest of the other subgroup, and acks both. Here B holds [A|6] and C's [C|8] is late."""
+    gms = _member(B, View(ViewId(6, A), [A, B]))
+    late = View(ViewId(8, C), [C, B])
+    merged = MergeView(ViewId(9, D), [D, C, B], [View(ViewId(2, D), [D]), late])
+    digest = Digest({D: (5, 5), C: (3, 3), B: (0, 0)})
+    install = GmsHeader(INSTALL_MERGE_VIEW, merged, digest, merge_id=1)
+    gms.up([Message(B, src=D, headers={ids.GMS: install})], 1.0)
+    assert gms.take_down() == [] and gms.take_up() == []
+    gms.up([Message(None, src=C, headers={ids.GMS: GmsHeader(VIEW, late)})], 1.35)
+    down = gms.take_down()
+    events = [d for d in down if not isinstance(d, list)]
+    assert events == [ViewChange(late), MergeDigest(Digest({D: (5, 5)})), ViewChange(merged)]
+    acks = [(m.dest, m.headers[ids.GMS].view) for d in down if isinstance(d, list) for m in d]
+    assert acks == [(C, late), (D, merged)]
+    assert gms.view == merged and _views_up(gms) == [late, merged]
+
+
+def test_gms_merge_view_kept_for_a_late_view_is_dropped_once_a_view_as_new_is_in() -> None:
+    """The merge view waits only for the view it merges: a view from another coordinator
+    that is as new makes it old, and a VIEW no newer than the one held is ignored as ever.
+    A merge view whose subgroup with us is older than our view stays ignored (see
+    `test_gms_member_whose_view_was_not_merged_ignores_the_merge_view`)."""
+    gms = _member(B, View(ViewId(6, A), [A, B]))
+    late = View(ViewId(8, C), [C, B])
+    merged = MergeView(ViewId(9, D), [D, C, B], [View(ViewId(2, D), [D]), late])
+    install = GmsHeader(INSTALL_MERGE_VIEW, merged, None, merge_id=1)
+    gms.up([Message(B, src=D, headers={ids.GMS: install})], 1.0)
+    other = View(ViewId(7, A), [A, B])
+    gms.up([Message(None, src=A, headers={ids.GMS: GmsHeader(VIEW, other)})], 1.1)
+    assert _views_up(gms) == [other]  # still waiting for [C|8]
+    newer = View(ViewId(9, A), [A, B])
+    gms.up([Message(None, src=A, headers={ids.GMS: GmsHeader(VIEW, newer)})], 1.2)
+    gms.up([Message(None, src=C, headers={ids.GMS: GmsHeader(VIEW, late)})], 1.3)
+    assert _views_up(gms) == [newer] and gms.view == newer
+
+
 def test_gms_merge_representative_answers_only_for_the_members_it_does_not_suspect() -> None:
     """Campaign udp seed 10908: F was cut off while its coordinator A installed [A|5]
     (with F) and died, and B and C left from [A|5]; F kept [A|4] (A, D, C, B, E, F) and

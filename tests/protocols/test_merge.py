@@ -345,6 +345,60 @@ async def test_merge_joiner_whose_merge_view_overtakes_its_join_rsp_installs_it(
         assert merges and all(v in seen["D"] for v in merges), seen
 
 
+async def test_merge_member_whose_merge_view_overtakes_its_subgroups_view_installs_both(
+    autojump_clock: Any,
+) -> None:
+    """Campaign udp seed 40031 on the simulated network, reduced: H holds [C|n+1] (C, H)
+    when C admits J into [C|n+2] (C, H, J), and C's VIEW does not reach H (here DISCARD
+    drops it, and H's MERGE3 INFOs, so no merge takes H's older view in). A merges its
+    [A|n+1] with [C|n+2]; the INSTALL_MERGE_VIEW reaches H, still in [C|n+1], before the
+    VIEW. H used to ignore the merge view, install [C|n+2] once NAKACK2 retransmitted it,
+    and stay behind while C and J went on in the merge view. In JGroups the merge view
+    comes to H as C's multicast, behind [C|n+2]: H installs it right after that view."""
+    from triogroups.protocols.gms._header import VIEW
+
+    stack = (
+        StackConfig.preset("udp")
+        .insert_above("UDP", "DISCARD")
+        .configure("MERGE3", min_interval=0.5, max_interval=1.0, check_interval=2.0)
+        .configure("GMS", view_ack_collection_timeout=0.5, join_timeout=1.0)
+    )
+    async with open_cluster(3, stack, seed=40031) as cluster:
+        a, c, h = sorted(cluster.members, key=lambda m: m.address)  # A leads the merge
+        n = (await cluster.wait_for_view()).view_id.id
+        await cluster.inject_view(View(ViewId(n + 1, a.address), [a.address]), [a])
+        own = await cluster.inject_view(View(ViewId(n + 1, c.address), [c.address, h.address]))
+        await cluster.wait_for_view([c, h])
+        j = await cluster.add_member("J")
+        cluster.network.partition([a.address], [c.address, h.address, j.address])
+
+        def view_msg(msg: Message) -> bool:
+            hdr = msg.headers.get(ids.GMS)
+            return hdr is not None and hdr.type == VIEW
+
+        discard = h.protocol("DISCARD")
+        discard.drop_if(view_msg, direction="up", count=None)
+        discard.drop_if(lambda msg: ids.MERGE3 in msg.headers, direction="down", count=None)
+        await j.connect()
+        await wait_until(lambda: c.view is not None and j.address in c.view, timeout=30)
+        grown = c.view
+        assert grown is not None and grown.view_id.id == n + 2
+        cluster.network.heal()
+        await wait_until(lambda: isinstance(c.view, MergeView), timeout=30, interval=0.01)
+        merged = c.view
+        assert isinstance(merged, MergeView) and grown in merged.subgroups
+        await trio.sleep(0.5)  # the INSTALL_MERGE_VIEW reached H, the VIEW did not
+        gms = h.protocol("GMS")
+        installed = gms.counters["views_installed"]
+        assert h.view == own
+        discard.reset()
+        await c.send(b"after the merge")  # H finds the gap and asks for the VIEW
+        await wait_until(lambda: h.view != own, timeout=30, interval=0.01)
+        # [C|n+2], then at once the merge view, the one C and J hold
+        assert gms.counters["views_installed"] == installed + 2
+        assert h.view == merged == j.view
+
+
 async def test_merge_representative_of_a_stale_view_leaves_out_its_dead_coordinator(
     autojump_clock: Any,
 ) -> None:

@@ -141,6 +141,7 @@ class Gms(Protocol):
         "merges_done",
         "merge_requests_refused",
         "merge_views_not_from_my_view",
+        "merge_views_before_their_subgroup",
         "merge_timeouts",
         "merge_participations_expired",
     )
@@ -293,12 +294,15 @@ class Gms(Protocol):
             return
         if self.state in (CLIENT, LEFT):
             return
-        if self.view is None or view.view_id.id > self.view.view_id.id:
+        installed = self.view is None or view.view_id.id > self.view.view_id.id
+        if installed:
             self.install(view, now)
         else:
             self.counters["old_views_ignored"] += 1
         if msg.src is not None:
             self.send_down_one(_control(msg.src, GmsHeader(VIEW_ACK, view)))
+        if installed:  # the merge view of this view that overtook it, if any (see `_merger`)
+            self.merger.install_early(now)
 
     # --- coordinating and suspicions ----------------------------------------------------
 
@@ -380,7 +384,7 @@ class Gms(Protocol):
 
     def merge_after_join(self, now: float) -> None:
         """This joiner installed its first view: the merge view that came first, if any."""
-        self.merger.joined(now)
+        self.merger.install_early(now)
 
     def request(self, kind: int, member: Address, now: float) -> None:
         """Queue a JOIN_REQ, LEAVE_REQ or SUSPECT_REQ of ``member`` at the coordinator."""

@@ -52,7 +52,17 @@ INSTALL_MERGE_VIEW overtakes its JOIN_RSP (admitted just before its
 coordinator's subgroup merged) keeps it and installs it right after the
 view of its JOIN_RSP, which is then one of the subgroups; dropping it would
 leave the joiner without the merge view and without windows for the other
-subgroups (found by a chaos run). Members answer
+subgroups (found by a chaos run). So does a member whose INSTALL_MERGE_VIEW
+overtakes the VIEW of its subgroup: it holds an older view, one of the
+subgroups is a newer view with it in it, and it installs the merge view right
+after that view. In JGroups the leader sends the merge view to the subgroup
+coordinators, and each multicasts it to its members behind the views it sent
+before, so no member gets it ahead of its subgroup's view; ours goes to every
+member as a unicast and can. Campaign udp seed 40031: H, admitted by two
+coordinators, held A's [A|6] when the merge view [F|9] of [F|2] and D's
+[D|8] came; it ignored it, installed [D|8] 0.35 s later, and stayed there
+14 s while C and D went on in [F|9] (udp-mcast seed 40496 the same way).
+Members answer
 with VIEW_ACK, and the leader installs no other view until all have acked
 (at most ``view_ack_collection_timeout``), as for any view:
 INSTALL_MERGE_VIEW is a unicast and the next VIEW a multicast, so the next
@@ -128,7 +138,7 @@ class Merger:
         self._leader: tuple[Address, int] | None = None
         self._participant_deadline = math.inf
         self._reply_pending: tuple[Address, int] | None = None
-        # a joiner: the INSTALL_MERGE_VIEW that came before its JOIN_RSP
+        # the INSTALL_MERGE_VIEW that came before the JOIN_RSP or VIEW of its subgroup
         self._early: tuple[Message, GmsHeader] | None = None
         # a Merge that came up while a view was being installed: it starts after it
         self._deferred: Merge | None = None
@@ -325,6 +335,11 @@ class Merger:
             return
         mine = self.gms.view.view_id
         if isinstance(view, MergeView) and all(sub.view_id != mine for sub in view.subgroups):
+            me = self.gms.local_address
+            if any(me in sub and sub.view_id.id > mine.id for sub in view.subgroups):
+                self.gms.counters["merge_views_before_their_subgroup"] += 1
+                self._early = (msg, hdr)  # our subgroup's VIEW is late: install it after that
+                return
             self.gms.counters["merge_views_not_from_my_view"] += 1
             return
         self._install(view, hdr.digest, now)
@@ -333,9 +348,11 @@ class Merger:
             self.gms.send_down_one(self.gms.control(msg.src, GmsHeader(VIEW_ACK, view)))
         self.gms.resume_requests(now)
 
-    def joined(self, now: float) -> None:
-        """This joiner installed its first view: now the merge view that came first, if
-        it merges that view (the coordinator admitted us, then its subgroup merged)."""
+    def install_early(self, now: float) -> None:
+        """This member installed a view from JOIN_RSP or VIEW: now the merge view that came
+        first, if it merges that view (the coordinator admitted us, or installed that view,
+        then its subgroup merged). One that merges a view still newer is kept for that view;
+        one no newer than this view is dropped."""
         early, self._early = self._early, None
         if early is not None:
             self.install(*early, now)
