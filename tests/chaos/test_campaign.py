@@ -161,6 +161,20 @@ def test_campaign_udp_mcast_20310_a_stale_view_s_members_come_back_in_one_merge(
     assert order == [], "\n".join(str(v) for v in order[:3])
 
 
+@pytest.mark.chaos
+def test_campaign_udp_mcast_40480_a_rejoiner_gets_what_was_multicast_after_the_view() -> None:
+    """Issue 37, campaign udp-mcast 40480: C, leaving, installed view 8 with the joiner J but
+    J had no JOIN_RSP from it, so E, the next coordinator, answered J's JOIN again with view
+    8 and the digest E had when it installed view 8. E had been paused across C's VIEW and
+    got it in one batch with 14 multicasts of view 8 (11 of G's, 3 of H's), all in its MCAST
+    windows before GMS installed the view: the digest counted them as delivered before view
+    8, and J never got them. The view's digest now stops at the VIEW multicast
+    (`ViewDigest.at_controls`)."""
+    result = run_seed("udp-mcast", 40480)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [

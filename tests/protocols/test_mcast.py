@@ -569,6 +569,35 @@ def test_mcast_digest_at_the_view_is_the_one_of_its_installation() -> None:
     assert B not in digest(GetDigest("GMS", view.view_id))
 
 
+@pytest.mark.parametrize("later_batch", [False, True], ids=["same-batch", "later-batch"])
+def test_mcast_view_digest_stops_at_the_view_s_view_multicast(later_batch: bool) -> None:
+    """Campaign udp-mcast 40480: the digest a rejoiner gets for a view (GetDigest naming it)
+    holds what was delivered up to the view's VIEW multicast, not what MCAST had received
+    when the view reached it: C's multicasts of the new view, delivered after A's VIEW
+    (in the same batch, or in a batch before GMS installed the view), are owed to the
+    rejoiner D. They used to count as delivered before the view: D never got them."""
+    proto = _mcast(me=B, members=(A, B, C))
+    view = view_of(A, B, C, D, counter=2)
+    the_view = _data(A, 1, b"VIEW", flags=int(Flag.INTERNAL))
+    sent_in_view = [_data(C, s) for s in (1, 2, 3)]
+    if later_batch:
+        proto.up([the_view], 0.0)
+        proto.up(sent_in_view, 0.05)
+    else:
+        proto.up([the_view, *sent_in_view], 0.0)
+    assert [m.payload for m in up_messages(proto)] == [b"VIEW", b"C1", b"C2", b"C3"]
+    proto.view_changed(view, 0.1)
+    proto.down_event(GetDigest("GMS", view.view_id), 0.2)
+    (reply,) = split(proto.take_up())[1]
+    assert isinstance(reply, DigestReply)
+    assert reply.digest[A][0] == 1  # the VIEW itself came before the view
+    assert reply.digest[C][0] == 0
+    proto.down_event(GetDigest("GMS"), 0.2)  # the digest now (a new joiner's) counts them
+    (now,) = split(proto.take_up())[1]
+    assert isinstance(now, DigestReply)
+    assert now.digest[C] == (3, 3)
+
+
 def test_mcast_joiner_window_matches_sender_buffer() -> None:
     """Issue 12: the coordinator alone takes a joiner's digest, then multicasts the VIEW.
 

@@ -8,30 +8,91 @@ windows after everything multicast in the view meanwhile, all of which was sent 
 would never deliver those (found by a `tcp` chaos run: 231 multicasts of view 35 missing at
 a joiner answered 2 s after the view; without retransmission nothing brought them back).
 Started at the view, the joiner delivers them from its become_server_queue, or asks for them.
+
+"When that view was installed" is where the view's VIEW multicast lies in the layer's
+deliveries, not when the view reaches the layer: by then the windows may count multicasts
+delivered after the VIEW, sent in the new view (found by campaign udp-mcast 40480: a member
+paused across a VIEW received it and 11 of another member's multicasts of that view in one
+batch, all in its windows before GMS installed the view, recorded them as delivered before the
+view, and the rejoiner it answered never got them). So a layer that hands deliveries up in
+batches tells `at_controls` about each batch: for the first control multicast (INTERNAL, as a
+VIEW is) of each sender since the last view, the digest as it stands at that message, less
+what follows it; `record` takes the one from the view's creator, who multicast its VIEW.
+JGroups answers a rejoin with the digest as it is now (see GMS).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
+from triogroups.address import Address
 from triogroups.events import GetDigest
+from triogroups.message import Flag, Message
 from triogroups.view import Digest, ViewId
 
-__all__ = ["ViewDigest"]
+__all__ = ["Position", "ViewDigest", "lowered"]
+
+_INTERNAL = int(Flag.INTERNAL)
+
+#: A delivered multicast's sender and seqno, None for what the layer did not number.
+Position = Callable[[Message], "tuple[Address, int] | None"]
+
+
+def lowered(digest: Digest, after: Sequence[Message], position: Position) -> Digest:
+    """``digest`` with each sender's delivered seqno below its first message in ``after``
+    (delivered after the point the digest is wanted for)."""
+    entries = dict(digest.items())
+    for msg in after:
+        where = position(msg)
+        if where is None or where[0] not in entries:
+            continue
+        sender, seqno = where
+        delivered, received = entries[sender]
+        if seqno <= delivered:
+            entries[sender] = (seqno - 1, received)
+    return Digest(entries)
 
 
 class ViewDigest:
     """Holds the digest taken when the current view was installed (`record`) and answers
     `GetDigest` with it or with the digest now (`answer`)."""
 
-    __slots__ = ("_digest", "_view_id")
+    __slots__ = ("_at_control", "_digest", "_view_id")
 
     def __init__(self) -> None:
         self._view_id: ViewId | None = None
         self._digest: Digest | None = None
+        #: Per sender: the digest at its first control multicast delivered since the last view.
+        self._at_control: dict[Address, Digest] = {}
+
+    def at_controls(
+        self, deliver: Sequence[Message], now: Callable[[], Digest], position: Position
+    ) -> None:
+        """``deliver`` goes up next, in order, and ``now()`` already counts all of it: keep
+        the digest at each sender's first control multicast in it (see the module
+        docstring)."""
+        if not any(m.flags & _INTERNAL for m in deliver):
+            return  # the common case: no VIEW in the batch
+        at_control = self._at_control
+        for i, msg in enumerate(deliver):
+            if msg.flags & _INTERNAL:
+                where = position(msg)
+                if where is not None and where[0] not in at_control:
+                    at_control[where[0]] = lowered(now(), deliver[i + 1 :], position)
 
     def record(self, view_id: ViewId, digest: Digest) -> None:
-        """The view ``view_id`` was installed just now, with ``digest`` as the windows stand."""
+        """The view ``view_id`` reached the layer just now, with ``digest`` as the windows
+        stand; each entry is taken no higher than at the view's VIEW (`at_controls`, if the
+        view's creator multicast it to us)."""
+        at_view = self._at_control.get(view_id.coord)
+        self._at_control.clear()
+        if at_view is not None:
+            digest = Digest(
+                {
+                    m: (min(d, at_view[m][0]), r) if m in at_view else (d, r)
+                    for m, (d, r) in digest.items()
+                }
+            )
         self._view_id, self._digest = view_id, digest
 
     def answer(self, event: GetDigest, now: Callable[[], Digest]) -> Digest:
@@ -45,3 +106,4 @@ class ViewDigest:
     def forget(self) -> None:
         """The member left the group: no view, nothing to answer from."""
         self._view_id = self._digest = None
+        self._at_control.clear()

@@ -94,6 +94,17 @@ from triogroups.view import Digest, View
 __all__ = ["ACK", "MSG", "PURGED", "XMIT_REQ", "XMIT_RSP", "Mcast", "McastHeader", "as_header"]
 
 
+def _position(msg: Message) -> tuple[Address, int] | None:
+    """A delivered multicast's sender and seqno (None if MCAST did not number it)."""
+    hdr = msg.headers.get(ids.MCAST)
+    if hdr is None or msg.dest is not None or msg.src is None:
+        return None
+    if type(hdr) is int:
+        return msg.src, hdr
+    sender = hdr.sender if hdr.type == XMIT_RSP and hdr.sender is not None else msg.src
+    return sender, hdr.seqno
+
+
 class Mcast(Protocol):
     """Reliable multicast over fixed-size windows; see the module docstring."""
 
@@ -210,6 +221,8 @@ class Mcast(Protocol):
                 counters["bad_headers"] += 1
         if in_order:
             counters["msgs_received"] += in_order
+        # The digest at a VIEW in the batch, for a rejoiner (`ViewDigest`, udp-mcast 40480).
+        self._view_digest.at_controls(deliver, self.digest, _position)
         self.send_up(deliver)
         if state.ack_due:
             receiver.send_acks_due()
