@@ -175,6 +175,20 @@ def test_campaign_udp_mcast_40480_a_rejoiner_gets_what_was_multicast_after_the_v
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+@pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
+def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
+    steps: list[int] | None,
+) -> None:
+    """Issue 37, campaign udp 41714 (whole, and shrunk to 10 steps): C, cut off and paused,
+    finished its merge of [C|3] and [B|7] on resuming and sent [C|8]; B, coordinator of
+    [B|7], had just computed [B|8] (a joiner, two suspects) and was waiting for the
+    joiner's digest when [C|8] came. It installed [C|8], then, digest in hand, sent and
+    installed [B|8]: two views with id 8 in a row (view_id). The coordinator now drops a
+    view that is no longer newer than the one installed (JGroups' installView rule)."""
+    result = run_seed("udp", 41714, steps=steps)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize(
     ("argv", "named"),
     [

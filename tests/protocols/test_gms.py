@@ -303,6 +303,67 @@ def _member(me: Address, view: View, **props: Any) -> Gms:
     return gms
 
 
+def test_gms_coordinator_drops_a_view_a_merge_view_overtook_while_it_waited_for_the_digest() -> (
+    None
+):
+    """Campaign udp seed 41714 (view ids must grow): B, coordinator of [B|7], computed [B|8]
+    for a joiner and asked for its digest; C's INSTALL_MERGE_VIEW [C|8] of [C|3] and [B|7]
+    came before the digest did, and B installed it; then the digest came, and B sent [B|8]
+    and installed it after [C|8]. JGroups installs no view whose id is not above the one
+    held (it takes the digest in the same call, so nothing comes in between): B drops
+    [B|8], sends neither VIEW nor JOIN_RSP, and its requests go back to the queue, to be
+    answered against [C|8] (dropped there, as B no longer coordinates). A rejoin's answer,
+    the view installed when it was asked for, is dropped the same way: it would have gone
+    out as a VIEW [B|7] and been installed after [C|8]."""
+    from triogroups.events import DigestReply, GetDigest
+
+    own = View(ViewId(7, B), [B, A, D])
+    merged = MergeView(ViewId(8, C), [C, B, A, D], [View(ViewId(3, C), [C]), own])
+    merge = GmsHeader(INSTALL_MERGE_VIEW, merged, None, merge_id=1)
+    for joiner in (Address(5, "E"), A):  # a new joiner, then a rejoin of a member of [B|7]
+        gms = _member(B, own, max_bundling_time=0.0)
+        gms.has_digest = True
+        gms.up([Message(B, src=joiner, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)
+        assert [e for e in gms.take_down() if isinstance(e, GetDigest)]
+        gms.up([Message(B, src=C, headers={ids.GMS: merge})], 1.0)
+        assert _views_up(gms) == [merged] and gms.state == "participant"
+        gms.take_down()
+        gms.up_event(DigestReply(gms.name, Digest({B: (4, 4), A: (2, 2), D: (1, 1)})), 1.0)
+        out = [m for item in gms.take_down() if isinstance(item, list) for m in item]
+        assert [m.headers[ids.GMS].type for m in out] == []
+        assert gms.view == merged and _views_up(gms) == []
+        stats = gms.stats()
+        assert stats["stale_views_dropped"] == 1 and stats["queued_requests"] == 0
+        assert stats["installing"] is None
+
+
+def test_gms_coordinator_still_coordinating_answers_a_dropped_view_s_requests_in_its_new_view() -> (
+    None
+):
+    """The requests of a view dropped because a newer one came in meanwhile (see the test
+    above) are not lost: a member that still coordinates (here a view injected with it as
+    coordinator) answers them with a view after the new one, and asks for the digest
+    again."""
+    from triogroups.events import DigestReply, GetDigest, InjectView
+
+    e = Address(5, "E")
+    gms = _member(B, View(ViewId(7, B), [B, A]), max_bundling_time=0.0)
+    gms.has_digest = True
+    gms.up([Message(B, src=e, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.0)
+    gms.take_down()
+    newer = View(ViewId(9, B), [B, A, D])
+    gms.down_event(InjectView(newer), 1.0)
+    assert gms.view == newer and gms.state == "coordinator"
+    gms.take_down(), gms.take_up()
+    gms.up_event(DigestReply(gms.name, Digest({B: (4, 4), A: (2, 2)})), 1.0)
+    assert [type(e) for e in gms.take_down() if not isinstance(e, list)][-1] is GetDigest
+    assert gms.stats()["stale_views_dropped"] == 1 and gms.stats()["installing"] == "B|10"
+    gms.up_event(DigestReply(gms.name, Digest({B: (4, 4), A: (2, 2), D: (1, 1)})), 1.0)
+    (view_msg,) = _sent(gms, VIEW)
+    assert view_msg.headers[ids.GMS].view == View(ViewId(10, B), [B, A, D, e])
+    assert _views_up(gms) == [View(ViewId(10, B), [B, A, D, e])]
+
+
 def _run_timers(gms: Gms, until: float) -> None:
     """Tick as the layer host does; every tick must move the deadline past now."""
     now = gms.next_deadline()

@@ -120,6 +120,7 @@ class Gms(Protocol):
         "views_installed",
         "injected_views_ignored",
         "old_views_ignored",
+        "stale_views_dropped",
         "views_injected",
         "views_without_me",
         "suspects",

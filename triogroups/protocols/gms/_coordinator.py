@@ -12,6 +12,20 @@ multicast layer had when that view was installed (JGroups sends the digest as
 it is now, and the joiner never delivers what was multicast in the view
 before the answer: a `tcp` chaos run lost 231 messages that way at a joiner
 whose first coordinator crashed after accepting it).
+
+A view is sent only while it is newer than the view installed here, JGroups'
+rule for installing one (``installView`` drops a view whose id is not above
+the current one). JGroups takes the digest within the same call; ours comes
+back as an event, and a view can be installed meanwhile: an INSTALL_MERGE_VIEW
+from a leader that merged this coordinator's view (its digest came from
+another member of it) is not refused while a view is being installed.
+Campaign udp seed 41714: B, coordinator of [B|7], computed [B|8] (a joiner, two
+suspects) and asked for the digest; C's merge view [C|8] of [C|3] and [B|7]
+came in the same batch and was installed; then the digest came, and B sent
+[B|8] and installed it after [C|8]. The view is dropped instead and its
+requests go back to the queue, to be taken up against the view installed now,
+or dropped if this member no longer coordinates (the joiners ask again, failure
+detection suspects again).
 """
 
 from __future__ import annotations
@@ -57,11 +71,13 @@ class _Install:
         old_members: set[Address],
         joiners: list[Address],
         leavers: list[Address],
+        requests: list[tuple[int, Address]] | None = None,
     ) -> None:
         self.view = view
         self.old_members = old_members
         self.joiners = joiners
         self.leavers = leavers
+        self.requests = requests or []  # the queued requests it answers
         self.digest: Digest | None = None
         self.awaiting_digest = False
         self.joiners_told = False
@@ -174,7 +190,7 @@ class Coordinator:
             view = current  # only rejoins or unknown leavers: answer with the current view
         else:
             view = View(ViewId(current.view_id.id + 1, gms.local_address), members)  # type: ignore[arg-type]
-        install = _Install(view, set(current.members), joiners, leavers)
+        install = _Install(view, set(current.members), joiners, leavers, batch)
         self._pending = install
         if view is not current:
             _log.info(
@@ -197,12 +213,37 @@ class Coordinator:
             self._send_view(install, None, now)
 
     def digest_ready(self, digest: Digest, now: float) -> None:
-        """The joiners' digest arrived: the view can go out."""
+        """The joiners' digest arrived: the view can go out, if it is still newer than the
+        view installed here (see the module docstring)."""
         install = self._pending
         if install is None or not install.awaiting_digest:
             return
         install.awaiting_digest = False
+        current = self.gms.view
+        if (
+            current is not None
+            and install.view is not current
+            and install.view.view_id.id <= current.view_id.id
+        ):
+            self._drop(install, current, now)
+            return
         self._send_view(install, digest, now)
+
+    def _drop(self, install: _Install, current: View, now: float) -> None:
+        """``current``, installed meanwhile, made ``install`` stale: its requests go back to
+        the queue, before those that came since."""
+        gms = self.gms
+        gms.counters["stale_views_dropped"] += 1
+        _log.info(
+            "%s: view [%s] dropped: [%s] was installed meanwhile",
+            gms.local_address,
+            install.view.view_id,
+            current.view_id,
+        )
+        self._pending = None
+        self._requests = install.requests + self._requests
+        self._joiners = {m for kind, m in self._requests if kind == JOIN_REQ and m not in current}
+        self._next(now)
 
     def _send_view(self, install: _Install, digest: Digest | None, now: float) -> None:
         gms = self.gms
@@ -267,6 +308,10 @@ class Coordinator:
         if install is not None and self.gms.local_address not in install.view:
             self.gms.finish_leave()
             return
+        self._next(now)
+
+    def _next(self, now: float) -> None:
+        """No view is being installed: the merge that waited, else the queued requests."""
         self.gms.start_deferred_merge(now)  # queued requests then wait for the merge
         if self._requests:
             self._bundle_deadline = min(self._bundle_deadline, now)
