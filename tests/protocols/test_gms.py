@@ -873,3 +873,29 @@ def test_gms_merge_leader_leaves_out_the_members_of_its_own_view_it_suspects() -
     assert merged.subgroups == (View(ViewId(3, A), [A]), b_view)
     (install,) = _sent(gms, INSTALL_MERGE_VIEW)
     assert install.dest == B
+
+
+def test_gms_merge_leader_stops_waiting_for_a_representative_it_suspects() -> None:
+    """Campaign tcp seed 41126: A left while its LEAVE_REQ went to the dead coordinator D,
+    so B, who took over, kept A in [B|5]; MERGE3 had heard A holding the older [D|4], and
+    B's merge asked A. B suspected A 1.5 s later but waited out merge_timeout, and the
+    joiner E (the new D there), queued behind the merge, got in 5.5 s after asking. A
+    suspected representative will not answer: the leader stops waiting for it, and the
+    requests queued meanwhile are taken up at once, the suspicion with them."""
+    own = View(ViewId(5, B), [B, A, C])
+    stale = View(ViewId(4, D), [D, B, A, C])
+    e = Address(5, "E")
+    gms = _member(B, own, max_bundling_time=0.0)
+    gms.up_event(Merge((stale, own), (A, B)), 1.0)
+    (req,) = _sent(gms, MERGE_REQ)
+    assert req.dest == A and gms.merger.busy
+    gms.up([Message(B, src=e, headers={ids.GMS: GmsHeader(JOIN_REQ)})], 1.1)
+    _run_timers(gms, until=2.5)
+    assert _views_up(gms) == []  # the join waits for the merge
+    gms.up_event(Suspect((A,)), 2.5)
+    assert not gms.merger.busy and _sent(gms, CANCEL_MERGE) == []
+    _run_timers(gms, until=2.5)
+    (view,) = _views_up(gms)
+    assert view.view_id == ViewId(6, B) and view.members == (B, C, e)
+    assert gms.stats()["merge_answers_given_up"] == 1
+    assert gms.stats()["merge_timeouts"] == 0

@@ -144,6 +144,7 @@ class Gms(Protocol):
         "merge_views_not_from_my_view",
         "merge_views_before_their_subgroup",
         "merge_timeouts",
+        "merge_answers_given_up",
         "merge_participations_expired",
     )
     passes_up: Passes | None = "all"  # only membership messages are its business
@@ -350,6 +351,7 @@ class Gms(Protocol):
         if self.coordinates():
             for member in fresh:
                 self.coordinator.request(SUSPECT_REQ, member, now)
+        self.merger.suspected(fresh, now)  # after the requests: the merge's end takes them up
 
     # --- the role, and the end of a leave ----------------------------------------------
 

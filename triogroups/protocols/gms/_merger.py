@@ -91,6 +91,16 @@ alone in its own view, 12 s after the heal, two checks in a row having
 fallen into the ack collections of views that dropped crashed members. A
 merge that comes up while another is under way is dropped, as in JGroups;
 MERGE3's next check asks again.
+
+The leader stops waiting for a representative that failure detection suspects
+(`suspected`; an addition beyond JGroups, whose leader waits out
+``merge_timeout``): it was not heard for FD_ALL3's whole timeout and will not
+answer, and the JOIN, LEAVE and SUSPECT requests queued behind the merge wait
+as long as the merge does. Campaign tcp seed 41126: A left while its LEAVE_REQ
+went to a dead coordinator, so B, who took over, kept A in its view [B|5];
+MERGE3 had heard A holding the older [D|4], and B's merge asked A at 16.7 s.
+B suspected A at 18.2 s but waited until 21.7 s, and D, whose JOIN_REQ had
+come at 16.0 s, got in only then.
 """
 
 from __future__ import annotations
@@ -220,6 +230,22 @@ class Merger:
             self._maybe_finish(now)
             return
         self._answer(msg.src, hdr.view, hdr.digest, now)
+
+    def suspected(self, members: list[Address], now: float) -> None:
+        """Failure detection suspects ``members``: as leader, stop waiting for the answer of
+        any of them (see the module docstring: it would only run out ``merge_timeout``)."""
+        gone = self._expected & set(members) - set(self._answers) - {self.gms.local_address}
+        if not self.merge_id or not gone:
+            return
+        self.gms.counters["merge_answers_given_up"] += len(gone)
+        _log.info(
+            "%s: merge %d: not waiting for %s (suspected)",
+            self.gms.local_address,
+            self.merge_id,
+            ", ".join(map(str, sorted(gone))),
+        )
+        self._expected -= gone
+        self._maybe_finish(now)
 
     def _answer(self, member: Address, view: View, digest: Digest | None, now: float) -> None:
         self._answers[member] = (view, digest)
