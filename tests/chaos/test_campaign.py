@@ -354,3 +354,17 @@ def test_campaign_udp_total_40_tails_for_a_view_after_the_next_are_kept() -> Non
     first view dropped them, so B's recovery waited for good (missing). They are kept now."""
     result = run_seed("udp-total", 40)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.parametrize("seed", [41126, 41585])
+def test_campaign_tcp_a_merge_leader_stops_waiting_for_a_representative_it_suspects(
+    seed: int,
+) -> None:
+    """Issue 37, campaign tcp 41126 and 41585: a merge leader asked A, which had left
+    without its LEAVE_RSP, to speak for a stale view, and kept waiting for it until
+    merge_timeout though failure detection suspected A 3.5 s earlier; the new D's JOIN
+    waited behind the merge, and D heard nothing within resume_within of the heal
+    (no_traffic_after_heal). The leader now stops waiting for a suspected representative
+    (`Merger.suspected`)."""
+    result = run_seed("tcp", seed)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
