@@ -1,10 +1,12 @@
-"""A finished run's histories indexed for the checks, and what a check reports.
+"""A finished run's histories indexed for the checks.
 
 `index_member` reads one incarnation's history once into a `Member` (its views,
 its sends in order, the view each was sent in); every rule of the checker
 (`_history_check`, `_history_total_order`, and checkers added beside them) works
-on these and reports a `HistoryViolation`. Kept apart so a new rule's module
-imports this and not the checker that gathers the rules.
+on these and reports a `HistoryViolation` (defined beside the records in
+`_history_records`, which the lock and counter rules use without this index;
+re-exported here). Kept apart so a new rule's module imports this and not the
+checker that gathers the rules.
 """
 
 from __future__ import annotations
