@@ -142,6 +142,21 @@ class ChaosResult:
     max_windows: dict[str, int]
     violations: list[HistoryViolation]
     history_dir: Path
+    skipped: Counter[str] = field(default_factory=Counter)  # faults aimed at dead members
+    up: list[int] = field(default_factory=list)  # members up, every half second
+
+    def up_summary(self, members: int) -> str:
+        """How many of the ``members`` were really up while faults ran: a slow restart (a
+        loaded machine) leaves fewer members than the schedule assumes."""
+        if not self.up:
+            return "members up: not sampled"
+        ordered = sorted(self.up)
+        median = ordered[len(ordered) // 2]
+        whole = sum(1 for n in self.up if n == members) / len(self.up)
+        return (
+            f"members up (every {_STATE_EVERY:g} s): median {median}, min {ordered[0]} of "
+            f"{members}; all {members} up {whole:.0%} of the time"
+        )
 
 
 @dataclass
@@ -152,6 +167,8 @@ class _Board:
     uuids: dict[str, list[str]] = field(default_factory=dict)  # name -> every incarnation
     active: list[Fault] = field(default_factory=list)
     done: Counter[str] = field(default_factory=Counter)
+    skipped: Counter[str] = field(default_factory=Counter)  # kills and pauses of dead members
+    up: list[int] = field(default_factory=list)  # members up, sampled every _STATE_EVERY
     last: str = ""
     log: TextIO | None = None  # members.log: every line that is not a progress line
 
@@ -229,10 +246,33 @@ class _Runner:
         with contextlib.suppress(RuntimeError, KeyError):  # the group is stopping
             await self.group.restart(name)
 
+    def _dead(self, name: str) -> bool:
+        """Whether member ``name``'s current process has ended and its next has not started:
+        a kill or a pause of it would signal nobody (the supervisor is still restarting it, or
+        busy restarting another member first)."""
+        return self.group.member(name).returncode is not None
+
+    def count_up(self) -> int:
+        """The members up now: running, joined and not paused (what the schedule assumes of
+        every member it does not hit)."""
+        return sum(
+            1
+            for m in self.group.members
+            if m.state == "running"
+            and m.returncode is None
+            and m.address is not None
+            and m.name not in self.paused
+        )
+
     async def start(self, fault: Fault, nursery: trio.Nursery) -> None:
+        name = fault.members[0]
+        if fault.kind in ("kill", "pause") and self._dead(name):
+            self.board.skipped[fault.kind] += 1
+            self.logs.fault("skip", f"{fault.kind} {name}: not restarted yet")
+            self.board.last = f"skip {fault.kind} {name}: not restarted yet"
+            return
         self.board.done[fault.kind] += 1
         self._record(fault.kind, fault)
-        name = fault.members[0]
         if fault.kind == "kill":
             self.group.kill(name, signal.SIGKILL)
         elif fault.kind == "restart":
@@ -245,6 +285,8 @@ class _Runner:
 
     def end(self, fault: Fault) -> None:
         if fault.kind == "pause":
+            if fault.members[0] not in self.paused:
+                return  # skipped: its member was dead
             self.group.kill(fault.members[0], signal.SIGCONT)
             self.paused.discard(fault.members[0])
             self._record("resume", fault)
@@ -289,7 +331,8 @@ async def _drive(
             async def show() -> None:
                 while True:
                     live.update(board.table(group, trio.current_time() - t0, args), refresh=True)
-                    await trio.sleep(0.5)
+                    board.up.append(runner.count_up())
+                    await trio.sleep(_STATE_EVERY)
 
             nursery.start_soon(show)
             nursery.start_soon(runner.keep_states, sock)
@@ -308,7 +351,7 @@ async def _drive(
 
 
 def _summarise(
-    seed: int, schedule: list[Fault], done: Counter[str], root: Path, args: argparse.Namespace
+    seed: int, schedule: list[Fault], board: _Board, root: Path, args: argparse.Namespace
 ) -> ChaosResult:
     histories = read_histories(root)
     members = [h for h in histories if h.member is not None]
@@ -340,7 +383,7 @@ def _summarise(
     return ChaosResult(
         seed,
         schedule,
-        done,
+        board.done,
         len(members),
         sent,
         delivered,
@@ -349,6 +392,8 @@ def _summarise(
         max_windows,
         violations,
         root,
+        board.skipped,
+        board.up,
     )
 
 
@@ -360,6 +405,10 @@ def _report(console: Console, result: ChaosResult, args: argparse.Namespace) -> 
         highlight=False,
     )
     console.print(f"faults injected: {faults}", highlight=False)
+    if result.skipped:
+        skipped = ", ".join(f"{k} {v}" for k, v in sorted(result.skipped.items()))
+        console.print(f"faults skipped (their member was not restarted yet): {skipped}")
+    console.print(result.up_summary(args.members), highlight=False)
     rss = ", ".join(f"{k} {v / 2**20:.0f} MB" for k, v in sorted(result.max_rss.items()))
     held = ", ".join(f"{k} {v}" for k, v in sorted(result.max_windows.items()))
     console.print(f"max RSS per member: {rss}", highlight=False)
@@ -451,7 +500,7 @@ async def run_chaos_async(
                 await _drive(group, board, schedule, args, logs, live)
             if not console.is_terminal:
                 console.print()
-    return _summarise(args.seed, schedule, board.done, root, args)
+    return _summarise(args.seed, schedule, board, root, args)
 
 
 def run_chaos(args: argparse.Namespace, console: Console) -> int:
