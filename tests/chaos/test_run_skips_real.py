@@ -29,7 +29,8 @@ async def test_chaos_runner_skips_a_kill_or_pause_of_a_member_whose_process_ende
 ) -> None:
     """Three chaos members that are never restarted (TEMPORARY): C is killed, so a second kill
     of C and a pause of C signal nobody and are skipped; a pause of B is carried out. The
-    members up drop from 3 to 2 (C dead) to 1 (B paused) and back to 2 when B resumes."""
+    members up drop from 3 to 2 (C dead) to 1 (B paused) and back to 2 when B resumes. A
+    graceful restart of A is logged with the ``start`` of its next incarnation."""
     board = _Board()
     faults = tmp_path / "faults.jsonl"
     with HistoryWriter(faults, None, time.time) as logs:
@@ -59,6 +60,7 @@ async def test_chaos_runner_skips_a_kill_or_pause_of_a_member_whose_process_ende
                 assert runner.count_up() == 1
                 runner.end(pause)
                 assert runner.count_up() == 2
+                await runner.start(Fault(7.0, "restart", ("A",)), nursery)
     records = [json.loads(line) for line in faults.read_text().splitlines()]
     assert [(r["kind"], r["detail"]) for r in records if r["k"] == "fault"] == [
         ("kill", "C"),
@@ -66,6 +68,9 @@ async def test_chaos_runner_skips_a_kill_or_pause_of_a_member_whose_process_ende
         ("skip", "pause C: not restarted yet"),
         ("pause", "B"),
         ("resume", "B"),
+        ("restart", "A"),
+        ("start", "A"),  # ends A's leave for the checker (`Outages`)
     ]
-    assert board.done == Counter(kill=1, pause=1)
+    assert group.member("A").incarnation == 2
+    assert board.done == Counter(kill=1, pause=1, restart=1)
     assert board.skipped == Counter(kill=1, pause=1)

@@ -249,6 +249,33 @@ def test_history_outages_count_a_leave_from_its_start_until_the_next_incarnation
     assert outages.connected("A", "G", 0, 20) == 20
 
 
+def test_history_outages_of_a_real_chaos_run_name_incarnations_and_heal_one_split() -> None:
+    """Real chaos udp seed 7001 reported 48 false ``missing``: its fault log names members
+    "D" and "F" while their histories are "D.a2106f" and "F.d5f8c9", and it ends each split
+    with a ``heal`` that carries the split's detail. F could not hear D from 49.81 (a one-way
+    split) to 56.33 and was paused from 56.02 to 61.83, so the pair could talk for none of
+    that; the split's heal ends neither F's pause nor the other split; a graceful restart
+    lasts until its ``start``."""
+
+    outages = Outages(
+        [
+            _fault(40.0, "partition", "A | B,C,D,E,F,G"),
+            _fault(49.81, "oneway", "A,B,C,E,F,G stop hearing D"),
+            _fault(56.02, "pause", "F"),
+            _fault(56.33, "heal", "A,B,C,E,F,G stop hearing D"),
+            _fault(58.0, "heal", "A | B,C,D,E,F,G"),
+            _fault(61.83, "resume", "F"),
+            _fault(62.0, "restart", "G"),
+            _fault(66.0, "start", "G"),
+        ]
+    )
+    for a, b in (("D.a2106f", "F.d5f8c9"), ("F.d5f8c9", "D.a2106f")):
+        assert outages.connected(a, b, 49.7, 61.9) == pytest.approx(0.11 + 0.07)
+    assert outages.connected("B.fe5a39", "C.64b985", 45, 70) == 25
+    assert outages.connected("A.49bda9", "B.fe5a39", 45, 70) == 12
+    assert outages.connected("G.906b94", "B.fe5a39", 60, 70) == 6
+
+
 def test_history_members_that_stayed_together_but_installed_different_next_views(
     tmp_path: Path,
 ) -> None:

@@ -243,8 +243,11 @@ class _Runner:
             await trio.sleep(_STATE_EVERY)
 
     async def _restart(self, name: str) -> None:
+        """A graceful restart; its ``start`` record ends the member's leave for the checker
+        (`Outages`: a member that leaves is owed nothing until it is back)."""
         with contextlib.suppress(RuntimeError, KeyError):  # the group is stopping
             await self.group.restart(name)
+            self.logs.fault("start", name)
 
     def _dead(self, name: str) -> bool:
         """Whether member ``name``'s current process has ended and its next has not started:

@@ -6,9 +6,12 @@ other: a ``partition`` (``"A,B | C,D until 9.30"``: nobody on one side hears the
 other side), a ``oneway`` split (``"oneway A,B stop hearing C,D until 9.30"``), and a
 ``pause`` of one member (``"D"``, until its ``resume``). Each ends with an ``end``
 record carrying the same detail, or with a ``heal`` (which ends every split and
-pause). `Outages` reads them, by member name, and answers how long two members could
-talk both ways within a time span: retransmission needs a request and an answer,
-so an outage in either direction counts.
+pause; the real chaos runner ends each split with a ``heal`` carrying its detail, which
+ends that split only). `Outages` reads them, by member name, and answers how long two
+members could talk both ways within a time span: retransmission needs a request and an
+answer, so an outage in either direction counts. It asks by history name: a real chaos
+member's history is named after its incarnation (``"E.936cd6"``) while its faults name
+``"E"`` (`names_member`).
 
 A ``leave`` or ``restart`` step (detail: the bare name; the record that ends the leave
 says ``"F flushed=True"``) starts the member's leave, which lasts until the name's
@@ -111,6 +114,9 @@ class Outages:
                 open_leaves.setdefault(detail, t)
             elif kind == "start" and detail in open_leaves:
                 self._paused.setdefault(detail, []).append((open_leaves.pop(detail), t))
+            elif kind == "heal" and detail in open_splits:
+                # the real chaos runner's end of one split: it ends that split only
+                self._close_split(open_splits.pop(detail), t)
             elif kind == "heal":
                 for split in open_splits.values():
                     self._close_split(split, t)
@@ -134,10 +140,17 @@ class Outages:
         if end <= start:
             return 0.0
         spans = [
-            *self._blocked.get((a, b), ()),
-            *self._blocked.get((b, a), ()),
-            *self._paused.get(a, ()),
-            *(self._paused.get(b, ()) if b != a else ()),
+            span
+            for (deaf, source), spans in self._blocked.items()
+            if (names_member(deaf, a) and names_member(source, b))
+            or (names_member(deaf, b) and names_member(source, a))
+            for span in spans
+        ]
+        spans += [
+            span
+            for name, spans in self._paused.items()
+            if names_member(name, a) or (b != a and names_member(name, b))
+            for span in spans
         ]
         cut = sorted((max(s, start), min(e, end)) for s, e in spans if s < end and e > start)
         lost, reach = 0.0, start
