@@ -640,6 +640,36 @@ def test_nakack2_digest_at_the_view_starts_a_rejoiner_before_what_was_multicast_
     assert net.delivered[c] == _payloads(3, 6)
 
 
+@pytest.mark.parametrize("later_batch", [False, True], ids=["same-batch", "later-batch"])
+def test_nakack2_view_digest_stops_at_the_view_s_view_multicast(later_batch: bool) -> None:
+    """As MCAST's in campaign udp-mcast 40480: the digest a rejoiner gets for a view
+    (GetDigest naming it) holds what was delivered up to the view's VIEW multicast, not
+    what NAKACK2 had received when the view reached it: C's multicasts of the new view,
+    delivered after A's VIEW (in the same batch, or in a batch before GMS installed the
+    view), are owed to the rejoiner D. Counted as delivered before the view, D would never
+    get them."""
+    a, b, c, d = addresses("ABCD")
+    proto = started(Nakack2(), b, view=view_of(a, b, c))
+    view = view_of(a, b, c, d, counter=2)
+    the_view = Message(None, b"VIEW", src=a, flags=Flag.INTERNAL, headers={ID: 1})
+    sent_in_view = [_msg_from(c, s) for s in (1, 2, 3)]
+    if later_batch:
+        proto.up([the_view], 0.0)
+        proto.up(sent_in_view, 0.05)
+    else:
+        proto.up([the_view, *sent_in_view], 0.0)
+    assert _delivered(proto) == [b"VIEW", b"1", b"2", b"3"]
+    proto.down_event(ViewChange(view), 0.1)
+    proto.take_down()
+    (reply,) = [
+        e for e in _events(proto, GetDigest("GMS", view.view_id)) if isinstance(e, DigestReply)
+    ]
+    assert reply.digest[a][0] == 1  # the VIEW itself came before the view
+    assert reply.digest[c][0] == 0
+    (now,) = [e for e in _events(proto, GetDigest("GMS")) if isinstance(e, DigestReply)]
+    assert now.digest[c] == (3, 3)  # the digest now (a new joiner's) counts them
+
+
 def test_nakack2_leaving_forgets_the_digest_at_the_view() -> None:
     net = _Net(2)
     view = net.view(vid=1)

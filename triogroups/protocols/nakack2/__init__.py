@@ -98,6 +98,7 @@ from triogroups.protocols.nakack2._header import (
     XMIT_REQ,
     XMIT_RSP,
     NakAckHeader2,
+    position,
 )
 from triogroups.protocols.nakack2._membership import Membership
 from triogroups.protocols.nakack2._retransmit import Retransmitter
@@ -347,6 +348,8 @@ class Nakack2(Protocol):
             state.counters["msgs_received"] += received
         if out:
             state.counters["msgs_delivered"] += len(out) - passed
+            # The digest at a VIEW in the batch, for a rejoiner (`ViewDigest`, as MCAST's).
+            self._view_digest.at_controls(out, self.digest, position)
             self.send_up(out)
 
     def _receive(self, msg: Message, seqno: int, out: list[Message]) -> None:
