@@ -16,7 +16,7 @@ from typing import Any
 import msgpack
 import pytest
 
-from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View
+from triogroups import Address, Digest, Flag, Message, PropertyError, StackConfig, View, ViewId
 from triogroups.events import (
     DigestReply,
     Disconnect,
@@ -638,6 +638,60 @@ def test_nakack2_digest_at_the_view_starts_a_rejoiner_before_what_was_multicast_
     net[2].down_event(BecomeServer(), 0.0)
     net.pump()
     assert net.delivered[c] == _payloads(3, 6)
+
+
+@pytest.mark.parametrize("later_batch", [False, True], ids=["same-batch", "later-batch"])
+def test_nakack2_view_digest_stops_at_the_view_s_view_multicast(later_batch: bool) -> None:
+    """As MCAST's in campaign udp-mcast 40480: the digest a rejoiner gets for a view
+    (GetDigest naming it) holds what was delivered up to the view's VIEW multicast, not
+    what NAKACK2 had received when the view reached it: C's multicasts of the new view,
+    delivered after A's VIEW (in the same batch, or in a batch before GMS installed the
+    view), are owed to the rejoiner D. Counted as delivered before the view, D would never
+    get them."""
+    a, b, c, d = addresses("ABCD")
+    proto = started(Nakack2(), b, view=view_of(a, b, c))
+    view = view_of(a, b, c, d, counter=2)
+    the_view = Message(None, b"VIEW", src=a, flags=Flag.INTERNAL, headers={ID: 1})
+    sent_in_view = [_msg_from(c, s) for s in (1, 2, 3)]
+    if later_batch:
+        proto.up([the_view], 0.0)
+        proto.up(sent_in_view, 0.05)
+    else:
+        proto.up([the_view, *sent_in_view], 0.0)
+    assert _delivered(proto) == [b"VIEW", b"1", b"2", b"3"]
+    proto.down_event(ViewChange(view), 0.1)
+    proto.take_down()
+    (reply,) = [
+        e for e in _events(proto, GetDigest("GMS", view.view_id)) if isinstance(e, DigestReply)
+    ]
+    assert reply.digest[a][0] == 1  # the VIEW itself came before the view
+    assert reply.digest[c][0] == 0
+    (now,) = [e for e in _events(proto, GetDigest("GMS")) if isinstance(e, DigestReply)]
+    assert now.digest[c] == (3, 3)  # the digest now (a new joiner's) counts them
+
+
+def test_nakack2_view_digest_passes_over_a_view_s_own_view_multicast_delivered_after_it() -> None:
+    """A joiner installs its first view from the JOIN_RSP and delivers that view's VIEW from
+    its become_server_queue afterwards: that VIEW is not the next view's. Taken for it, J's
+    digest for the next view (created by the same A, which then leaves, so J answers a
+    rejoiner R) would start R's window for C before C's multicasts of the view between,
+    which were never owed to R."""
+    a, c, j, r = addresses("ACJR")
+    proto = started(Nakack2(), j)
+    proto.up([_msg_from(a, 6, int(Flag.INTERNAL))], 0.0)  # A's VIEW of view 2: J queues it
+    proto.down_event(SetDigest(Digest({a: (5, 5), c: (3, 3)})), 0.0)
+    proto.down_event(ViewChange(View.create(a, 2, [a, c, j])), 0.0)
+    proto.down_event(BecomeServer(), 0.0)
+    assert _delivered(proto) == [b"6"]
+    proto.up([_msg_from(c, s) for s in (4, 5, 6)], 0.1)  # multicast in view 2
+    proto.up([_msg_from(a, 7, int(Flag.INTERNAL))], 0.2)  # A's VIEW of view 3
+    view = View(ViewId(3, a), [j, c, r])  # A left, R joined
+    proto.down_event(ViewChange(view), 0.3)
+    proto.take_down()
+    (reply,) = [
+        e for e in _events(proto, GetDigest("GMS", view.view_id)) if isinstance(e, DigestReply)
+    ]
+    assert reply.digest[c] == (6, 6)
 
 
 def test_nakack2_leaving_forgets_the_digest_at_the_view() -> None:

@@ -473,3 +473,45 @@ async def test_nakack2_joiner_answered_late_delivers_what_was_multicast_in_its_v
         await wait_until(lambda: len(_got(c, b)) >= 25, timeout=30)
         assert _got(c, b) == sent + _payloads("b-after", 1, 5)
         assert c.view == a.view == b.view
+
+
+async def test_nakack2_rejoiner_gets_what_was_multicast_after_a_view_its_answerer_got_late(
+    autojump_clock: Any,
+) -> None:
+    """As campaign udp-mcast 40480 on MCAST, hand-built on the udp preset (NAKACK2): A admits J
+    into view v but J's JOIN_RSP is lost; A then leaves and installs v+1 = [B, C, J], which
+    makes B the coordinator. B is paused across A's VIEW of v+1, and C multicasts in v+1
+    meanwhile: B gets the VIEW and C's multicasts together, all in NAKACK2's windows before
+    GMS installs v+1. J asks B to join again and is answered with v+1 and the digest of
+    its installation, which must stop at A's VIEW: J delivers C's multicasts of v+1. It used
+    to count them as delivered before v+1, and J never got them."""
+    async with open_cluster(3, "udp", seed=37, min_delay=0.002, max_delay=0.004) as cluster:
+        a, b, c = cluster.members
+        j = await cluster.add_member("J")
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cluster.join, j)
+            # A installed v: block its answer (it waits for B's and C's VIEW_ACKs first)
+            await wait_until(lambda: j.address in (a.view or ()), interval=0.0005)
+            cluster.network.block(a.address, j.address)
+            await wait_until(lambda: all(j.address in (m.view or ()) for m in (b, c)))
+            v = c.view
+            assert v is not None and j.view is None
+            nursery.start_soon(a.disconnect)
+            # A's leave flush waits leave_timeout for J, which never delivers: pause B for
+            # its end only (FD_ALL3 must not suspect B)
+            gms = a.protocol("GMS")
+            await wait_until(lambda: gms.stats()["flushing"] is not None)
+            await trio.sleep(gms.leave_timeout - 1.0)
+            b.pause()
+            await wait_until(lambda: c.view is not None and c.view.view_id.id > v.view_id.id)
+            assert c.view is not None and list(c.view.members) == [b.address, c.address, j.address]
+            sent = _payloads("c", 1, 10)
+            await c.send_many(sent)
+            await trio.sleep(0.5)
+            assert b.view == v and j.view is None  # B gets A's VIEW and C's multicasts now
+            b.resume()
+        await wait_until(lambda: j.view == c.view, timeout=30)
+        await c.send(b"c-after")
+        await wait_until(lambda: _got(j, c)[-1:] == [b"c-after"], timeout=30)
+        await trio.sleep(2.0)
+        assert _got(j, c) == [*sent, b"c-after"]

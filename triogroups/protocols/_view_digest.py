@@ -18,6 +18,13 @@ view, and the rejoiner it answered never got them). So a layer that hands delive
 batches tells `at_controls` about each batch: for the first control multicast (INTERNAL, as a
 VIEW is) of each sender since the last view, the digest as it stands at that message, less
 what follows it; `record` takes the one from the view's creator, who multicast its VIEW.
+A view can also reach the layer before its own VIEW is delivered, from a queue replayed after
+the view was recorded: a NAKACK2 joiner installs its first view from the JOIN_RSP and delivers
+the VIEW from its become_server_queue when it becomes a server, and a member gets a merge
+leader's VIEW from the multicasts kept until the merge view gives the leader a window. Taken
+as the next view's VIEW, it would start a rejoiner of the next view before what was multicast
+in the view between, which was never owed to it. So in a replay (``replayed``) the recorded
+view's creator's first control multicast is passed over.
 JGroups answers a rejoin with the digest as it is now (see GMS).
 """
 
@@ -66,18 +73,29 @@ class ViewDigest:
         self._at_control: dict[Address, Digest] = {}
 
     def at_controls(
-        self, deliver: Sequence[Message], now: Callable[[], Digest], position: Position
+        self,
+        deliver: Sequence[Message],
+        now: Callable[[], Digest],
+        position: Position,
+        *,
+        replayed: bool = False,
     ) -> None:
         """``deliver`` goes up next, in order, and ``now()`` already counts all of it: keep
         the digest at each sender's first control multicast in it (see the module
-        docstring)."""
+        docstring). ``replayed``: ``deliver`` comes from a queue replayed once the view
+        was recorded, whose creator's first control multicast in it is the view's own."""
         if not any(m.flags & _INTERNAL for m in deliver):
             return  # the common case: no VIEW in the batch
         at_control = self._at_control
+        late = self._view_id.coord if replayed and self._view_id is not None else None
         for i, msg in enumerate(deliver):
             if msg.flags & _INTERNAL:
                 where = position(msg)
-                if where is not None and where[0] not in at_control:
+                if where is None:
+                    continue
+                if where[0] == late:
+                    late = None  # the recorded view's own VIEW, delivered after it
+                elif where[0] not in at_control:
                     at_control[where[0]] = lowered(now(), deliver[i + 1 :], position)
 
     def record(self, view_id: ViewId, digest: Digest) -> None:

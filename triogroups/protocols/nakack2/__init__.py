@@ -98,6 +98,7 @@ from triogroups.protocols.nakack2._header import (
     XMIT_REQ,
     XMIT_RSP,
     NakAckHeader2,
+    position,
 )
 from triogroups.protocols.nakack2._membership import Membership
 from triogroups.protocols.nakack2._retransmit import Retransmitter
@@ -191,6 +192,7 @@ class Nakack2(Protocol):
         self._xmit = Retransmitter(self, self._state)
         self._membership = Membership(self, self._state)
         self._view_digest = ViewDigest()
+        self._replaying = False  # `up` receives a queue `_replay` hands it
         self._flushing = False  # GMS's FlushRequest is not answered yet
 
     # --- configuration ------------------------------------------------------------
@@ -347,6 +349,8 @@ class Nakack2(Protocol):
             state.counters["msgs_received"] += received
         if out:
             state.counters["msgs_delivered"] += len(out) - passed
+            # The digest at a VIEW in the batch, for a rejoiner (`ViewDigest`, as MCAST's).
+            self._view_digest.at_controls(out, self.digest, position, replayed=self._replaying)
             self.send_up(out)
 
     def _receive(self, msg: Message, seqno: int, out: list[Message]) -> None:
@@ -466,7 +470,11 @@ class Nakack2(Protocol):
     def _replay(self, queued: list[Message], now: float) -> None:
         """Receive what the become_server_queue held, in arrival order."""
         if queued:
-            self.up(queued, now)
+            self._replaying = True
+            try:
+                self.up(queued, now)
+            finally:
+                self._replaying = False
 
     def digest(self) -> Digest:
         """Per member: (highest delivered, highest received); ours: the highest sent, twice."""

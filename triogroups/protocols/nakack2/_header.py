@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from typing import NamedTuple
 
 from triogroups.address import Address
+from triogroups.message import Message
 from triogroups.protocols import ids
 from triogroups.wire import register_header
 
@@ -29,6 +30,7 @@ __all__ = [
     "as_header",
     "expand_ranges",
     "fit_ranges",
+    "position",
     "to_ranges",
 ]
 
@@ -73,6 +75,19 @@ def as_header(raw: NakAckHeader2 | int | None) -> NakAckHeader2 | None:
     if type(raw) is int:
         return NakAckHeader2(MSG, raw)
     return raw  # type: ignore[return-value]
+
+
+def position(msg: Message) -> tuple[Address, int] | None:
+    """A delivered multicast's original sender and seqno, None if NAKACK2 did not number it
+    (for `ViewDigest.at_controls`). A delivered XMIT_RSP already has its sender as ``src``."""
+    hdr = msg.headers.get(ids.NAKACK2)
+    if hdr is None or msg.dest is not None or msg.src is None:
+        return None
+    if type(hdr) is int:
+        return msg.src, hdr
+    if hdr.type not in (MSG, XMIT_RSP):
+        return None
+    return msg.src, hdr.seqno
 
 
 def to_ranges(seqnos: Iterable[int]) -> tuple[int, ...]:
