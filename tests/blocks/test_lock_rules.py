@@ -14,6 +14,7 @@ from triogroups.blocks._locktable import (
     LockTable,
     Owner,
     rebuild_locks,
+    refuse_grant,
 )
 from triogroups.blocks._quorum import Quorum
 from triogroups.testing import addresses
@@ -261,3 +262,39 @@ def test_rebuild_tokens_start_above_the_view_id_when_no_member_knows_a_token() -
     new, _ = rebuild_locks({C: report(C)}, [C, D], view_counter=5)
     again = new.request("x", c1)
     assert again is not None and again.token > given.token
+
+
+@pytest.mark.parametrize(
+    ("token", "may_hold", "reported_since", "newest_seen", "refused"),
+    [
+        (7, True, False, 0, None),
+        (7, True, False, 7, None),  # the backup copy of this very grant
+        (7, False, False, 0, "no majority"),  # seed 143: arrived in a minority view
+        (7, True, True, 0, "table rebuilt since asked"),
+        (7, True, False, 9, "token 7 below 9 seen"),
+    ],
+)
+def test_a_grant_that_arrives_after_a_view_that_took_it_away_is_refused(
+    token: int, may_hold: bool, reported_since: bool, newest_seen: int, refused: str | None
+) -> None:
+    """Issue 42 (campaign udp-total-blocks seed 143): the owner judges a grant when it
+    arrives, and holds it only if no view since it was made took it away."""
+    assert (
+        refuse_grant(
+            token, may_hold=may_hold, reported_since=reported_since, newest_seen=newest_seen
+        )
+        == refused
+    )
+
+
+def test_rebuild_in_a_view_that_may_not_grant_frees_every_claimed_lock() -> None:
+    """As `LockTable.install_view`: a coordinator rebuilding in a minority view (majority
+    mode) keeps no lock; every owner that claims one is told it lost it."""
+    reports = {
+        A: report(A, held={"x": Grant(a1, 5)}),
+        B: report(B, copy=[Entry("y", Grant(c1, 6), 3)]),
+    }
+    table, refused = rebuild_locks(reports, [A, B, C], granting=False)
+    assert table.holders == {}
+    assert sorted(refused) == [("x", Grant(a1, 5)), ("y", Grant(c1, 6))]
+    assert table.request("x", b1) is None  # queued until a majority comes back

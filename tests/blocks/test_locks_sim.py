@@ -269,3 +269,44 @@ async def test_without_majority_both_sides_grant_and_the_merge_keeps_one_owner(
         winner, loser = (left, right) if left.token > right.token else (right, left)
         assert winner.held and not loser.held and loser.lost
         nursery.cancel_scope.cancel()
+
+
+async def test_majority_mode_refuses_a_grant_that_arrives_in_a_minority_view(
+    autojump_clock: Any, net: SimNetwork, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42, campaign udp-total-blocks seed 143: the coordinator A grants x to C in
+    the full view A..E, and its answer reaches C only after C installed {A, C}, a view
+    without a majority (held back here until then, as a network may delay it). C must
+    not hold x there: the majority side frees it and grants it to another."""
+    async with trio.open_nursery() as nursery:
+        members = await start(nursery, net, "ABCDE", majority=True)
+        a, b, c, d, e = members
+        rpc = c.channel.rpc
+        real_call_one = rpc.call_one
+
+        async def answer_after_the_split(method: str, *args: Any, **kwargs: Any) -> Any:
+            answer = await real_call_one(method, *args, **kwargs)
+            if method.endswith("acquire"):
+                while len(c.channel.view) != 2:
+                    await trio.sleep(0.05)
+            return answer
+
+        monkeypatch.setattr(rpc, "call_one", answer_after_the_split)
+        lock = c.locks.lock("x")
+        taken: list[bool] = []
+
+        async def take() -> None:
+            taken.append(await lock.try_lock(3.0))
+
+        nursery.start_soon(take)
+        await trio.sleep(1.0)  # A granted x to C; the answer is on its way
+        split(net, [a, c], [b, d, e])
+        await wait_views([a, c], 2)
+        await wait_views([b, d, e], 3)
+        with trio.fail_after(30):
+            while not taken:
+                await trio.sleep(0.1)
+        assert taken == [False] and not lock.held
+        assert c.locks.stats()["refused_grants"] == 1
+        assert await d.locks.lock("x").try_lock(10.0)  # the majority side's, now
+        nursery.cancel_scope.cancel()

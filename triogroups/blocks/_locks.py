@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import logging
 import math
 import weakref
 from collections.abc import AsyncIterator
@@ -34,6 +35,7 @@ from triogroups.blocks._locktable import (
     LockTable,
     Owner,
     rebuild_locks,
+    refuse_grant,
 )
 from triogroups.blocks._quorum import Quorum
 from triogroups.blocks._service import RETRY, CoordinatedService, open_service
@@ -41,6 +43,7 @@ from triogroups.view import View
 
 __all__ = ["Lock", "LockService", "open_lock_service"]
 
+_log = logging.getLogger("triogroups.blocks")
 _PREFIX = "triogroups.locks."
 _services: weakref.WeakKeyDictionary[Channel, Any] = weakref.WeakKeyDictionary()
 
@@ -86,6 +89,8 @@ class LockService(CoordinatedService):
         self._held: dict[str, Grant] = {}
         self._handles: dict[tuple[str, Owner], Lock] = {}
         self._max_token = 0
+        self._seen: dict[str, int] = {}  # per lock, the largest token granted here
+        self._counters["refused_grants"] = 0
 
     def lock(self, name: str) -> Lock:
         """The lock ``name`` (nothing is asked yet): use it in ``async with``, or
@@ -119,32 +124,62 @@ class LockService(CoordinatedService):
         return Owner(self._channel.address, number)
 
     async def _acquire(self, handle: Lock, timeout: float | None) -> bool:
-        """Ask for ``handle``'s lock for this task; ``timeout`` None: only if free now."""
+        """Ask for ``handle``'s lock for this task; ``timeout`` None: only if free now.
+
+        A grant that reaches this member after a view that took it away (`refuse_grant`:
+        majority mode in a minority view, a table rebuilt since the request, a larger
+        token seen for the lock) is not held: it is released, and asked for again while
+        time is left."""
         name = handle.name
         owner = self._owner()
         held = self._held.get(name)
         if held is not None and held.owner == owner:
             raise RuntimeError(f"lock {name!r} is held by this task already (not reentrant)")
-        try:
-            answer = await self._ask(
-                "acquire", name, owner.encode(), timeout is not None, timeout=timeout
+        deadline = None if timeout is None else trio.current_time() + timeout
+        while True:
+            left = None if deadline is None else max(deadline - trio.current_time(), 0.0)
+            try:
+                answer, reports = await self._ask_reported(
+                    "acquire", name, owner.encode(), timeout is not None, timeout=left
+                )
+            except RpcTimeout:
+                answer, reports = None, self._reports
+            except BaseException:
+                with trio.CancelScope(shield=True):
+                    await self._release_quietly(name, owner)
+                raise
+            if answer is None or answer == "busy":
+                with trio.CancelScope(shield=True):
+                    await self._release_quietly(name, owner)
+                return False
+            grant = Grant(owner, int(answer[1]))
+            why = refuse_grant(
+                grant.token,
+                may_hold=self._quorum.has_majority or not self.majority,
+                reported_since=self._reports != reports,
+                newest_seen=self._newest_token(name),
             )
-        except RpcTimeout:
-            answer = None
-        except BaseException:
+            if why is None:
+                break
+            self._counters["refused_grants"] += 1
+            _log.debug("lock %r: grant with token %d refused: %s", name, grant.token, why)
             with trio.CancelScope(shield=True):
                 await self._release_quietly(name, owner)
-            raise
-        if answer is None or answer == "busy":
-            with trio.CancelScope(shield=True):
-                await self._release_quietly(name, owner)
-            return False
-        grant = Grant(owner, int(answer[1]))
+            if timeout is None:
+                return False
         self._max_token = max(self._max_token, grant.token)
+        self._seen[name] = max(self._seen.get(name, 0), grant.token)
         self._held[name] = grant
         self._handles[(name, owner)] = handle
         handle._took(grant)
         return True
+
+    def _newest_token(self, name: str) -> int:
+        """The largest token this member saw for lock ``name``: its own grants, and the
+        entry in its backup copy."""
+        entry = self._copy.entries.get(name)
+        copied = 0 if entry is None or entry.grant is None else entry.grant.token
+        return max(self._seen.get(name, 0), copied)
 
     async def _release(self, handle: Lock) -> None:
         grant = handle._grant

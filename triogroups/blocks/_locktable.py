@@ -20,6 +20,9 @@ Decisions where JGroups' CENTRAL_LOCK leaves a choice:
   with it.
 - Backups get each changed entry with a version; an entry with a higher version
   replaces a lower one, so backups need no ordering and a resent entry is harmless.
+- An owner judges a grant when it arrives (`refuse_grant`): the coordinator's answer
+  can reach it after a view change the grant predates, and the owner holds it only if
+  no view since took it away (issue 42, campaign udp-total-blocks seed 143).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ __all__ = [
     "Owner",
     "newest_entries",
     "rebuild_locks",
+    "refuse_grant",
 ]
 
 #: Added to the largest token the members report when a table is rebuilt.
@@ -300,9 +304,43 @@ def rebuild_locks(
     refused: list[tuple[str, Grant]] = []
     for name, grants in claims.items():
         ranked = sorted(grants, key=lambda g: g.token, reverse=True)
+        if not granting:  # as `LockTable.install_view`: a view that may not grant frees all
+            refused.extend((name, g) for g in ranked)
+            continue
         table.holders[name] = ranked[0]
         refused.extend((name, g) for g in ranked[1:] if g.owner != ranked[0].owner)
     return table, refused
+
+
+def refuse_grant(
+    token: int, *, may_hold: bool, reported_since: bool, newest_seen: int
+) -> str | None:
+    """Why an owner must not hold a grant with fencing token ``token`` that reaches it
+    now, or None when the grant stands.
+
+    The coordinator's answer travels after the grant was made, and the owner may have
+    installed views in between; the grant stands only if none of them took it away:
+
+    - ``may_hold`` False: the owner's view may not hold locks now (majority mode, no
+      majority of the last full view); the coordinator that granted is in the other
+      view or freed the lock with its own minority view (campaign udp-total-blocks
+      seed 143, where the grant reached B just after its minority view).
+    - ``reported_since``: the owner told a new coordinator what it holds (a rebuild)
+      after it sent the request; its report did not name this grant, so the rebuilt
+      table does not know it and may give the lock to another.
+    - ``newest_seen``, the largest token the owner saw for this lock before (its own
+      grants, its backup copy), is larger: the lock was granted again after this grant,
+      which is stale (fencing tokens only grow along a line of grants).
+
+    A refused grant is released, and the owner asks again or gives up.
+    """
+    if not may_hold:
+        return "no majority"
+    if reported_since:
+        return "table rebuilt since asked"
+    if newest_seen > token:
+        return f"token {token} below {newest_seen} seen"
+    return None
 
 
 def newest_entries(reports: Mapping[Address, LockReport]) -> dict[str, Entry]:

@@ -85,6 +85,8 @@ class CoordinatedService:
         self._copies: dict[trio.Event, None] = {}
         self._new_view = trio.Event()
         self._nursery: trio.Nursery | None = None
+        #: how many reports this member gave to coordinators rebuilding their table
+        self._reports = 0
         self._counters: dict[str, int] = {
             "requests": 0,
             "retries": 0,
@@ -229,6 +231,7 @@ class CoordinatedService:
         self._apply_changes(changes)
 
     def _on_report(self) -> Any:
+        self._reports += 1
         return self._report()
 
     # --- serving ----------------------------------------------------------------
@@ -255,6 +258,15 @@ class CoordinatedService:
         service yet is asked again once the view changes (or after a short wait).
         Raises RpcTimeout when ``timeout`` (default: the service's) passes first.
         """
+        answer, _ = await self._ask_reported(method, *args, timeout=timeout)
+        return answer
+
+    async def _ask_reported(
+        self, method: str, *args: Any, timeout: float | None = None
+    ) -> tuple[Any, int]:
+        """As `_ask`, with how many reports this member had given when the request that
+        was answered went out: a report given since then did not know the answer (a
+        rebuilt table may not hold what the answer grants)."""
         limit = self.timeout if timeout is None else timeout
         deadline = trio.current_time() + limit
         while True:
@@ -263,6 +275,7 @@ class CoordinatedService:
                 raise RpcTimeout(f"no answer to {self._prefix}{method} within {limit}s")
             view = self._channel.view
             changed = self._new_view
+            reports = self._reports
             try:
                 answer = await self._channel.rpc.call_one(
                     self._prefix + method, *args, to=view.coord, oob=True, timeout=left
@@ -270,7 +283,7 @@ class CoordinatedService:
             except (MemberGone, NotAMember, UnknownMethod):
                 answer = RETRY
             if answer != RETRY:
-                return answer
+                return answer, reports
             self._counters["retries"] += 1
             with trio.move_on_after(min(RETRY_INTERVAL, max(left, 0.0))):
                 await changed.wait()
