@@ -175,6 +175,26 @@ def test_campaign_udp_mcast_40480_a_rejoiner_gets_what_was_multicast_after_the_v
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+@pytest.mark.parametrize(
+    "steps", [pytest.param(None, marks=pytest.mark.chaos), [0, 1, 2, 3, 5, 6, 12, 14]]
+)
+def test_campaign_udp_mcast_50322_a_joiner_holds_no_window_for_what_was_sent_before_it(
+    steps: list[int] | None,
+) -> None:
+    """Issue 37, campaign udp-mcast 50322 (whole, and shrunk to 8 steps): E's MCAST window of
+    8 filled behind B, killed before it acked, and E's multicast E1-9 was parked at 5.5 s.
+    Cut off and then behind a paused coordinator, E installed view 6 (with B's new
+    incarnation, killed at 11.34 s) only at 12.73 s, and view 7 (without the old B, with
+    joiners H and I) at 12.78 s. Each of them entered E's ack map at the window's low (0),
+    below the seqnos their digests start them past: the dead one never acked, so E1-9 stayed
+    parked until E was killed at 18.89 s, never delivered even by E. A new member's ack now
+    starts at the sender's highest seqno when it installs the view: it is owed only what is
+    multicast from that view on."""
+    result = run_seed("udp-mcast", 50322, steps=steps)
+    missing = [v for v in result.violations if v.rule == "missing"]
+    assert missing == [], "\n".join(str(v) for v in missing[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

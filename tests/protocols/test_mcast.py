@@ -422,12 +422,30 @@ def test_mcast_window_reopened_by_a_digest_starts_where_it_was_or_further() -> N
     assert proto.stats()["receive_windows"]["B"]["low"] == 5
 
 
-def test_mcast_new_member_ack_starts_at_the_send_window_low() -> None:
+def test_mcast_new_member_ack_starts_at_our_highest_seqno() -> None:
+    """A new member is owed only what we multicast from the view that brings it on."""
     proto = _mcast(members=(A, B))
     _send(proto, 4)
     proto.up([_ack(B, 3)], 1.0)
     proto.view_changed(view_of(A, B, C, counter=2), 2.0)
-    assert proto.stats()["ack_map"] == {"B": 3, "C": 3} and proto.stats()["min_ack"] == 3
+    assert proto.stats()["ack_map"] == {"B": 3, "C": 4} and proto.stats()["min_ack"] == 3
+
+
+def test_mcast_a_joiner_does_not_hold_a_full_window_for_seqnos_sent_before_its_view() -> None:
+    """Campaign udp-mcast 50322: E's window of 8 was full behind a member killed before it
+    acked; the view that removed it also brought a joiner, and the joiner's ack, started at
+    the window's ``low``, kept the window full for seqnos it would never deliver (its digest
+    starts it past them). Killed too before it acked, it held E's parked multicast until it
+    was excluded. The view that replaces the dead member by a joiner now frees the window."""
+    proto = _mcast(members=(A, B, C), capacity=4)
+    assert len(_send(proto, 4)) == 3  # #1..#3 go, the fourth is parked
+    proto.up([_ack(B, 3)], 1.0)  # C, killed, never acks
+    assert proto.stats()["parked_messages"] == 1
+    proto.view_changed(view_of(A, B, D, counter=2), 2.0)  # C is gone, D joins
+    (sent,) = down_messages(proto)
+    assert _hdr(sent).seqno == 4 and proto.stats()["parked_messages"] == 0
+    assert proto.stats()["ack_map"] == {"B": 3, "D": 3}
+    assert proto.stats()["send_window"] == {"low": 3, "high": 4, "size": 1}
 
 
 def test_mcast_set_digest_creates_windows_at_the_digest_offset() -> None:

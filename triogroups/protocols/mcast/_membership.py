@@ -43,10 +43,19 @@ Choices where the seed is open:
   retransmissions again (found by a chaos run: a member excluded during a
   partition and merged back had 424 of its multicasts delivered twice at each
   of three members).
-- A new member's ack starts at the send window's ``low``, so joining never
-  moves the minimum backwards. Acks from non-members are ignored; a view
-  change recomputes the minimum, so a member that left cannot block senders
-  for ever.
+- A new member's ack starts at our highest seqno when we install the view
+  that brings it (the coordinator's `TmpView` puts its joiners there earlier,
+  before its digest and VIEW: `Sender.hold_for_joiners`). It is owed only what
+  we multicast from that view on: its window starts at the digest's entry for
+  us, which the coordinator took before its VIEW, so at or below that seqno,
+  and what lies between is not its to ack (asked for, it is retransmitted while
+  held, or answered PURGED). Started at the send window's ``low``, a joiner
+  held the window for seqnos it will never deliver until it acked our next
+  multicast or a last-seqno resend, and one that died or was cut off before
+  that blocked us until it was excluded: campaign udp-mcast 50322, E's window
+  of 8 stayed full 6 s behind the dead joiner B while E's own parked multicast
+  waited, 13.4 s in all. Acks from non-members are ignored; a view change
+  recomputes the minimum, so a member that left cannot block senders for ever.
 """
 
 from __future__ import annotations
@@ -97,8 +106,8 @@ class Membership:
                 continue
             if member not in windows and not state.joining:  # a joiner: its digest
                 self._open(member, 0)
-            if member not in acks:
-                acks[member] = state.send.low
+            if member not in acks:  # owed what we send from this view on only
+                acks[member] = state.send.high
 
     def end_joining(self) -> list[Message]:
         """A digest or BecomeServer came: windows for every member of our view (at 0 for
