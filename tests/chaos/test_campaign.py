@@ -195,6 +195,18 @@ def test_campaign_udp_mcast_50322_a_joiner_holds_no_window_for_what_was_sent_bef
     assert missing == [], "\n".join(str(v) for v in missing[:3])
 
 
+def test_campaign_udp_mcast_50545_a_receiver_merged_back_before_a_flushed_leave() -> None:
+    """Issue 37, campaign udp-mcast 50545: E, cut off from F, installed the singleton view
+    [E|6] after [E|5] = (E, C, F); the merge view [B|7] brought E back with F, which never
+    installed it and left flushed from [E|5] at 17.20. E's MCAST window for F started
+    afresh at the merge digest, so F1-6..F1-18, sent before the split, never reached E,
+    and E acked all F sent after it. E split off and was merged back: it did not stay
+    with F, and the checker owes it only what F sent after the merge (E got it)."""
+    result = run_seed("udp-mcast", 50545)
+    flushed = [v for v in result.violations if v.rule == "flushed_leave"]
+    assert flushed == [], "\n".join(str(v) for v in flushed[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

@@ -850,6 +850,45 @@ def test_history_flushed_leave_is_not_owed_to_a_member_that_excluded_the_sender_
     assert run.end(20) == []
 
 
+def _split_then_merged_back(root: Path, *, c_got_a2: bool) -> list[str]:
+    """Campaign udp-mcast seed 50545: A multicast a1 in view 1 {A, B, C}; C, cut off,
+    installed the singleton view 2 {C}; B merged C back in view 3 {A, B, C}, which A
+    never installed (A stayed in view 1); A multicast a2 after the merge and left
+    flushed from view 1; B and C went on in view 4 {B, C}. C delivered a2 if
+    ``c_got_a2``, never a1."""
+    root.mkdir(exist_ok=True)
+    run = Run(root, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).mcast(A, "a1", A, B)
+    run.at(3).view(View.create(C, 2, [C]), C)
+    run.at(5).view(MergeView(ViewId(3, B), [B, C, A], []), B, C)
+    run.at(6).mcast(A, "a2", A, B, *([C] if c_got_a2 else []))
+    run.at(7).w[A].leave(True)
+    run.at(8).view(View.create(B, 4, [B, C]), B, C)
+    run.at(8).w[A].close()
+    run.w.pop(A)
+    run.at(20).w[C].sample(1000, {})
+    return run.end(20)
+
+
+def test_history_flushed_leave_is_not_owed_what_was_sent_before_a_receiver_split_and_merged_back(
+    tmp_path: Path,
+) -> None:
+    """C's view after A's last view lacked A because C split off, not because A left;
+    C was merged back before A left, its window for A starting at the merge digest: a1,
+    sent before the split, was not owed to C (the contract owes a flushed leave's
+    multicasts to the members that stayed, and a member cut off before retransmission
+    completes may miss them); a2, sent after the merge and delivered, was."""
+    assert _split_then_merged_back(tmp_path, c_got_a2=True) == []
+
+
+def test_history_flushed_leave_is_owed_what_was_sent_after_the_receiver_was_merged_back(
+    tmp_path: Path,
+) -> None:
+    """As above, but C never delivered a2, sent after the merge brought C back: owed."""
+    assert _split_then_merged_back(tmp_path, c_got_a2=False) == ["flushed_leave"]
+
+
 def test_history_leave_record_is_written_and_read_with_its_flushed_bool(tmp_path: Path) -> None:
     """HistoryWriter.leave writes a leave record; None is written as false."""
     with HistoryWriter(tmp_path / "A.jsonl", A, lambda: 1.0) as w:

@@ -91,6 +91,14 @@ What the checker proves (the delivery contract without FLUSH):
   and R's history goes on for ``settle`` seconds after it. A flushed leave
   promises that what the member sent got through before it went, so its
   leaving is no excuse (**missing** does not ask this: the sender left).
+  A view without the sender that R left, before the sender left, for one
+  holding it again was R splitting off, not the leave: R was merged back in a
+  view the sender may never have installed, its window for the sender started
+  afresh at the merge digest, and R is owed only what the sender sent from
+  that view on; the view without the sender that R went on in is then the
+  next one after it (campaign udp-mcast seed 50545: E, cut off, installed a
+  singleton view, was merged back with F, which stayed in the view it had
+  had with E, and F left flushed from it).
 - **view_order**: two members that installed the same view V and each kept the
   other in the next view it installed, installed the same next view, or the one
   that lacks the other's next view W installed, within ``settle`` seconds of W,

@@ -341,6 +341,40 @@ def _stayed_with(views: list[tuple[tuple[int, str], bool]], span: list[tuple[int
     return all(held for _, held in views[first : last + 1])
 
 
+def _gone_view(later: list[Line], sender: str, left_at: float) -> tuple[Line, float] | None:
+    """Of R's views after the sender's last one (``later``): the view without the sender
+    that R went on in, and since when R was with the sender again (-inf if all along).
+
+    None if R's next view held the sender (R installed a view the sender never did) or R
+    never installed a view without it. A view without the sender that R left for one
+    holding it again, before the sender left, was a split, not the leave: R was merged
+    back, its window for the sender started afresh at the merge digest, and only what
+    the sender sent from then on is owed (campaign udp-mcast seed 50545: E installed a
+    singleton view, was merged back with F in a view F never installed, and F left
+    flushed from the view it still had with E)."""
+    if not later or sender in later[0].record["members"]:
+        return None
+    since, i = float("-inf"), 0
+    while True:
+        again = next(
+            (
+                k
+                for k in range(i + 1, len(later))
+                if sender in later[k].record["members"] and float(later[k].record["t"]) <= left_at
+            ),
+            None,
+        )
+        if again is None:
+            return later[i], since
+        since = float(later[again].record["t"])
+        i = next(
+            (k for k in range(again + 1, len(later)) if sender not in later[k].record["members"]),
+            -1,
+        )
+        if i < 0:
+            return None
+
+
 def _check_flushed_leaves(members: dict[str, Member], settle: float) -> list[HistoryViolation]:
     out = []
     for s in members.values():
@@ -352,18 +386,21 @@ def _check_flushed_leaves(members: dict[str, Member], settle: float) -> list[His
             continue
         final = before[-1]
         stayed: list[tuple[Member, Line]] = []  # R and the view without S it went on in
+        back: dict[str, float] = {}  # R: when it was merged back with S after a split
         for uuid in final.record["members"]:
             r = members.get(uuid)
             if r is None or r is s:
                 continue
             js = [j for j, line in enumerate(r.views) if view_id(line) == view_id(final)]
-            if not js or js[0] + 1 >= len(r.views):
+            if not js:
                 continue
-            after = r.views[js[0] + 1]
-            if s.uuid in after.record["members"]:
+            gone = _gone_view(r.views[js[0] + 1 :], s.uuid, float(leave.record["t"]))
+            if gone is None:
                 continue
+            after, since = gone
             if r.history.end - float(after.record["t"]) >= settle:
                 stayed.append((r, after))
+                back[r.uuid] = since
         got = {
             r.uuid: {d.record["id"] for d in r.history.of("deliver") if d.record["from"] == s.uuid}
             for r, _ in stayed
@@ -381,6 +418,8 @@ def _check_flushed_leaves(members: dict[str, Member], settle: float) -> list[His
             for r, after in stayed:
                 if not _stayed_with(together[r.uuid], span):
                     continue
+                if float(send.record["t"]) < back[r.uuid]:
+                    continue  # sent before R split off and was merged back
                 if msg_id in got[r.uuid]:
                     continue
                 text = (
