@@ -400,3 +400,16 @@ def test_campaign_tcp_a_merge_leader_stops_waiting_for_a_representative_it_suspe
     (`Merger.suspected`)."""
     result = run_seed("tcp", seed)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_tcp_50444_a_leaving_coordinator_cancels_the_merge_it_leads() -> None:
+    """Issue 37, campaign tcp 50444: C, coordinator, led a merge asking D, killed 1 s
+    earlier (its last INFO showed the view before C's latest), and began to leave 0.6 s
+    later; C's own LEAVE_REQ waited behind the merge, C left without the view without
+    itself, and the others kept it as coordinator until E suspected C, the dead D and A
+    (leaving after C) at 24.8 s. The new D found no coordinator to join, started alone at
+    25.5 s and heard nothing within resume_within of the heal (no_traffic_after_heal). A
+    member that starts to leave now cancels the merge it leads (`Merger.drop_lead`)."""
+    result = run_seed("tcp", 50444)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

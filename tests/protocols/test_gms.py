@@ -899,3 +899,29 @@ def test_gms_merge_leader_stops_waiting_for_a_representative_it_suspects() -> No
     assert view.view_id == ViewId(6, B) and view.members == (B, C, e)
     assert gms.stats()["merge_answers_given_up"] == 1
     assert gms.stats()["merge_timeouts"] == 0
+
+
+def test_gms_leaving_coordinator_cancels_the_merge_it_leads_and_installs_its_leave_view() -> None:
+    """Campaign tcp seed 50444: D's last INFO, sent just before it installed [C|7], showed
+    [C|6]; D was killed, and C's MERGE3 check started a merge of [C|6] and [C|7] asking D.
+    C began to leave 0.6 s later: its own LEAVE_REQ waited behind the merge (merge_timeout
+    5 s), the leave ran out first, and C left without the view without itself. The others
+    kept the departed C as coordinator, and a new member asking to join found none for
+    11 s. A member that starts to leave cancels the merge it leads (CANCEL_MERGE to those
+    it asked), so its leave view goes out at once."""
+    own = View(ViewId(7, C), [C, D, A])
+    stale = View(ViewId(6, C), [C, D, A, B])
+    gms = _member(C, own, max_bundling_time=0.0, leave_timeout=1.0)
+    gms.up_event(Merge((stale, own), (D, C)), 1.0)
+    (req,) = _sent(gms, MERGE_REQ)
+    assert req.dest == D and gms.merger.busy
+    gms.down_event(Disconnect(), 1.5)
+    assert not gms.merger.busy
+    out = [m for item in gms.take_down() if isinstance(item, list) for m in item]
+    cancels = [m for m in out if m.headers[ids.GMS].type == CANCEL_MERGE]
+    assert [m.dest for m in cancels] == [D]
+    (view_msg,) = [m for m in out if m.headers[ids.GMS].type == VIEW]
+    assert view_msg.headers[ids.GMS].view == View(ViewId(8, C), [D, A])
+    assert gms.stats()["merges_dropped_leaving"] == 1
+    _run_timers(gms, until=3.0)  # nobody acks: C leaves after leave_timeout
+    assert gms.state == "left"

@@ -145,6 +145,7 @@ class Gms(Protocol):
         "merge_views_before_their_subgroup",
         "merge_timeouts",
         "merge_answers_given_up",
+        "merges_dropped_leaving",
         "merge_participations_expired",
     )
     passes_up: Passes | None = "all"  # only membership messages are its business
@@ -384,6 +385,10 @@ class Gms(Protocol):
     def start_deferred_merge(self, now: float) -> None:
         """The view being installed is in: start the merge that waited for it, if any."""
         self.merger.start_deferred(now)
+
+    def drop_merge_lead(self, now: float) -> None:
+        """This member starts to leave: cancel the merge it leads, if any."""
+        self.merger.drop_lead(now)
 
     def merge_after_join(self, now: float) -> None:
         """This joiner installed its first view: the merge view that came first, if any."""

@@ -135,6 +135,10 @@ class GmsContext(Protocol):
         """The view being installed is in: start the merge that waited for it, if any."""
         ...
 
+    def drop_merge_lead(self, now: float) -> None:
+        """This member starts to leave: cancel the merge it leads, if any."""
+        ...
+
     def merge_after_join(self, now: float) -> None:
         """This joiner installed its first view: the merge view that came first, if any."""
         ...

@@ -17,6 +17,10 @@ left) and `Disconnected` carries it up to the channel. Who coordinates is
 read when the flush ends: a member that became coordinator while it flushed
 hands over itself.
 
+A member that starts to leave cancels a merge it leads (`Merger.drop_lead`):
+as coordinator its LEAVE_REQ would otherwise wait behind the merge, longer
+than the leave may take (campaign tcp seed 50444).
+
 A coordinator that leaves installs a view without itself (the next member
 coordinates) and stays until the others acked it (at most ``leave_timeout``):
 it sends no LEAVE_RSP to itself, which used to end its leave after
@@ -94,6 +98,7 @@ class Leaver:
         _log.info("%s: leaving %r", me, gms.cluster)
         gms.move(RoleInput.DISCONNECT)
         self._deadline = now + gms.leave_timeout
+        gms.drop_merge_lead(now)  # its own leave must not wait behind it (module docstring)
         if self._flushers and len(view) > 1:
             self._waiting = set(self._flushers)
             gms.pass_down(FlushRequest())
