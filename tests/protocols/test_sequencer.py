@@ -282,6 +282,60 @@ def test_sequencer_merge_view_recovers_the_other_subgroups_order() -> None:
     assert not seq.stats()["recovering"]
 
 
+def _as_delivered(coord: Address, out: list[Message], first_nak: int) -> list[Message]:
+    """``coord``'s BCASTs in ``out`` as NAKACK2 hands them up at a member, from ``first_nak``."""
+    bcasts = [m for m in out if _hdr(m).type == BCAST]
+    for nak, m in enumerate(bcasts, first_nak):
+        m.src = coord
+        m.headers[ids.NAKACK2] = nak
+    return bcasts
+
+
+def test_sequencer_drops_what_its_new_coordinator_ordered_before_it_was_ours() -> None:
+    """Campaign udp-total seed 50: C's forwards c1, c2 and c3 reached A, which ordered them
+    in view 1, but C heard nothing from A; C's side went on under B (view 2), and a merge
+    view under A took it back. NAKACK2 at C starts A's stream at the merge digest, and A
+    multicast c2 and c3 after the digest was taken: C got that slice of A's old order,
+    delivered c2 first, forgot c1 as delivered, and dropped its re-forwards (A's BCASTs
+    after the merge) as duplicates: C never delivered its own c1. A BCAST carries the
+    counter of its coordinator's view, and a member whose coordinator changed at a later
+    view drops it: what C owes its re-forwards, in the merged view's order."""
+    a = started(Sequencer(), A, view=view_of(A, B, C))
+    c = started(Sequencer(), C, view=view_of(A, B, C))
+    c.down([Message(None, b"c1"), Message(None, b"c2"), Message(None, b"c3")], 0.0)
+    forwards = _down(c)
+    for m in forwards:
+        m.src = C
+    a.up(forwards, 0.0)
+    old_order = _as_delivered(A, _down(a), 1)  # C hears none of them
+    assert [m.payload for m in old_order] == [b"c1", b"c2", b"c3"]
+    c.down_event(ViewChange(view_of(B, C, counter=2)), 1.0)  # C's side, under B
+    c.take_down()
+    subgroups = [view_of(A, B, C), view_of(B, C, counter=2)]
+    merged = MergeView(ViewId(3, A), [A, B, C], subgroups)
+    a.down_event(ViewChange(merged), 2.0)
+    c.down_event(ViewChange(merged), 2.0)
+    to_a = _down(c)  # C's tail and its forward table again (FLUSH)
+    assert [(_hdr(m).type, m.payload) for m in to_a if _hdr(m).type == FLUSH] == [
+        (FLUSH, b"c1"),
+        (FLUSH, b"c2"),
+        (FLUSH, b"c3"),
+    ]
+    c.up(old_order[1:], 2.0)  # after the merge digest: the end of A's old order
+    assert split(c.take_up())[0] == []
+    assert c.stats()["bcasts_other_order"] == 2
+    for m in to_a:
+        m.src = C
+    a.up([*to_a, *_tail(A, B, [])], 2.0)
+    c.up(_as_delivered(A, _down(a), 4), 2.0)
+    assert [(m.src, m.payload) for m in split(c.take_up())[0]] == [
+        (C, b"c1"),
+        (C, b"c2"),
+        (C, b"c3"),
+    ]
+    assert c.stats()["forward_table"] == 0
+
+
 def test_sequencer_forwards_reaching_the_next_coordinator_early_wait_for_its_view() -> None:
     """C installed the view in which B coordinates before B did: B keeps C's TAIL_END and
     FLUSH, and handles them once it installs that view."""
