@@ -368,6 +368,18 @@ def test_campaign_udp_total_50_a_merged_member_drops_its_new_coordinator_s_old_o
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
+def test_campaign_udp_total_149_forwards_sent_before_a_member_s_tail_give_way() -> None:
+    """Campaign udp-total 149: B ordered D's first two multicasts, which D never got; D went
+    on under E, and its third, forwarded to B before, reached B once B's view had left D
+    out, so B kept it. B's merge view took D back: B ordered the kept third before D's
+    FLUSH of all three, D forgot its first two as delivered and never delivered them
+    (missing). A member's forwards that come before the tail a recovery awaits from it are
+    dropped now: its FLUSH after the tail sends them again, in order."""
+    result = run_seed("udp-total", 149)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("seed", [41126, 41585])
 def test_campaign_tcp_a_merge_leader_stops_waiting_for_a_representative_it_suspects(
     seed: int,

@@ -336,6 +336,34 @@ def test_sequencer_drops_what_its_new_coordinator_ordered_before_it_was_ours() -
     assert c.stats()["forward_table"] == 0
 
 
+def test_sequencer_a_members_forwards_before_its_tail_give_way_to_its_flush() -> None:
+    """Campaign udp-total seed 149: B ordered D's d1 and d2 in view 4, which D never got;
+    D's side went on under E, and D's d3, forwarded to B while B was its coordinator,
+    reached B after B's view left D out, so B kept it. B's merge view took D back from
+    E's subgroup: B ordered the kept d3 first, then D's FLUSH of d1, d2 and d3. D
+    delivered d3, forgot d1 and d2 as delivered and dropped them after it: it never
+    delivered its own d1 and d2. A member whose tail the recovery awaits sends its forward
+    table again (FLUSH) after its tail, so what it forwarded before is dropped."""
+    seq = started(Sequencer(), B, view=view_of(B, D, counter=4))
+    seq.up([_forward(D, 1, b"d1"), _forward(D, 2, b"d2")], 0.0)
+    assert [m.payload for m in _down(seq)] == [b"d1", b"d2"]  # D hears neither
+    seq.down_event(ViewChange(view_of(B, C, counter=7)), 1.0)  # D left out
+    seq.up([_forward(D, 3, b"d3")], 1.5)  # from before D's side went on under E: kept
+    assert _down(seq) == [] and seq.stats()["non_member_kept"] == 1
+    subgroups = [view_of(B, C, counter=7), view_of(E, D, counter=5)]
+    seq.down_event(ViewChange(MergeView(ViewId(10, B), [B, C, D, E], subgroups)), 2.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]  # D's and E's tails
+    flush = [_forward(D, n, b"d%d" % n, FLUSH) for n in (1, 2, 3)]
+    seq.up([*_tail(B, D, []), *flush, *_tail(B, E, [])], 2.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [
+        (BCAST, D, b"d1"),  # a duplicate at B and C, D's first
+        (BCAST, D, b"d2"),
+        (BCAST, D, b"d3"),
+    ]
+    assert seq.stats()["forwards_before_tail"] == 1
+
+
 def test_sequencer_forwards_reaching_the_next_coordinator_early_wait_for_its_view() -> None:
     """C installed the view in which B coordinates before B did: B keeps C's TAIL_END and
     FLUSH, and handles them once it installs that view."""

@@ -76,6 +76,9 @@ may count it among the previous view's members though it never installed that
 view. A BCAST carries its coordinator's view counter: a member whose coordinator
 changed at a later view drops it, as the end of an order it was not in (what the
 merge view's coordinator multicast in its old subgroup after the merge digest).
+While the recovery waits for a member's tail, that member's forwards are dropped:
+they were sent before it saw the change, and its FLUSH after its tail sends again
+whatever of them it has not delivered, in its own order.
 
 Known limits: a merge of two partitions does not reconcile their orders (each
 side's order stands; the merged view orders from then on); a new
@@ -158,6 +161,7 @@ class Sequencer(Protocol):
         "bcasts_other_order",
         "early_dropped",
         "forwards_dropped_leaving",
+        "forwards_before_tail",
         "left_undelivered",
         "malformed",
         "non_member_dropped",
@@ -401,6 +405,15 @@ class Sequencer(Protocol):
             self.counters["received_forwards"] += 1
             if self._leaving:
                 self.counters["forwards_dropped_leaving"] += 1
+                return
+            rec = self._recovery
+            if rec is not None and src in rec.awaiting:
+                # Sent before it saw the change (we were its coordinator once, before
+                # another's order took it: campaign udp-total seed 149). Ordered now, it
+                # would come before its older messages its FLUSH, after its tail, sends
+                # again: it would skip them as delivered. The FLUSH re-sends this too,
+                # unless the member delivered it elsewhere.
+                self.counters["forwards_before_tail"] += 1
                 return
             self._ordered(self._bcast(msg, src, hdr.seqno), out)
             return
