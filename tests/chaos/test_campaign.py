@@ -388,6 +388,30 @@ def test_campaign_udp_total_40_tails_for_a_view_after_the_next_are_kept() -> Non
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
+def test_campaign_udp_total_50_a_merged_member_drops_its_new_coordinator_s_old_order() -> None:
+    """Campaign udp-total 50: E's forwards 7 to 12 reached F, which ordered them, but E heard
+    nothing from F; E's side went on under E, and a merge view under F took it back. NAKACK2
+    handed E what F multicast after the merge digest was taken: the end of F's old order,
+    with E's 9 to 12 but not 7 and 8. E forgot those as delivered, and its re-forwards came
+    after 12, duplicates: E never delivered its own 'E1-12' (missing). A BCAST now carries
+    its coordinator's view, and a member whose coordinator changed later drops it."""
+    result = run_seed("udp-total", 50)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_149_forwards_sent_before_a_member_s_tail_give_way() -> None:
+    """Campaign udp-total 149: B ordered D's first two multicasts, which D never got; D went
+    on under E, and its third, forwarded to B before, reached B once B's view had left D
+    out, so B kept it. B's merge view took D back: B ordered the kept third before D's
+    FLUSH of all three, D forgot its first two as delivered and never delivered them
+    (missing). A member's forwards that come before the tail a recovery awaits from it are
+    dropped now: its FLUSH after the tail sends them again, in order."""
+    result = run_seed("udp-total", 149)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("seed", [41126, 41585])
 def test_campaign_tcp_a_merge_leader_stops_waiting_for_a_representative_it_suspects(
     seed: int,

@@ -282,6 +282,88 @@ def test_sequencer_merge_view_recovers_the_other_subgroups_order() -> None:
     assert not seq.stats()["recovering"]
 
 
+def _as_delivered(coord: Address, out: list[Message], first_nak: int) -> list[Message]:
+    """``coord``'s BCASTs in ``out`` as NAKACK2 hands them up at a member, from ``first_nak``."""
+    bcasts = [m for m in out if _hdr(m).type == BCAST]
+    for nak, m in enumerate(bcasts, first_nak):
+        m.src = coord
+        m.headers[ids.NAKACK2] = nak
+    return bcasts
+
+
+def test_sequencer_drops_what_its_new_coordinator_ordered_before_it_was_ours() -> None:
+    """Campaign udp-total seed 50: C's forwards c1, c2 and c3 reached A, which ordered them
+    in view 1, but C heard nothing from A; C's side went on under B (view 2), and a merge
+    view under A took it back. NAKACK2 at C starts A's stream at the merge digest, and A
+    multicast c2 and c3 after the digest was taken: C got that slice of A's old order,
+    delivered c2 first, forgot c1 as delivered, and dropped its re-forwards (A's BCASTs
+    after the merge) as duplicates: C never delivered its own c1. A BCAST carries the
+    counter of its coordinator's view, and a member whose coordinator changed at a later
+    view drops it: what C owes its re-forwards, in the merged view's order."""
+    a = started(Sequencer(), A, view=view_of(A, B, C))
+    c = started(Sequencer(), C, view=view_of(A, B, C))
+    c.down([Message(None, b"c1"), Message(None, b"c2"), Message(None, b"c3")], 0.0)
+    forwards = _down(c)
+    for m in forwards:
+        m.src = C
+    a.up(forwards, 0.0)
+    old_order = _as_delivered(A, _down(a), 1)  # C hears none of them
+    assert [m.payload for m in old_order] == [b"c1", b"c2", b"c3"]
+    c.down_event(ViewChange(view_of(B, C, counter=2)), 1.0)  # C's side, under B
+    c.take_down()
+    subgroups = [view_of(A, B, C), view_of(B, C, counter=2)]
+    merged = MergeView(ViewId(3, A), [A, B, C], subgroups)
+    a.down_event(ViewChange(merged), 2.0)
+    c.down_event(ViewChange(merged), 2.0)
+    to_a = _down(c)  # C's tail and its forward table again (FLUSH)
+    assert [(_hdr(m).type, m.payload) for m in to_a if _hdr(m).type == FLUSH] == [
+        (FLUSH, b"c1"),
+        (FLUSH, b"c2"),
+        (FLUSH, b"c3"),
+    ]
+    c.up(old_order[1:], 2.0)  # after the merge digest: the end of A's old order
+    assert split(c.take_up())[0] == []
+    assert c.stats()["bcasts_other_order"] == 2
+    for m in to_a:
+        m.src = C
+    a.up([*to_a, *_tail(A, B, [])], 2.0)
+    c.up(_as_delivered(A, _down(a), 4), 2.0)
+    assert [(m.src, m.payload) for m in split(c.take_up())[0]] == [
+        (C, b"c1"),
+        (C, b"c2"),
+        (C, b"c3"),
+    ]
+    assert c.stats()["forward_table"] == 0
+
+
+def test_sequencer_a_members_forwards_before_its_tail_give_way_to_its_flush() -> None:
+    """Campaign udp-total seed 149: B ordered D's d1 and d2 in view 4, which D never got;
+    D's side went on under E, and D's d3, forwarded to B while B was its coordinator,
+    reached B after B's view left D out, so B kept it. B's merge view took D back from
+    E's subgroup: B ordered the kept d3 first, then D's FLUSH of d1, d2 and d3. D
+    delivered d3, forgot d1 and d2 as delivered and dropped them after it: it never
+    delivered its own d1 and d2. A member whose tail the recovery awaits sends its forward
+    table again (FLUSH) after its tail, so what it forwarded before is dropped."""
+    seq = started(Sequencer(), B, view=view_of(B, D, counter=4))
+    seq.up([_forward(D, 1, b"d1"), _forward(D, 2, b"d2")], 0.0)
+    assert [m.payload for m in _down(seq)] == [b"d1", b"d2"]  # D hears neither
+    seq.down_event(ViewChange(view_of(B, C, counter=7)), 1.0)  # D left out
+    seq.up([_forward(D, 3, b"d3")], 1.5)  # from before D's side went on under E: kept
+    assert _down(seq) == [] and seq.stats()["non_member_kept"] == 1
+    subgroups = [view_of(B, C, counter=7), view_of(E, D, counter=5)]
+    seq.down_event(ViewChange(MergeView(ViewId(10, B), [B, C, D, E], subgroups)), 2.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]  # D's and E's tails
+    flush = [_forward(D, n, b"d%d" % n, FLUSH) for n in (1, 2, 3)]
+    seq.up([*_tail(B, D, []), *flush, *_tail(B, E, [])], 2.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [
+        (BCAST, D, b"d1"),  # a duplicate at B and C, D's first
+        (BCAST, D, b"d2"),
+        (BCAST, D, b"d3"),
+    ]
+    assert seq.stats()["forwards_before_tail"] == 1
+
+
 def test_sequencer_forwards_reaching_the_next_coordinator_early_wait_for_its_view() -> None:
     """C installed the view in which B coordinates before B did: B keeps C's TAIL_END and
     FLUSH, and handles them once it installs that view."""

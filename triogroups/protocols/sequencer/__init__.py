@@ -73,7 +73,12 @@ coordinator ordered: it waits for those members' tails and multicasts the
 furthest of each subgroup before anything new (each member sends its tail at a
 merge view). A member sends an empty tail at its first view: the coordinator
 may count it among the previous view's members though it never installed that
-view.
+view. A BCAST carries its coordinator's view counter: a member whose coordinator
+changed at a later view drops it, as the end of an order it was not in (what the
+merge view's coordinator multicast in its old subgroup after the merge digest).
+While the recovery waits for a member's tail, that member's forwards are dropped:
+they were sent before it saw the change, and its FLUSH after its tail sends again
+whatever of them it has not delivered, in its own order.
 
 Known limits: a merge of two partitions does not reconcile their orders (each
 side's order stands; the merged view orders from then on); a new
@@ -153,8 +158,10 @@ class Sequencer(Protocol):
         "tails_sent",
         "tail_msgs_resent",
         "bcasts_not_from_coord",
+        "bcasts_other_order",
         "early_dropped",
         "forwards_dropped_leaving",
+        "forwards_before_tail",
         "left_undelivered",
         "malformed",
         "non_member_dropped",
@@ -181,6 +188,11 @@ class Sequencer(Protocol):
         self._early: deque[Message] = deque()
         self._recovery: Recovery | None = None
         self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
+        #: our view's counter: it stamps the BCASTs we multicast as coordinator
+        self._view_no = 0
+        #: the counter of the view from which our coordinator's order is ours (it changed
+        #: there): its BCASTs stamped earlier belong to an order we were not in
+        self._epoch = 0
         self._leaving = False  # GMS asked for the flush
         self._flush_answered = False
 
@@ -256,7 +268,7 @@ class Sequencer(Protocol):
         headers = msg.headers.copy()
         for key in self._lower_ids:
             headers.pop(key, None)
-        headers[_ID] = SequencerHeader(BCAST, seqno, sender)
+        headers[_ID] = SequencerHeader(BCAST, seqno, sender, 0, self._view_no)
         bcast = _new_message(Message)
         bcast.dest = bcast.src = None
         bcast.flags = msg.flags & ~_DONT_LOOPBACK
@@ -286,6 +298,7 @@ class Sequencer(Protocol):
         received = dups = forwards = 0
         fast_forward = self.is_coord and not self._leaving and self._recovery is None
         members, lower = self._members, self._lower_ids
+        epoch, view_no = self._epoch, self._view_no
         for msg in batch:
             headers = msg.headers
             hdr = headers.get(_ID)
@@ -301,6 +314,9 @@ class Sequencer(Protocol):
                     continue
                 if sender is None or seqno < 1:
                     self.counters["malformed"] += 1
+                    continue
+                if hdr.view < epoch:  # our coordinator's, from before it was ours
+                    self.counters["bcasts_other_order"] += 1
                     continue
                 received += 1
                 if seqno <= delivered.get(sender, 0):
@@ -322,7 +338,7 @@ class Sequencer(Protocol):
                 forwards += 1
                 for key in lower:
                     headers.pop(key, None)
-                headers[_ID] = SequencerHeader(BCAST, seqno, msg.src)
+                headers[_ID] = SequencerHeader(BCAST, seqno, msg.src, 0, view_no)
                 msg.dest = msg.src = None
                 msg.flags &= ~_DONT_LOOPBACK
                 down.append(msg)
@@ -390,6 +406,15 @@ class Sequencer(Protocol):
             if self._leaving:
                 self.counters["forwards_dropped_leaving"] += 1
                 return
+            rec = self._recovery
+            if rec is not None and src in rec.awaiting:
+                # Sent before it saw the change (we were its coordinator once, before
+                # another's order took it: campaign udp-total seed 149). Ordered now, it
+                # would come before its older messages its FLUSH, after its tail, sends
+                # again: it would skip them as delivered. The FLUSH re-sends this too,
+                # unless the member delivered it elsewhere.
+                self.counters["forwards_before_tail"] += 1
+                return
             self._ordered(self._bcast(msg, src, hdr.seqno), out)
             return
         rec = self._recovery
@@ -419,6 +444,16 @@ class Sequencer(Protocol):
         self._forget_departed(view)
         out: list[Message] = []
         changed = old_coord is not None and view.coord != old_coord
+        self._view_no = view.view_id.id
+        if changed:
+            # What the new coordinator multicast before this view is another order's:
+            # at a merge view, what it sent in its old subgroup after the merge digest
+            # was taken reaches us through NAKACK2. Delivered, a slice of that order
+            # (campaign udp-total seed 50: E got the end of F's, with E's own 9 to 12 in
+            # it but not 7 and 8, forgot those as delivered, and its re-forwards of
+            # them came after 12: E never delivered its 8) would jump our record of
+            # what each forwarder delivered past messages that were never ours.
+            self._epoch = self._view_no
         early, self._early = list(self._early), deque()
         merged = isinstance(view, MergeView) and old_coord is not None
         if self.is_coord:
@@ -524,6 +559,8 @@ class Sequencer(Protocol):
         for sender, seqno, msg in best:
             out.append(self._bcast(msg, sender, seqno))
             self.counters["tail_msgs_resent"] += 1
+        for bcast in self._pending:  # queued in an earlier view, maybe: stamped with ours
+            bcast.headers[_ID] = bcast.headers[_ID]._replace(view=self._view_no)
         out.extend(self._pending)
         self.counters["bcast_msgs"] += len(self._pending)
         self._pending = []

@@ -47,13 +47,16 @@ class SequencerHeader(NamedTuple):
     delivered message handed to a new coordinator): ``sender`` and ``seqno``
     name the forwarder and its seqno. TAIL_END closes a member's tail:
     ``seqno`` counts its TAILs, ``sender``/``trimmed`` name the last message it
-    dropped from its log as delivered everywhere (None, 0: none yet).
+    dropped from its log as delivered everywhere (None, 0: none yet). A BCAST's
+    ``view`` is the counter of the coordinator's view when it multicast it: a member
+    whose coordinator changed at a later view drops it, as another order's.
     """
 
     type: int
     seqno: int = 0
     sender: Address | None = None
     trimmed: int = 0
+    view: int = 0
 
 
 register_header(ids.SEQUENCER, SequencerHeader)
