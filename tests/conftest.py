@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import os
 import signal
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
 
 from tests._deadline import TEST_TIMEOUT, deadline_run
+from tests._kinds import FAST_EXAMPLES, FAST_PROFILE, capped, deselects_all, path_markers
 from triogroups._ports import DEFAULT_BLOCK, PORTS_ENV
 
 
@@ -31,6 +33,11 @@ settings.register_profile(
     "suite", deadline=None, suppress_health_check=[HealthCheck.too_slow], print_blob=True
 )
 settings.load_profile("suite")
+# The quick loop's (`dev.py test --fast` passes ``--hypothesis-profile=fast``): a handful of
+# examples per property, a test's own larger ``max_examples`` capped too (`capped`, below).
+settings.register_profile(FAST_PROFILE, settings.get_profile("suite"), max_examples=FAST_EXAMPLES)
+
+TESTS = Path(__file__).resolve().parent
 
 # Set before any test runs, so member processes, chaos runs and benchmarks started by a test
 # inherit it (triogroups/_ports.py).
@@ -58,3 +65,54 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("trio") is not None:
             item.add_marker(pytest.mark.trio(run=run), append=False)
             item.add_marker(pytest.mark.timeout(2 * TEST_TIMEOUT, method="thread"))
+
+
+def pytest_itemcollected(item: pytest.Item) -> None:
+    """Every test carries the markers of its kind (`_item_markers`) before ``-m`` selects by
+    them (pytest deselects later, in ``pytest_collection_modifyitems``)."""
+    for marker in sorted(_item_markers(item)):
+        item.add_marker(marker)
+    _cap_examples(item)
+
+
+def _item_markers(item: pytest.Item) -> set[str]:
+    """The markers ``item`` carries by its place (tests/_kinds.py) and by what it uses: a test
+    that takes the shared Spark session (tests/spark/conftest.py) is a ``spark`` test."""
+    markers = set(_relative_markers(item.path))
+    if "spark" in getattr(item, "fixturenames", ()):
+        markers.add("spark")
+    return markers
+
+
+def _relative_markers(path: Path) -> frozenset[str]:
+    try:
+        return path_markers(path.relative_to(TESTS))
+    except ValueError:  # not below tests/ (a doctest of the package, say)
+        return frozenset()
+
+
+def _cap_examples(item: pytest.Item) -> None:
+    """Under the fast profile a Hypothesis test's own ``@settings(max_examples=...)`` is capped
+    too: Hypothesis reads the settings it runs with from this attribute of the test function,
+    where ``@settings`` put them (a profile only changes what a test leaves unset)."""
+    function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
+    faster = capped(getattr(function, "_hypothesis_internal_use_settings", None))
+    if faster is not None:
+        function._hypothesis_internal_use_settings = faster  # type: ignore[union-attr]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """Leaves unimported a file or directory whose tests ``-m`` would all deselect by their
+    place alone (tests/real under ``dev.py test --fast``): importing and collecting them
+    cost the quick loop seconds of CPU in every worker. None: pytest decides as usual."""
+    expression = config.getoption("markexpr", "")
+    if not expression:
+        return None
+    probe = collection_path / "test_.py" if collection_path.is_dir() else collection_path
+    known = _relative_markers(probe)
+    if not known:
+        return None
+    from _pytest.mark.expression import Expression  # pytest's own parser of -m
+
+    evaluate = Expression.compile(expression).evaluate
+    return True if deselects_all(evaluate, expression, known) else None
