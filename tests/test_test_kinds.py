@@ -26,9 +26,28 @@ PLACED = ("tests/real", "tests/spark", "tests/supervisor/test_launch_real.py")
 KEPT = "tests/test_wire.py"
 
 
-def _collect(*args: str) -> set[str]:
+# pytest over the given paths, collecting only: each test's node id and its markers
+MARKERS_OF = """
+import sys
+import pytest
+
+
+class Markers:
+    def pytest_collection_finish(self, session):
+        for item in session.items:
+            names = sorted({marker.name for marker in item.iter_markers()})
+            print("MARKERS", item.nodeid, ",".join(names), sep="\\t")
+
+
+sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]],
+                     plugins=[Markers()]))
+"""
+
+
+def _collect(*args: str) -> dict[str, set[str]]:
+    """Node id -> markers of every test pytest selects from ``args``."""
     result = subprocess.run(
-        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *args],
+        [sys.executable, "-c", MARKERS_OF, *args],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -36,25 +55,30 @@ def _collect(*args: str) -> set[str]:
         check=False,
     )
     assert result.returncode in (0, 5), result.stdout[-4000:] + result.stderr[-2000:]
-    return {line for line in result.stdout.splitlines() if "::" in line}
+    lines = result.stdout.splitlines()
+    found = [line.split("\t") for line in lines if line.startswith("MARKERS\t")]
+    return {node: set(filter(None, names.split(","))) for _, node, names in found}
 
 
-def _is_placed(node: str, directory: str) -> bool:
-    return node.startswith(f"tests/{directory}/")
+def _placed(node: str) -> str | None:
+    """The marker a test has by its place, as CONTRIBUTING.md states the rule."""
+    if node.startswith("tests/real/") or "_real.py::" in node:
+        return "real"
+    return "spark" if node.startswith("tests/spark/") else None
 
 
-@pytest.mark.slow  # three collections in subprocesses
+@pytest.mark.slow  # two collections in subprocesses
+@pytest.mark.timeout(1500)  # both subprocesses' own limits and more: slow only at high load
 def test_fast_leaves_out_every_test_under_tests_real_and_spark_and_keeps_the_wire_tests() -> None:
     everything = _collect(*PLACED, KEPT)
-    real, spark = _collect("-m", "real", *PLACED), _collect("-m", "spark", *PLACED)
-    assert {n for n in everything if _is_placed(n, "real") or "_real.py::" in n} <= real
-    assert {n for n in everything if _is_placed(n, "spark")} <= spark
-    assert any(n.startswith("tests/spark/test_spark_master.py::") for n in spark), spark
+    placed = {node: _placed(node) for node in everything if _placed(node)}
+    assert any(n.startswith("tests/spark/test_spark_master.py::") for n in placed), placed
+    unmarked = sorted(node for node, marker in placed.items() if marker not in everything[node])
+    assert not unmarked, unmarked
 
     kept = _collect(*dev.pytest_args(["--fast", "-n", "0"]), *PLACED, KEPT)
+    assert set(kept) == {n for n in everything if n.startswith(f"{KEPT}::")}, sorted(kept)[:20]
     assert kept, "the fast loop kept nothing"
-    assert all(n.startswith(f"{KEPT}::") for n in kept), sorted(kept)[:20]
-    assert {n for n in everything if n.startswith(f"{KEPT}::")} == kept
 
 
 def test_place_rules_name_the_directories_and_the_real_suffix() -> None:
