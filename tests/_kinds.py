@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import itertools
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import PurePath
 
 from hypothesis import settings
@@ -27,6 +27,12 @@ FILE_MARKERS = {"test_docs.py": "docs", "test_docs_site.py": "docs"}
 # examples per property, a test's own larger ``@settings(max_examples=...)`` included.
 FAST_PROFILE = "fast"
 FAST_EXAMPLES = 10
+
+# `dev.py test --fast` passes ``--first-seeds=1`` (tests/conftest.py): of a test parametrised
+# over a ``seed``, the quick loop runs the first seed of each combination of its other
+# parameters (every preset or role still runs once); the whole suite runs every seed.
+SEED_PARAMETER = "seed"
+NO_SEED = object()
 
 
 def path_markers(relative: PurePath) -> frozenset[str]:
@@ -82,11 +88,30 @@ def _carries(carried: frozenset[str]) -> Callable[..., bool]:
     return carries
 
 
-def capped(current: settings | None) -> settings | None:
-    """``current`` with at most `FAST_EXAMPLES` examples while the fast profile is loaded;
-    None when it needs no change."""
-    if settings.get_current_profile_name() != FAST_PROFILE or current is None:
-        return None
-    if current.max_examples <= FAST_EXAMPLES:
-        return None
-    return settings(current, max_examples=FAST_EXAMPLES)
+def examples(wanted: int) -> int:
+    """How many examples a property that asks for ``wanted`` runs: ``wanted`` in the whole
+    suite, at most `FAST_EXAMPLES` while the fast profile is loaded. A profile only changes
+    what ``@settings`` leaves unset, so a test that sets its own ``max_examples`` passes it
+    through here (``@settings(max_examples=examples(300))``); read when its module is
+    imported, which is after pytest's options loaded the profile."""
+    if settings.get_current_profile_name() == FAST_PROFILE:
+        return min(wanted, FAST_EXAMPLES)
+    return wanted
+
+
+def first_seeds(cases: Sequence[tuple[str, object]], most: int) -> list[bool]:
+    """For each case, given as its test function and other parameters' values (one string)
+    and its `SEED_PARAMETER` (`NO_SEED` when it has none), whether the quick loop runs it:
+    every case without a seed, and of those with one the first ``most`` seeds of each, in
+    the order they were collected (so every worker of a run keeps the same ones)."""
+    chosen: dict[str, list[object]] = {}
+    keep = []
+    for case, seed in cases:
+        if seed is NO_SEED:
+            keep.append(True)
+            continue
+        seeds = chosen.setdefault(case, [])
+        if seed not in seeds and len(seeds) < most:
+            seeds.append(seed)
+        keep.append(seed in seeds)
+    return keep

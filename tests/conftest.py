@@ -10,7 +10,15 @@ import pytest
 from hypothesis import HealthCheck, settings
 
 from tests._deadline import TEST_TIMEOUT, deadline_run
-from tests._kinds import FAST_EXAMPLES, FAST_PROFILE, capped, deselects_all, path_markers
+from tests._kinds import (
+    FAST_EXAMPLES,
+    FAST_PROFILE,
+    NO_SEED,
+    SEED_PARAMETER,
+    deselects_all,
+    first_seeds,
+    path_markers,
+)
 from triogroups._ports import DEFAULT_BLOCK, PORTS_ENV
 
 
@@ -34,7 +42,7 @@ settings.register_profile(
 )
 settings.load_profile("suite")
 # The quick loop's (`dev.py test --fast` passes ``--hypothesis-profile=fast``): a handful of
-# examples per property, a test's own larger ``max_examples`` capped too (`capped`, below).
+# examples per property, a test's own larger ``max_examples`` capped too (`tests._kinds.examples`).
 settings.register_profile(FAST_PROFILE, settings.get_profile("suite"), max_examples=FAST_EXAMPLES)
 
 TESTS = Path(__file__).resolve().parent
@@ -51,8 +59,19 @@ if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
-@pytest.hookimpl(trylast=True)  # after pytest-trio has marked the async tests
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--first-seeds",
+        type=int,
+        default=0,
+        metavar="N",
+        help="run only the cases of the first N values of each test's parametrised "
+        f"'{SEED_PARAMETER}' (the quick loop, dev.py test --fast: 1); 0, the default: all",
+    )
+
+
+@pytest.hookimpl(trylast=True)  # after pytest-trio has marked the async tests, after -m
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Every Trio test runs under a wall-clock deadline (tests/_deadline.py) that cancels
     it through Trio, so its cleanup runs. pytest-timeout (``timeout`` in pyproject.toml)
     stays the last resort at twice that: for a Trio test by its ``thread`` method (stacks
@@ -65,6 +84,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("trio") is not None:
             item.add_marker(pytest.mark.trio(run=run), append=False)
             item.add_marker(pytest.mark.timeout(2 * TEST_TIMEOUT, method="thread"))
+    most = config.getoption("first_seeds")
+    if most > 0:
+        _keep_first_seeds(config, items, most)
+
+
+def _keep_first_seeds(config: pytest.Config, items: list[pytest.Item], most: int) -> None:
+    """Deselects the cases of every seed after a test's first ``most`` (``--first-seeds``),
+    for each combination of its other parameters (a preset or a role still runs with its
+    own first seed): the quick loop runs each seeded simulation once, the whole suite with
+    all its seeds."""
+    cases = []
+    for item in items:
+        callspec = getattr(item, "callspec", None)
+        params = callspec.params if callspec else {}
+        others = sorted(
+            (name, repr(value)) for name, value in params.items() if name != SEED_PARAMETER
+        )
+        parent = item.parent.nodeid if item.parent else ""
+        case = f"{parent}::{getattr(item, 'originalname', item.name)}{others}"
+        cases.append((case, params.get(SEED_PARAMETER, NO_SEED)))
+    keep = first_seeds(cases, most)
+    dropped = [item for item, kept in zip(items, keep, strict=True) if not kept]
+    if dropped:
+        items[:] = [item for item, kept in zip(items, keep, strict=True) if kept]
+        config.hook.pytest_deselected(items=dropped)
 
 
 def pytest_itemcollected(item: pytest.Item) -> None:
@@ -72,7 +116,6 @@ def pytest_itemcollected(item: pytest.Item) -> None:
     them (pytest deselects later, in ``pytest_collection_modifyitems``)."""
     for marker in sorted(_item_markers(item)):
         item.add_marker(marker)
-    _cap_examples(item)
 
 
 def _item_markers(item: pytest.Item) -> set[str]:
@@ -89,16 +132,6 @@ def _relative_markers(path: Path) -> frozenset[str]:
         return path_markers(path.relative_to(TESTS))
     except ValueError:  # not below tests/ (a doctest of the package, say)
         return frozenset()
-
-
-def _cap_examples(item: pytest.Item) -> None:
-    """Under the fast profile a Hypothesis test's own ``@settings(max_examples=...)`` is capped
-    too: Hypothesis reads the settings it runs with from this attribute of the test function,
-    where ``@settings`` put them (a profile only changes what a test leaves unset)."""
-    function = getattr(getattr(item, "obj", None), "__func__", getattr(item, "obj", None))
-    faster = capped(getattr(function, "_hypothesis_internal_use_settings", None))
-    if faster is not None:
-        function._hypothesis_internal_use_settings = faster  # type: ignore[union-attr]
 
 
 def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:

@@ -1,7 +1,9 @@
 """The suite's kinds of test and the quick loop (tests/_kinds.py, tests/conftest.py, dev.py):
 every test under tests/real and tests/spark, and in a ``*_real.py``, carries its marker by
 its place, so ``dev.py test --fast`` leaves it out without a ``pytestmark`` of its own; the
-fast Hypothesis profile caps a test's own ``max_examples``."""
+fast Hypothesis profile caps a test's own ``max_examples``; ``--first-seeds`` keeps the
+first seeds of a seeded test. Checked on the running session's own tests and on the files,
+never by collecting the suite again."""
 
 from __future__ import annotations
 
@@ -16,48 +18,21 @@ from _pytest.mark.expression import Expression
 from hypothesis import settings
 
 import dev
-from tests._kinds import FAST_EXAMPLES, FAST_PROFILE, capped, deselects_all, path_markers
+from tests._kinds import (
+    DIRECTORY_MARKERS,
+    FAST_EXAMPLES,
+    FAST_PROFILE,
+    FILE_MARKERS,
+    NO_SEED,
+    REAL_SUFFIX,
+    deselects_all,
+    examples,
+    first_seeds,
+    path_markers,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-
-# tests/spark/test_spark_master.py and the others without a JVM had no marker of their own:
-# before the place rule, `--fast` ran them (CLI subprocesses, 8 s of CPU)
-PLACED = ("tests/real", "tests/spark", "tests/supervisor/test_launch_real.py")
-KEPT = "tests/test_wire.py"
-
-
-# pytest over the given paths, collecting only: each test's node id and its markers
-MARKERS_OF = """
-import sys
-import pytest
-
-
-class Markers:
-    def pytest_collection_finish(self, session):
-        for item in session.items:
-            names = sorted({marker.name for marker in item.iter_markers()})
-            print("MARKERS", item.nodeid, ",".join(names), sep="\\t")
-
-
-sys.exit(pytest.main(["--collect-only", "-q", "-p", "no:cacheprovider", *sys.argv[1:]],
-                     plugins=[Markers()]))
-"""
-
-
-def _collect(*args: str) -> dict[str, set[str]]:
-    """Node id -> markers of every test pytest selects from ``args``."""
-    result = subprocess.run(
-        [sys.executable, "-c", MARKERS_OF, *args],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert result.returncode in (0, 5), result.stdout[-4000:] + result.stderr[-2000:]
-    lines = result.stdout.splitlines()
-    found = [line.split("\t") for line in lines if line.startswith("MARKERS\t")]
-    return {node: set(filter(None, names.split(","))) for _, node, names in found}
+TESTS = ROOT / "tests"
 
 
 def _placed(node: str) -> str | None:
@@ -67,18 +42,27 @@ def _placed(node: str) -> str | None:
     return "spark" if node.startswith("tests/spark/") else None
 
 
-@pytest.mark.slow  # two collections in subprocesses
-@pytest.mark.timeout(1500)  # both subprocesses' own limits and more: slow only at high load
-def test_fast_leaves_out_every_test_under_tests_real_and_spark_and_keeps_the_wire_tests() -> None:
-    everything = _collect(*PLACED, KEPT)
-    placed = {node: _placed(node) for node in everything if _placed(node)}
-    assert any(n.startswith("tests/spark/test_spark_master.py::") for n in placed), placed
-    unmarked = sorted(node for node, marker in placed.items() if marker not in everything[node])
-    assert not unmarked, unmarked
+def test_every_collected_test_carries_the_marker_of_its_place(
+    request: pytest.FixtureRequest,
+) -> None:
+    """This session's own tests (all of them in the whole suite; the quick loop does not
+    import tests/real and tests/spark at all): the marker is on each test itself, where
+    ``-m`` reads it, so a new file there needs no ``pytestmark``."""
+    unmarked = sorted(
+        item.nodeid
+        for item in request.session.items
+        if (marker := _placed(item.nodeid)) and item.get_closest_marker(marker) is None
+    )
+    assert not unmarked, f"{len(unmarked)} tests lack the marker of their place: {unmarked[:5]}"
 
-    kept = _collect(*dev.pytest_args(["--fast", "-n", "0"]), *PLACED, KEPT)
-    assert set(kept) == {n for n in everything if n.startswith(f"{KEPT}::")}, sorted(kept)[:20]
-    assert kept, "the fast loop kept nothing"
+
+def test_the_places_and_files_kinds_py_names_exist() -> None:
+    """A renamed directory or file would silently move its tests into the quick loop."""
+    assert REAL_SUFFIX.endswith(".py")
+    missing = [f"tests/{name}/" for name in DIRECTORY_MARKERS if not (TESTS / name).is_dir()]
+    missing += [f"tests/{name}" for name in FILE_MARKERS if not (TESTS / name).is_file()]
+    assert not missing, missing
+    assert any(TESTS.rglob(f"*{REAL_SUFFIX}")), REAL_SUFFIX
 
 
 def test_place_rules_name_the_directories_and_the_real_suffix() -> None:
@@ -108,37 +92,69 @@ def test_a_file_goes_uncollected_only_when_the_expression_deselects_all_its_test
     assert not _deselects("not real(reason=1)", {"real"})
 
 
-def test_fast_profile_caps_a_tests_own_max_examples_and_only_it() -> None:
-    assert capped(settings(max_examples=300)) is None  # the suite's profile: as written
+def test_examples_caps_a_tests_own_count_under_the_fast_profile_only() -> None:
+    assert examples(300) == 300  # the suite's profile: as written
     settings.load_profile(FAST_PROFILE)
     try:
-        faster = capped(settings(max_examples=300, derandomize=True))
-        assert faster is not None
-        assert faster.max_examples == FAST_EXAMPLES
-        assert faster.derandomize
-        assert capped(settings(max_examples=FAST_EXAMPLES - 1)) is None
+        assert examples(300) == FAST_EXAMPLES
+        assert examples(FAST_EXAMPLES - 1) == FAST_EXAMPLES - 1
         assert settings().max_examples == FAST_EXAMPLES
     finally:
         settings.load_profile("suite")
+    assert examples(300) == 300
+
+
+def test_first_seeds_keeps_each_functions_first_seeds_and_every_unseeded_case() -> None:
+    cases = [
+        ("a", 1),
+        ("a", 2),
+        ("a", 1),  # collected again (another module's copy, say): kept
+        ("b", NO_SEED),
+        ("c", 7),
+        ("a", 3),
+        ("c", 5),
+        ("b", NO_SEED),
+    ]
+    assert first_seeds(cases, 1) == [True, False, True, True, True, False, False, True]
+    assert first_seeds(cases, 2) == [True, True, True, True, True, False, True, True]
+    assert all(first_seeds(cases, 3))
 
 
 PROPERTY = """
+import pytest
 from hypothesis import given, settings, strategies as st
 
-@settings(max_examples=300, database=None)
+from tests._kinds import examples
+
+
+@settings(max_examples=examples(300), database=None)
 @given(st.integers())
 def test_counts(n):
     with open("examples.txt", "a") as out:
         out.write("x")
+
+
+@pytest.mark.parametrize("side", ["x", "y"])
+@pytest.mark.parametrize("seed", [3, 1, 2])
+def test_seeded(seed, side):
+    with open("seeds.txt", "a") as out:
+        out.write(f"{seed}{side} ")
 """
 
 
 @pytest.mark.slow  # pytest in a subprocess
-@pytest.mark.parametrize(("profile", "most"), [("suite", 300), (FAST_PROFILE, FAST_EXAMPLES)])
-def test_conftest_runs_a_property_with_the_profiles_examples(
-    tmp_path: Path, profile: str, most: int
+@pytest.mark.parametrize(
+    ("options", "most", "seeds"),
+    [
+        ([], 300, "1x 1y 2x 2y 3x 3y"),
+        (["--hypothesis-profile=fast", "--first-seeds=1"], FAST_EXAMPLES, "3x 3y"),
+    ],
+)
+def test_conftest_runs_the_quick_loops_examples_and_seeds(
+    tmp_path: Path, options: list[str], most: int, seeds: str
 ) -> None:
-    """The suite's conftest as a plugin, over a property that asks for 300 examples."""
+    """The suite's conftest as a plugin, over a property that asks for 300 examples and a
+    test over three seeds: the quick loop's options run 10 examples and the first seed."""
     (tmp_path / "test_property.py").write_text(textwrap.dedent(PROPERTY))
     result = subprocess.run(
         [
@@ -150,7 +166,7 @@ def test_conftest_runs_a_property_with_the_profiles_examples(
             "no:cacheprovider",
             "-p",
             "tests.conftest",
-            f"--hypothesis-profile={profile}",
+            *options,
             "--rootdir",
             str(tmp_path),
             "test_property.py",
@@ -165,3 +181,4 @@ def test_conftest_runs_a_property_with_the_profiles_examples(
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
     ran = len((tmp_path / "examples.txt").read_text())
     assert most // 2 < ran <= most, ran
+    assert " ".join(sorted((tmp_path / "seeds.txt").read_text().split())) == seeds
