@@ -6,7 +6,8 @@ Creates ``.venv`` beside this file on first use, installs triogroups into it
 check: ruff lint, ruff format check, mypy, the import layers (`lint-imports`, the contracts in
 pyproject.toml) and pytest (in four workers). Needs only Python
 3.11+, pip and the package index. `python3 dev.py test --fast` is the quick loop while
-working: the same lint and type checks, and every test but the slow kinds (`FAST_SKIPS`).
+working: the same lint and type checks, and every test but the slow kinds (`FAST_SKIPS`),
+with fewer Hypothesis examples and one seed of each seeded simulation.
 """
 
 from __future__ import annotations
@@ -42,21 +43,33 @@ INSTALL = ("-e", ".[test,spark,docs]")
 # on two cores; `dev.py test -n 0` runs everything in one process.
 PARALLEL = ("-n", "4", "--dist", "worksteal")
 
-# What `test --fast` leaves out (pytest markers, pyproject.toml): member processes over real
-# sockets, Spark (a JVM), network namespaces, building and installing the package, and the
-# chaos campaign's whole seeds. What remains is the sans-IO, simulated and in-process tests;
-# CI runs everything.
-FAST_SKIPS = ("real", "spark", "sparkcluster", "multihost", "package", "chaos")
+# What `test --fast` leaves out (pytest markers, pyproject.toml; tests/conftest.py marks all
+# of tests/real, tests/spark and every *_real.py by place): member processes over real
+# sockets, Spark (a JVM), network namespaces, building and installing the package, the chaos
+# campaign's whole seeds, the docs site's build and the docs' programs, and the slow rest
+# (mypy on applications, the suite re-collected without Spark). What remains is the sans-IO,
+# simulated and in-process tests; CI runs everything.
+FAST_SKIPS = ("real", "spark", "sparkcluster", "multihost", "package", "chaos", "docs", "slow")
+
+# The quick loop's own settings: a handful of examples per Hypothesis property (the profile
+# tests/conftest.py registers), one seed of each test parametrised over seeds (the option
+# tests/conftest.py adds), and two workers for two cores: what it keeps mostly computes
+# rather than waits, and every worker imports and collects the suite again.
+FAST_PROFILE = "--hypothesis-profile=fast"
+FAST_SEEDS = "--first-seeds=1"
+FAST_PARALLEL = ("-n", "2", "--dist", "worksteal")
 
 
 def pytest_args(rest: list[str]) -> list[str]:
     """pytest's arguments for `dev.py test [--fast] [pytest args]`: ``--fast`` becomes a
-    marker expression that deselects `FAST_SKIPS`; everything else goes to pytest as given
-    (a later ``-m`` of the caller's replaces it)."""
-    args = [*PARALLEL]
-    if "--fast" in rest:
-        args += ["-m", " and ".join(f"not {marker}" for marker in FAST_SKIPS)]
-    return args + [arg for arg in rest if arg != "--fast"]
+    marker expression that deselects `FAST_SKIPS`, the fast Hypothesis profile, one seed per
+    seeded test and `FAST_PARALLEL`; everything else goes to pytest as given (a later ``-m``
+    or ``-n`` of the caller's replaces them)."""
+    if "--fast" not in rest:
+        return [*PARALLEL, *rest]
+    expression = " and ".join(f"not {marker}" for marker in FAST_SKIPS)
+    fast = [*FAST_PARALLEL, "-m", expression, FAST_PROFILE, FAST_SEEDS]
+    return fast + [arg for arg in rest if arg != "--fast"]
 
 
 # The docs site's browser test (tests/test_docs_site.py) drives a Chromium that is already

@@ -21,12 +21,14 @@ def _registered_markers() -> set[str]:
 def test_dev_test_fast_becomes_a_marker_expression_and_the_rest_goes_to_pytest() -> None:
     fast = (
         "not real and not spark and not sparkcluster and not multihost and not package"
-        " and not chaos"
+        " and not chaos and not docs and not slow"
     )
     assert dev.pytest_args(["--fast", "-k", "wire", "-x"]) == [
-        *dev.PARALLEL,
+        *dev.FAST_PARALLEL,
         "-m",
         fast,
+        "--hypothesis-profile=fast",
+        "--first-seeds=1",
         "-k",
         "wire",
         "-x",
@@ -44,7 +46,7 @@ def test_dev_test_fast_skips_every_registered_marker() -> None:
 def test_dev_test_fast_expression_deselects_marked_tests_and_keeps_the_rest() -> None:
     """pytest reads the expression as meant: the package tests (module marker) go, the wire
     codec's tests stay."""
-    (*_, flag, expression) = dev.pytest_args(["--fast"])
+    (*_, flag, expression, _profile, _seeds) = dev.pytest_args(["--fast"])
     collect = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]
     files = ("tests/test_packaging.py", "tests/test_wire.py")
     result = subprocess.run(

@@ -44,6 +44,9 @@ from triogroups.config import StackConfig
 from triogroups.protocol import protocol_class
 from triogroups.transports.base import Transport
 
+# the docs' programs, doctests and commands: out of `dev.py test --fast` (tests/_kinds.py)
+pytestmark = pytest.mark.docs
+
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
 DOCS = ROOT / "docs"

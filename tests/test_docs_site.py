@@ -43,6 +43,9 @@ from triogroups.cli import _parser, _protocol
 from triogroups.config import preset_names
 from triogroups.protocol import protocol_names
 
+# the docs site and its generated reference: out of `dev.py test --fast` (tests/_kinds.py)
+pytestmark = pytest.mark.docs
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs"
 

@@ -11,6 +11,8 @@ import sys
 import typing
 from pathlib import Path
 
+import pytest
+
 from triogroups import SimNetwork, Stack, open_channel
 from triogroups._channel._open import ChannelOptions
 from triogroups.stack import StackOptions
@@ -74,6 +76,7 @@ def test_the_group_actors_channel_options_are_open_channels_but_what_it_sets_its
     assert set(ChannelOptions.__annotations__) == opened - {"network", "state"}
 
 
+@pytest.mark.slow  # mypy --strict over a script and the package
 def test_mypy_finds_a_mistyped_or_misspelt_option_at_the_call(tmp_path: Path) -> None:
     """Checked as an application would be, against this checkout (MYPYPATH comes before
     an installed copy); the good calls, the deprecated ``join_timeout`` included, pass, and

@@ -11,6 +11,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# mypy --strict over an application and the package it imports: out of `dev.py test --fast`
+pytestmark = pytest.mark.slow
+
 APP = """\
 import trio
 

@@ -14,6 +14,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Digest, Flag, MergeView, Message, View, ViewId
 from triogroups.wire import WIRE_VERSION, WireCodec, WireError, register_header
 
@@ -251,13 +252,13 @@ def _decode_only_wire_errors(data: bytes) -> None:
         _codec().decode(data)
 
 
-@settings(max_examples=400, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_fuzz_random_bytes_raise_only_wire_error(data: bytes) -> None:
     _decode_only_wire_errors(data)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.binary(max_size=300))
 def test_fuzz_random_body_after_a_valid_prefix_raises_only_wire_error(body: bytes) -> None:
     _decode_only_wire_errors(b"TG" + bytes([WIRE_VERSION, 0, 8]) + b"wiretest\x00" + body)
@@ -277,21 +278,21 @@ _msgpack_values = st.recursive(
 )
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(_msgpack_values)
 def test_fuzz_well_formed_msgpack_of_the_wrong_shape_raises_only_wire_error(value: object) -> None:
     body = msgpack.packb(value)
     _decode_only_wire_errors(b"TG" + bytes([WIRE_VERSION, 0, 8]) + b"wiretest\x00" + body)
 
 
-@settings(max_examples=300)
+@settings(max_examples=examples(300))
 @given(st.integers(0, 200))
 def test_fuzz_truncated_bundles_raise_only_wire_error(cut: int) -> None:
     data = _sample_bundle()
     _decode_only_wire_errors(data[: min(cut, len(data) - 1)])
 
 
-@settings(max_examples=500)
+@settings(max_examples=examples(500))
 @given(st.data())
 def test_fuzz_mutated_bundles_decode_or_raise_wire_error(data: st.DataObject) -> None:
     raw = bytearray(_sample_bundle())

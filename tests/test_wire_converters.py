@@ -18,6 +18,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Digest, MergeView, View
 from triogroups._channel._state import StateHeader
 from triogroups._wire_headers import _HEADERS, _INT_HEADERS, _compile_header, _converter
@@ -134,7 +135,7 @@ _CASES.append((_NestedHeader, _NESTED))
 
 
 @pytest.mark.parametrize(("cls", "convert"), _CASES, ids=lambda c: getattr(c, "__name__", ""))
-@settings(max_examples=100, deadline=None)
+@settings(max_examples=examples(100), deadline=None)
 @given(data=st.data())
 def test_generated_and_generic_header_converters_agree(
     cls: type, convert: Any, data: st.DataObject
@@ -163,7 +164,7 @@ def test_generated_and_generic_header_converters_agree(
         assert type(generated[1]) is cls
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(data=st.data())
 def test_generated_converter_accepts_every_valid_body(data: st.DataObject) -> None:
     """Valid fields alone are never refused by the generated converter (nor by the generic)."""

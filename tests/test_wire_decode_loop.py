@@ -16,6 +16,7 @@ import msgpack
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Message, _wire_headers
 from triogroups._wire_headers import _HEADERS as HEADERS
 from triogroups.message import ALL_FLAGS
@@ -146,7 +147,7 @@ _entries = st.one_of(
 )
 
 
-@settings(max_examples=600)
+@settings(max_examples=examples(600))
 @example(None, A, [[0, {True: [1, 2, False]}, b""]])  # True == 1, but is no protocol id
 @example(None, A, [[-128, None, b""]])  # negative flags
 @example(None, A, [{0: 0, 1: None, 2: b""}])  # a map unpacks like a 3-entry list

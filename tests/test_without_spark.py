@@ -14,6 +14,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# re-collects the whole suite in a fresh interpreter: out of `dev.py test --fast`
+pytestmark = pytest.mark.slow
+
 ROOT = Path(__file__).resolve().parent.parent
 
 SPARK_EXTRA = ("pyspark", "pandas", "pyarrow", "py4j")

@@ -9,6 +9,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Flag, Message, PropertyError, StackConfig, View, ViewId
 from triogroups.events import Disconnect, Suspect, Unsuspect, ViewChange
 from triogroups.protocols import ids
@@ -198,7 +199,7 @@ def test_fd_all3_tracks_neither_non_members_nor_itself() -> None:
     assert sorted(fd.stats()["bitmaps"]) == ["B", "C"]
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     slots=st.integers(min_value=2, max_value=5),
     heard=st.lists(

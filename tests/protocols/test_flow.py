@@ -8,6 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Flag, Message, PropertyError
 from triogroups.events import Disconnect, Disconnected
 from triogroups.protocols import ids
@@ -397,7 +398,7 @@ _batches = st.lists(st.tuples(_dests, st.integers(0, 400), _flag_sets), min_size
 _steps = st.lists(st.one_of(_batches, st.integers(1, 600)), min_size=1, max_size=12)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(cls=st.sampled_from([Ufc, Mfc]), steps=_steps)
 def test_flow_batch_at_once_sends_what_one_message_at_a_time_sends(
     cls: type[FlowControl], steps: list[Any]

@@ -19,6 +19,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Flag, Message, Stack, StackConfig, View
 from triogroups.extend import Discard, Protocol, ViewChange
 from triogroups.protocols import ids
@@ -393,7 +394,7 @@ async def _run_plan(plan: _Plan) -> None:
                 watcher.cancel()
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_plans)
 def test_flow_control_keeps_the_delivery_contract_and_bounded_credits(plan: _Plan) -> None:
     """UFC + MFC with random sizes, OOB and NO_FC, slow and stalled readers.

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Flag, Message, PropertyError, StackConfig, View, ViewId
 from triogroups.events import ViewChange
 from triogroups.protocols import ids
@@ -209,7 +210,7 @@ def test_frag_pending_bytes_per_sender_are_capped_by_evicting_the_oldest_partial
     assert receiver.stats()["evicted"] == 1 and receiver.stats()["pending_bytes"] == 1000
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=examples(50), deadline=None)
 @given(
     size=st.integers(min_value=0, max_value=20_000),
     frag_size=st.integers(min_value=1, max_value=3000),

@@ -9,6 +9,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Flag, StackConfig
 from triogroups.testing import SimCluster, SimMember, open_cluster
 
@@ -107,7 +108,7 @@ async def _run(s: Scenario) -> None:
                 assert all(w["size"] == 0 for w in stats["receive_windows"].values()), stats
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(scenarios)
 def test_mcast_delivers_exactly_once_in_order_with_bounded_memory_under_faults(
     s: Scenario,

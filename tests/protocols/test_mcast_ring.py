@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups.protocols._ring import RingBuffer
 
 
@@ -60,7 +61,7 @@ def test_ring_slots_are_reused_after_wrapping_around() -> None:
     assert len(ring._slots) == 3 and "low=49" in repr(ring)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=examples(150), deadline=None)
 @given(
     capacity=st.integers(2, 9),
     ops=st.lists(

@@ -30,6 +30,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Message, StackConfig, View, ViewId
 from triogroups.extend import ViewChange
 from triogroups.protocols import ids
@@ -286,7 +287,7 @@ def _run(schedule: Schedule) -> None:
     trio.run(run_schedule, schedule, clock=trio.testing.MockClock(autojump_threshold=0))
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(40), deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(schedules())
 def test_membership_survivors_agree_on_views_and_deliver_in_order(schedule: Schedule) -> None:
     """Joins, leaves, crashes, partitions, heals: one membership per view id, increasing ids,

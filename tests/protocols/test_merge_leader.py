@@ -16,6 +16,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, StackConfig, View, ViewId
 from triogroups.protocols.merge3 import merge_leader, representatives
 from triogroups.testing import SimMember, open_cluster, wait_until
@@ -56,7 +57,7 @@ def _assignments(draw: st.DrawFn) -> dict[Address, View]:
     return held
 
 
-@settings(max_examples=300, deadline=None)
+@settings(max_examples=examples(300), deadline=None)
 @given(_assignments())
 def test_merge_leader_rule_exactly_one_leader_whose_merge_covers_every_member(
     held: dict[Address, View],

@@ -18,10 +18,13 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Flag, StackConfig
 from triogroups.testing import SimCluster, open_cluster, wait_until
 
-_SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+_SETTINGS = settings(
+    max_examples=examples(25), deadline=None, suppress_health_check=[HealthCheck.too_slow]
+)
 
 
 @dataclass

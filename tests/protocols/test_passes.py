@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Message
 from triogroups.events import FindMembers, GetDigest, ResumeStable, Suspect, SuspendStable
 from triogroups.message import Flag
@@ -139,7 +140,7 @@ def _protocol_state(proto: Protocol) -> Any:
 
 @pytest.mark.parametrize(("name", "direction"), _PROMISES)
 @pytest.mark.parametrize("busy", [False, True], ids=["fresh", "busy"])
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(data=st.data())
 def test_a_batch_the_promise_covers_comes_out_untouched_and_changes_nothing(
     name: str, direction: str, busy: bool, data: st.DataObject

@@ -24,6 +24,7 @@ import trio.testing
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Flag, StackConfig
 from triogroups.protocols.unicast2 import Unicast2
 from triogroups.testing import ContractViolation, DeliveryLog, SimCluster, open_cluster
@@ -37,7 +38,7 @@ CLOSING_STACK = StackConfig.of(
     ("UNICAST2", {**PROPS, "conn_expiry_timeout": 5.0, "max_retransmit_time": 0}),
 )
 SETTINGS = settings(
-    max_examples=20,
+    max_examples=examples(20),
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow],
     derandomize=True,
@@ -236,7 +237,7 @@ def test_unicast2_property_asymmetric_partitions_that_heal(
     assert out["abandoned"] == 0
 
 
-@settings(SETTINGS, max_examples=40)
+@settings(SETTINGS, max_examples=examples(40))
 @given(
     steps=_rounds(pause, block, heal, close, close, alone, view_all, rounds=12),
     **faults,

@@ -18,6 +18,7 @@ import trio.testing
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Flag, Message, StackConfig
 from triogroups.extend import Protocol
 from triogroups.protocols import ids
@@ -384,7 +385,7 @@ async def _drive(seed: int, loss: float, faults: dict[str, Any], ops: list[Any])
         assert all(_u3(m).stats()["cache_size"] == 0 for m in members)
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=examples(40), deadline=None)
 @given(
     seed=st.integers(0, 2**16),
     loss=st.floats(0.0, 0.3),

@@ -9,6 +9,7 @@ import trio
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests._kinds import examples
 from triogroups import Address, Flag, Message, PropertyError, StackConfig, View, ViewId
 from triogroups.events import Disconnect, Suspect, Unsuspect, ViewChange
 from triogroups.protocols import ids
@@ -170,7 +171,7 @@ def test_verify_suspect_drops_unknown_header_types() -> None:
     assert vs.take_up() == [] and vs.take_down() == [] and vs.stats()["malformed"] == 1
 
 
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=examples(60), deadline=None)
 @given(
     steps=st.lists(
         st.tuples(
