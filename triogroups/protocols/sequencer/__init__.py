@@ -109,7 +109,7 @@ from triogroups.protocols.sequencer._header import (
     SequencerHeader,
 )
 from triogroups.protocols.sequencer._log import Log, Logged
-from triogroups.protocols.sequencer._recovery import Recovery
+from triogroups.protocols.sequencer._recovery import Recovery, old_orders
 from triogroups.view import MergeView, View
 
 __all__ = [
@@ -457,7 +457,7 @@ class Sequencer(Protocol):
         early, self._early = list(self._early), deque()
         merged = isinstance(view, MergeView) and old_coord is not None
         if self.is_coord:
-            groups = self._old_orders(view, old_view, changed)
+            groups = old_orders(view, old_view, changed, self._me())
             if groups:
                 if self._recovery is None:
                     self._recovery = Recovery()
@@ -510,30 +510,6 @@ class Sequencer(Protocol):
             gone = self._departed.popleft()
             if gone not in view:
                 self._delivered.pop(gone, None)
-
-    def _old_orders(self, view: View, old_view: View | None, changed: bool) -> list[set[Address]]:
-        """As the coordinator of ``view``: the members of each order other than ours
-        that ``view`` takes over, whose tails it must wait for. After a coordinator
-        change, the previous view's members that stay; at a merge view, each subgroup
-        another coordinator ordered (campaign udp-total seed 24: a merge view under the
-        coordinator of a singleton subgroup ran no recovery, so the members of the
-        other subgroup that had missed some of their old order's last messages got them
-        only at a later recovery, after newer ones: two orders). Members of a subgroup
-        of ours are left out: our order goes on, NAKACK2 repairs it."""
-        members = set(view.members)
-        me = self._me()
-        if isinstance(view, MergeView) and old_view is not None:
-            ours: set[Address] = set()
-            for sub in view.subgroups:
-                if sub.coord == me:
-                    ours.update(sub.members)
-            return [
-                (set(sub.members) & members) - ours for sub in view.subgroups if sub.coord != me
-            ]
-        if changed:
-            assert old_view is not None
-            return [set(old_view.members) & members]
-        return []
 
     def _send_tail(self, coord: Address, out: list[Message]) -> None:
         """Hand our log (what we delivered and is not known stable) to the new coordinator."""

@@ -10,8 +10,9 @@ from collections.abc import Iterable
 
 from triogroups.address import Address
 from triogroups.message import Message
+from triogroups.view import MergeView, View
 
-__all__ = ["Recovery", "Tail"]
+__all__ = ["Recovery", "Tail", "old_orders"]
 
 #: A tail: (forwarder, its seqno, the message), in delivery order.
 Tail = list[tuple[Address, int, Message]]
@@ -90,3 +91,25 @@ def furthest(tails: dict[Address, Tail], trimmed: dict[Address, Trimmed]) -> tup
         ):
             return tail, True
     return max(tails.values(), key=len), False
+
+
+def old_orders(view: View, old_view: View | None, changed: bool, me: Address) -> list[set[Address]]:
+    """As ``me``, the coordinator of ``view``: the members of each order other than ours
+    that ``view`` takes over, whose tails it must wait for. After a coordinator
+    change, the previous view's members that stay; at a merge view, each subgroup
+    another coordinator ordered (campaign udp-total seed 24: a merge view under the
+    coordinator of a singleton subgroup ran no recovery, so the members of the
+    other subgroup that had missed some of their old order's last messages got them
+    only at a later recovery, after newer ones: two orders). Members of a subgroup
+    of ours are left out: our order goes on, NAKACK2 repairs it."""
+    members = set(view.members)
+    if isinstance(view, MergeView) and old_view is not None:
+        ours: set[Address] = set()
+        for sub in view.subgroups:
+            if sub.coord == me:
+                ours.update(sub.members)
+        return [(set(sub.members) & members) - ours for sub in view.subgroups if sub.coord != me]
+    if changed:
+        assert old_view is not None
+        return [set(old_view.members) & members]
+    return []
