@@ -276,6 +276,12 @@ class Merger:
         self._reset_leader()
         gms.counters["merges_dropped_leaving"] += 1
         _log.info("%s: merge %d cancelled: leaving", me, merge_id)
+        self._call_off(merge_id, asked, now)
+
+    def _call_off(self, merge_id: int, asked: list[Address], now: float) -> None:
+        """The merge ``merge_id`` we led is off: tell the representatives ``asked``
+        (CANCEL_MERGE), let STABLE run again and take up the requests queued behind it."""
+        gms = self.gms
         for member in asked:
             gms.send_down_one(gms.control(member, GmsHeader(CANCEL_MERGE, merge_id=merge_id)))
         gms.pass_down(ResumeStable())
@@ -302,12 +308,7 @@ class Merger:
         if len(views) < 2 or me is None or own is None or stale:
             gms.counters["merges_cancelled"] += 1
             _log.info("%s: merge %d cancelled: %d view(s) to merge", me, merge_id, len(views))
-            for member in answers:
-                if member != me:
-                    cancel = GmsHeader(CANCEL_MERGE, merge_id=merge_id)
-                    gms.send_down_one(gms.control(member, cancel))
-            gms.pass_down(ResumeStable())
-            gms.resume_requests(now)
+            self._call_off(merge_id, [m for m in answers if m != me], now)
             return
         others = sorted((v for v in views if v.view_id != own.view_id), key=lambda v: v.coord)
         reps = [rep for rep in answers if rep != me]
