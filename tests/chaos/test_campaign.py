@@ -207,6 +207,19 @@ def test_campaign_udp_mcast_50545_a_receiver_merged_back_before_a_flushed_leave(
     assert flushed == [], "\n".join(str(v) for v in flushed[:3])
 
 
+def test_campaign_udp_mcast_51305_a_multicast_parked_when_its_sender_is_killed_is_not_owed() -> (
+    None
+):
+    """Issue 37, campaign udp-mcast 51305: A's window filled while A sat cut off in view 3,
+    which the others (behind a coordinator paused most of the time) had left at 11.34 s
+    without A hearing; A1-15 was parked in MCAST at 7.04 s and A was killed at 18.79 s.
+    A parked multicast was never numbered or sent: the kill loses it, as it loses the
+    sends still waiting above the stack, and the history says ``unsent`` for both, so the
+    checker no longer holds A to have delivered A1-15 itself."""
+    result = run_seed("udp-mcast", 51305)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

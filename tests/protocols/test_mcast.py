@@ -93,6 +93,18 @@ def test_mcast_sender_blocks_when_seqno_minus_low_reaches_capacity() -> None:
     assert down_messages(proto) == [] and proto.stats()["parked_messages"] == 4
 
 
+def test_mcast_parked_lists_the_multicasts_waiting_for_room_oldest_first() -> None:
+    """What waits for room was taken but never numbered or sent: `parked` says which, so
+    the test kit knows what a killed member's process took with it."""
+    proto = _mcast(capacity=4)
+    _send(proto, 2)
+    assert proto.parked() == ()
+    waiting = [Message(None, f"w{i}".encode()) for i in range(3)]
+    proto.down(waiting, 0.1)
+    assert [m.payload for m in proto.parked()] == [b"w1", b"w2"]
+    assert all(ids.MCAST not in m.headers for m in proto.parked())
+
+
 def test_mcast_unicasts_and_no_reliability_multicasts_pass_through_even_when_blocked() -> None:
     proto = _mcast(capacity=2)
     _send(proto, 2)

@@ -105,3 +105,27 @@ async def test_send_cancelled_while_the_window_is_full_is_taken_back_from_log_an
     delivered = {r["id"] for r in lines if r["k"] == "deliver"}
     assert f"m{i}a" not in delivered and f"m{i - 1}b" in delivered
     assert check_histories(read_histories(tmp_path)) == []
+
+
+async def test_a_killed_member_takes_its_parked_multicasts_back_from_log_and_history(
+    autojump_clock: object, tmp_path: Path
+) -> None:
+    """Campaign udp-mcast 51305: a multicast MCAST parks for room was taken (its send
+    returned) but never numbered or sent, so a process killed then loses it, as it loses
+    the sends still waiting above the stack. The history says ``unsent`` for both kinds,
+    and the checker owes nothing for them, not even to the sender itself."""
+    async with open_cluster(2, MCAST_4, seed=5, history=tmp_path) as cluster:
+        a, b = cluster.members
+        cluster.network.partition([a.address], [b.address])
+        for i in range(6):  # a window of 4 takes 3 (S - low >= capacity); 3 are parked
+            await a.send(f"m{i}".encode())
+        await trio.sleep(1)  # the layers take what the sends queued
+        parked = [m.payload for m in a.protocol("MCAST").parked()]
+        assert parked == [b"m3", b"m4", b"m5"]
+        await trio.sleep(5)
+        a.kill()
+        cluster.network.heal()
+        await trio.sleep(5)
+    lines = [json.loads(t) for t in next(tmp_path.glob("A-*.jsonl")).read_text().splitlines()]
+    assert [r["id"] for r in lines if r["k"] == "unsent"] == ["m3", "m4", "m5"]
+    assert check_histories(read_histories(tmp_path)) == []

@@ -27,6 +27,8 @@ from triogroups.address import Address
 from triogroups.config import StackConfig, sim_config
 from triogroups.events import Connect, Disconnect, Disconnected, Event, InjectView, ViewChange
 from triogroups.message import Flag, Message
+from triogroups.protocols import ids
+from triogroups.protocols.mcast import Mcast
 from triogroups.stack import Stack
 from triogroups.testing._contract import DeliveryLog
 from triogroups.testing._history import HistoryWriter
@@ -307,8 +309,28 @@ class SimMember:
                 task_status.started()
 
     def kill(self) -> None:
-        """Stop this member at once, as if its process died."""
+        """Stop this member at once, as if its process died.
+
+        Multicasts MCAST still parks for room (`Mcast.parked`) die with it: they were
+        taken, but never numbered or sent, as the sends still waiting above the stack
+        (which the cancellation takes back) were not. So the log and the history take
+        them back too (campaign udp-mcast 51305: A's first multicast after its window
+        filled was parked 11.8 s, while A sat in a view the others had left, until A
+        was killed; the checker held A to deliver it)."""
+        self._unrecord_parked()
         self._cancel.cancel()
+
+    def _unrecord_parked(self) -> None:
+        try:
+            mcast = self.stack.protocol("MCAST")
+        except (KeyError, RuntimeError):  # no MCAST, or the stack never ran
+            return
+        assert isinstance(mcast, Mcast)
+        for msg in mcast.parked():
+            # a parked fragment is not a send of ours: FRAG sits above MCAST and the
+            # campaign's messages are smaller than one fragment
+            if msg.headers.get(ids.FRAG) is None:
+                self._unrecord_sends([msg.payload], None, msg.flags)
 
     def __repr__(self) -> str:
         return f"<SimMember {self.name}>"

@@ -35,8 +35,9 @@ leave      ``flushed`` (bool): the member left gracefully (after its disconnect
            returned), and whether the leave promised its multicasts had
            reached the others (a None or False return: no promise)
 unsent     ``id``: the send recorded as ``id`` was cancelled before the stack
-           took it (a send waiting for room in a full window): nothing was
-           sent, so the checker forgets that send
+           took it (a send waiting for room in a full window), or its member
+           was killed while MCAST still parked it for room (`Mcast.parked`):
+           nothing was sent, so the checker forgets that send
 taken      ``id``: the stack took the send recorded as ``id`` only now (it
            waited while a layer held senders back: a full window, no
            flow-control credits); absent for a send taken at once

@@ -184,6 +184,14 @@ class Mcast(Protocol):
     def blocks_down(self) -> bool:
         return bool(self._state.pending)
 
+    def parked(self) -> tuple[Message, ...]:
+        """The application's multicasts taken from above and still waiting for room in the
+        send window, oldest first: not numbered and never sent, so a process that dies now
+        loses them as it loses what its socket buffer holds (the test kit's
+        `SimMember.kill` takes them back from its history). A graceful leave sends them
+        (the flush)."""
+        return tuple(self._state.pending)
+
     def up(self, batch: list[Message], now: float) -> None:
         deliver: list[Message] = []
         state, receiver = self._state, self._receiver
