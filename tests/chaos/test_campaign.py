@@ -220,6 +220,17 @@ def test_campaign_udp_mcast_51305_a_multicast_parked_when_its_sender_is_killed_i
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+def test_campaign_udp_mcast_60185_a_multicast_waiting_in_a_full_window_is_owed_once_sent() -> None:
+    """Issue 37, campaign udp-mcast 60185: I's window of 32 filled at 3.99 s behind A
+    (deaf to everyone, then in a singleton view, but heard, so never suspected) and C
+    (cut off); I1-32 waited in MCAST until the view of 23.16 s dropped A, and I then
+    delivered it itself. D, killed at 14.88 s, was held to it because the settle time
+    ran from the send. It runs from when the sender delivered its own copy, as it runs
+    from ``taken`` for a send that waited above the stack."""
+    result = run_seed("udp-mcast", 60185)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

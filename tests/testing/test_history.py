@@ -158,6 +158,34 @@ def test_history_settle_runs_from_when_the_stack_took_a_held_back_send(tmp_path:
     assert _held_back(tmp_path / "at-once", taken_at=None) == ["missing"]
 
 
+def _parked(root: Path, own_at: float, *, total: bool = False) -> list[str]:
+    """A sends a1 at 2 s and delivers it itself at ``own_at``; B stays in A's view until
+    its history ends at 10 s and never delivers it."""
+    root.mkdir()
+    run = Run(root, A, B)
+    run.at(1).view(V1)
+    run.at(2).w[A].send("a1", total=total)
+    run.at(own_at).w[A].deliver(A, "a1")
+    run.at(10).w[B].sample(1000, {"MCAST": 3})  # B's history ends here
+    run.w.pop(B).close()
+    return run.end(20)
+
+
+def test_history_settle_runs_from_when_the_sender_delivered_its_own_multicast(
+    tmp_path: Path,
+) -> None:
+    """A sender delivers its own multicast when the reliability layer numbers and sends
+    it; MCAST keeps the first sends after its window filled until there is room, so a
+    multicast the sender delivered late is owed ``settle`` seconds after that (campaign
+    udp-mcast 60185: I1-32 waited 19 s in I's full window; D, killed 10.9 s after the
+    send, was held to it). Not for the total order, where the sender delivers its own
+    only when the sequencer's order comes back."""
+    assert _parked(tmp_path / "late", own_at=6.0) == []
+    assert _parked(tmp_path / "early", own_at=4.0) == ["missing"]
+    assert _parked(tmp_path / "at-once", own_at=2.0) == ["missing"]
+    assert _parked(tmp_path / "total", own_at=6.0, total=True) == ["missing"]
+
+
 def test_history_no_missing_message_when_they_parted_or_ended_before_settle(tmp_path: Path) -> None:
     """No FLUSH: nothing is promised to a member that leaves the sender's view next,
     nor within ``settle`` seconds of the send."""

@@ -70,13 +70,18 @@ What the checker proves (the delivery contract without FLUSH):
   behind pauses and one-way splits, so a view can keep two members together
   that cannot talk (campaign unicast2 seed 2190: G could not hear D for all but
   0.07 s of the 11.3 s after D's send that their views held both).
-  The ``settle`` seconds run from when the stack took the send (its ``taken``
-  record, else the send): while flow control holds senders back, waiting for
-  acks or credits from a member that crashed or is cut off and not yet
+  The ``settle`` seconds run from when the send entered the group: when the
+  stack took it (its ``taken`` record, else the send) or, for a regular
+  multicast outside the total order, when its sender delivered it itself, if
+  that came later (a sender delivers its own multicast when the reliability
+  layer numbers and sends it; MCAST keeps the first sends after its window
+  filled until there is room). While flow control holds senders back, waiting
+  for acks or credits from a member that crashed or is cut off and not yet
   excluded, no layer below has the message to deliver or retransmit (campaign
   udp-mcast seed 21144: D's multicast waited 7.4 s at the top of the stack
   behind an MCAST window a killed member kept full, then 7.3 s more behind a
-  partitioned one; E left gracefully 7.3 s after the stack took it).
+  partitioned one; E left gracefully 7.3 s after the stack took it; seed
+  60185: I1-32 waited 19 s in I's full window).
   That is what JGroups guarantees without FLUSH: there is no promise for a
   member that leaves, is suspected, or is split from the sender before
   retransmission completes, nor that delivery happens before the next view is

@@ -304,9 +304,9 @@ def _check_missing(
                     js = [j for j, line in enumerate(r.views) if view_id(line) == view_id(view)]
                     cache[key] = (js[0], _together_until(s, r, i, js[0])) if js else (-1, None)
                 j, until = cache[key]
-                # settle runs from when the stack took the send: while flow control
+                # settle runs from when the send entered the group: while flow control
                 # held it back, no layer had it to deliver or retransmit
-                sent_at = s.taken_at.get(msg_id, float(send.record["t"]))
+                sent_at = s.sent_at(msg_id)
                 if until is None or until - sent_at < settle:
                     continue
                 # the faults kept them apart: no retransmission could get through

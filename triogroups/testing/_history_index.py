@@ -28,6 +28,22 @@ class Member:
     send_order: dict[str, int]
     view_at_send: dict[str, int]  # id -> index into views (-1: before any view)
     taken_at: dict[str, float]  # id -> when the stack took a send that waited (`taken`)
+    # id -> when the sender delivered its own regular multicast (not one in the total
+    # order), where that came after the send (and its ``taken``): see `sent_at`
+    own_at: dict[str, float]
+
+    def sent_at(self, msg_id: str) -> float:
+        """When the send ``msg_id`` entered the group, as far as the history tells: the
+        stack took it (``taken``, else the send), or, later, its sender delivered it
+        itself. A sender delivers its own multicast when the reliability layer numbers
+        and sends it (NAKACK2 at once, MCAST when its window has room): a multicast that
+        waited in MCAST's full window (the first sends after the window filled do; the
+        rest wait at the top of the stack, ``taken``) was no more on its way to anyone
+        than one waiting above (campaign udp-mcast 60185: I1-32 waited 19 s in I's
+        window behind a member deaf to I and then in a singleton view, while the
+        coordinator was paused; D, killed 10.9 s after the send, was held to it)."""
+        at = self.taken_at.get(msg_id, float(self.sends[msg_id].record["t"]))
+        return max(at, self.own_at.get(msg_id, at))
 
     @property
     def uuid(self) -> str:
@@ -42,8 +58,18 @@ def index_member(history: History) -> Member:
     order: dict[str, int] = {}
     at: dict[str, int] = {}
     taken: dict[str, float] = {}
+    own: dict[str, float] = {}
+    me = history.member
     for line in history.lines:
         kind = line.record["k"]
+        if kind == "deliver":
+            record = line.record
+            msg_id = record["id"]
+            if record["from"] == me and msg_id in sends:
+                send = sends[msg_id].record
+                if send["to"] is None and not send["oob"] and not send.get("total"):
+                    own[msg_id] = float(record["t"])
+            continue
         if kind == "view":
             views.append(line)
         elif kind == "send":
@@ -58,7 +84,7 @@ def index_member(history: History) -> Member:
             at.pop(msg_id, None)
         elif kind == "taken":
             taken[line.record["id"]] = float(line.record["t"])
-    return Member(history, views, sends, order, at, taken)
+    return Member(history, views, sends, order, at, taken, own)
 
 
 def view_id(line: Line) -> tuple[int, str]:
