@@ -195,10 +195,12 @@ class StandaloneCluster:
             self.start_worker()
         return self
 
-    def start_worker(self, host: str = "127.0.0.1", namespace: str | None = None) -> None:
+    def start_worker(
+        self, host: str = "127.0.0.1", namespace: str | None = None, wait: bool = True
+    ) -> None:
         """Start one more worker on ``host`` (in network namespace ``namespace``, with
         ``SPARK_LOCAL_IP`` there for everything it starts) and return once the master lists
-        it as alive."""
+        it as alive (at once without ``wait``: `wait_workers` waits for it later)."""
         i = len(self._procs) - 1
         work = self.directory / f"worker{i}"
         work.mkdir(exist_ok=True)
@@ -208,9 +210,14 @@ class StandaloneCluster:
                    "--host", host, "--port", "0", "--webui-port", "0",
                    "--cores", str(self.cores), "--memory", "2g", "--work-dir", str(work),
                    self.url, prefix=prefix, **inside)  # fmt: skip
+        if wait:
+            self.wait_workers(i + 1)
+
+    def wait_workers(self, count: int) -> None:
+        """Return once the master lists ``count`` workers as alive."""
         self._wait(
-            lambda status: sum(w["state"] == "ALIVE" for w in status["workers"]) == i + 1,
-            f"worker {i}",
+            lambda status: sum(w["state"] == "ALIVE" for w in status["workers"]) >= count,
+            f"{count} workers",
         )
 
     def stop(self) -> dict[int, str]:

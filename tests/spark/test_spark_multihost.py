@@ -11,10 +11,12 @@ nothing is left. Needs root and ``ip``; skipped with the reason elsewhere.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -36,6 +38,7 @@ pytestmark = [pytest.mark.spark, pytest.mark.sparkcluster, pytest.mark.multihost
 APP = Path(__file__).with_name("multihost_app.py")
 ROOT = Path(__file__).resolve().parents[2]
 _DRIVER_TIMEOUT = 600  # seconds for the whole driver (a loaded 2-core machine)
+_STOP_TIMEOUT = 30.0
 
 
 def _ip(*args: str) -> str:
@@ -99,6 +102,21 @@ def two_hosts() -> Iterator[tuple[str, list[tuple[str, str]], str]]:
             subprocess.run(["ip", "netns", "del", ns], capture_output=True, timeout=10)
 
 
+def _end_session(driver: subprocess.Popen[bytes] | None) -> dict[int, str]:
+    """Wait for the driver's session (its JVM exits after it) to end, kill what is left of
+    it after `_STOP_TIMEOUT` seconds and return that."""
+    if driver is None:
+        return {}
+    deadline = time.monotonic() + _STOP_TIMEOUT
+    while processes({driver.pid}, zombies=True) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = processes({driver.pid})
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)  # ours: started in the driver's session
+    return left
+
+
 def _run_on_two_hosts(directory: Path) -> dict[str, Any]:
     """Start the cluster on two hosts, run the driver, tear everything down: what the
     driver reported, the hosts' addresses, and what was left after the teardown."""
@@ -111,28 +129,36 @@ def _run_on_two_hosts(directory: Path) -> dict[str, Any]:
     with two_hosts() as (root, hosts, tag):
         cluster = StandaloneCluster(directory, workers=2, cores=1, host=root)
         sessions: set[int] = set()
+        driver: subprocess.Popen[bytes] | None = None
         try:
             cluster.start(workers=0)
             for ns, address in hosts:
-                cluster.start_worker(address, ns)
+                cluster.start_worker(address, ns, wait=False)
             sessions = cluster.sessions
             env = {**os.environ, "SPARK_HOME": str(spark_home()), "SPARK_LOCAL_IP": root}
             env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(APP.parent)])
             env.pop("SPARK_MASTER", None)
             report = directory / "report.json"
             with open(directory / "driver.log", "wb") as log:
-                driver = subprocess.run(
+                # Started with the workers: its groups wait for their executors' slots.
+                driver = subprocess.Popen(
                     [sys.executable, str(APP), cluster.url, root, str(report)],
                     stdin=subprocess.DEVNULL,
                     stdout=log,
                     stderr=subprocess.STDOUT,
                     env=env,
                     cwd=directory,
-                    timeout=_DRIVER_TIMEOUT,
+                    start_new_session=True,  # its JVM too: found by session as the cluster's
                 )
-            assert driver.returncode == 0, (directory / "driver.log").read_text()[-3000:]
+            sessions.add(driver.pid)
+            cluster.wait_workers(2)
+            returncode = driver.wait(timeout=_DRIVER_TIMEOUT)
+            assert returncode == 0, (directory / "driver.log").read_text()[-3000:]
         finally:
-            left = cluster.stop()
+            if driver is not None and driver.poll() is None:
+                driver.kill()
+                driver.wait()
+            left = {**cluster.stop(), **_end_session(driver)}
     namespaces = _ip("netns", "list")
     links = _ip("-o", "link")
     return {
