@@ -33,12 +33,18 @@ from _standalone import StandaloneCluster, processes, spark_home
 from triogroups.supervisor.spark import SparkUnavailable
 from triogroups.supervisor.spark._setup import find_java, require_pyspark
 
-pytestmark = [pytest.mark.spark, pytest.mark.sparkcluster, pytest.mark.multihost]
+_DRIVER_TIMEOUT = 600  # seconds for the whole driver (a loaded 2-core machine)
+_STOP_TIMEOUT = 30.0
+# The first test of a worker waits for the whole run (or runs it), bounded by its deadlines.
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.sparkcluster,
+    pytest.mark.multihost,
+    pytest.mark.timeout(1200),
+]
 
 APP = Path(__file__).with_name("multihost_app.py")
 ROOT = Path(__file__).resolve().parents[2]
-_DRIVER_TIMEOUT = 600  # seconds for the whole driver (a loaded 2-core machine)
-_STOP_TIMEOUT = 30.0
 
 
 def _ip(*args: str) -> str:
