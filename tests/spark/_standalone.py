@@ -5,7 +5,9 @@ Each JVM is started with ``java -cp $SPARK_HOME/jars/*`` directly (what ``spark-
 execs after its launcher JVM, without that second start) in a session of its own, so every
 process it starts later (executor JVMs, their Python daemons and workers, even reparented
 ones) keeps that session id: `processes` finds them all by it, and `StandaloneCluster.stop`
-ends them all and checks that none is left. Logs go to the cluster's directory.
+ends them all and checks that none is left (a worker in a network namespace starts through
+``ip netns exec``, which execs java in its own place: the same process and session). Logs go
+to the cluster's directory.
 
 The workers get the repository on ``PYTHONPATH``: triogroups installed on every node, as a
 cluster needs it (the executors' Python workers import it before any stage runs).
@@ -109,26 +111,33 @@ def processes(sessions: set[int], zombies: bool = False) -> dict[int, str]:
 
 
 class StandaloneCluster:
-    """A master and ``workers`` workers of ``cores`` cores each, on 127.0.0.1 (`start` may
-    start fewer, `start_worker` the others later)."""
+    """A master on ``host`` and ``workers`` workers of ``cores`` cores each, on 127.0.0.1
+    unless `start_worker` is told another host (`start` may start fewer, `start_worker` the
+    others later). The master's web UI, which `status` reads, listens on every address."""
 
-    def __init__(self, directory: Path, workers: int = 2, cores: int = 2) -> None:
+    def __init__(
+        self, directory: Path, workers: int = 2, cores: int = 2, host: str = "127.0.0.1"
+    ) -> None:
         self.directory = directory
         self.workers = workers
         self.cores = cores
+        self.host = host
         port = free_ports(2)
         self.master_port, self.ui_port = port, port + 1
-        self.url = f"spark://127.0.0.1:{self.master_port}"
+        self.url = f"spark://{host}:{self.master_port}"
         self._procs: list[subprocess.Popen[bytes]] = []
 
     @property
     def sessions(self) -> set[int]:
         return {proc.pid for proc in self._procs}
 
-    def _java(self, name: str, main: str, *args: str) -> None:
+    def _java(
+        self, name: str, main: str, *args: str, prefix: tuple[str, ...] = (), **extra: str
+    ) -> None:
         home = spark_home()
         env = {
             **os.environ,
+            **extra,
             "SPARK_HOME": str(home),
             "SPARK_SCALA_VERSION": _scala_version(home),
             "SPARK_LOG_DIR": str(self.directory),
@@ -136,7 +145,7 @@ class StandaloneCluster:
                 p for p in (str(ROOT), os.environ.get("PYTHONPATH")) if p
             ),
         }
-        command = ["java", "-Xmx256m", *JVM_OPTIONS, "-cp", f"{home}/jars/*"]
+        command = [*prefix, "java", "-Xmx256m", *JVM_OPTIONS, "-cp", f"{home}/jars/*"]
         command += ["-Dspark.master.rest.enabled=false", main, *args]
         with open(self.directory / f"{name}.log", "wb") as log:
             self._procs.append(
@@ -179,25 +188,36 @@ class StandaloneCluster:
         default); return once each registered (workers started before the master is up
         retry only after several seconds)."""
         master = "org.apache.spark.deploy.master.Master"
-        self._java("master", master, "--host", "127.0.0.1", "--port", str(self.master_port),
+        self._java("master", master, "--host", self.host, "--port", str(self.master_port),
                    "--webui-port", str(self.ui_port))  # fmt: skip
         self._wait(lambda status: status.get("status") == "ALIVE", "master")
         for _ in range(self.workers if workers is None else workers):
             self.start_worker()
         return self
 
-    def start_worker(self) -> None:
-        """Start one more worker and return once the master lists it as alive."""
+    def start_worker(
+        self, host: str = "127.0.0.1", namespace: str | None = None, wait: bool = True
+    ) -> None:
+        """Start one more worker on ``host`` (in network namespace ``namespace``, with
+        ``SPARK_LOCAL_IP`` there for everything it starts) and return once the master lists
+        it as alive (at once without ``wait``: `wait_workers` waits for it later)."""
         i = len(self._procs) - 1
         work = self.directory / f"worker{i}"
         work.mkdir(exist_ok=True)
+        inside = {} if namespace is None else {"SPARK_LOCAL_IP": host}
+        prefix = () if namespace is None else ("ip", "netns", "exec", namespace)
         self._java(f"worker{i}", "org.apache.spark.deploy.worker.Worker",
-                   "--host", "127.0.0.1", "--port", "0", "--webui-port", "0",
+                   "--host", host, "--port", "0", "--webui-port", "0",
                    "--cores", str(self.cores), "--memory", "2g", "--work-dir", str(work),
-                   self.url)  # fmt: skip
+                   self.url, prefix=prefix, **inside)  # fmt: skip
+        if wait:
+            self.wait_workers(i + 1)
+
+    def wait_workers(self, count: int) -> None:
+        """Return once the master lists ``count`` workers as alive."""
         self._wait(
-            lambda status: sum(w["state"] == "ALIVE" for w in status["workers"]) == i + 1,
-            f"worker {i}",
+            lambda status: sum(w["state"] == "ALIVE" for w in status["workers"]) >= count,
+            f"{count} workers",
         )
 
     def stop(self) -> dict[int, str]:

@@ -42,7 +42,8 @@ SCHEMA_NAMES = [field.split()[0] for field in SCHEMA.split(", ")]
 
 
 def test_spark_arrow_group_of_4_forms_one_view_and_sees_its_partition(spark: Any) -> None:
-    """A barrier mapInArrow stage over 4 partitions: every member has the same view of 4,
+    """A barrier mapInArrow stage over 4 partitions: every member has the same view of 4
+    (whichever member coordinates it),
     every member's multicast reaches all, each member holds its own partition's rows (as
     batches and as rows), and the result DataFrame has every member's records. The workers'
     daemon had pyarrow loaded before it forked them."""
@@ -54,7 +55,7 @@ def test_spark_arrow_group_of_4_forms_one_view_and_sees_its_partition(spark: Any
     views = {r[1] for r in rows}
     assert len(views) == 1
     *names, _view_id = views.pop().split()
-    assert names[0] == "p0" and sorted(names) == ["p0", "p1", "p2", "p3"]
+    assert sorted(names) == ["p0", "p1", "p2", "p3"]  # any may coordinate (a late p0 joins)
     assert {r[2] for r in rows} == {str([(p, 100) for p in range(4)])}
     assert [(r[3], r[4]) for r in rows] == [(100 * p, 100) for p in range(4)]
     assert [r[5] for r in rows] == [100 * p + 99 for p in range(4)]

@@ -2,8 +2,11 @@
 cores each, every one its own JVM on loopback (`_standalone`), and one driver submitted to
 it with ``spark-submit --master spark://...`` (`standalone_app`) that runs its steps on one
 session; each test checks one step of its report. The second worker starts only once the
-driver's session is up, so its first group waits for executors, as on a cold cluster. The
-last test stops the cluster and finds no process of it left."""
+driver's session is up, so its first group waits for executors, as on a cold cluster. One
+run of the cluster serves the module, once per test run however many pytest-xdist workers
+run its tests (`once_per_run`): it starts the cluster, submits the driver, runs the CLI
+against it and stops it, and the tests check what it saw; the last one, that the stop left
+no process of it."""
 
 from __future__ import annotations
 
@@ -13,41 +16,28 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from _once import once_per_run
 from _standalone import StandaloneCluster, processes, spark_home, write_driver_only
 
 from triogroups.supervisor.spark import SparkUnavailable
 from triogroups.supervisor.spark._setup import find_java, require_pyspark
 
-pytestmark = [pytest.mark.spark, pytest.mark.sparkcluster]
+_SUBMIT_TIMEOUT = 900  # seconds for the whole application (a loaded 2-core machine)
+# The first test of a worker waits for the whole run (or runs it): more than pytest's 600 s
+# on a loaded machine, but bounded by the run's own deadlines.
+pytestmark = [pytest.mark.spark, pytest.mark.sparkcluster, pytest.mark.timeout(1800)]
 
 APP = Path(__file__).with_name("standalone_app.py")
 ROOT = Path(__file__).resolve().parents[2]
-_SUBMIT_TIMEOUT = 900  # seconds for the whole application (a loaded 2-core machine)
 
 
-@pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StandaloneCluster]:
-    """The master and the first of two workers, started once for this module."""
-    try:
-        require_pyspark()
-        find_java()
-    except SparkUnavailable as exc:
-        pytest.skip(str(exc))
-    started = StandaloneCluster(tmp_path_factory.mktemp("standalone"))
-    try:
-        yield started.start(workers=1)
-    finally:
-        started.stop()
-
-
-@pytest.fixture(scope="module")
-def report(cluster: StandaloneCluster) -> dict[str, dict[str, Any]]:
-    """`standalone_app` submitted to the cluster; its steps by name."""
+def _submit(cluster: StandaloneCluster) -> dict[str, dict[str, Any]]:
+    """`standalone_app` submitted to the cluster, whose second worker starts once the
+    driver's session is up; its steps by name."""
     out = cluster.directory / "report.json"
     marks = cluster.directory / "marks"
     marks.mkdir()
@@ -96,24 +86,104 @@ def report(cluster: StandaloneCluster) -> dict[str, dict[str, Any]]:
     return steps
 
 
+def _cli_with_master(cluster: StandaloneCluster, directory: Path) -> dict[str, Any]:
+    """``PYTHONPATH=. triogroups spark --master URL -n 2 climod:member hey`` in a directory
+    only this driver has (`write_driver_only`): its exit status, output and directory."""
+    directory.mkdir()
+    write_driver_only(directory)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), "."])}
+    env.pop("SPARK_MASTER", None)
+    env["COLUMNS"] = "40"  # each result stays one line however narrow the terminal
+    code = "import sys; from triogroups.cli import main; sys.exit(main())"
+    command = [sys.executable, "-c", code, "spark", "--master", cluster.url, "-n", "2"]
+    try:
+        run = subprocess.run(
+            [*command, "climod:member", "hey"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=directory,
+            timeout=_SUBMIT_TIMEOUT,
+        )
+    except subprocess.TimeoutExpired as exc:  # its test fails with it, not the whole run
+        return {"status": None, "lines": [], "stderr": str(exc), "directory": str(directory)}
+    return {
+        "status": run.returncode,
+        "lines": run.stdout.splitlines(),
+        "stderr": run.stderr[-3000:],
+        "directory": str(directory),
+    }
+
+
+def _run_standalone(directory: Path) -> dict[str, Any]:
+    """The cluster's whole life: the master and its first worker, the submitted driver (the
+    second worker joins it), the CLI with ``--master`` once that application finished (its
+    cores are free again), then the stop: everything the tests check, and what ``ps`` still
+    lists of the cluster's sessions after it."""
+    try:
+        require_pyspark()
+        find_java()
+    except SparkUnavailable as exc:
+        pytest.skip(str(exc))
+    cluster = StandaloneCluster(directory)
+    try:
+        cluster.start(workers=1)
+        steps = _submit(cluster)
+        cli = _cli_with_master(cluster, directory / "cli")
+        running = sorted(processes(cluster.sessions).values())
+    finally:
+        left = cluster.stop()
+    sessions = cluster.sessions
+    listing = subprocess.run(
+        ["ps", "-eo", "sid=,stat=,pid=,args="], capture_output=True, text=True, check=True
+    ).stdout
+    # An exited process that its new parent has not reaped yet (a zombie, stat Z) runs
+    # nothing and holds no port: only a running one would be an orphan.
+    listed = [
+        line
+        for line in listing.splitlines()
+        if int(line.split()[0]) in sessions and not line.split()[1].startswith("Z")
+    ]
+    return {
+        "url": cluster.url,
+        "steps": steps,
+        "cli": cli,
+        "stop": {"running_before": running, "left": left, "listed_after": listed},
+    }
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    """The standalone cluster's run, once per test run (`once_per_run`)."""
+    return once_per_run(tmp_path_factory, "standalone", _run_standalone)
+
+
+@pytest.fixture(scope="module")
+def report(run: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the submitted driver's steps saw, by name."""
+    steps: dict[str, dict[str, Any]] = run["steps"]
+    return steps
+
+
 def _ok(entry: dict[str, Any]) -> Any:
     assert "error" not in entry, entry.get("trace")
     return entry["result"]
 
 
 def test_spark_submit_master_wins_and_a_cold_group_waits_for_its_executors(
-    cluster: StandaloneCluster, report: dict[str, dict[str, Any]]
+    run: dict[str, Any], report: dict[str, dict[str, Any]]
 ) -> None:
     """The driver's ``spark_session()`` takes spark-submit's ``--master`` (not local[4]),
     and a group of 4 asked for when at most one worker's 2 slots were registered waits for
     the second worker's executor (instead of failing at once with the slots registered so
-    far): one view of 4, p0 first, across both executors."""
+    far): one view of 4 across both executors."""
     assert report["session"]["registered"] <= 2  # one worker's slots at most: it must wait
     entry = report["cold start: a group of 4 right after the session"]
-    assert entry["master"] == cluster.url
+    assert entry["master"] == run["url"]
     results = _ok(entry)
     assert [r[0] for r in results] == [0, 1, 2, 3]
-    assert all(r[1][0] == "p0" and sorted(r[1]) == ["p0", "p1", "p2", "p3"] for r in results)
+    assert len({tuple(r[1]) for r in results}) == 1
+    assert sorted(results[0][1]) == ["p0", "p1", "p2", "p3"]
     assert len({r[2] for r in results}) == 1
     assert len(entry["executors"]) == 2
 
@@ -162,7 +232,7 @@ def test_spark_cli_under_spark_submit_runs_on_its_master(
         member = ast.literal_eval(line.split(": ", 1)[1])
         assert member["sum"] == 12  # two rounds of 0 + 1 + 2 + 3
         assert member["greeting"] == f"hello from p{(i - 1) % 4}"
-        assert member["view"][0] == "p0" and sorted(member["view"]) == ["p0", "p1", "p2", "p3"]
+        assert sorted(member["view"]) == ["p0", "p1", "p2", "p3"]
     assert len(entry["executors"]) == 2
 
 
@@ -209,32 +279,18 @@ def test_spark_member_module_that_cannot_be_sent_is_refused_on_the_driver_in_one
 
 
 def test_spark_cli_with_master_runs_a_member_module_only_its_driver_has(
-    cluster: StandaloneCluster, report: dict[str, dict[str, Any]], tmp_path: Path
+    run: dict[str, Any],
 ) -> None:
     """``PYTHONPATH=. triogroups spark --master spark://... climod:member`` (the module beside
     the driver, not on the workers) runs its group on the cluster and prints each member's
     result (the submitted application has finished: its cores are free again)."""
-    directory = write_driver_only(tmp_path)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), "."])}
-    env.pop("SPARK_MASTER", None)
-    env["COLUMNS"] = "40"  # each result stays one line however narrow the terminal
-    code = "import sys; from triogroups.cli import main; sys.exit(main())"
-    command = [sys.executable, "-c", code, "spark", "--master", cluster.url, "-n", "2"]
-    run = subprocess.run(
-        [*command, "climod:member", "hey"],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=directory,
-        timeout=_SUBMIT_TIMEOUT,
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    lines = run.stdout.splitlines()
-    assert [line.split(":")[0] for line in lines] == ["p0", "p1"]
-    for i, line in enumerate(lines):
+    cli = run["cli"]
+    assert cli["status"] == 0, cli["stderr"]
+    assert [line.split(":")[0] for line in cli["lines"]] == ["p0", "p1"]
+    for i, line in enumerate(cli["lines"]):
         said = ast.literal_eval(line.split(": ", 1)[1])
         assert said.startswith(f"hey from p{i} of 2 in ") and "climod.py" in said
-        assert str(directory) not in said
+        assert cli["directory"] not in said
 
 
 @pytest.mark.parametrize("form", ["rows", "arrow"])
@@ -285,22 +341,10 @@ def test_spark_member_whose_executor_is_lost_is_named_with_what_happened(
     )
 
 
-def test_spark_standalone_cluster_stops_with_no_process_left(
-    cluster: StandaloneCluster, report: dict[str, dict[str, Any]]
-) -> None:
+def test_spark_standalone_cluster_stops_with_no_process_left(run: dict[str, Any]) -> None:
     """Stopping the master and workers ends every process they started (executors, Python
     daemons and workers): ``ps`` finds none of their sessions."""
-    sessions = cluster.sessions
-    assert processes(sessions), "the cluster's JVMs should be running before the stop"
-    assert cluster.stop() == {}
-    listing = subprocess.run(
-        ["ps", "-eo", "sid=,stat=,pid=,args="], capture_output=True, text=True, check=True
-    ).stdout
-    # An exited process that its new parent has not reaped yet (a zombie, stat Z) runs
-    # nothing and holds no port: only a running one would be an orphan.
-    left = [
-        line
-        for line in listing.splitlines()
-        if int(line.split()[0]) in sessions and not line.split()[1].startswith("Z")
-    ]
-    assert left == []
+    stop = run["stop"]
+    assert stop["running_before"], "the cluster's JVMs should be running before the stop"
+    assert stop["left"] == {}
+    assert stop["listed_after"] == []

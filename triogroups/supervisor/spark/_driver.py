@@ -139,8 +139,9 @@ def run_group(
     each returned, in partition order.
 
     ``await member_fn(channel, task)`` runs in each task inside a Trio event loop, once the
-    channel's view holds all ``n`` members (partition 0 is the coordinator; ``task`` is a
-    `SparkTask`). Returns once every member returned and met the others at the end (in the
+    channel's view holds all ``n`` members, the same view in every member (``task`` is a
+    `SparkTask`; partition 0 coordinates when the members start together, the view's first
+    member always). Returns once every member returned and met the others at the end (in the
     group: a member that finished first waits there for the others' functions to return).
 
     On a cluster master, a ``member_fn`` whose module only the driver can import (beside

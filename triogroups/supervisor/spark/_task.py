@@ -13,8 +13,10 @@ Runs in Spark's Python worker, never on the driver. The order of a task:
    tokens, so each attempt is a cluster of its own (``<cluster>-<generation>``): bundles of a
    failed attempt that still arrive are another cluster's traffic and dropped.
 4. Addresses put the partition in the top 32 bits of the UUID, so partition 0 sorts first
-   among members starting together and GMS makes it the coordinator, deterministically; each
-   attempt's addresses are new incarnations.
+   among members starting together and GMS makes it the coordinator; each attempt's addresses
+   are new incarnations. A member that is late to listen (a loaded machine) is missing from
+   the others' discovery, which may then make the next partition the coordinator, and the
+   late member joins it: only the view's first member is sure to coordinate (`_meet`).
 5. The member function runs once the view holds all N members (its result converted by the
    form's ``finish``, if any); then the members meet (`_meet`) so no member leaves while
    others still send, then the channel leaves.
@@ -71,7 +73,7 @@ _FAILURE = re.compile(r"<<triogroups member p(\d+)>>\n(.*?)<</triogroups member>
 class SparkTask:
     """A member's place in its barrier stage, handed to the member function with its channel.
 
-    ``partition`` is this member's partition (0 coordinates), ``members`` the group's size,
+    ``partition`` is this member's partition, ``members`` the group's size,
     ``generation`` the token of this stage attempt (a retried stage has a new one), ``rows``
     the partition's rows (empty for `run_group`), ``batches`` the partition as
     ``pyarrow.RecordBatch`` objects in the Arrow form of `map_in_group` (empty otherwise; its
@@ -86,7 +88,8 @@ class SparkTask:
 
     @property
     def coordinator(self) -> bool:
-        """True for partition 0, the group's coordinator when it formed."""
+        """True for partition 0 only: one member of the group, whichever coordinates its view
+        (partition 0 does when the members start together; the view's first member always)."""
         return self.partition == 0
 
 
