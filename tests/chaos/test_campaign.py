@@ -231,6 +231,18 @@ def test_campaign_udp_mcast_60185_a_multicast_waiting_in_a_full_window_is_owed_o
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+def test_campaign_udp_mcast_61399_a_view_missed_behind_a_deaf_coordinator_is_no_violation() -> None:
+    """Issue 37, campaign udp-mcast 61399: a partition kept B's view 5 from C, and B was
+    killed at 10.72 s; F's merge view 6 (11.96 s), which C's view 4 was no subgroup of,
+    kept C as a member, and C stayed in view 4 until B's new incarnation merged all at
+    22.21 s. F, the coordinator that alone could take C in or lead a merge with it,
+    could not hear C until 17.56 s and was paused from 17.84 s to 20.06 s: 2.4 s in
+    which it could talk with C. The checker counts those seconds, not the 11.3 s in
+    which C could talk with D."""
+    result = run_seed("udp-mcast", 61399)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

@@ -761,6 +761,36 @@ def test_history_view_missed_is_owed_once_the_pair_could_talk_for_settle_seconds
     assert _missed_while_apart(tmp_path / "no faults", next_at=13, faults=False) == ["view_order"]
 
 
+def _coordinator_deaf(root: Path, *, deaf: bool) -> list[str]:
+    """A's view 2 at t = 2 reaches B, not C (a partition until 3); from then on B and C
+    talk, but A cannot hear C until 12 (with ``deaf``); A's view 3 takes C in at 13
+    (``settle`` 5 s)."""
+    root.mkdir()
+    run = Run(root, A, B, C)
+    run.at(1.5).faults.fault("partition", "partition C | A,B until 3.00")
+    run.at(3).faults.fault("end", "partition C | A,B until 3.00")
+    if deaf:
+        run.faults.fault("oneway", "oneway A stop hearing C until 12.00")
+        run.at(12).faults.fault("end", "oneway A stop hearing C until 12.00")
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).view(View.create(A, 2, [A, B, C]), A, B)
+    run.at(13).view(View.create(A, 3, [A, B, C]))
+    return run.end(30)
+
+
+def test_history_view_missed_while_the_peer_s_coordinator_could_not_hear_it_is_no_violation(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-mcast seed 61399: a view comes from a coordinator, so the seconds that
+    count for a member that missed one are those in which it could talk with the
+    coordinator of the view its peer had, not only with the peer: F, coordinator of the
+    merge view that kept C, heard nobody, then not C, then was paused. Here C talks with
+    B for 10 s but with A, who alone can take it in, for 1 s; with A hearing C the
+    whole time, C stayed behind."""
+    assert _coordinator_deaf(tmp_path / "deaf", deaf=True) == []
+    assert _coordinator_deaf(tmp_path / "hearing", deaf=False) == ["view_order", "view_order"]
+
+
 def test_history_two_coordinators_installing_the_same_counter_is_no_view_order_violation(
     tmp_path: Path,
 ) -> None:

@@ -129,7 +129,12 @@ What the checker proves (the delivery contract without FLUSH):
   that missed W (campaign udp-mcast seed 10357: a one-way split kept A's view 8
   from G; 0.06 s after it ended D, G's next coordinator on its side of a
   partition, was paused until the quiet heal, and D's view 9 reached G 5 s later,
-  10.1 s after A went).
+  10.1 s after A went). Nor do the seconds in which the coordinator of the view
+  the other member had then could not talk with the one that missed W (while
+  both their histories go on): views and merges come from coordinators
+  (campaign udp-mcast seed 61399: F, coordinator of the merge view that kept C
+  as a member though C never had its subgroup's view, heard nobody, then not C,
+  then was paused).
 - **total_order**: two incarnations deliver the totally ordered multicasts
   (``total`` sends) they both delivered in the same relative order, counting
   for each pair only the deliveries made while each had a view of one stretch
