@@ -436,6 +436,18 @@ def test_campaign_udp_total_149_forwards_sent_before_a_member_s_tail_give_way() 
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
+@pytest.mark.parametrize("seed", [26, 121])
+def test_campaign_udp_total_a_suspected_member_ends_the_recovery_s_wait(seed: int) -> None:
+    """Campaign udp-total 26 and 121: the new coordinator's views still held members that
+    had crashed (26: B and H) or left (121: H, back in a merge view), and its recovery
+    waited for their tails for 5 s after failure detection suspected them; every multicast
+    queued behind it, so A's leave flush (26) gave up and B, killed later (121), never
+    delivered its own multicasts (missing). A suspicion now ends the wait for that tail."""
+    result = run_seed("udp-total", seed)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("seed", [41126, 41585])
 def test_campaign_tcp_a_merge_leader_stops_waiting_for_a_representative_it_suspects(
     seed: int,

@@ -12,7 +12,14 @@ import pytest
 
 from triogroups import Address, Message
 from triogroups.config import StackConfig
-from triogroups.events import FlushDone, FlushRequest, StableDigest, ViewChange
+from triogroups.events import (
+    FlushDone,
+    FlushRequest,
+    StableDigest,
+    Suspect,
+    Unsuspect,
+    ViewChange,
+)
 from triogroups.message import Flag
 from triogroups.properties import PropertyError
 from triogroups.protocols import ids
@@ -419,6 +426,39 @@ def test_sequencer_a_member_that_leaves_the_view_ends_the_wait_for_its_tail() ->
     seq.down_event(ViewChange(view_of(B, C, counter=2)), 0.0)
     assert seq.stats()["recovering"]
     seq.down_event(ViewChange(view_of(B, counter=3)), 0.0)
+    assert not seq.stats()["recovering"]
+
+
+def test_sequencer_a_suspected_member_ends_the_wait_for_its_tail() -> None:
+    """Campaign udp-total 26 and 121: the new coordinator's view still held a member that
+    had crashed (or left) and failure detection suspected; its tail never came, and every
+    multicast waited behind it for seconds, until a leaving member's flush gave up on its
+    own. A suspicion now ends the wait for that member's tail: B multicasts C's tail and
+    then what waited as soon as D is suspected."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C, D))
+    seq.down_event(ViewChange(view_of(B, C, D, counter=2)), 0.0)
+    seq.up([*_tail(B, C, [(A, 1, b"a1")]), _forward(C, 1, b"c1", FLUSH)], 0.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]  # D's tail is missing
+    seq.up_event(Suspect((D,)), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [
+        (BCAST, A, b"a1"),
+        (BCAST, C, b"c1"),
+    ]
+    assert not seq.stats()["recovering"]
+    assert split(seq.take_up())[1] == [Suspect((D,))]  # GMS still hears of it
+
+
+def test_sequencer_a_suspicion_before_the_view_counts_until_unsuspected() -> None:
+    """A member suspected before the view that starts the recovery is not waited for
+    (failure detection may speak before GMS installs the view that makes us the
+    coordinator); one unsuspected again is: it is alive, and its tail will come."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C, D))
+    seq.up_event(Suspect((C, D)), 0.0)
+    seq.up_event(Unsuspect(C), 0.0)
+    seq.down_event(ViewChange(view_of(B, C, D, counter=2)), 0.0)
+    assert seq.stats()["recovering"]  # C's tail is awaited, D's is not
+    seq.up(_tail(B, C, []), 0.0)
     assert not seq.stats()["recovering"]
 
 

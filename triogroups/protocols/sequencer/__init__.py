@@ -83,8 +83,7 @@ whatever of them it has not delivered, in its own order.
 Known limits: a merge of two partitions does not reconcile their orders (each
 side's order stands; the merged view orders from then on); a new
 coordinator waits for the tail of every member of the previous view that
-is in its view, for as long as that member stays (a crash of that member
-makes a view without it, which ends the wait).
+is in its view and not suspected by failure detection.
 """
 
 from __future__ import annotations
@@ -93,7 +92,15 @@ from collections import deque
 from typing import Any
 
 from triogroups.address import Address
-from triogroups.events import Disconnect, Event, FlushDone, FlushRequest, StableDigest
+from triogroups.events import (
+    Disconnect,
+    Event,
+    FlushDone,
+    FlushRequest,
+    StableDigest,
+    Suspect,
+    Unsuspect,
+)
 from triogroups.message import Flag, Message
 from triogroups.properties import PropertyError
 from triogroups.protocol import Passes, Protocol
@@ -187,6 +194,7 @@ class Sequencer(Protocol):
         self._log = Log()
         self._early: deque[Message] = deque()
         self._recovery: Recovery | None = None
+        self._suspected: set[Address] = set()  # by failure detection: no tail awaited
         self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
         #: our view's counter: it stamps the BCASTs we multicast as coordinator
         self._view_no = 0
@@ -429,8 +437,7 @@ class Sequencer(Protocol):
             rec.add(src, hdr.sender, hdr.seqno, msg)
         else:
             rec.end(src, (hdr.sender, hdr.trimmed))
-            if not rec.awaiting:
-                self._recovered(out)
+            self._recovered_if_done(out)
 
     # --- view changes and the recovery -----------------------------------------------------
 
@@ -442,17 +449,15 @@ class Sequencer(Protocol):
         self._members = frozenset(view.members)
         was_coord, self.is_coord = self.is_coord, view.coord == me
         self._forget_departed(view)
+        self._suspected &= self._members
         out: list[Message] = []
         changed = old_coord is not None and view.coord != old_coord
         self._view_no = view.view_id.id
         if changed:
-            # What the new coordinator multicast before this view is another order's:
-            # at a merge view, what it sent in its old subgroup after the merge digest
-            # was taken reaches us through NAKACK2. Delivered, a slice of that order
-            # (campaign udp-total seed 50: E got the end of F's, with E's own 9 to 12 in
-            # it but not 7 and 8, forgot those as delivered, and its re-forwards of
-            # them came after 12: E never delivered its 8) would jump our record of
-            # what each forwarder delivered past messages that were never ours.
+            # What the new coordinator multicast before this view is another order's (at
+            # a merge view, its old subgroup's after the merge digest): delivered, a slice
+            # of it jumped our delivery table past messages never ours (campaign
+            # udp-total seed 50; `bcasts_other_order` in the module docstring).
             self._epoch = self._view_no
         early, self._early = list(self._early), deque()
         merged = isinstance(view, MergeView) and old_coord is not None
@@ -471,8 +476,7 @@ class Sequencer(Protocol):
                     self._ordered(self._bcast(msg, me, seqno), out)
             for msg in early:
                 self._to_coordinator(msg, msg.headers[_ID], out)
-            if self._recovery is not None and not self._recovery.awaiting:
-                self._recovered(out)
+            self._recovered_if_done(out)
         elif was_coord:
             self.counters["early_dropped"] += len(early)  # non-members' forwards: theirs now
             self._recovery = None
@@ -484,21 +488,19 @@ class Sequencer(Protocol):
             # coordinates, had come before the first, which dropped them, and B's
             # recovery waited for good). Kept until we coordinate (bounded by _EARLY_MAX).
             self._early = deque(early)
-        if not self.is_coord:
-            if changed or old_coord is None or merged:
-                # A joiner's log is empty, but the new coordinator may await it: its view
-                # before this one may hold us though we never installed it (we joined as
-                # its coordinator crashed, campaign udp-total seed 66), so it waits for a
-                # TAIL_END of ours. One empty TAIL_END per join costs little. At a merge
-                # view it may await us though our coordinator stays (its subgroups are
-                # what their coordinators reported); merges are rare.
-                self._send_tail(view.coord, out)
-            # A merge view under the same coordinator: our view may have kept us in while
-            # the coordinator's left us out, and what we forwarded meanwhile it dropped as
-            # a non-member's (chaos udp-total seed 4242: a paused member's forwards).
-            if changed or old_coord is None or merged:
-                for seqno, msg in self._forward_table.items():
-                    self._forward(msg, seqno, FLUSH if changed or merged else FORWARD, out)
+        if not self.is_coord and (changed or old_coord is None or merged):
+            # A joiner's log is empty, but the new coordinator may await it: its view
+            # before this one may hold us though we never installed it (we joined as
+            # its coordinator crashed, campaign udp-total seed 66), so it waits for a
+            # TAIL_END of ours. One empty TAIL_END per join costs little. At a merge
+            # view it may await us though our coordinator stays (its subgroups are
+            # what their coordinators reported); merges are rare.
+            self._send_tail(view.coord, out)
+            # A merge view under the same coordinator: our view may have kept us in
+            # while the coordinator's left us out, and what we forwarded meanwhile it
+            # dropped as a non-member's (chaos udp-total seed 4242: a paused member).
+            for seqno, msg in self._forward_table.items():
+                self._forward(msg, seqno, FLUSH if changed or merged else FORWARD, out)
         self.send_down(out)
 
     def _forget_departed(self, view: View) -> None:
@@ -513,16 +515,12 @@ class Sequencer(Protocol):
 
     def _send_tail(self, coord: Address, out: list[Message]) -> None:
         """Hand our log (what we delivered and is not known stable) to the new coordinator."""
-        lower = self._lower_ids
-        for entry in self._log.entries:
-            headers = {k: v for k, v in entry.headers.items() if k not in lower}
-            headers[_ID] = SequencerHeader(TAIL, entry.seqno, entry.sender)
-            flags = entry.flags & ~_DONT_LOOPBACK
-            out.append(Message(coord, entry.payload, flags=flags, headers=headers))
-        sender, seqno = self._log.trimmed
-        end = SequencerHeader(TAIL_END, len(self._log), sender, seqno)
-        out.append(Message(coord, headers={_ID: end}))
+        out.extend(self._log.tail(coord, self._lower_ids))
         self.counters["tails_sent"] += 1
+
+    def _recovered_if_done(self, out: list[Message]) -> None:
+        if self._recovery is not None and self._recovery.done(self._suspected):
+            self._recovered(out)
 
     def _recovered(self, out: list[Message]) -> None:
         """Every tail is in: multicast the furthest of each old order, then what waited."""
@@ -552,6 +550,7 @@ class Sequencer(Protocol):
             self.pass_down(event)
             self._check_flushed()
         elif isinstance(event, Disconnect):
+            self._suspected.clear()
             if self._forward_table:
                 self.counters["left_undelivered"] += len(self._forward_table)
             self._forward_table.clear()
@@ -563,6 +562,17 @@ class Sequencer(Protocol):
             self.pass_down(event)
         else:
             super().down_event(event, now)
+
+    def up_event(self, event: Event, now: float) -> None:
+        """Suspicions end the recovery's wait for a suspected member's tail (`Recovery.done`)."""
+        if isinstance(event, Suspect):
+            self._suspected.update(event.members)
+            out: list[Message] = []
+            self._recovered_if_done(out)
+            self.send_down(out)
+        elif isinstance(event, Unsuspect):
+            self._suspected.discard(event.member)
+        super().up_event(event, now)
 
     def _check_flushed(self) -> None:
         """Answer GMS's `FlushRequest` once everything we sent was delivered here."""

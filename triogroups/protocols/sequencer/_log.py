@@ -1,16 +1,19 @@
 """SEQUENCER's log: what a member delivered in the total order and is not yet known stable.
 
 A new coordinator needs it (the tail hand-over); STABLE's digest trims it. It never sends
-anything: the protocol turns its entries into TAIL messages.
+anything: it makes the TAIL messages the protocol sends.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Set
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.message import Message
+from triogroups.message import Flag, Message
+from triogroups.protocols import ids
+from triogroups.protocols.sequencer._header import TAIL, TAIL_END, SequencerHeader
 from triogroups.view import Digest
 
 __all__ = ["Log", "Logged"]
@@ -62,6 +65,20 @@ class Log:
             (e.sender, e.seqno, Message(None, e.payload, flags=e.flags, headers=e.headers))
             for e in self.entries
         ]
+
+    def tail(self, coord: Address, lower_ids: Set[int]) -> list[Message]:
+        """The log as TAILs to ``coord``, then the TAIL_END that counts them and names the
+        last entry trimmed; the lower layers' headers (``lower_ids``) left out."""
+        out = []
+        for entry in self.entries:
+            headers = {k: v for k, v in entry.headers.items() if k not in lower_ids}
+            headers[ids.SEQUENCER] = SequencerHeader(TAIL, entry.seqno, entry.sender)
+            flags = entry.flags & ~int(Flag.DONT_LOOPBACK)
+            out.append(Message(coord, entry.payload, flags=flags, headers=headers))
+        sender, seqno = self.trimmed
+        end = SequencerHeader(TAIL_END, len(self.entries), sender, seqno)
+        out.append(Message(coord, headers={ids.SEQUENCER: end}))
+        return out
 
     def clear(self) -> None:
         self.entries.clear()

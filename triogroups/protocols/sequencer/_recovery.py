@@ -6,7 +6,7 @@ what it chooses.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 from triogroups.address import Address
 from triogroups.message import Message
@@ -50,15 +50,23 @@ class Recovery:
         self.trimmed[member] = trimmed
         self.awaiting.discard(member)
 
+    def done(self, suspected: Set[Address]) -> bool:
+        """Every tail is in but those of members failure detection suspects (campaign
+        udp-total 26 and 121: the view kept a crashed or departed member for seconds,
+        and everything waited behind its tail, which never came). A suspected member
+        is about to leave the view, so it has no claim on the order; its tail still
+        counts if it comes first, and an `Unsuspect` makes the recovery wait again."""
+        return self.awaiting <= suspected
+
     def choose(self, me: Address, own: Tail, own_trimmed: Trimmed) -> tuple[Tail, bool]:
         """What to multicast again: per group, the tail that reaches furthest (ours
-        counts in the group we belong to), each message once; and whether every
-        group's tails agreed."""
+        counts in the group we belong to; a suspected member's, cut short, does not),
+        each message once; and whether every group's tails agreed."""
         out: Tail = []
         seen: set[tuple[Address, int]] = set()
         agreed = True
         for group in self.groups:
-            tails = {m: self.tails[m] for m in group if m in self.tails}
+            tails = {m: self.tails[m] for m in group if m in self.trimmed}
             trimmed = {m: self.trimmed[m] for m in group if m in self.trimmed}
             if me in group:
                 tails[me], trimmed[me] = own, own_trimmed
