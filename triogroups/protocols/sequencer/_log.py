@@ -59,6 +59,11 @@ class Log:
             entry = entries.popleft()
             self.trimmed = (entry.sender, entry.seqno)
 
+    def holds(self, sender: Address, coord: Address | None) -> bool:
+        """Whether an entry of ``sender``'s that ``coord`` multicast is not known stable
+        (what other coordinators multicast, a recovery handed over)."""
+        return any(e.sender == sender and e.coord == coord for e in self.entries)
+
     def as_tail(self) -> list[tuple[Address, int, Message]]:
         """The entries as a tail: (sender, seqno, message), as a member's TAILs arrive."""
         return [
@@ -66,9 +71,10 @@ class Log:
             for e in self.entries
         ]
 
-    def tail(self, coord: Address, lower_ids: Set[int]) -> list[Message]:
-        """The log as TAILs to ``coord``, then the TAIL_END that counts them and names the
-        last entry trimmed; the lower layers' headers (``lower_ids``) left out."""
+    def tail(self, coord: Address, lower_ids: Set[int], changed: bool) -> list[Message]:
+        """The log as TAILs to ``coord``, then the TAIL_END that counts them, names the
+        last entry trimmed and says whether our coordinator ``changed`` (the log is of
+        another order than ``coord``'s); the lower layers' headers (``lower_ids``) left out."""
         out = []
         for entry in self.entries:
             headers = {k: v for k, v in entry.headers.items() if k not in lower_ids}
@@ -76,7 +82,7 @@ class Log:
             flags = entry.flags & ~int(Flag.DONT_LOOPBACK)
             out.append(Message(coord, entry.payload, flags=flags, headers=headers))
         sender, seqno = self.trimmed
-        end = SequencerHeader(TAIL_END, len(self.entries), sender, seqno)
+        end = SequencerHeader(TAIL_END, len(self.entries), sender, seqno, int(changed))
         out.append(Message(coord, headers={ids.SEQUENCER: end}))
         return out
 
