@@ -28,6 +28,7 @@ from triogroups.protocols import ids
 from triogroups.protocols.gms import LEAVE_REQ, LEAVE_RSP, VIEW, VIEW_ACK, Gms, GmsHeader
 from triogroups.protocols.mcast import ACK, XMIT_RSP, Mcast, McastHeader, as_header
 from triogroups.protocols.nakack2 import HIGHEST_SEQNO, Nakack2
+from triogroups.protocols.sequencer import Sequencer
 from triogroups.protocols.stable import FLUSH_GOSSIP_INTERVAL, GOSSIP_NOW, Stable
 from triogroups.protocols.unicast3 import Unicast3
 from triogroups.protocols.unicast3._common import ACK as ACK_U3
@@ -283,3 +284,21 @@ def test_stable_of_a_leaving_member_asks_for_quick_rounds_until_nakack2_flushed(
     assert split(coord.take_down())[1] == [GetDigest("STABLE")]
     leaver.up_event(FlushDone("NAKACK2"), 1.1)
     assert leaver.next_deadline() > 1.1 + 5 * FLUSH_GOSSIP_INTERVAL  # back to its usual pace
+
+
+def test_stable_of_a_leaving_member_keeps_quick_rounds_until_sequencer_flushed_too() -> None:
+    """Campaign udp-total 298: SEQUENCER's leave flush waits for its ordered messages to be
+    stable, as NAKACK2's waits for its own; a member of a total-order stack sends its
+    multicasts through the coordinator, so NAKACK2 answers at once. STABLE keeps its quick
+    rounds until every layer below whose flush waits for stability answered; UNICAST3's
+    answer does not count."""
+    leaver = Stable()
+    leaver.check_stack([Nakack2(), Unicast3(), Sequencer()], [])
+    leaver = started(leaver, B, view=view_of(A, B, C))
+    leaver.down_event(FlushRequest(), 1.0)
+    leaver.tick(1.0)
+    leaver.up_event(FlushDone("NAKACK2"), 1.1)
+    leaver.up_event(FlushDone("UNICAST3"), 1.1)
+    assert leaver.next_deadline() == 1.0 + FLUSH_GOSSIP_INTERVAL  # SEQUENCER still waits
+    leaver.up_event(FlushDone("SEQUENCER"), 1.2)
+    assert leaver.next_deadline() > 1.2 + 5 * FLUSH_GOSSIP_INTERVAL

@@ -12,7 +12,14 @@ import pytest
 
 from triogroups import Address, Message
 from triogroups.config import StackConfig
-from triogroups.events import FlushDone, FlushRequest, StableDigest, ViewChange
+from triogroups.events import (
+    FlushDone,
+    FlushRequest,
+    StableDigest,
+    Suspect,
+    Unsuspect,
+    ViewChange,
+)
 from triogroups.message import Flag
 from triogroups.properties import PropertyError
 from triogroups.protocols import ids
@@ -166,6 +173,27 @@ def test_sequencer_drops_bcasts_of_a_coordinator_no_longer_in_charge() -> None:
     assert seq.stats()["bcasts_not_from_coord"] == 1
 
 
+def test_sequencer_keeps_a_bcast_stamped_with_a_view_to_come_until_that_view() -> None:
+    """Campaign udp-total 257: E and G, in G's merge view 10, got F's BCASTs of F's view 11
+    before they installed it (F, a member of their view, was not their coordinator yet):
+    dropped as not from the coordinator, and consumed below, D's and F's messages of view
+    11 never reached them. A BCAST stamped with a later view than ours is now kept until
+    the next view, and delivered if that view makes its sender our coordinator; one of an
+    earlier order (stamped below the view where our coordinator changed) is dropped."""
+    seq = started(Sequencer(), E, view=view_of(C, E, B, counter=10))
+
+    def bcast(seqno: int, view: int) -> Message:
+        hdr = SequencerHeader(BCAST, seqno, D, 0, view)
+        return Message(None, b"d%d" % seqno, src=B, headers={_ID: hdr, ids.NAKACK2: seqno})
+
+    seq.up([bcast(1, 10), bcast(2, 11), bcast(3, 11)], 0.0)
+    assert split(seq.take_up())[0] == []
+    seq.down_event(ViewChange(view_of(B, C, E, counter=11)), 0.0)
+    delivered = split(seq.take_up())[0]
+    assert [(m.src, m.payload) for m in delivered] == [(D, b"d2"), (D, b"d3")]
+    assert seq.stats()["bcasts_not_from_coord"] == 1  # d1, stamped with our own view
+
+
 def test_sequencer_keeps_what_it_forwarded_until_delivered_then_forgets_it() -> None:
     seq = started(Sequencer(), B, view=view_of(A, B, C))
     seq.down([Message(None, b"1"), Message(None, b"2")], 0.0)
@@ -227,7 +255,7 @@ def test_sequencer_new_coordinator_multicasts_the_furthest_tail_then_what_waited
             Message(B, p, src=src, headers={_ID: SequencerHeader(TAIL, n, s)})
             for s, n, p in entries
         ]
-        end = SequencerHeader(TAIL_END, len(msgs))
+        end = SequencerHeader(TAIL_END, len(msgs), view=1)  # its coordinator changed
         return [*msgs, Message(B, src=src, headers={_ID: end})]
 
     seq.up(tail(C, [(B, 1, b"b1"), (C, 1, b"c1"), (D, 1, b"d1")]), 0.0)
@@ -246,13 +274,17 @@ def test_sequencer_new_coordinator_multicasts_the_furthest_tail_then_what_waited
     assert not seq.stats()["recovering"]
 
 
-def _tail(coord: Address, src: Address, entries: list[tuple[Address, int, bytes]]) -> list[Message]:
-    """``src``'s TAILs of ``entries`` (sender, seqno, payload) and its TAIL_END, to ``coord``."""
+def _tail(
+    coord: Address, src: Address, entries: list[tuple[Address, int, bytes]], changed: bool = True
+) -> list[Message]:
+    """``src``'s TAILs of ``entries`` (sender, seqno, payload) and its TAIL_END, to ``coord``
+    (``changed``: ``src``'s coordinator changed at the view, so its log is another order's)."""
     msgs = [
         Message(coord, p, src=src, headers={_ID: SequencerHeader(TAIL, n, s)})
         for s, n, p in entries
     ]
-    return [*msgs, Message(coord, src=src, headers={_ID: SequencerHeader(TAIL_END, len(msgs))})]
+    end = SequencerHeader(TAIL_END, len(msgs), view=int(changed))
+    return [*msgs, Message(coord, src=src, headers={_ID: end})]
 
 
 def test_sequencer_merge_view_recovers_the_other_subgroups_order() -> None:
@@ -280,6 +312,34 @@ def test_sequencer_merge_view_recovers_the_other_subgroups_order() -> None:
         (BCAST, C, 1, b"c1"),
     ]
     assert not seq.stats()["recovering"]
+
+
+def test_sequencer_merge_view_awaits_a_member_its_own_subgroup_claimed_too() -> None:
+    """Campaign udp-total 171: D's stale subgroup view still held A and E, which had gone on
+    under A with B; A ordered b14, which A and E delivered and B missed. D's merge view
+    left A and E out of the wait as members of its own subgroup, so only B's tail (without
+    b14) counted; B's FLUSH had D order b14 again after E's newer e8, and B delivered them
+    the other way round. A member in another coordinator's subgroup is now awaited even if
+    ours claims it too; its TAIL_END says whether its coordinator stays (C's does: its log
+    is of D's order and does not count)."""
+    seq = started(Sequencer(), D, view=view_of(D, A, E, C, counter=6))
+    subgroups = [view_of(D, A, E, C, counter=6), view_of(A, C, E, B, counter=6)]
+    seq.down_event(ViewChange(MergeView(ViewId(7, D), [D, A, E, C, B], subgroups)), 0.0)
+    seq.up(_tail(D, B, [(A, 1, b"a1")]), 0.0)
+    seq.up(_tail(D, C, [(D, 1, b"d1")], changed=False), 0.0)
+    seq.up([_forward(B, 14, b"b14", FLUSH)], 0.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]  # A's and E's tails missing
+    seq.up(_tail(D, A, [(A, 1, b"a1"), (B, 14, b"b14")]), 0.0)
+    seq.up(_tail(D, E, [(A, 1, b"a1"), (B, 14, b"b14")]), 0.0)
+    seq.up([_forward(E, 8, b"e8", FLUSH)], 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (A, 1, b"a1"),
+        (B, 14, b"b14"),  # A's order, before anything new
+        (B, 14, b"b14"),  # B's FLUSH, queued: a duplicate members drop
+        (E, 8, b"e8"),
+    ]
+    assert seq.stats()["recoveries_inconsistent"] == 0  # C's log was not compared
 
 
 def _as_delivered(coord: Address, out: list[Message], first_nak: int) -> list[Message]:
@@ -422,14 +482,71 @@ def test_sequencer_a_member_that_leaves_the_view_ends_the_wait_for_its_tail() ->
     assert not seq.stats()["recovering"]
 
 
-def test_sequencer_answers_the_leave_flush_once_its_forward_table_is_empty() -> None:
-    seq = started(Sequencer(), B, view=view_of(A, B))
+def test_sequencer_a_suspected_member_ends_the_wait_for_its_tail() -> None:
+    """Campaign udp-total 26 and 121: the new coordinator's view still held a member that
+    had crashed (or left) and failure detection suspected; its tail never came, and every
+    multicast waited behind it for seconds, until a leaving member's flush gave up on its
+    own. A suspicion now ends the wait for that member's tail: B multicasts C's tail and
+    then what waited as soon as D is suspected."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C, D))
+    seq.down_event(ViewChange(view_of(B, C, D, counter=2)), 0.0)
+    seq.up([*_tail(B, C, [(A, 1, b"a1")]), _forward(C, 1, b"c1", FLUSH)], 0.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]  # D's tail is missing
+    seq.up_event(Suspect((D,)), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).sender, m.payload) for m in out] == [
+        (BCAST, A, b"a1"),
+        (BCAST, C, b"c1"),
+    ]
+    assert not seq.stats()["recovering"]
+    assert split(seq.take_up())[1] == [Suspect((D,))]  # GMS still hears of it
+
+
+def test_sequencer_a_suspicion_before_the_view_counts_until_unsuspected() -> None:
+    """A member suspected before the view that starts the recovery is not waited for
+    (failure detection may speak before GMS installs the view that makes us the
+    coordinator); one unsuspected again is: it is alive, and its tail will come."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C, D))
+    seq.up_event(Suspect((C, D)), 0.0)
+    seq.up_event(Unsuspect(C), 0.0)
+    seq.down_event(ViewChange(view_of(B, C, D, counter=2)), 0.0)
+    assert seq.stats()["recovering"]  # C's tail is awaited, D's is not
+    seq.up(_tail(B, C, []), 0.0)
+    assert not seq.stats()["recovering"]
+
+
+def _flushed(seq: Sequencer) -> bool:
+    return FlushDone("SEQUENCER") in split(seq.take_up())[1]
+
+
+def test_sequencer_answers_the_leave_flush_once_its_messages_are_stable_everywhere() -> None:
+    """Campaign udp-total 298: G answered the flush as soon as its multicast came back in
+    the order, while F, split off, had not got it; G left flushed, F's next view went on
+    without G, and F never delivered it (flushed_leave). A leaver now answers once its
+    forward table is empty and STABLE's digest shows every member delivered its messages
+    (they are trimmed from its log), as NAKACK2's flush does; others' messages do not
+    hold it, nor does a digest of another coordinator's."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C))
     seq.down([Message(None, b"1")], 0.0)
     seq.take_down()
     seq.down_event(FlushRequest(), 0.0)
-    assert [e for e in split(seq.take_up())[1] if isinstance(e, FlushDone)] == []
-    seq.up([_bcast(A, B, 1, b"1", 1)], 0.0)
-    assert FlushDone("SEQUENCER") in split(seq.take_up())[1]
+    assert not _flushed(seq)
+    seq.up([_bcast(A, B, 1, b"1", 1), _bcast(A, C, 1, b"c", 2)], 0.0)
+    assert not _flushed(seq)  # delivered here, but not known delivered at C
+    seq.down_event(StableDigest(Digest({A: (0, 0), C: (5, 5)})), 0.0)
+    assert not _flushed(seq)
+    seq.down_event(StableDigest(Digest({A: (1, 1)})), 0.0)
+    assert _flushed(seq)
+
+
+def test_sequencer_alone_answers_the_leave_flush_once_its_forward_table_is_empty() -> None:
+    seq = started(Sequencer(), A, view=view_of(A))
+    seq.down([Message(None, b"1")], 0.0)
+    seq.take_down()
+    seq.down_event(FlushRequest(), 0.0)
+    assert not _flushed(seq)
+    seq.up([_bcast(A, A, 1, b"1", 1)], 0.0)
+    assert _flushed(seq)
 
 
 def test_sequencer_leaving_coordinator_stops_multicasting_forwards() -> None:

@@ -225,6 +225,41 @@ def test_history_message_lost_while_faults_kept_them_apart_is_not_owed(tmp_path:
     assert _kept_apart(tmp_path / "c", split_ends=8.0, pause=False) == ["missing"]
 
 
+def _cut_off_sender(root: Path, *, total: bool, b_hears_a_from: float) -> list[str]:
+    """A (coordinator) and B share view 1 to the end (20); B sends b1 at 2 and never
+    delivers it, nor does A; A cannot hear B from 1.5 until ``b_hears_a_from``."""
+    root.mkdir()
+    run = Run(root, A, B)
+    run.at(1).view(V1)
+    split = f"oneway A stop hearing B until {b_hears_a_from:.2f}"
+    run.at(1.5).faults.fault("oneway", split)
+    run.at(2).w[B].send("b1", total=total)
+    run.at(b_hears_a_from).faults.fault("end", split)
+    return run.end(20)
+
+
+def test_history_total_order_multicast_is_owed_to_its_sender_when_owed_to_another(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-total 92 and 178: a member the coordinator could not hear, left out of
+    the coordinator's view while its own view kept everyone, never delivered its own
+    totally ordered multicasts. They come back to the sender through the coordinator's
+    order, as to everyone else, so the sender is owed one only when another member is;
+    a per-sender FIFO multicast is delivered at once by its sender, so it stays owed."""
+    assert _cut_off_sender(tmp_path / "total-cut", total=True, b_hears_a_from=19.0) == []
+    assert _cut_off_sender(tmp_path / "fifo-cut", total=False, b_hears_a_from=19.0) == ["missing"]
+    # A could hear B for 15 s of the 18: A is owed b1, and so is B
+    assert _cut_off_sender(tmp_path / "total", total=True, b_hears_a_from=5.0) == [
+        "missing",
+        "missing",
+    ]
+    (tmp_path / "alone").mkdir()
+    alone = Run(tmp_path / "alone", A)  # its own coordinator: owed its own at once
+    alone.at(1).view(View.create(A, 1, [A]))
+    alone.at(2).w[A].send("a1", total=True)
+    assert alone.end(20) == ["missing"]
+
+
 def _fault(t: float, kind: str, detail: str = "") -> Any:
     """A fault-log line as `Outages` reads it."""
     return type("L", (), {"record": {"k": "fault", "t": t, "kind": kind, "detail": detail}})

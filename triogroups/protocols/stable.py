@@ -44,7 +44,9 @@ member leaves) its STABLE gossips every `FLUSH_GOSSIP_INTERVAL` (0.25 s) and
 multicasts GOSSIP_NOW with it: every member of the view that gets it sends
 its digest to the coordinator at once, so a round completes within about one
 interval, repeated until one shows everyone delivered the leaver's last
-multicast. Members that do not know GOSSIP_NOW ignore it (counted).
+multicast: until every layer below whose flush waits for stability (NAKACK2 or
+MCAST, and SEQUENCER, whose leaver waits for its ordered messages to be stable)
+answered. Members that do not know GOSSIP_NOW ignore it (counted).
 """
 
 from __future__ import annotations
@@ -85,6 +87,9 @@ _ID = ids.STABLE
 _CONTROL = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
+#: The layers below whose leave flush waits for stability: the digest providers, and
+#: SEQUENCER (its messages are its coordinator's multicasts, stable by the digests too)
+_STABLE_FLUSHERS = _DIGEST_PROVIDERS | {"SEQUENCER"}
 
 STABLE_GOSSIP = 1
 STABILITY = 2
@@ -151,7 +156,11 @@ class Stable(Protocol):
         self._last_stable: Digest | None = None
         self._suspended_until = -math.inf
         self._left = False
-        self._flushing = False  # from a FlushRequest until the multicast layer flushed
+        self._flushing = False  # from a FlushRequest until the layers below flushed
+        #: the layers below whose flush waits for stability (None before `check_stack`:
+        #: the first digest provider's answer ends the flush), and those yet to answer
+        self._flushers: frozenset[str] | None = None
+        self._unflushed: set[str] = set()
 
     def start(self, local_address: Address, cluster: str, now: float) -> None:
         super().start(local_address, cluster, now)
@@ -176,6 +185,7 @@ class Stable(Protocol):
             raise PropertyError(
                 f"STABLE needs NAKACK2 or MCAST below it to take digests from, got {names}"
             )
+        self._flushers = frozenset(p.name for p in below) & _STABLE_FLUSHERS
 
     def _interval(self) -> float:
         """Time to the next periodic gossip; infinite when it is off."""
@@ -225,6 +235,7 @@ class Stable(Protocol):
             return
         if isinstance(event, FlushRequest) and not self._left:
             self._flushing = True
+            self._unflushed = set(self._flushers or ())
             self._next_gossip = now  # the first round starts at once
         if isinstance(event, Disconnect):
             self._flushing = False
@@ -240,10 +251,15 @@ class Stable(Protocol):
             if now >= self._suspended_until:
                 self._gossip(event.digest)
         else:
-            flushed = isinstance(event, FlushDone) and event.protocol in _DIGEST_PROVIDERS
-            if flushed and self._flushing and not self._left:
-                self._flushing = False
-                self._next_gossip = now + self._interval()
+            if isinstance(event, FlushDone) and self._flushing and not self._left:
+                self._unflushed.discard(event.protocol)
+                if self._flushers is None:
+                    done = event.protocol in _DIGEST_PROVIDERS
+                else:
+                    done = not self._unflushed
+                if done:
+                    self._flushing = False
+                    self._next_gossip = now + self._interval()
             super().up_event(event, now)
 
     def _gossip(self, digest: Digest) -> None:

@@ -86,7 +86,12 @@ What the checker proves (the delivery contract without FLUSH):
   member that leaves, is suspected, or is split from the sender before
   retransmission completes, nor that delivery happens before the next view is
   installed; a multicast counts for the sender itself too (loopback), unless
-  it was sent DONT_LOOPBACK.
+  it was sent DONT_LOOPBACK. A totally ordered multicast (``total``) comes back
+  to its sender through the coordinator's order, as to everyone: it is owed to
+  the sender only when it is owed to another member of V (or the sender is
+  alone in V), so a sender cut off from the coordinator, whose own view kept
+  members the coordinator's view had left it out from, is not owed its own
+  (campaign udp-total 92 and 178).
 - **flushed_leave**: a regular multicast sent by a member that then left
   gracefully with ``flushed`` true reaches every member R of the sender's last
   view (the one it had when it left) that installed every view the sender

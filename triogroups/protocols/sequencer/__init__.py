@@ -27,31 +27,23 @@ the log to the new coordinator (TAIL each, then TAIL_END) before its FLUSHes.
 Each member's delivered sequence is a prefix of the old coordinator's order,
 so the tail that reaches furthest contains what any member lacks, in order:
 the new coordinator multicasts it first (receivers drop what they have), then
-the forwards it queued meanwhile. Every member that stays thus delivers the
-same sequence, with nothing lost (of the members that stay) and nothing
-doubled. The tail hand-over is an addition beyond JGroups.
-
-This module holds the `Sequencer` layer: the send and receive paths, view
-changes and events. The log is in `_log`, the new coordinator's choice of
-tail in `_recovery`, the header in `_header`.
+the forwards it queued meanwhile (an addition beyond JGroups). This module
+holds the layer; the log is in `_log`, the recovery in `_recovery`.
 
 Decisions where JGroups leaves a choice:
 
-- SEQUENCER sits below GMS and STABLE, above NAKACK2 and UNICAST3. JGroups'
-  sequencer.xml puts it above GMS; here it must see GMS's `FlushRequest` (a
-  leaving member answers `FlushDone` once its forward table is empty, so
-  nothing it sent is lost by its leave) and STABLE's `StableDigest` (which
-  trims the log), both of which go down only. GMS's and STABLE's own
-  messages are INTERNAL and pass untouched.
+- SEQUENCER sits below GMS and STABLE, above NAKACK2 and UNICAST3 (JGroups'
+  sequencer.xml puts it above GMS): it must see GMS's `FlushRequest` and
+  STABLE's `StableDigest` (which trims the log), both of which go down only.
 - No ack mode (JGroups' ``threshold``): JGroups' new coordinator drops
   forwards that arrive before it installed the view that makes it one, so
   its forwarders wait for an ack per message after a change (JGRP-1449).
   Here a member keeps FORWARD, FLUSH and TAIL messages that arrive before it
-  is the coordinator, and handles them once a view makes it one (they may be
-  for a view after the next), so forwards stream. JGroups' ``delivery_table_max_size``
-  (a bounded set of seqnos per sender) is replaced by the highest seqno
-  per forwarder, which per-forwarder FIFO makes exact; neither property
-  exists here, since neither would mean what it means in JGroups.
+  is the coordinator, and handles them once a view makes it one, so forwards
+  stream; and BCASTs stamped with a view to come, from a member not yet its
+  coordinator, until that view (campaign udp-total seed 257). JGroups'
+  ``delivery_table_max_size`` is replaced by the highest seqno per forwarder
+  (exact under per-forwarder FIFO); neither property exists here.
 - The coordinator multicasts its own messages at once instead of
   forwarding them to itself (JGroups does, against starving the other
   forwarders' threads; a sans-IO layer handles a batch at a time).
@@ -61,12 +53,9 @@ Decisions where JGroups leaves a choice:
 - A DONT_LOOPBACK multicast is ordered too; its sender does not deliver it.
 
 A member merged back under the same coordinator (its own view kept it in while
-the coordinator's left it out: a pause, a one-way split) re-forwards its
-forward table at the merge view, and a coordinator keeps the forwards of a
-non-member, in arrival order, for as long as it coordinates (up to
-``_EARLY_MAX`` messages): once a view of its holds that member again, they are
-ordered first, so none is skipped by a later one of the same forwarder (an
-addition beyond JGroups, found by the chaos runner and the campaign).
+the coordinator's left it out) re-forwards its forward table at the merge view;
+a coordinator keeps a non-member's forwards in arrival order (up to
+``_EARLY_MAX``) and orders them first once a view of its holds that member again.
 
 A merge view's coordinator runs the same recovery for every subgroup another
 coordinator ordered: it waits for those members' tails and multicasts the
@@ -80,11 +69,9 @@ While the recovery waits for a member's tail, that member's forwards are dropped
 they were sent before it saw the change, and its FLUSH after its tail sends again
 whatever of them it has not delivered, in its own order.
 
-Known limits: a merge of two partitions does not reconcile their orders (each
-side's order stands; the merged view orders from then on); a new
-coordinator waits for the tail of every member of the previous view that
-is in its view, for as long as that member stays (a crash of that member
-makes a view without it, which ends the wait).
+A leaving member answers the flush once its own messages are delivered here and,
+by STABLE's digests, everywhere (as NAKACK2's flush means). Known limit: a merge
+of two partitions does not reconcile their orders (each side's order stands).
 """
 
 from __future__ import annotations
@@ -93,7 +80,15 @@ from collections import deque
 from typing import Any
 
 from triogroups.address import Address
-from triogroups.events import Disconnect, Event, FlushDone, FlushRequest, StableDigest
+from triogroups.events import (
+    Disconnect,
+    Event,
+    FlushDone,
+    FlushRequest,
+    StableDigest,
+    Suspect,
+    Unsuspect,
+)
 from triogroups.message import Flag, Message
 from triogroups.properties import PropertyError
 from triogroups.protocol import Passes, Protocol
@@ -186,7 +181,9 @@ class Sequencer(Protocol):
         self._departed: deque[Address] = deque()
         self._log = Log()
         self._early: deque[Message] = deque()
+        self._early_bcasts: list[Message] = []  # BCASTs stamped with a view to come
         self._recovery: Recovery | None = None
+        self._suspected: set[Address] = set()  # by failure detection: no tail awaited
         self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
         #: our view's counter: it stamps the BCASTs we multicast as coordinator
         self._view_no = 0
@@ -309,8 +306,10 @@ class Sequencer(Protocol):
             if kind == BCAST:
                 src = msg.src
                 if src is None or (src is not coord and src != coord):
-                    # the old coordinator's, after the view without it: the tails decide
-                    self.counters["bcasts_not_from_coord"] += 1
+                    if hdr.view > view_no and len(self._early_bcasts) < _EARLY_MAX:
+                        self._early_bcasts.append(msg)  # its view, coming, may make it ours
+                    else:  # the old coordinator's, after the view without it: tails decide
+                        self.counters["bcasts_not_from_coord"] += 1
                     continue
                 if sender is None or seqno < 1:
                     self.counters["malformed"] += 1
@@ -428,9 +427,8 @@ class Sequencer(Protocol):
             msg.headers.pop(_ID)
             rec.add(src, hdr.sender, hdr.seqno, msg)
         else:
-            rec.end(src, (hdr.sender, hdr.trimmed))
-            if not rec.awaiting:
-                self._recovered(out)
+            rec.end(src, (hdr.sender, hdr.trimmed), bool(hdr.view))
+            self._recovered_if_done(out)
 
     # --- view changes and the recovery -----------------------------------------------------
 
@@ -442,17 +440,15 @@ class Sequencer(Protocol):
         self._members = frozenset(view.members)
         was_coord, self.is_coord = self.is_coord, view.coord == me
         self._forget_departed(view)
+        self._suspected &= self._members
         out: list[Message] = []
         changed = old_coord is not None and view.coord != old_coord
         self._view_no = view.view_id.id
         if changed:
-            # What the new coordinator multicast before this view is another order's:
-            # at a merge view, what it sent in its old subgroup after the merge digest
-            # was taken reaches us through NAKACK2. Delivered, a slice of that order
-            # (campaign udp-total seed 50: E got the end of F's, with E's own 9 to 12 in
-            # it but not 7 and 8, forgot those as delivered, and its re-forwards of
-            # them came after 12: E never delivered its 8) would jump our record of
-            # what each forwarder delivered past messages that were never ours.
+            # What the new coordinator multicast before this view is another order's (at
+            # a merge view, its old subgroup's after the merge digest): delivered, a slice
+            # of it jumped our delivery table past messages never ours (campaign
+            # udp-total seed 50; `bcasts_other_order` in the module docstring).
             self._epoch = self._view_no
         early, self._early = list(self._early), deque()
         merged = isinstance(view, MergeView) and old_coord is not None
@@ -462,6 +458,8 @@ class Sequencer(Protocol):
                 if self._recovery is None:
                     self._recovery = Recovery()
                     self.counters["recoveries"] += 1
+                    if not changed:  # we coordinated: our log is of our own order
+                        self._recovery.ours.add(me)
                 for group in groups:
                     self._recovery.expect(group, me)
             if self._recovery is not None:
@@ -471,35 +469,29 @@ class Sequencer(Protocol):
                     self._ordered(self._bcast(msg, me, seqno), out)
             for msg in early:
                 self._to_coordinator(msg, msg.headers[_ID], out)
-            if self._recovery is not None and not self._recovery.awaiting:
-                self._recovered(out)
+            self._recovered_if_done(out)
         elif was_coord:
             self.counters["early_dropped"] += len(early)  # non-members' forwards: theirs now
             self._recovery = None
             self._pending = []
         else:
-            # Not the coordinator yet: what was sent to us as one may be for a view we
-            # have still to install (campaign udp-total seed 40: B, paused, installed two
-            # views at once on resuming; the members' tails for the second, where B
-            # coordinates, had come before the first, which dropped them, and B's
-            # recovery waited for good). Kept until we coordinate (bounded by _EARLY_MAX).
+            # Not the coordinator yet: what was sent to us as one may be for a view still
+            # to come (campaign udp-total seed 40: a paused member installed two at once).
             self._early = deque(early)
-        if not self.is_coord:
-            if changed or old_coord is None or merged:
-                # A joiner's log is empty, but the new coordinator may await it: its view
-                # before this one may hold us though we never installed it (we joined as
-                # its coordinator crashed, campaign udp-total seed 66), so it waits for a
-                # TAIL_END of ours. One empty TAIL_END per join costs little. At a merge
-                # view it may await us though our coordinator stays (its subgroups are
-                # what their coordinators reported); merges are rare.
-                self._send_tail(view.coord, out)
-            # A merge view under the same coordinator: our view may have kept us in while
-            # the coordinator's left us out, and what we forwarded meanwhile it dropped as
-            # a non-member's (chaos udp-total seed 4242: a paused member's forwards).
-            if changed or old_coord is None or merged:
-                for seqno, msg in self._forward_table.items():
-                    self._forward(msg, seqno, FLUSH if changed or merged else FORWARD, out)
+        if not self.is_coord and (changed or old_coord is None or merged):
+            # A joiner's log is empty, but the new coordinator may await it (we joined as
+            # its previous view's coordinator crashed: campaign udp-total seed 66); at a
+            # merge view it may await us though our coordinator stays. Merges are rare.
+            self._send_tail(view.coord, changed, out)
+            # A merge view under the same coordinator: our view may have kept us in
+            # while the coordinator's left us out, and what we forwarded meanwhile it
+            # dropped as a non-member's (chaos udp-total seed 4242: a paused member).
+            for seqno, msg in self._forward_table.items():
+                self._forward(msg, seqno, FLUSH if changed or merged else FORWARD, out)
         self.send_down(out)
+        if self._early_bcasts:  # delivered if this view made their sender our coordinator
+            early_bcasts, self._early_bcasts = self._early_bcasts, []
+            self.up(early_bcasts, now)
 
     def _forget_departed(self, view: View) -> None:
         """Keep the delivery table bounded: forwarders gone long ago are forgotten."""
@@ -511,18 +503,14 @@ class Sequencer(Protocol):
             if gone not in view:
                 self._delivered.pop(gone, None)
 
-    def _send_tail(self, coord: Address, out: list[Message]) -> None:
+    def _send_tail(self, coord: Address, changed: bool, out: list[Message]) -> None:
         """Hand our log (what we delivered and is not known stable) to the new coordinator."""
-        lower = self._lower_ids
-        for entry in self._log.entries:
-            headers = {k: v for k, v in entry.headers.items() if k not in lower}
-            headers[_ID] = SequencerHeader(TAIL, entry.seqno, entry.sender)
-            flags = entry.flags & ~_DONT_LOOPBACK
-            out.append(Message(coord, entry.payload, flags=flags, headers=headers))
-        sender, seqno = self._log.trimmed
-        end = SequencerHeader(TAIL_END, len(self._log), sender, seqno)
-        out.append(Message(coord, headers={_ID: end}))
+        out.extend(self._log.tail(coord, self._lower_ids, changed))
         self.counters["tails_sent"] += 1
+
+    def _recovered_if_done(self, out: list[Message]) -> None:
+        if self._recovery is not None and self._recovery.done(self._suspected):
+            self._recovered(out)
 
     def _recovered(self, out: list[Message]) -> None:
         """Every tail is in: multicast the furthest of each old order, then what waited."""
@@ -547,16 +535,19 @@ class Sequencer(Protocol):
         if isinstance(event, StableDigest):
             self._log.trim(event.digest)
             self.pass_down(event)
+            self._check_flushed()
         elif isinstance(event, FlushRequest):
             self._leaving = True
             self.pass_down(event)
             self._check_flushed()
         elif isinstance(event, Disconnect):
+            self._suspected.clear()
             if self._forward_table:
                 self.counters["left_undelivered"] += len(self._forward_table)
             self._forward_table.clear()
             self._log.clear()
             self._early.clear()
+            self._early_bcasts = []
             self._recovery = None
             self._pending = []
             self.coord, self.is_coord = None, False
@@ -564,11 +555,28 @@ class Sequencer(Protocol):
         else:
             super().down_event(event, now)
 
+    def up_event(self, event: Event, now: float) -> None:
+        """Suspicions end the recovery's wait for a suspected member's tail (`Recovery.done`)."""
+        if isinstance(event, Suspect):
+            self._suspected.update(event.members)
+            out: list[Message] = []
+            self._recovered_if_done(out)
+            self.send_down(out)
+        elif isinstance(event, Unsuspect):
+            self._suspected.discard(event.member)
+        super().up_event(event, now)
+
     def _check_flushed(self) -> None:
-        """Answer GMS's `FlushRequest` once everything we sent was delivered here."""
-        if self._leaving and not self._flush_answered and not self._forward_table:
-            self._flush_answered = True
-            self.pass_up(FlushDone(self.name))
+        """Answer GMS's `FlushRequest` once everything we sent was delivered here (the
+        forward table is empty) and at every member: STABLE's digests trimmed from our log
+        our messages the coordinator ordered (campaign udp-total 298: G left flushed while
+        F, split off, lacked its message, and F's next view went on without G)."""
+        if not self._leaving or self._flush_answered or self._forward_table:
+            return
+        if len(self._members) > 1 and self._log.holds(self._me(), self.coord):
+            return
+        self._flush_answered = True
+        self.pass_up(FlushDone(self.name))
 
     # --- observation -----------------------------------------------------------------
 

@@ -47,9 +47,11 @@ class SequencerHeader(NamedTuple):
     delivered message handed to a new coordinator): ``sender`` and ``seqno``
     name the forwarder and its seqno. TAIL_END closes a member's tail:
     ``seqno`` counts its TAILs, ``sender``/``trimmed`` name the last message it
-    dropped from its log as delivered everywhere (None, 0: none yet). A BCAST's
-    ``view`` is the counter of the coordinator's view when it multicast it: a member
-    whose coordinator changed at a later view drops it, as another order's.
+    dropped from its log as delivered everywhere (None, 0: none yet), and ``view``
+    is 1 if its coordinator changed at the view (its log is another order's), 0 if
+    it stays. A BCAST's ``view`` is the counter of the coordinator's view when it
+    multicast it: a member whose coordinator changed at a later view drops it, as
+    another order's.
     """
 
     type: int

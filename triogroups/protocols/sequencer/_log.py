@@ -1,16 +1,19 @@
 """SEQUENCER's log: what a member delivered in the total order and is not yet known stable.
 
 A new coordinator needs it (the tail hand-over); STABLE's digest trims it. It never sends
-anything: the protocol turns its entries into TAIL messages.
+anything: it makes the TAIL messages the protocol sends.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Set
 from typing import Any, NamedTuple
 
 from triogroups.address import Address
-from triogroups.message import Message
+from triogroups.message import Flag, Message
+from triogroups.protocols import ids
+from triogroups.protocols.sequencer._header import TAIL, TAIL_END, SequencerHeader
 from triogroups.view import Digest
 
 __all__ = ["Log", "Logged"]
@@ -56,12 +59,32 @@ class Log:
             entry = entries.popleft()
             self.trimmed = (entry.sender, entry.seqno)
 
+    def holds(self, sender: Address, coord: Address | None) -> bool:
+        """Whether an entry of ``sender``'s that ``coord`` multicast is not known stable
+        (what other coordinators multicast, a recovery handed over)."""
+        return any(e.sender == sender and e.coord == coord for e in self.entries)
+
     def as_tail(self) -> list[tuple[Address, int, Message]]:
         """The entries as a tail: (sender, seqno, message), as a member's TAILs arrive."""
         return [
             (e.sender, e.seqno, Message(None, e.payload, flags=e.flags, headers=e.headers))
             for e in self.entries
         ]
+
+    def tail(self, coord: Address, lower_ids: Set[int], changed: bool) -> list[Message]:
+        """The log as TAILs to ``coord``, then the TAIL_END that counts them, names the
+        last entry trimmed and says whether our coordinator ``changed`` (the log is of
+        another order than ``coord``'s); the lower layers' headers (``lower_ids``) left out."""
+        out = []
+        for entry in self.entries:
+            headers = {k: v for k, v in entry.headers.items() if k not in lower_ids}
+            headers[ids.SEQUENCER] = SequencerHeader(TAIL, entry.seqno, entry.sender)
+            flags = entry.flags & ~int(Flag.DONT_LOOPBACK)
+            out.append(Message(coord, entry.payload, flags=flags, headers=headers))
+        sender, seqno = self.trimmed
+        end = SequencerHeader(TAIL_END, len(self.entries), sender, seqno, int(changed))
+        out.append(Message(coord, headers={ids.SEQUENCER: end}))
+        return out
 
     def clear(self) -> None:
         self.entries.clear()

@@ -6,7 +6,7 @@ what it chooses.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Set
 
 from triogroups.address import Address
 from triogroups.message import Message
@@ -33,6 +33,9 @@ class Recovery:
         self.groups: list[frozenset[Address]] = []
         self.tails: dict[Address, Tail] = {}
         self.trimmed: dict[Address, Trimmed] = {}
+        #: members whose coordinator stays (their TAIL_END says so): their logs are of
+        #: the new coordinator's own order, which goes on, not of the order awaited
+        self.ours: set[Address] = set()
 
     def expect(self, group: Iterable[Address], me: Address) -> None:
         """Wait for the tails of ``group`` (one old order), ours excepted."""
@@ -44,23 +47,36 @@ class Recovery:
         """One TAIL of ``member``'s, in its order."""
         self.tails.setdefault(member, []).append((sender, seqno, msg))
 
-    def end(self, member: Address, trimmed: Trimmed) -> None:
-        """``member``'s TAIL_END: its tail is complete."""
+    def end(self, member: Address, trimmed: Trimmed, other_order: bool) -> None:
+        """``member``'s TAIL_END: its tail is complete; ``other_order``: its coordinator
+        changed at the view, so its log is of another order than ours."""
         self.tails.setdefault(member, [])
         self.trimmed[member] = trimmed
         self.awaiting.discard(member)
+        if not other_order:
+            self.ours.add(member)
+
+    def done(self, suspected: Set[Address]) -> bool:
+        """Every tail is in but those of members failure detection suspects (campaign
+        udp-total 26 and 121: the view kept a crashed or departed member for seconds,
+        and everything waited behind its tail, which never came). A suspected member
+        is about to leave the view, so it has no claim on the order; its tail still
+        counts if it comes first, and an `Unsuspect` makes the recovery wait again."""
+        return self.awaiting <= suspected
 
     def choose(self, me: Address, own: Tail, own_trimmed: Trimmed) -> tuple[Tail, bool]:
         """What to multicast again: per group, the tail that reaches furthest (ours
-        counts in the group we belong to), each message once; and whether every
-        group's tails agreed."""
+        counts in the group we belong to; a suspected member's, cut short, does not, nor
+        does one of our own order's), each message once; and whether every group's
+        tails agreed."""
         out: Tail = []
         seen: set[tuple[Address, int]] = set()
         agreed = True
         for group in self.groups:
-            tails = {m: self.tails[m] for m in group if m in self.tails}
-            trimmed = {m: self.trimmed[m] for m in group if m in self.trimmed}
-            if me in group:
+            done = [m for m in group if m in self.trimmed and m not in self.ours]
+            tails = {m: self.tails[m] for m in done}
+            trimmed = {m: self.trimmed[m] for m in done}
+            if me in group and me not in self.ours:
                 tails[me], trimmed[me] = own, own_trimmed
             best, ok = furthest(tails, trimmed)
             agreed = agreed and ok
@@ -100,15 +116,13 @@ def old_orders(view: View, old_view: View | None, changed: bool, me: Address) ->
     another coordinator ordered (campaign udp-total seed 24: a merge view under the
     coordinator of a singleton subgroup ran no recovery, so the members of the
     other subgroup that had missed some of their old order's last messages got them
-    only at a later recovery, after newer ones: two orders). Members of a subgroup
-    of ours are left out: our order goes on, NAKACK2 repairs it."""
+    only at a later recovery, after newer ones: two orders). A member also in a
+    subgroup of ours is awaited too: the subgroups are what their coordinators
+    reported, and ours may claim a member that went on under the other (campaign
+    udp-total seed 171); its TAIL_END says whether its coordinator stays (`end`)."""
     members = set(view.members)
     if isinstance(view, MergeView) and old_view is not None:
-        ours: set[Address] = set()
-        for sub in view.subgroups:
-            if sub.coord == me:
-                ours.update(sub.members)
-        return [(set(sub.members) & members) - ours for sub in view.subgroups if sub.coord != me]
+        return [set(sub.members) & members for sub in view.subgroups if sub.coord != me]
     if changed:
         assert old_view is not None
         return [set(old_view.members) & members]
