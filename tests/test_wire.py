@@ -14,9 +14,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._forms import both_forms  # noqa: F401 (the fixture below)
 from tests._kinds import examples
 from triogroups import Address, Digest, Flag, MergeView, Message, View, ViewId
 from triogroups.wire import WIRE_VERSION, WireCodec, WireError, register_header
+
+# Every test here runs with the compiled core and with its pure-Python source.
+pytestmark = pytest.mark.usefixtures("both_forms")
 
 A = Address.random("A")
 B = Address.random("B")

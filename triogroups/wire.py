@@ -24,18 +24,21 @@ Headers are NamedTuples registered per protocol id with `register_header`
 every field against the NamedTuple's annotations, so a protocol never sees a
 header of the wrong shape.
 
-The header registry and the decoders generated from it live in
+The header registry and the header converters generated from it live in
 `triogroups._wire_headers` (re-exported here: `register_header`, `header_type`,
-`WireError`).
+`WireError`); the loops that run once per message live in `triogroups._wire_loop`, compiled
+by the build when it can be (`triogroups._compiled` says which form runs: `LOOP`).
 """
 
 from __future__ import annotations
 
+import logging
+from types import ModuleType
 from typing import Any, NamedTuple, Protocol
 
 import msgpack
 
-import triogroups._wire_headers as _headers
+from triogroups import _compiled
 from triogroups._wire_headers import (
     WireError,
     check_members,
@@ -80,6 +83,11 @@ _EXT_ADDRESS = 1
 _EXT_VIEW = 3
 _EXT_MERGE_VIEW = 4
 _EXT_DIGEST = 5
+
+#: The per-message loops this process runs: compiled, or the pure-Python reference
+#: (``TRIOGROUPS_PURE_PYTHON=1``, or no compiled module built). Said once, at import.
+LOOP: ModuleType = _compiled.load("_wire_loop")
+logging.getLogger(__name__).info("wire codec: %s", _compiled.describe(LOOP))
 
 
 class Authenticator(Protocol):
@@ -128,6 +136,9 @@ class WireCodec:
     accepted (shared-secret mode; no ``authenticator`` beside it).
     """
 
+    #: The per-message loops (`LOOP`); the tests give a subclass the other form.
+    _loop: ModuleType = LOOP
+
     def __init__(
         self,
         cluster: str,
@@ -162,14 +173,7 @@ class WireCodec:
 
     def encode(self, dest: Address | None, src: Address, messages: list[Message]) -> bytes:
         """One bundle; every message's ``src`` defaults to the bundle's ``src``."""
-        entries: list[tuple[Any, ...]] = []
-        append = entries.append
-        for m in messages:
-            msrc = m.src
-            if msrc is src or msrc is None or msrc == src:  # identity first: no __eq__ call
-                append((m.flags, m.headers or None, m.payload))
-            else:
-                append((m.flags, m.headers or None, m.payload, msrc))
+        entries = self._loop.encode_entries(messages, src)
         # The bundle's addresses go in as their extension types, without a `_default`
         # call; the last source and destination are known by identity, without the
         # cache's `Address.__hash__` (a Python call): a member's bundles come from one
@@ -301,7 +305,7 @@ class WireCodec:
             raise WireError("malformed", "bad source")
         if type(entries) is not tuple:
             raise WireError("malformed", "messages are not an array")
-        return Bundle(dest, src, _headers.decode_loop(entries, dest, src))
+        return Bundle(dest, src, self._loop.decode_messages(entries, dest, src))
 
     def _ext_hook(self, code: int, data: bytes) -> Any:
         if code == _EXT_ADDRESS:
