@@ -11,6 +11,3 @@ cpdef list decode_messages(tuple entries, object dest, object src)
 
 @cython.locals(pid=object, raw=object)
 cdef _convert_headers(dict hdrs)
-
-@cython.locals(entries=list, msrc=object)
-cpdef list encode_entries(list messages, object src)

@@ -1,10 +1,15 @@
-"""The wire codec's per-message loops: a bundle's entries to messages, and messages to entries.
+"""The wire codec's decode loop: a bundle's entries to checked messages.
 
-This is the part of the codec that runs once per message (the prefix, msgpack and sealing run
+This is the part of decoding that runs once per message (the prefix, msgpack and sealing run
 once per bundle, in `triogroups.wire`). It is plain Python and the reference; the build
 compiles this same file with Cython (typed by ``_wire_loop.pxd`` beside it) when a C
 compiler is there, and `triogroups._compiled` picks which form runs. The Python must stay
 valid Cython in pure-Python mode: no generated code, no tricks the typed form makes pointless.
+
+Encoding's loop stays in `WireCodec.encode`: it reads four slots of each `Message`, which the
+interpreter does from its inline caches, while compiled code makes a generic attribute lookup of
+each, and the compiled loop measured 1.03-1.40x the CPU of the Python one (benchmarks/HISTORY.md,
+issue 43). It moves here when `Message` is a compiled type whose fields C reads directly.
 
 `decode_messages` checks every field of every entry and raises `WireError` (and nothing
 else) for anything that is not a valid message: its header maps are converted in place by
@@ -26,7 +31,7 @@ from triogroups._wire_headers import (
 from triogroups.address import Address
 from triogroups.message import Message
 
-__all__ = ["decode_messages", "encode_entries"]
+__all__ = ["decode_messages"]
 
 _new = object.__new__
 
@@ -90,17 +95,3 @@ def _convert_headers(hdrs: dict[Any, Any]) -> None:
         except (ValueError, TypeError) as exc:
             name = _HEADERS[pid].cls.__name__
             raise WireError("malformed", f"header {name}: {exc}") from None
-
-
-def encode_entries(messages: list[Message], src: Address) -> list[tuple[Any, ...]]:
-    """The entries of a bundle from ``src``: a message's own source goes in only when it is
-    another member's (compared by identity first, so the common case makes no ``__eq__``
-    call)."""
-    entries: list[tuple[Any, ...]] = []
-    for m in messages:
-        msrc = m.src
-        if msrc is src or msrc is None or msrc == src:
-            entries.append((m.flags, m.headers or None, m.payload))
-        else:
-            entries.append((m.flags, m.headers or None, m.payload, msrc))
-    return entries
