@@ -18,7 +18,6 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests._forms import both_forms  # noqa: F401 (the fixture below)
 from tests._kinds import examples
 from triogroups import Address, Digest, MergeView, View
 from triogroups._channel._state import StateHeader
@@ -32,9 +31,6 @@ from triogroups.wire import (
     WireError,
     register_header,
 )
-
-# Every test here runs with the compiled core and with its pure-Python source.
-pytestmark = pytest.mark.usefixtures("both_forms")
 
 
 class _Point(NamedTuple):
