@@ -93,17 +93,27 @@ def chromium() -> str | None:
     return next((found for name in BROWSERS if (found := shutil.which(name))), None)
 
 
+def build_inputs() -> list[Path]:
+    """What the install is made from beyond the sources it links to: pyproject.toml, the build
+    hook, and the compiled core's modules (each ``.pxd`` and the ``.py`` beside it), which the
+    editable install compiles in place: a change to one of them needs a new install, or the
+    old compiled module keeps running."""
+    typed = sorted((ROOT / "triogroups").glob("*.pxd"))
+    return [
+        ROOT / "pyproject.toml",
+        ROOT / "hatch_build.py",
+        *typed,
+        *(pxd.with_suffix(".py") for pxd in typed),
+    ]
+
+
 def _ensure_venv() -> None:
     if not (BIN / "python").exists():
         venv.EnvBuilder(with_pip=True).create(VENV)
     stamp = VENV / ".installed"
-    pyproject = ROOT / "pyproject.toml"
     wanted = " ".join(INSTALL)
-    if (
-        not stamp.exists()
-        or stamp.stat().st_mtime < pyproject.stat().st_mtime
-        or stamp.read_text() != wanted
-    ):
+    newest = max(path.stat().st_mtime for path in build_inputs() if path.exists())
+    if not stamp.exists() or stamp.stat().st_mtime < newest or stamp.read_text() != wanted:
         _run(BIN / "python", "-m", "pip", "install", "--quiet", "--upgrade", "pip")
         _run(BIN / "python", "-m", "pip", "install", "--quiet", *INSTALL)
         stamp.write_text(wanted)

@@ -5,21 +5,37 @@ header (seqno, conn-id, first flag) and without headers, for 100 B and 1 KB
 payloads. In the same run it times the floors a pure-Python receiver cannot
 go below: ``unpackb`` of the same entries alone, and ``unpackb`` plus one
 ``Message(...)`` per entry with no checks at all (the decoder builds messages
-without ``Message.__init__``, so it can come in under the second). Usage:
-``python benchmarks/bench_wire.py``.
+without ``Message.__init__``, so it can come in under the second).
+
+Then the compiled core against the pure-Python reference (issue 43), in the same run:
+the decode loop of both forms (`triogroups._compiled`) behind one codec each, timed in
+turns (compiled, pure, pure, compiled, ...) as CPU per bundle of 100, for the 3-field
+header and for a bare int header (the seqno NAKACK2's and MCAST's multicasts carry); the
+medians and their ratio. ``--instructions`` counts the
+machine instructions per message of the same work with valgrind's callgrind instead.
+Usage: ``python benchmarks/bench_wire.py [--repeat 7] [--instructions]``.
 """
 
 from __future__ import annotations
 
+import argparse
+import importlib
+import statistics
+import sys
+import time
 import timeit
+from collections.abc import Callable
+from types import ModuleType
 from typing import NamedTuple
 
 import msgpack
+from _callgrind import instructions_per, require_valgrind
 
-from triogroups import Address, Message
+from triogroups import Address, Message, _compiled
 from triogroups.extend import WireCodec, register_header
 
 BUNDLE = 100
+INT_ID = 65001  # a header that is one int, as NAKACK2's and MCAST's MSG seqno
 
 
 class _BenchHeader(NamedTuple):
@@ -29,6 +45,7 @@ class _BenchHeader(NamedTuple):
 
 
 register_header(65000, _BenchHeader)
+register_header(INT_ID, int)
 
 
 def _per_message_us(fn: object, repeat: int = 200) -> float:
@@ -56,7 +73,105 @@ def _row(codec: WireCodec, size: int) -> None:
     print(f"{size:<9}{enc:>8.2f}{dec:>8.2f}{dec_plain:>11.2f}{upk:>10.2f}{floor:>18.2f}")
 
 
+def _forms() -> dict[str, ModuleType]:
+    """The per-message loops by form; "compiled" only where the build made it."""
+    forms = {"pure": _compiled.pure("_wire_loop")}
+    built = importlib.import_module("triogroups._wire_loop")
+    if _compiled.is_compiled(built):
+        forms = {"compiled": built, **forms}
+    return forms
+
+
+def _work(form: ModuleType, op: str, header: str) -> Callable[[], object]:
+    """One bundle's encode or decode with the loops of ``form``."""
+    codec_class = type("BenchCodec", (WireCodec,), {"_loop": form})
+    codec = codec_class("bench", max_size=1 << 20)
+    a, b = Address.random("A"), Address.random("B")
+    payload = b"x" * 100
+    msgs = [
+        Message(None, payload, headers={65000: _BenchHeader(i, 42, False)})
+        if header == "3-field"
+        else Message(None, payload, headers={INT_ID: i})
+        for i in range(BUNDLE)
+    ]
+    if op == "encode":
+        return lambda: codec.encode(None, a, msgs)
+    data = codec.encode(b, a, msgs)
+    return lambda: codec.decode(data)
+
+
+OPS = [("decode", "3-field"), ("decode", "int")]
+
+
+def compare(repeat: int, bundles: int = 400) -> None:
+    """CPU per bundle of each form, in turns, medians of ``repeat``, and their ratio."""
+    forms = _forms()
+    if "compiled" not in forms:
+        print("no compiled core in this install: pure Python only")
+    print(f"\nCPU per bundle of {BUNDLE} (us), 100 B payloads, medians of {repeat} in turns")
+    print(f"{'op':<18}" + "".join(f"{name:>10}" for name in forms) + f"{'ratio':>8}")
+    for op, header in OPS:
+        works = {name: _work(form, op, header) for name, form in forms.items()}
+        samples: dict[str, list[float]] = {name: [] for name in forms}
+        for turn in range(repeat):
+            for name in list(works)[:: 1 if turn % 2 == 0 else -1]:
+                work = works[name]
+                start = time.process_time()
+                for _ in range(bundles):
+                    work()
+                samples[name].append((time.process_time() - start) / bundles * 1e6)
+        medians = {name: statistics.median(values) for name, values in samples.items()}
+        ratio = medians["compiled"] / medians["pure"] if "compiled" in medians else 1.0
+        cells = "".join(f"{value:>10.1f}" for value in medians.values())
+        print(f"{op + ' ' + header:<18}{cells}{ratio:>7.2f}x")
+
+
+def _instructions(form: str, op: str, header: str, bundles: int) -> float:
+    """Instructions per message of ``op`` by ``form`` (`instructions_per`)."""
+
+    def args(n: int) -> list[str]:
+        return ["--run", form, op, header, str(n)]
+
+    return instructions_per(__file__, args, bundles) / BUNDLE
+
+
+def count_instructions(bundles: int) -> None:
+    """Instructions per message of each form (`instructions_per`)."""
+    require_valgrind()
+    forms = list(_forms())
+    print(f"instructions per message, bundles of {BUNDLE}, 100 B payloads ({bundles} bundles)")
+    print(f"{'op':<18}" + "".join(f"{name:>10}" for name in forms) + f"{'ratio':>8}")
+    for op, header in OPS:
+        counts = {name: _instructions(name, op, header, bundles) for name in forms}
+        ratio = counts["compiled"] / counts["pure"] if "compiled" in counts else 1.0
+        cells = "".join(f"{value:>10,.0f}" for value in counts.values())
+        print(f"{op + ' ' + header:<18}{cells}{ratio:>7.2f}x")
+
+
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=7, help="turns of each form (default 7)")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions with callgrind"
+    )
+    parser.add_argument("--run", nargs=4, help=argparse.SUPPRESS)  # form op header bundles
+    opts = parser.parse_args()
+    if opts.repeat < 1:
+        sys.exit(f"--repeat must be >= 1, got {opts.repeat}")
+    if opts.run:
+        name, op, header, count = opts.run
+        work = _work(_forms()[name], op, header)
+        for _ in range(int(count)):
+            work()
+        return
+    if opts.instructions:
+        count_instructions(bundles=200)
+        return
+    table()
+    compare(opts.repeat)
+
+
+def table() -> None:
     codec = WireCodec("bench", max_size=1 << 20)
     print(f"per message (us), bundles of {BUNDLE}; header = (seqno, conn_id, first)")
     print(

@@ -69,7 +69,8 @@ def _lines_with(out: str, word: str) -> list[str]:
 def test_help_is_plain_text_with_examples_and_a_version(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    """`triogroups --help` shows no reST markup; `--version` names the installed version."""
+    """`triogroups --help` shows no reST markup; `--version` names the installed version
+    and the form of the wire codec's core (compiled or pure Python)."""
     with pytest.raises(SystemExit) as exit_help:
         main(["--help"])
     assert exit_help.value.code == 0
@@ -79,7 +80,9 @@ def test_help_is_plain_text_with_examples_and_a_version(
     with pytest.raises(SystemExit) as exit_version:
         main(["--version"])
     assert exit_version.value.code == 0
-    assert capsys.readouterr().out.strip() == f"triogroups {version('triogroups')}"
+    name, form = capsys.readouterr().out.strip().splitlines()
+    assert name == f"triogroups {version('triogroups')}"
+    assert form.startswith("wire codec: "), form
 
 
 def test_protocol_shows_defaults_with_units_and_rules(capsys: pytest.CaptureFixture[str]) -> None:

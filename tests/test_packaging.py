@@ -5,7 +5,9 @@ wheel installs into a fresh venv (its dependencies from the package index) and r
 outside the checkout; the sdist is the checkout minus what git ignores, so the test command
 runs from it. The README also tells a user to build a wheel with ``pip wheel --no-deps -w dist
 .``: setuptools' editable compat mode, which dev.py once used so that an application's mypy saw
-the package, printed deprecation warnings at every install; hatchling needs no such mode.
+the package, printed deprecation warnings at every install; hatchling needs no such mode. Issue
+43: where a C compiler is, the wheel carries the compiled core (hatch_build.py); where none is,
+it builds as pure Python with a warning.
 
 Every test here needs the package index (the build backend, and the wheel's dependencies in the
 fresh venv): they carry the ``package`` marker, which ``python3 dev.py test --fast`` deselects.
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -159,6 +162,31 @@ def test_wheel_builds_without_deprecation_warnings_and_carries_presets_and_py_ty
     assert "triogroups/py.typed" in names
     assert {"triogroups/presets/udp.toml", "triogroups/presets/tcp.toml"} <= names
     assert not any(n.startswith(("tests/", "examples/", "benchmarks/")) for n in names)
+    # the compiled core, built by hatch_build.py where a C compiler is (issue 43)
+    if _has_compiler():
+        assert any(n.startswith("triogroups/_wire_loop.") and n.endswith(".so") for n in names)
+        assert not wheel.name.endswith("-py3-none-any.whl"), wheel.name
+
+
+def _has_compiler() -> bool:
+    return bool(shutil.which(os.environ.get("CC", "cc")) or shutil.which("gcc"))
+
+
+def test_without_a_c_compiler_the_wheel_is_pure_python_and_the_build_says_so(
+    tmp_path: Path,
+) -> None:
+    """Issue 43: a machine without a C compiler (here: ``CC`` naming none) still builds and
+    installs triogroups, as pure Python, and the build warns that the compiled core is
+    missing."""
+    env = {**os.environ, "CC": str(tmp_path / "no-such-cc")}
+    argv = [sys.executable, "-m", "pip", "wheel", "-v", "--no-deps", "-w", str(tmp_path), str(ROOT)]
+    output = _run(argv, tmp_path, env)
+    assert "triogroups: no compiled core" in output, output
+    (wheel,) = tmp_path.glob("triogroups-*.whl")
+    assert wheel.name.endswith("-py3-none-any.whl"), wheel.name
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert "triogroups/_wire_loop.py" in names
+    assert not any(n.endswith(".so") for n in names), sorted(names)
 
 
 def test_build_makes_an_sdist_and_a_wheel_that_twine_check_accepts(dists: Dists) -> None:
@@ -260,7 +288,11 @@ def test_installed_wheel_runs_version_stacks_and_a_simulated_demo(fresh_venv: Fr
     assert installed.is_relative_to(fresh_venv.bin.parent), where
     assert not installed.is_relative_to(ROOT), where
 
-    assert run(command, "--version").strip() == f"triogroups {triogroups.__version__}"
+    name, form = run(command, "--version").strip().splitlines()
+    assert name == f"triogroups {triogroups.__version__}"
+    # a wheel built where a C compiler is runs the compiled core
+    if _has_compiler():
+        assert form == "wire codec: compiled core (Cython)", form
 
     stacks = run(command, "stacks")
     for preset in ("udp", "tcp", "udp-mcast", "sim"):

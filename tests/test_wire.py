@@ -14,9 +14,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._forms import both_forms  # noqa: F401 (the fixture below)
 from tests._kinds import examples
 from triogroups import Address, Digest, Flag, MergeView, Message, View, ViewId
 from triogroups.wire import WIRE_VERSION, WireCodec, WireError, register_header
+
+# Every test here runs with the compiled core and with its pure-Python source; the fuzz
+# properties ask for half the examples each form that they ran with one.
+pytestmark = pytest.mark.usefixtures("both_forms")
 
 A = Address.random("A")
 B = Address.random("B")
@@ -252,7 +257,7 @@ def _decode_only_wire_errors(data: bytes) -> None:
         _codec().decode(data)
 
 
-@settings(max_examples=examples(400), suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=examples(200), suppress_health_check=[HealthCheck.too_slow])
 @given(st.binary(max_size=300))
 def test_fuzz_random_bytes_raise_only_wire_error(data: bytes) -> None:
     _decode_only_wire_errors(data)
@@ -278,7 +283,7 @@ _msgpack_values = st.recursive(
 )
 
 
-@settings(max_examples=examples(300))
+@settings(max_examples=examples(150))
 @given(_msgpack_values)
 def test_fuzz_well_formed_msgpack_of_the_wrong_shape_raises_only_wire_error(value: object) -> None:
     body = msgpack.packb(value)
@@ -292,7 +297,7 @@ def test_fuzz_truncated_bundles_raise_only_wire_error(cut: int) -> None:
     _decode_only_wire_errors(data[: min(cut, len(data) - 1)])
 
 
-@settings(max_examples=examples(500))
+@settings(max_examples=examples(250))
 @given(st.data())
 def test_fuzz_mutated_bundles_decode_or_raise_wire_error(data: st.DataObject) -> None:
     raw = bytearray(_sample_bundle())

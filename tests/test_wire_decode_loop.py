@@ -1,8 +1,8 @@
-"""The optimized decode loop accepts and rejects exactly what a plain decoder does.
+"""The decode loop accepts and rejects exactly what a plain decoder does, in both forms.
 
-`WireCodec.decode` builds messages in one inline loop (no `Message.__init__`,
-header maps converted in place, the headers registered ``per_message`` checked
-in the loop itself). These tests keep a straightforward reference decoder,
+`WireCodec.decode` builds messages in one loop (`triogroups._wire_loop`: no
+`Message.__init__`, header maps converted in place), compiled or as its pure-Python
+source; every test here runs with each. These tests keep a straightforward reference decoder,
 written the obvious way (every header through its converter), and check on
 generated bundle bodies (valid and subtly broken) that both give the same
 messages or the same `WireError` reason.
@@ -13,14 +13,19 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 import msgpack
+import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from tests._forms import both_forms  # noqa: F401 (the fixture below)
 from tests._kinds import examples
-from triogroups import Address, Message, _wire_headers
+from triogroups import Address, Message
 from triogroups._wire_headers import _HEADERS as HEADERS
 from triogroups.message import ALL_FLAGS
 from triogroups.wire import WIRE_VERSION, Bundle, WireCodec, WireError, register_header
+
+# Every test here runs with the compiled core and with its pure-Python source.
+pytestmark = pytest.mark.usefixtures("both_forms")
 
 A = Address.random("A")
 B = Address.random("B")
@@ -39,7 +44,7 @@ register_header(LOOP_ID, _LoopHeader)
 
 
 class _InlineHeader(NamedTuple):
-    """Checked in the decode loop, not by a call: an optional address and an int array."""
+    """An optional address and an int array."""
 
     seqno: int
     sender: Address | None = None
@@ -47,7 +52,7 @@ class _InlineHeader(NamedTuple):
 
 
 INLINE_ID = 0xFFF0  # unused by the protocols
-register_header(INLINE_ID, _InlineHeader, per_message=True)
+register_header(INLINE_ID, _InlineHeader)
 
 
 def _reference_decode(data: bytes) -> Bundle:
@@ -147,13 +152,13 @@ _entries = st.one_of(
 )
 
 
-@settings(max_examples=examples(600))
+@settings(max_examples=examples(300))  # per form: 600 in all
 @example(None, A, [[0, {True: [1, 2, False]}, b""]])  # True == 1, but is no protocol id
 @example(None, A, [[-128, None, b""]])  # negative flags
 @example(None, A, [{0: 0, 1: None, 2: b""}])  # a map unpacks like a 3-entry list
 @example(B, A, [[0, {LOOP_ID: [1, 2, False]}, b"x", B], [1, None, b"y"]])
 @example(None, A, [[0, {INLINE_ID: [1, A, [1, 2]], LOOP_ID: [1, 2, True]}, b"x"]])
-@example(None, A, [[0, {INLINE_ID: [1, None, [1, "x"]]}, b"x"]])  # a bad item, in line
+@example(None, A, [[0, {INLINE_ID: [1, None, [1, "x"]]}, b"x"]])  # a bad array item
 @example(None, A, [[0, {float(INLINE_ID): [1, None, []]}, b"x"]])  # == INLINE_ID, not an id
 @given(
     st.sampled_from([None, B, "B"]),
@@ -186,14 +191,8 @@ def test_decoded_header_maps_are_plain_mutable_dicts() -> None:
     assert second.headers == {LOOP_ID: _LoopHeader(1, 2, True)}
 
 
-def test_registering_a_per_message_header_again_keeps_one_branch_for_it() -> None:
-    """A module imported twice registers its header twice: the decode loop must still check
-    it once, and a header registered ``per_message`` is checked in line, not by a call."""
-    before = list(_wire_headers._INLINE)
-    register_header(INLINE_ID, _InlineHeader, per_message=True)
-    assert before == _wire_headers._INLINE
-    assert _wire_headers._INLINE.count(INLINE_ID) == 1
-    source: str = _wire_headers.decode_loop.__source__  # type: ignore[attr-defined]
-    assert source.count(f"pid == {INLINE_ID}:") == 1
+def test_registering_a_header_again_keeps_decoding_it() -> None:
+    """A module imported twice registers its header twice: decoding is unchanged."""
+    register_header(INLINE_ID, _InlineHeader)
     data = CODEC.encode(None, A, [Message(None, b"x", headers={INLINE_ID: _InlineHeader(5, B)})])
     assert CODEC.decode(data).messages[0].headers == {INLINE_ID: _InlineHeader(5, B, ())}

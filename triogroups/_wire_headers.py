@@ -1,13 +1,12 @@
 """What the wire decoder checks: the registered headers and the code generated to check them.
 
 `register_header` records a protocol's header class; from its annotations this
-module generates one straight-line converter per header (`_compile_header`)
-and the decode loop that checks and builds every message of a bundle
-(`decode_loop`, recompiled when a ``per_message`` header is registered). The
-generated code is diff-tested against plain reference decoders
-(tests/test_wire_converters.py, tests/test_wire_decode_loop.py). Input bytes
-never reach the code generator: only type hints do. The codec itself (the
-bundle's prefix, msgpack, sealing) is `triogroups.wire`.
+module generates one straight-line converter per header (`_compile_header`),
+diff-tested against the plain generic converter (tests/test_wire_converters.py).
+Input bytes never reach the code generator: only type hints do. The loop that
+checks and builds every message of a bundle with these converters is
+`triogroups._wire_loop`; the codec itself (the bundle's prefix, msgpack,
+sealing) is `triogroups.wire`.
 """
 
 from __future__ import annotations
@@ -19,14 +18,13 @@ from typing import Any, NamedTuple
 
 from triogroups._error_root import TriogroupsError
 from triogroups.address import Address
-from triogroups.message import ALL_FLAGS, Message, new_message
+from triogroups.message import ALL_FLAGS
 from triogroups.view import Digest, MergeView, View, ViewId
 
 __all__ = [
     "WireError",
     "check_members",
     "check_view_id",
-    "decode_loop",
     "header_type",
     "register_header",
 ]
@@ -105,8 +103,7 @@ def _header_check(
     """Append to ``out`` the lines that check ``raw`` as a ``cls`` header (ValueError or
     TypeError when it is not one); return the expression that builds the header.
 
-    ``ref`` names ``cls`` in ``code.env``. Shared by a header's converter and the
-    generated decode loop (`_compile_messages`), so both check the same way."""
+    ``ref`` names ``cls`` in ``code.env``."""
     if cls is int:  # a header that is one number: the raw value itself, no tuple
         out += [f"{ind}if type(raw) is not int:", f"{ind}    raise ValueError('expected int')"]
         return "raw"
@@ -240,24 +237,18 @@ class _FieldCode:
         return converted
 
 
-def register_header(
-    protocol_id: int, cls: type, *, per_message: bool = False, bare_int: bool = False
-) -> None:
+def register_header(protocol_id: int, cls: type, *, bare_int: bool = False) -> None:
     """Register the header NamedTuple of the protocol with this id, or ``int`` for a
     header that is one number (the channel's application seqno): an int on the
     wire and in ``Message.headers``, with no tuple to build or to take apart.
 
     Field annotations drive validation on decode: int, bool, float, str, bytes,
     Address, View, MergeView, Digest, ViewId (ids below 2**63), ``X | None``, ``tuple[X, ...]``,
-    ``dict[K, V]`` and nested registered-style NamedTuples. ``per_message``: most
-    messages carry this header (NAKACK2's, UNICAST3's, the channel's, RPC's), so the
-    decode loop checks it in line instead of calling its converter (the same checks);
-    the first ids registered so are tried first. ``bare_int``: besides the NamedTuple,
+    ``dict[K, V]`` and nested registered-style NamedTuples. ``bare_int``: besides the NamedTuple,
     the header may be a bare int, on the wire and in ``Message.headers``, which the
     protocol reads as its most common message (NAKACK2's and MCAST's: a MSG's seqno), so
     that message has no tuple to build, encode, decode or check.
     """
-    global decode_loop
     if not 0 < protocol_id < 1 << 16:
         raise ValueError(f"protocol id must be in 1..65535, got {protocol_id}")
     if cls is not int and not (
@@ -277,9 +268,6 @@ def register_header(
     _CONVERTERS[protocol_id] = spec.convert
     if cls is int or bare_int:
         _INT_HEADERS.add(protocol_id)
-    if per_message and protocol_id not in _INLINE:
-        _INLINE.append(protocol_id)
-        decode_loop = _compile_messages(_INLINE)
 
 
 def header_type(protocol_id: int) -> type | None:
@@ -376,113 +364,6 @@ def _seq(v: Any) -> list[Any] | tuple[Any, ...]:
     if type(v) is not list and type(v) is not tuple:
         raise ValueError(f"expected array, got {type(v).__name__}")
     return v  # type: ignore[no-any-return,unused-ignore]
-
-
-# --- the decode loop ---------------------------------------------------------
-
-_MESSAGES_DOC = """Check and build every message of a bundle: the receive path's per-message cost.
-
-One loop with every check inline: the messages are built by `new_message`
-(the constructor's fast form, without ``__init__``'s checks), since each field
-has just been checked (tests/test_wire_decode_loop.py checks that every
-`Message` slot is set). A decoded
-header map is converted in place and becomes the message's ``headers``: one
-dict per message, not two. The headers registered ``per_message`` (those most
-messages carry) are checked in the loop itself, by the code their converter
-runs; any other calls its converter. An int under an id whose header may be
-one (an ``int`` header, or ``bare_int``: `_INT_HEADERS`) is kept as it is
-before any of that: the seqnos every multicast carries. Generated by
-`_compile_messages`, the source kept as ``__source__``.
-"""
-
-_MESSAGES_HEAD = """\
-def _messages(entries, dest, src):
-    msgs = []
-    append = msgs.append
-    converters = _CONVERTERS
-    ints = _INT_HEADERS
-    for entry in entries:
-        if type(entry) is not tuple:
-            raise WireError("malformed", _BAD_ENTRY)
-        size = len(entry)
-        if size == 3:
-            flags, hdrs, payload = entry
-            msrc = src
-        elif size == 4:
-            flags, hdrs, payload, msrc = entry
-            if type(msrc) is not Address:
-                raise WireError("malformed", "bad message source")
-        else:
-            raise WireError("malformed", _BAD_ENTRY)
-        if type(flags) is not int or flags & _BAD_FLAGS:
-            raise WireError("malformed", f"bad flags {flags!r}")
-        if type(payload) is not bytes:
-            raise WireError("malformed", "payload is not bytes")
-        if hdrs is None:
-            hdrs = {}
-        elif type(hdrs) is dict:
-            for pid, raw in hdrs.items():
-                if type(pid) is not int:
-                    raise WireError("malformed", f"unknown protocol id {pid!r}")
-                if type(raw) is int and pid in ints:
-                    continue  # an int header, or a bare seqno: kept as it is
-                try:"""
-
-_MESSAGES_OTHER = (  # a header not checked in line: its converter
-    "convert = converters.get(pid)",
-    "if convert is None:",
-    '    raise WireError("malformed", f"unknown protocol id {pid!r}")',
-    "hdrs[pid] = convert(raw)  # same key: safe while iterating",
-)
-
-_MESSAGES_TAIL = """\
-                except (ValueError, TypeError) as exc:
-                    name = _HEADERS[pid].cls.__name__
-                    raise WireError("malformed", f"header {name}: {exc}") from None
-        else:
-            raise WireError("malformed", "headers are not a map")
-        append(new_message(dest, msrc, flags, hdrs, payload))
-    return msgs"""
-
-
-def _compile_messages(inline: list[int]) -> Callable[..., list[Message]]:
-    """The decode loop, with the headers of ``inline`` (protocol ids, checked in this
-    order) checked in line; see ``_MESSAGES_DOC``."""
-    code = _FieldCode({"_new": tuple.__new__})
-    code.env.update(
-        new_message=new_message,
-        Address=Address,
-        WireError=WireError,
-        _BAD_ENTRY=_BAD_ENTRY,
-        _BAD_FLAGS=_BAD_FLAGS,
-        _CONVERTERS=_CONVERTERS,
-        _HEADERS=_HEADERS,
-        _INT_HEADERS=_INT_HEADERS,
-    )
-    lines = [_MESSAGES_HEAD]
-    ind = " " * 20
-    for n, pid in enumerate(inline):
-        spec = _HEADERS[pid]
-        lines.append(f"{ind}{'if' if n == 0 else 'elif'} pid == {pid}:")
-        # An int under an `_INT_HEADERS` id never gets here (``bare_int``, ``int``).
-        built = _header_check(spec.cls, spec.hints, code, f"_h{pid}", ind + "    ", lines)
-        lines.append(f"{ind}    hdrs[pid] = {built}  # same key: safe while iterating")
-    if inline:
-        lines.append(f"{ind}else:")
-    other = ind + "    " if inline else ind
-    lines += [other + line for line in _MESSAGES_OTHER]
-    lines.append(_MESSAGES_TAIL)
-    source = "\n".join(lines)
-    env = code.env
-    exec(source, env)  # generated from type hints only, never from input
-    messages = env["_messages"]
-    messages.__doc__ = _MESSAGES_DOC
-    messages.__source__ = source
-    return messages  # type: ignore[no-any-return]
-
-
-_INLINE: list[int] = []  # protocol ids registered ``per_message``, in registration order
-decode_loop = _compile_messages(_INLINE)
 
 
 def check_view_id(vid: Any) -> ViewId:

@@ -26,7 +26,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from triogroups import __version__
+from triogroups import __version__, _compiled
 from triogroups._cli_exit import EXIT_STATUS, Stopped, fail, run_stoppable, stopped
 from triogroups.chaos import add_chaos_parser, run_chaos
 from triogroups.chaos._campaign import add_campaign_parser, run_campaign
@@ -37,6 +37,7 @@ from triogroups.properties import PropertyError, property_rows
 from triogroups.protocol import protocol_class, protocol_names
 from triogroups.supervisor._launch import add_launch_parser, run_launch, split_app_args
 from triogroups.supervisor.spark._cli import add_spark_parser, run_spark
+from triogroups.wire import LOOP
 
 __all__ = ["main"]
 
@@ -81,7 +82,10 @@ def _parser() -> argparse.ArgumentParser:
         epilog=_EPILOG.format(exit_status=EXIT_STATUS),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("--version", action="version", version=f"triogroups {__version__}")
+    # The second line says whether this install runs the compiled core, which a user cannot
+    # see otherwise without configuring logging (a member logs it at INFO on start).
+    version = f"triogroups {__version__}\nwire codec: {_compiled.describe(LOOP)}"
+    parser.add_argument("--version", action="version", version=version)
     sub = parser.add_subparsers(dest="command", required=True)
     demo = sub.add_parser(
         "demo",

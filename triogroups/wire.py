@@ -24,18 +24,21 @@ Headers are NamedTuples registered per protocol id with `register_header`
 every field against the NamedTuple's annotations, so a protocol never sees a
 header of the wrong shape.
 
-The header registry and the decoders generated from it live in
+The header registry and the header converters generated from it live in
 `triogroups._wire_headers` (re-exported here: `register_header`, `header_type`,
-`WireError`).
+`WireError`); the decode loop that checks every message lives in `triogroups._wire_loop`,
+compiled by the build when it can be (`triogroups._compiled` says which form runs: `LOOP`).
 """
 
 from __future__ import annotations
 
+import logging
+from types import ModuleType
 from typing import Any, NamedTuple, Protocol
 
 import msgpack
 
-import triogroups._wire_headers as _headers
+from triogroups import _compiled
 from triogroups._wire_headers import (
     WireError,
     check_members,
@@ -80,6 +83,11 @@ _EXT_ADDRESS = 1
 _EXT_VIEW = 3
 _EXT_MERGE_VIEW = 4
 _EXT_DIGEST = 5
+
+#: The decode loop this process runs: compiled, or the pure-Python reference
+#: (``TRIOGROUPS_PURE_PYTHON=1``, or no compiled module built). Said once, at import.
+LOOP: ModuleType = _compiled.load("_wire_loop")
+logging.getLogger(__name__).info("wire codec: %s", _compiled.describe(LOOP))
 
 
 class Authenticator(Protocol):
@@ -127,6 +135,9 @@ class WireCodec:
     With a ``keyring`` every bundle is sealed and only sealed bundles are
     accepted (shared-secret mode; no ``authenticator`` beside it).
     """
+
+    #: The decode loop (`LOOP`); the tests give a subclass the other form.
+    _loop: ModuleType = LOOP
 
     def __init__(
         self,
@@ -301,7 +312,7 @@ class WireCodec:
             raise WireError("malformed", "bad source")
         if type(entries) is not tuple:
             raise WireError("malformed", "messages are not an array")
-        return Bundle(dest, src, _headers.decode_loop(entries, dest, src))
+        return Bundle(dest, src, self._loop.decode_messages(entries, dest, src))
 
     def _ext_hook(self, code: int, data: bytes) -> Any:
         if code == _EXT_ADDRESS:

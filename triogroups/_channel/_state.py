@@ -83,7 +83,7 @@ class StateHeader(NamedTuple):
 
 
 register_header(ids.STATE_TRANSFER, StateHeader)
-register_header(ids.APP_SEQNO, int, per_message=True)
+register_header(ids.APP_SEQNO, int)
 
 
 @runtime_checkable

@@ -1,7 +1,7 @@
 """The RPC header and its three message types: what a request or an answer carries.
 
-Registered with the wire codec as a per-message header (`register_header`), so
-the receive path checks it in line. Never imports the dispatcher's parts.
+Registered with the wire codec (`register_header`), which checks it on receipt.
+Never imports the dispatcher's parts.
 """
 
 from __future__ import annotations
@@ -29,4 +29,4 @@ class RpcHeader(NamedTuple):
     method: str = ""
 
 
-register_header(RPC_ID, RpcHeader, per_message=True)
+register_header(RPC_ID, RpcHeader)

@@ -65,7 +65,7 @@ class McastHeader(NamedTuple):
     missing: tuple[int, ...] = ()
 
 
-register_header(ids.MCAST, McastHeader, per_message=True, bare_int=True)
+register_header(ids.MCAST, McastHeader, bare_int=True)
 
 
 def as_header(raw: McastHeader | int | None) -> McastHeader | None:

@@ -65,7 +65,7 @@ class NakAckHeader2(NamedTuple):
     ranges: tuple[int, ...] = ()
 
 
-register_header(ids.NAKACK2, NakAckHeader2, per_message=True, bare_int=True)
+register_header(ids.NAKACK2, NakAckHeader2, bare_int=True)
 
 
 def as_header(raw: NakAckHeader2 | int | None) -> NakAckHeader2 | None:

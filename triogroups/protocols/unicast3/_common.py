@@ -100,7 +100,7 @@ class Unicast3Header(NamedTuple):
         return f"{name}(conn_id={self.conn_id})"
 
 
-register_header(ID, Unicast3Header, per_message=True)
+register_header(ID, Unicast3Header)
 
 
 class State(enum.Enum):

@@ -1,0 +1,229 @@
+"""The compiled core and the pure-Python source it is compiled from agree (issue 43).
+
+`triogroups._wire_loop` is built by Cython into an extension module when a C compiler is
+there; ``TRIOGROUPS_PURE_PYTHON=1`` (or no compiled module) runs its ``.py``. Both forms
+must decode any bytes to the same bundle or the same `WireError` reason (and raise nothing
+else), read each other's bundles, and so talk to each other: a group whose
+members run different forms delivers as a group of one form does. The wire tests
+(tests/test_wire*.py) run whole with each form as well (`tests._forms.both_forms`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tests._forms import COMPILED, PURE, codec_class, needs_compiled
+from tests._kinds import examples
+from triogroups import Address, Message, _compiled
+from triogroups._rpc._header import RpcHeader
+from triogroups.protocols import ids
+from triogroups.protocols.unicast3._common import Unicast3Header
+from triogroups.testing import open_cluster
+from triogroups.transports.base import Transport
+from triogroups.wire import WIRE_VERSION, WireCodec, WireError
+
+ROOT = Path(__file__).resolve().parent.parent
+A = Address.random("A")
+B = Address.random("B")
+PREFIX = b"TG" + bytes([WIRE_VERSION, 0, 8]) + b"formtest\x00"
+
+
+def _codecs() -> tuple[WireCodec, WireCodec]:
+    assert COMPILED is not None
+    return codec_class(COMPILED)("formtest"), codec_class(PURE)("formtest")
+
+
+def _outcome(codec: WireCodec, data: bytes) -> Any:
+    """What decoding ``data`` gives: the bundle's every field, or the error's reason; any
+    other exception propagates and fails the test."""
+    try:
+        bundle = codec.decode(data)
+    except WireError as exc:
+        return ("error", exc.reason)
+    return (
+        bundle.dest,
+        bundle.src,
+        [(m.dest, m.src, m.flags, m.headers, m.payload) for m in bundle.messages],
+    )
+
+
+@needs_compiled
+@settings(max_examples=examples(500))
+@given(st.binary(max_size=200))
+def test_both_forms_decode_arbitrary_bodies_alike(body: bytes) -> None:
+    """Any bytes after a valid prefix: the same bundle or the same WireError reason."""
+    compiled, pure = _codecs()
+    data = PREFIX + body
+    assert _outcome(compiled, data) == _outcome(pure, data)
+
+
+_leaves = (
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.binary(max_size=8) | st.text()
+)
+_values = st.recursive(
+    _leaves,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(_leaves, inner, max_size=3),
+    max_leaves=8,
+)
+_header_ids = st.sampled_from([ids.NAKACK2, ids.MCAST, ids.UNICAST3, ids.RPC, ids.APP_SEQNO, 7])
+_entries = st.lists(
+    st.tuples(
+        st.sampled_from([0, 1, 64, 255, 256, -1]) | _values,
+        st.none() | st.dictionaries(_header_ids | _leaves, _values, max_size=3),
+        st.binary(max_size=16) | _values,
+    ).map(list)
+    | _values,
+    max_size=5,
+)
+
+
+@needs_compiled
+@settings(max_examples=examples(200))
+@given(st.sampled_from([None, B, "B"]), st.sampled_from([A, None, 3]), _entries)
+def test_both_forms_decode_msgpack_of_any_shape_alike(dest: Any, src: Any, entries: Any) -> None:
+    """Well-formed msgpack of any shape, with real protocol ids among the header keys:
+    the same messages or the same WireError reason."""
+    compiled, pure = _codecs()
+    body = msgpack.packb([dest, src, entries], default=pure._default, use_bin_type=True)
+    data = PREFIX + body
+    assert _outcome(compiled, data) == _outcome(pure, data)
+
+
+_headers = st.dictionaries(
+    _header_ids.filter(lambda pid: pid != 7),
+    st.integers(0, 2**40),
+    max_size=2,
+).map(
+    lambda hdrs: {
+        pid: (
+            Unicast3Header(0, seqno, 3, seqno == 1)
+            if pid == ids.UNICAST3
+            else RpcHeader(1, seqno, "ping")
+            if pid == ids.RPC
+            else seqno
+        )
+        for pid, seqno in hdrs.items()
+    }
+)
+_messages = st.lists(
+    st.builds(
+        Message,
+        st.sampled_from([None, B]),
+        st.binary(max_size=64),
+        src=st.sampled_from([None, A, B]),
+        flags=st.sampled_from([0, 1, 64, 128, 255]),
+        headers=_headers,
+    ),
+    max_size=6,
+)
+
+
+@needs_compiled
+@settings(max_examples=examples(300))
+@given(st.sampled_from([None, B]), _messages)
+def test_both_forms_read_each_others_bundles(dest: Address | None, msgs: list[Message]) -> None:
+    """What either codec encodes (encoding has one form) both decode to the messages sent."""
+    compiled, pure = _codecs()
+    data = compiled.encode(dest, A, msgs)
+    assert pure.encode(dest, A, msgs) == data
+    assert _outcome(pure, data) == _outcome(compiled, data)
+    decoded = pure.decode(data).messages
+    assert [(m.src or A, m.flags, m.headers, m.payload) for m in msgs] == [
+        (m.src, m.flags, m.headers, m.payload) for m in decoded
+    ]
+
+
+def _python(code: str, **env: str) -> str:
+    """Run ``code`` in a new interpreter on this checkout; its stdout and stderr."""
+    environ = {k: v for k, v in os.environ.items() if k != _compiled.PURE_ENV}
+    environ["PYTHONPATH"] = str(ROOT)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=ROOT,
+        env=environ | env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    return result.stdout + result.stderr
+
+
+_SAY_FORM = (
+    "import logging; logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
+    "import triogroups.wire as wire, triogroups._compiled as c\n"
+    "print(c.is_compiled(wire.LOOP), wire.LOOP.__name__)"
+)
+
+
+def test_pure_switch_runs_the_python_source_and_says_so_at_start_up() -> None:
+    """``TRIOGROUPS_PURE_PYTHON=1``: the codec runs the ``.py``, and the one start-up line
+    says so; without it, the compiled core where one was built."""
+    pure = _python(_SAY_FORM, TRIOGROUPS_PURE_PYTHON="1")
+    assert "False triogroups._wire_loop_pure" in pure, pure
+    assert pure.count("wire codec: pure Python (TRIOGROUPS_PURE_PYTHON is set)") == 1, pure
+    default = _python(_SAY_FORM)
+    if COMPILED is None:
+        assert "False triogroups._wire_loop" in default, default
+        assert "wire codec: pure Python (no compiled core was built" in default, default
+    else:
+        assert "True triogroups._wire_loop" in default, default
+        assert default.count("wire codec: compiled core (Cython)") == 1, default
+    off = _python(_SAY_FORM, TRIOGROUPS_PURE_PYTHON="0")
+    assert off.splitlines()[-1] == default.splitlines()[-1], off
+
+
+def test_version_names_the_form_of_the_core() -> None:
+    """``triogroups --version`` says the version and which form of the core runs."""
+    out = _python("from triogroups.cli import main; main(['--version'])")
+    form = "compiled core (Cython)" if COMPILED is not None else "pure Python (no compiled"
+    assert out.startswith("triogroups "), out
+    assert f"wire codec: {form}" in out, out
+
+
+@pytest.fixture
+def pure_member_a(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """Member A's transport codes bundles with the pure-Python loops, the others with the
+    compiled core; yields the names that got each, in the order they were made."""
+    made: list[str] = []
+    plain = Transport.make_codec
+
+    def make_codec(self: Transport, max_size: int) -> WireCodec:
+        codec = plain(self, max_size)
+        form: ModuleType = PURE if self.local_address.name == "A" else COMPILED  # type: ignore[assignment]
+        codec.__class__ = codec_class(form)
+        made.append(f"{self.local_address.name}:{_compiled.is_compiled(form)}")
+        return codec
+
+    monkeypatch.setattr(Transport, "make_codec", make_codec)
+    yield made
+
+
+@needs_compiled
+@pytest.mark.parametrize("stack", ["sim", "udp"])
+async def test_a_group_of_pure_and_compiled_members_delivers_every_message(
+    stack: str, pure_member_a: list[str], autojump_clock: object
+) -> None:
+    """Member A runs the pure-Python loops, B and C the compiled core (the simulated
+    network encodes and decodes every bundle): they form one group through GMS and every
+    member delivers every multicast and unicast, in order, exactly once."""
+    async with open_cluster(3, stack, seed=43) as cluster:
+        a, b, c = cluster.members
+        for i in range(50):
+            await a.send(f"a{i}".encode())
+            await b.send(f"b{i}".encode())
+            await c.send(f"c{i}".encode(), to=a.address)
+        await cluster.wait_until_delivered(timeout=60)
+    assert {"A:False", "B:True", "C:True"} <= set(pure_member_a), pure_member_a
