@@ -295,7 +295,10 @@ def test_docstring_examples_pass_as_doctests(name: str) -> None:
 
 
 def _docstrings(module: ModuleType) -> list[str]:
-    source = Path(module.__file__ or "").read_text()
+    path = Path(module.__file__ or "")
+    if path.suffix != ".py":  # a compiled module: its Python reference lies beside it
+        path = path.parent / f"{module.__name__.rpartition('.')[2]}.py"
+    source = path.read_text()
     docs = []
     for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):

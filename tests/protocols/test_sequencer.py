@@ -188,6 +188,7 @@ def test_sequencer_keeps_a_bcast_stamped_with_a_view_to_come_until_that_view() -
 
     seq.up([bcast(1, 10), bcast(2, 11), bcast(3, 11)], 0.0)
     assert split(seq.take_up())[0] == []
+    assert seq.stats()["bcasts_held_for_view"] == 2  # counted: nothing goes unsaid
     seq.down_event(ViewChange(view_of(B, C, E, counter=11)), 0.0)
     delivered = split(seq.take_up())[0]
     assert [(m.src, m.payload) for m in delivered] == [(D, b"d2"), (D, b"d3")]

@@ -154,6 +154,7 @@ class Sequencer(Protocol):
         "tail_msgs_resent",
         "bcasts_not_from_coord",
         "bcasts_other_order",
+        "bcasts_held_for_view",
         "early_dropped",
         "forwards_dropped_leaving",
         "forwards_before_tail",
@@ -308,6 +309,7 @@ class Sequencer(Protocol):
                 if src is None or (src is not coord and src != coord):
                     if hdr.view > view_no and len(self._early_bcasts) < _EARLY_MAX:
                         self._early_bcasts.append(msg)  # its view, coming, may make it ours
+                        self.counters["bcasts_held_for_view"] += 1
                     else:  # the old coordinator's, after the view without it: tails decide
                         self.counters["bcasts_not_from_coord"] += 1
                     continue
