@@ -1,10 +1,12 @@
 """Groups in Spark barrier stages: stage start to the first view of N, and the pipeline.
 
     python benchmarks/bench_spark.py [--parts view,arrow,pipeline] [--sizes 2,4] [--repeat 3]
-                                     [--rows 1000000]
+                                     [--rows 1000000] [--master spark://HOST:7077]
 
-One local[4] session (UI off, serial GC, tiered compilation level 1), warmed by one group run
-so Python workers exist.
+One session (UI off, serial GC, tiered compilation level 1), warmed by one group run so
+Python workers exist: local[4], or the cluster ``--master`` names (a standalone master whose
+workers have triogroups importable and 4 slots in all; the figures then include executors on
+other JVMs and Spark's scheduling across workers).
 
 - **view of N**: from submitting the stage (`run_group` called on the driver) to the member
   function starting in each task, which happens once the member's view holds all N members
@@ -134,11 +136,14 @@ def main() -> None:
     parser.add_argument("--sizes", default="2,4")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument(
+        "--master", help="the Spark master (else spark-submit's, SPARK_MASTER, local[4])"
+    )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
     sizes = [int(s) for s in args.sizes.split(",") if s]
     spark = spark_session(
-        "local[4]",
+        args.master,
         "bench_spark",
         conf={"spark.driver.extraJavaOptions": JVM_OPTIONS, "spark.sql.shuffle.partitions": "4"},
     )
