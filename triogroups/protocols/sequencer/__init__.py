@@ -427,7 +427,7 @@ class Sequencer(Protocol):
                 self.counters["malformed"] += 1
                 return
             msg.headers.pop(_ID)
-            rec.add(src, hdr.sender, hdr.seqno, msg)
+            rec.add(src, hdr.sender, hdr.seqno, msg, (hdr.view, hdr.trimmed))
         else:
             rec.end(src, (hdr.sender, hdr.trimmed), bool(hdr.view))
             self._recovered_if_done(out)
@@ -522,7 +522,7 @@ class Sequencer(Protocol):
         if not agreed:
             self.counters["recoveries_inconsistent"] += 1
         self._recovery = None
-        for sender, seqno, msg in best:
+        for sender, seqno, msg, _ in best:
             out.append(self._bcast(msg, sender, seqno))
             self.counters["tail_msgs_resent"] += 1
         for bcast in self._pending:  # queued in an earlier view, maybe: stamped with ours
