@@ -506,6 +506,17 @@ def test_campaign_udp_total_257_bcasts_of_a_view_to_come_wait_for_it() -> None:
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_140_a_joiner_s_tail_is_merged_by_stamp() -> None:
+    """Issue 42, campaign udp-total-blocks 140: E took over in view 13 with G and J; J had
+    joined in view 12, so its log started there and alone held A1-63, while G's, longer,
+    stopped before it. No tail held the others' ends and E multicast the longest: A1-63
+    came only at the next merge, after E1-82, which J had delivered after it
+    (total_order). Each TAIL now carries its entry's stamp and E merges the tails by it."""
+    result = run_seed("udp-total-blocks", 140)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("seed", [41126, 41585])
 def test_campaign_tcp_a_merge_leader_stops_waiting_for_a_representative_it_suspects(
     seed: int,

@@ -343,6 +343,58 @@ def test_sequencer_merge_view_awaits_a_member_its_own_subgroup_claimed_too() -> 
     assert seq.stats()["recoveries_inconsistent"] == 0  # C's log was not compared
 
 
+def test_sequencer_recovery_merges_tails_that_start_at_different_places_by_stamp() -> None:
+    """Campaign udp-total-blocks 140: A crashed and B took over with C and D. A's order
+    was a1, a2 (view 11), a3 (view 12). C, paused, delivered a1 and a2; D joined in view 12,
+    so its log starts there and holds only a3; B got a1 only. No tail held every other's
+    last message, and B multicast the longest, C's: a3 was lost, B ordered its own b1
+    first and a3 only later, after D had delivered a3 before b1. Each TAIL carries its
+    entry's stamp (A's view counter, NAKACK2 seqno), and B merges the tails by it."""
+    seq = started(Sequencer(), B, view=view_of(A, B, C, D, counter=12))
+    seq.down([Message(None, b"b1")], 0.0)
+    seq.take_down()
+    a1 = _bcast(A, A, 1, b"a1", 5)
+    a1.headers[_ID] = a1.headers[_ID]._replace(view=11)
+    seq.up([a1], 0.0)
+    seq.take_up()
+    seq.down_event(ViewChange(view_of(B, C, D, counter=13)), 0.0)
+
+    def tail(src: Address, entries: list[tuple[int, bytes, int, int]]) -> list[Message]:
+        msgs = [  # (A's seqno, payload, A's view counter, A's NAKACK2 seqno)
+            Message(B, p, src=src, headers={_ID: SequencerHeader(TAIL, n, A, nak, v)})
+            for n, p, v, nak in entries
+        ]
+        end = SequencerHeader(TAIL_END, len(msgs), view=1)
+        return [*msgs, Message(B, src=src, headers={_ID: end})]
+
+    seq.up(tail(C, [(1, b"a1", 11, 5), (2, b"a2", 11, 6)]), 0.0)
+    seq.up(tail(D, [(3, b"a3", 12, 7)]), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (A, 1, b"a1"),
+        (A, 2, b"a2"),
+        (A, 3, b"a3"),  # only D had it: before anything new
+        (B, 1, b"b1"),
+    ]
+    assert seq.stats()["recoveries_inconsistent"] == 1  # no tail held the others' ends
+
+
+def test_sequencer_tail_carries_each_entrys_stamp() -> None:
+    """The stamp a recovery merges tails by travels in each TAIL: the BCAST's view counter
+    as ``view``, the coordinator's NAKACK2 seqno as ``trimmed``."""
+    seq = started(Sequencer(), C, view=view_of(A, B, C, counter=4))
+    b1 = _bcast(A, B, 1, b"b1", 9)
+    b1.headers[_ID] = b1.headers[_ID]._replace(view=4)
+    seq.up([b1], 0.0)
+    seq.take_up()
+    seq.down_event(ViewChange(view_of(B, C, counter=5)), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).type, _hdr(m).trimmed, _hdr(m).view) for m in out] == [
+        (TAIL, 9, 4),
+        (TAIL_END, 0, 1),
+    ]
+
+
 def _as_delivered(coord: Address, out: list[Message], first_nak: int) -> list[Message]:
     """``coord``'s BCASTs in ``out`` as NAKACK2 hands them up at a member, from ``first_nak``."""
     bcasts = [m for m in out if _hdr(m).type == BCAST]

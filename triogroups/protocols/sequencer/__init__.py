@@ -24,9 +24,9 @@ coordinator's window with the view, and XMIT_REQs went only to it. So every
 member also keeps a *log* of what it delivered until STABLE says every member
 delivered it (`StableDigest`, on the coordinator's NAKACK2 seqnos), and hands
 the log to the new coordinator (TAIL each, then TAIL_END) before its FLUSHes.
-Each member's delivered sequence is a prefix of the old coordinator's order,
-so the tail that reaches furthest contains what any member lacks, in order:
-the new coordinator multicasts it first (receivers drop what they have), then
+The logs are slices of the old order (a joiner's starts late), so the tails,
+merged by each entry's stamp, hold what any member lacks, in that order: the
+new coordinator multicasts them first (receivers drop what they have), then
 the forwards it queued meanwhile (an addition beyond JGroups). This module
 holds the layer; the log is in `_log`, the recovery in `_recovery`.
 
@@ -427,7 +427,7 @@ class Sequencer(Protocol):
                 self.counters["malformed"] += 1
                 return
             msg.headers.pop(_ID)
-            rec.add(src, hdr.sender, hdr.seqno, msg)
+            rec.add(src, hdr.sender, hdr.seqno, msg, (hdr.view, hdr.trimmed))
         else:
             rec.end(src, (hdr.sender, hdr.trimmed), bool(hdr.view))
             self._recovered_if_done(out)
@@ -522,7 +522,7 @@ class Sequencer(Protocol):
         if not agreed:
             self.counters["recoveries_inconsistent"] += 1
         self._recovery = None
-        for sender, seqno, msg in best:
+        for sender, seqno, msg, _ in best:
             out.append(self._bcast(msg, sender, seqno))
             self.counters["tail_msgs_resent"] += 1
         for bcast in self._pending:  # queued in an earlier view, maybe: stamped with ours

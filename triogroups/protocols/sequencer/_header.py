@@ -45,7 +45,8 @@ class SequencerHeader(NamedTuple):
     same, forwarded again to a new coordinator): ``seqno`` is the forwarder's
     own. BCAST (the coordinator's multicast in the global order) and TAIL (a
     delivered message handed to a new coordinator): ``sender`` and ``seqno``
-    name the forwarder and its seqno. TAIL_END closes a member's tail:
+    name the forwarder and its seqno; a TAIL's ``view`` and ``trimmed`` are its
+    entry's stamp (the BCAST's ``view`` and its NAKACK2 seqno). TAIL_END closes a member's tail:
     ``seqno`` counts its TAILs, ``sender``/``trimmed`` name the last message it
     dropped from its log as delivered everywhere (None, 0: none yet), and ``view``
     is 1 if its coordinator changed at the view (its log is another order's), 0 if

@@ -14,6 +14,7 @@ from triogroups.address import Address
 from triogroups.message import Flag, Message
 from triogroups.protocols import ids
 from triogroups.protocols.sequencer._header import TAIL, TAIL_END, SequencerHeader
+from triogroups.protocols.sequencer._recovery import Tail
 from triogroups.view import Digest
 
 __all__ = ["Log", "Logged"]
@@ -64,21 +65,30 @@ class Log:
         (what other coordinators multicast, a recovery handed over)."""
         return any(e.sender == sender and e.coord == coord for e in self.entries)
 
-    def as_tail(self) -> list[tuple[Address, int, Message]]:
-        """The entries as a tail: (sender, seqno, message), as a member's TAILs arrive."""
+    def as_tail(self) -> Tail:
+        """The entries as a tail: (sender, seqno, message, stamp), as a member's TAILs
+        arrive."""
         return [
-            (e.sender, e.seqno, Message(None, e.payload, flags=e.flags, headers=e.headers))
+            (
+                e.sender,
+                e.seqno,
+                Message(None, e.payload, flags=e.flags, headers=e.headers),
+                (_view_of(e), e.stamp),
+            )
             for e in self.entries
         ]
 
     def tail(self, coord: Address, lower_ids: Set[int], changed: bool) -> list[Message]:
         """The log as TAILs to ``coord``, then the TAIL_END that counts them, names the
         last entry trimmed and says whether our coordinator ``changed`` (the log is of
-        another order than ``coord``'s); the lower layers' headers (``lower_ids``) left out."""
+        another order than ``coord``'s); the lower layers' headers (``lower_ids``) left out.
+        Each TAIL carries its entry's stamp (``view``, and NAKACK2's seqno as ``trimmed``):
+        the recovery merges tails that start at different places by it."""
         out = []
         for entry in self.entries:
             headers = {k: v for k, v in entry.headers.items() if k not in lower_ids}
-            headers[ids.SEQUENCER] = SequencerHeader(TAIL, entry.seqno, entry.sender)
+            hdr = SequencerHeader(TAIL, entry.seqno, entry.sender, entry.stamp, _view_of(entry))
+            headers[ids.SEQUENCER] = hdr
             flags = entry.flags & ~int(Flag.DONT_LOOPBACK)
             out.append(Message(coord, entry.payload, flags=flags, headers=headers))
         sender, seqno = self.trimmed
@@ -88,3 +98,9 @@ class Log:
 
     def clear(self) -> None:
         self.entries.clear()
+
+
+def _view_of(entry: Logged) -> int:
+    """The view counter the coordinator stamped ``entry``'s BCAST with (0: unknown)."""
+    hdr = entry.headers.get(ids.SEQUENCER)
+    return hdr.view if isinstance(hdr, SequencerHeader) else 0

@@ -12,10 +12,13 @@ from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.view import MergeView, View
 
-__all__ = ["Recovery", "Tail", "old_orders"]
+__all__ = ["Recovery", "Stamp", "Tail", "old_orders"]
 
-#: A tail: (forwarder, its seqno, the message), in delivery order.
-Tail = list[tuple[Address, int, Message]]
+#: Where an order placed a message: (the view counter its coordinator stamped the BCAST
+#: with, its NAKACK2 seqno there); (0, 0) unknown. Both grow along one order.
+Stamp = tuple[int, int]
+#: A tail: (forwarder, its seqno, the message, its stamp), in delivery order.
+Tail = list[tuple[Address, int, Message, Stamp]]
 Trimmed = tuple[Address | None, int]
 
 
@@ -43,9 +46,9 @@ class Recovery:
         self.groups.append(members)
         self.awaiting |= members - {me}
 
-    def add(self, member: Address, sender: Address, seqno: int, msg: Message) -> None:
+    def add(self, member: Address, sender: Address, seqno: int, msg: Message, stamp: Stamp) -> None:
         """One TAIL of ``member``'s, in its order."""
-        self.tails.setdefault(member, []).append((sender, seqno, msg))
+        self.tails.setdefault(member, []).append((sender, seqno, msg, stamp))
 
     def end(self, member: Address, trimmed: Trimmed, other_order: bool) -> None:
         """``member``'s TAIL_END: its tail is complete; ``other_order``: its coordinator
@@ -80,10 +83,10 @@ class Recovery:
                 tails[me], trimmed[me] = own, own_trimmed
             best, ok = furthest(tails, trimmed)
             agreed = agreed and ok
-            for sender, seqno, msg in best:
-                if (sender, seqno) not in seen:
-                    seen.add((sender, seqno))
-                    out.append((sender, seqno, msg))
+            for entry in best:
+                if entry[:2] not in seen:
+                    seen.add(entry[:2])
+                    out.append(entry)
         return out, agreed
 
 
@@ -92,11 +95,14 @@ def furthest(tails: dict[Address, Tail], trimmed: dict[Address, Trimmed]) -> tup
 
     Every member's delivered sequence is a prefix of one order, so one tail holds the
     last message of every other (or trimmed it last, as delivered everywhere). If none
-    does (the tails disagree: a case the protocol does not make), the longest is taken.
+    does, the tails are slices of the order that start at different places: a member's
+    log starts late (campaign udp-total-blocks seed 140: J joined, its log began at its
+    first view and alone held a message; G's, longer, began earlier and stopped before
+    it), so no tail holds every message. Then the tails are merged by stamp (`merged`).
     """
     if not tails:
         return [], True
-    keys = {m: {(s, n) for s, n, _ in tail} for m, tail in tails.items()}
+    keys = {m: {(s, n) for s, n, *_ in tail} for m, tail in tails.items()}
     ends = {m: (tail[-1][0], tail[-1][1]) for m, tail in tails.items() if tail}
     for member, tail in tails.items():
         held = keys[member]
@@ -106,7 +112,25 @@ def furthest(tails: dict[Address, Tail], trimmed: dict[Address, Trimmed]) -> tup
             if other != member
         ):
             return tail, True
-    return max(tails.values(), key=len), False
+    return merged(list(tails.values())), False
+
+
+def merged(tails: list[Tail]) -> Tail:
+    """Every message of ``tails`` once, in the order by their stamps: the tails are
+    slices of one order, and its coordinators' stamps grow along it. A message an earlier
+    recovery multicast again carries that recovery's stamp in some tails; its first
+    stamp places it, and the later copy is dropped (both come before anything newer).
+    If some stamp is unknown, the longest tail is taken."""
+    entries = [entry for tail in tails for entry in tail]
+    if any(entry[3][1] < 1 for entry in entries):
+        return max(tails, key=len)
+    out: Tail = []
+    seen: set[tuple[Address, int]] = set()
+    for entry in sorted(entries, key=lambda e: e[3]):  # stable: a tail's own order kept
+        if entry[:2] not in seen:
+            seen.add(entry[:2])
+            out.append(entry)
+    return out
 
 
 def old_orders(view: View, old_view: View | None, changed: bool, me: Address) -> list[set[Address]]:
