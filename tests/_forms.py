@@ -10,13 +10,14 @@ Hypothesis tests may use it.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from types import ModuleType
+from typing import Any
 
 import pytest
 
 from triogroups import _compiled
-from triogroups.wire import WireCodec
+from triogroups.wire import Bundle, WireCodec, WireError
 
 _BUILT = importlib.import_module("triogroups._wire_loop")
 COMPILED: ModuleType | None = _BUILT if _compiled.is_compiled(_BUILT) else None
@@ -41,3 +42,17 @@ def both_forms(request: pytest.FixtureRequest) -> Iterator[ModuleType]:
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(WireCodec, "_loop", form)
         yield form
+
+
+def decode_outcome(decode: Callable[[bytes], Bundle], data: bytes) -> Any:
+    """What decoding ``data`` gives: the bundle's every field, or the error's reason; any
+    other exception propagates and fails the test (to compare two decoders)."""
+    try:
+        bundle = decode(data)
+    except WireError as exc:
+        return ("error", exc.reason)
+    return (
+        bundle.dest,
+        bundle.src,
+        [(m.dest, m.src, m.flags, m.headers, m.payload) for m in bundle.messages],
+    )

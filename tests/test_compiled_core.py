@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tests._forms import COMPILED, PURE, codec_class, needs_compiled
+from tests._forms import COMPILED, PURE, codec_class, decode_outcome, needs_compiled
 from tests._kinds import examples
 from triogroups import Address, Message, _compiled
 from triogroups._rpc._header import RpcHeader
@@ -31,7 +31,7 @@ from triogroups.protocols import ids
 from triogroups.protocols.unicast3._common import Unicast3Header
 from triogroups.testing import open_cluster
 from triogroups.transports.base import Transport
-from triogroups.wire import WIRE_VERSION, WireCodec, WireError
+from triogroups.wire import WIRE_VERSION, WireCodec
 
 ROOT = Path(__file__).resolve().parent.parent
 A = Address.random("A")
@@ -45,17 +45,7 @@ def _codecs() -> tuple[WireCodec, WireCodec]:
 
 
 def _outcome(codec: WireCodec, data: bytes) -> Any:
-    """What decoding ``data`` gives: the bundle's every field, or the error's reason; any
-    other exception propagates and fails the test."""
-    try:
-        bundle = codec.decode(data)
-    except WireError as exc:
-        return ("error", exc.reason)
-    return (
-        bundle.dest,
-        bundle.src,
-        [(m.dest, m.src, m.flags, m.headers, m.payload) for m in bundle.messages],
-    )
+    return decode_outcome(codec.decode, data)
 
 
 @needs_compiled

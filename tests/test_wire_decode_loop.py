@@ -17,7 +17,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from tests._forms import both_forms  # noqa: F401 (the fixture below)
+from tests._forms import both_forms, decode_outcome  # noqa: F401 (both_forms: the fixture below)
 from tests._kinds import examples
 from triogroups import Address, Message
 from triogroups._wire_headers import _HEADERS as HEADERS
@@ -112,18 +112,6 @@ def _reference_message(entry: Any, dest: Address | None, src: Address) -> Messag
     return Message(dest, payload, src=src, flags=flags, headers=headers)
 
 
-def _outcome(decode: Any, data: bytes) -> Any:
-    try:
-        bundle = decode(data)
-    except WireError as exc:
-        return ("error", exc.reason)
-    return (
-        bundle.dest,
-        bundle.src,
-        [(m.dest, m.src, m.flags, m.headers, m.payload) for m in bundle.messages],
-    )
-
-
 _flags = st.sampled_from(
     [0, 1, 64, ALL_FLAGS, 128, 256, -1, -128, 2**64 - 1, -(2**63), True, 1.0, None]
 )
@@ -168,7 +156,7 @@ _entries = st.one_of(
 def test_decode_loop_matches_the_reference_decoder(dest: Any, src: Any, entries: Any) -> None:
     body = msgpack.packb([dest, src, entries], default=CODEC._default, use_bin_type=True)
     data = PREFIX + body
-    assert _outcome(CODEC.decode, data) == _outcome(_reference_decode, data)
+    assert decode_outcome(CODEC.decode, data) == decode_outcome(_reference_decode, data)
 
 
 def test_decoded_messages_have_every_slot_set() -> None:
