@@ -138,21 +138,15 @@ def _missed_excused(
         t = coord.history.end
     if _caught_up(skipper, vid[0], t, settle):
         return True
-    if (
-        outages.connected(
-            skipper.history.name, peer.history.name, t, _caught_up_at(skipper, vid[0])
-        )
-        < settle
-    ):
-        # The faults kept the pair apart for all but a few of those seconds (a one-way
-        # split, then a pause of the heir coordinator until the quiet heal), so no view
-        # could reach the skipper sooner: count only the seconds they could talk, as
-        # **missing** does (campaign udp-mcast seed 10357).
+    caught = _caught_up_at(skipper, vid[0])
+    # The faults kept the pair apart for all but a few of those seconds (a one-way split,
+    # then a pause of the heir coordinator until the quiet heal), so no view could reach
+    # the skipper sooner: count only the seconds they could talk, as **missing** does
+    # (campaign udp-mcast seed 10357); and those in which the coordinator of the peer's
+    # view could talk with the skipper (`_coordinators_connected`, seed 61399).
+    if outages.connected(skipper.history.name, peer.history.name, t, caught) < settle:
         return True
-    if (
-        _coordinators_connected(members, peer, skipper, t, _caught_up_at(skipper, vid[0]), outages)
-        < settle
-    ):
+    if _coordinators_connected(members, peer, skipper, t, caught, outages) < settle:
         return True
     for t_out, line in _later_views(members, view, peer):
         if skipper.uuid in line.record["members"]:
