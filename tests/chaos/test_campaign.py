@@ -243,6 +243,16 @@ def test_campaign_udp_mcast_61399_a_view_missed_behind_a_deaf_coordinator_is_no_
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+def test_campaign_udp_total_70033_a_view_missed_while_the_heir_was_paused_is_no_violation() -> None:
+    """Campaign udp-total 70033: loss kept B's view 8 (15.40 s) from D, and B was killed
+    0.24 s later, before it could send it again. E, B's heir and the only member that could
+    take D on, was paused until 19.15 s and again from 20.18 s to 21.86 s; its own view 8
+    took D on at 26.41 s, 10.8 s after B went. The checker takes the heir's 5.2 s of pauses
+    off as it takes off a living coordinator's."""
+    result = run_seed("udp-total", 70033)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

@@ -139,7 +139,11 @@ What the checker proves (the delivery contract without FLUSH):
   both their histories go on): views and merges come from coordinators
   (campaign udp-mcast seed 61399: F, coordinator of the merge view that kept C
   as a member though C never had its subgroup's view, heard nobody, then not C,
-  then was paused).
+  then was paused). Once that coordinator crashed or left, the same holds for
+  its heir, the next member of that view whose history goes on (campaign
+  udp-total seed 70033: B was killed 0.24 s after its view 8, which loss kept
+  from D, and E, B's heir, was paused for 5.2 of the 10.8 s until its own view
+  took D on).
 - **total_order**: two incarnations deliver the totally ordered multicasts
   (``total`` sends) they both delivered in the same relative order, counting
   for each pair only the deliveries made while each had a view of one stretch
