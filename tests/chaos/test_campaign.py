@@ -253,6 +253,16 @@ def test_campaign_udp_total_70033_a_view_missed_while_the_heir_was_paused_is_no_
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+def test_campaign_udp_total_blocks_70074_a_total_multicast_behind_a_deaf_heir_is_not_owed() -> None:
+    """Campaign udp-total-blocks 70074: F forwarded F1-13 to C, the coordinator of view 6,
+    which nobody could hear (a one-way split until 13.11 s). A took over in view 7 at
+    9.71 s but could not hear F until 13.16 s and was paused from 14.24 s to 18.64 s; G
+    was killed at 16.75 s. F1-13 was ordered after the merge, 11.1 s after F and G could
+    first talk: the checker counts the 1.1 s in which F, A and G could all talk."""
+    result = run_seed("udp-total-blocks", 70074)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

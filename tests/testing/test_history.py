@@ -226,6 +226,35 @@ def test_history_message_lost_while_faults_kept_them_apart_is_not_owed(tmp_path:
     assert _kept_apart(tmp_path / "c", split_ends=8.0, pause=False) == ["missing"]
 
 
+def _behind_a_deaf_coordinator(root: Path, *, total: bool, deaf: bool) -> list[str]:
+    """A (coordinator), B and C share view 1 to the end (20); B sends b1 at 2, which only
+    B delivers; A cannot hear B from 1.5 until 19 (with ``deaf``); B and C talk all along."""
+    root.mkdir()
+    run = Run(root, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    if deaf:
+        run.at(1.5).faults.fault("oneway", "oneway A stop hearing B until 19.00")
+        run.at(19).faults.fault("end", "oneway A stop hearing B until 19.00")
+    run.at(2).w[B].send("b1", total=total)
+    if not total:
+        run.w[B].deliver(B, "b1")
+    return run.end(20)
+
+
+def test_history_total_order_multicast_is_owed_only_while_the_coordinator_could_relay_it(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-total-blocks seed 70074: F's totally ordered F1-13 reached C, the
+    coordinator nobody could hear, and A, which took over, could not hear F, then was
+    paused, so it waited for the merge though F and G talked for 11.1 s. A totally
+    ordered multicast reaches a member only through the coordinator of its view, so the
+    seconds that count are those in which sender, coordinator and receiver all could
+    talk; a per-sender FIFO multicast goes straight from the sender, so C stays owed it."""
+    assert _behind_a_deaf_coordinator(tmp_path / "total-deaf", total=True, deaf=True) == []
+    assert _behind_a_deaf_coordinator(tmp_path / "fifo-deaf", total=False, deaf=True) == ["missing"]
+    assert _behind_a_deaf_coordinator(tmp_path / "total", total=True, deaf=False) == ["missing"] * 3
+
+
 def _cut_off_sender(root: Path, *, total: bool, b_hears_a_from: float) -> list[str]:
     """A (coordinator) and B share view 1 to the end (20); B sends b1 at 2 and never
     delivers it, nor does A; A cannot hear B from 1.5 until ``b_hears_a_from``."""

@@ -91,7 +91,11 @@ What the checker proves (the delivery contract without FLUSH):
   the sender only when it is owed to another member of V (or the sender is
   alone in V), so a sender cut off from the coordinator, whose own view kept
   members the coordinator's view had left it out from, is not owed its own
-  (campaign udp-total 92 and 178).
+  (campaign udp-total 92 and 178). And since it reaches every member only
+  through the coordinator of the member's view (or that one's heir, once it
+  crashed or left), the ``settle`` seconds count only while sender, coordinator
+  and receiver could all talk (campaign udp-total-blocks seed 70074: the
+  coordinator of view 7 could not hear the sender, then was paused).
 - **flushed_leave**: a regular multicast sent by a member that then left
   gracefully with ``flushed`` true reaches every member R of the sender's last
   view (the one it had when it left) that installed every view the sender

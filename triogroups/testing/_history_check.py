@@ -16,6 +16,7 @@ from typing import Any
 
 from triogroups.testing._history_blocks import check_blocks
 from triogroups.testing._history_index import Member, index_member, view_id
+from triogroups.testing._history_missing import check_missing, heir
 from triogroups.testing._history_records import History, HistoryViolation, Line
 from triogroups.testing._history_total_order import check_total_order
 from triogroups.testing._outages import Outages, cuts_off
@@ -45,7 +46,7 @@ def check_histories(
     out += _check_views(members, settle, heals, outages)
     out += _check_deliveries(members)
     out += check_total_order(members)
-    out += _check_missing(members, settle, outages)
+    out += check_missing(members, settle, outages)
     out += _check_flushed_leaves(members, settle)
     out += _check_memory(members, max_rss, max_window)
     out += _check_heals(members, faults, resume_within)
@@ -180,7 +181,7 @@ def _coordinators_connected(
     was no subgroup of, kept C as a member, and F, its coordinator, heard nobody, then
     not C, then was paused: 2.4 s of the 11.3 s until the merge that took C back).
     Only those outages are taken off. Once the coordinator's history ended (it crashed
-    or left), failure detection hands its part to its heir (`_heir`), and the seconds in
+    or left), failure detection hands its part to its heir (`heir`), and the seconds in
     which the heir could not talk with the skipper are taken off too (campaign udp-total
     seed 70033: loss kept B's view 8 from D, B was killed 0.24 s later, and E, B's heir,
     was paused for 5.2 of the 10.8 s until its own view took D on). After the heir's
@@ -197,9 +198,10 @@ def _coordinators_connected(
         lo, hi = max(since, start), min(until, end)
         gone = coord.history.end
         lost += _apart(skipper, coord, lo, min(hi, gone), outages)
-        heir = _heir(members, line, coord, gone)
-        if heir is not None and heir is not skipper:
-            lost += _apart(skipper, heir, max(lo, gone), min(hi, heir.history.end), outages)
+        successor = heir(members, line, coord, gone)
+        if successor is not None and successor is not skipper:
+            until_gone = min(hi, successor.history.end)
+            lost += _apart(skipper, successor, max(lo, gone), until_gone, outages)
     return max(0.0, end - start - lost)
 
 
@@ -208,21 +210,6 @@ def _apart(skipper: Member, other: Member, lo: float, hi: float, outages: Outage
     if hi <= lo:
         return 0.0
     return (hi - lo) - outages.connected(skipper.history.name, other.history.name, lo, hi)
-
-
-def _heir(members: dict[str, Member], view: Line, coord: Member, at: float) -> Member | None:
-    """The member of ``view`` that takes over from ``coord`` once it is gone at ``at``: the
-    first after it in the view's order whose history goes on past ``at`` (None if the next
-    one has no history)."""
-    for uuid in view.record["members"]:
-        member = members.get(uuid)
-        if member is coord:
-            continue
-        if member is None:
-            return None
-        if member.history.end > at:
-            return member
-    return None
 
 
 def _later_views(members: dict[str, Member], view: Line, peer: Member) -> list[tuple[float, Line]]:
@@ -307,115 +294,6 @@ def _check_deliveries(members: dict[str, Member]) -> list[HistoryViolation]:
                 excerpt = (send, prev_send, prev_line, line)
                 out.append(HistoryViolation("fifo", text, excerpt))
             last[stream] = (position, line)
-    return out
-
-
-def _together_until(s: Member, r: Member, i: int, j: int) -> float | None:
-    """From views s.views[i] == r.views[j]: when S and R stopped being together, or None
-    if their next views differ (no guarantee for messages sent in that view)."""
-    if s is r:
-        return s.history.end
-    end = min(s.history.end, r.history.end)
-    first = True
-    while True:
-        i, j = i + 1, j + 1
-        ns = s.views[i] if i < len(s.views) else None
-        nr = r.views[j] if j < len(r.views) else None
-        if ns is None and nr is None:
-            return end
-        together = (
-            ns is not None
-            and nr is not None
-            and view_id(ns) == view_id(nr)
-            and r.uuid in ns.record["members"]
-            and s.uuid in ns.record["members"]
-        )
-        if together and ns is not None and ns.record.get("merge"):
-            return min(end, float(ns.record["t"]))
-        if not together:
-            if first:
-                return None
-            stops = [float(x.record["t"]) for x in (ns, nr) if x is not None]
-            return min([end, *stops])
-        first = False
-
-
-def _owed(
-    s: Member,
-    r: Member,
-    i: int,
-    sent_at: float,
-    cache: dict[tuple[str, int], tuple[int, float | None]],
-    settle: float,
-    outages: Outages,
-) -> tuple[int, float, float] | None:
-    """Whether R is owed a message S sent in its view ``i`` at ``sent_at`` (rule
-    **missing**): R's index of that view, until when they stayed together and how long
-    they could talk; None if it is not owed."""
-    key = (r.uuid, i)
-    if key not in cache:
-        vid = view_id(s.views[i])
-        js = [j for j, line in enumerate(r.views) if view_id(line) == vid]
-        cache[key] = (js[0], _together_until(s, r, i, js[0])) if js else (-1, None)
-    j, until = cache[key]
-    if until is None or until - sent_at < settle:
-        return None
-    # the faults kept them apart: no retransmission could get through
-    talked = outages.connected(s.history.name, r.history.name, sent_at, until)
-    return None if talked < settle else (j, until, talked)
-
-
-def _check_missing(
-    members: dict[str, Member], settle: float, outages: Outages
-) -> list[HistoryViolation]:
-    out = []
-    delivered: dict[str, set[tuple[str, str]]] = {
-        m.uuid: {(d.record["from"], d.record["id"]) for d in m.history.of("deliver")}
-        for m in members.values()
-    }
-    for s in members.values():
-        cache: dict[tuple[str, int], tuple[int, float | None]] = {}  # R's view index, until
-        for msg_id, send in s.sends.items():
-            i = s.view_at_send[msg_id]
-            if send.record["oob"] or i < 0:
-                continue
-            view = s.views[i]
-            to = send.record["to"]
-            receivers = view.record["members"] if to is None else [to]
-            # settle runs from when the send entered the group: while flow control
-            # held it back, no layer had it to deliver or retransmit
-            sent_at = s.sent_at(msg_id)
-            for uuid in receivers:
-                r = members.get(uuid)
-                if r is None or (s.uuid, msg_id) in delivered[uuid]:
-                    continue
-                if r is s and send.record.get("loopback") is False:
-                    continue
-                if r is s and send.record.get("total"):
-                    # a totally ordered multicast comes back to its sender through the
-                    # coordinator's order, as to everyone: owed to it only when owed to
-                    # another member (campaign udp-total 92 and 178: the coordinator's
-                    # view left the sender out while its own view kept them all); alone
-                    # in its view, it is its own coordinator
-                    others = [members[u] for u in receivers if u != s.uuid and u in members]
-                    if others and all(
-                        _owed(s, o, i, sent_at, cache, settle, outages) is None for o in others
-                    ):
-                        continue
-                found = _owed(s, r, i, sent_at, cache, settle, outages)
-                if found is None:
-                    continue
-                j, until, talked = found
-                text = (
-                    f"{r.history.name} never delivered {msg_id!r} from {s.history.name}, sent in "
-                    f"view {list(view_id(view))}, though they stayed together for "
-                    f"{until - sent_at:.1f} s after it ({talked:.1f} s able to talk)"
-                )
-                excerpt = [view, send, r.views[j]]
-                if j + 1 < len(r.views):
-                    excerpt.append(r.views[j + 1])
-                excerpt.append(r.history.lines[-1])
-                out.append(HistoryViolation("missing", text, tuple(excerpt)))
     return out
 
 

@@ -137,8 +137,16 @@ class Outages:
     def connected(self, a: str, b: str, start: float, end: float) -> float:
         """Seconds within [start, end] in which ``a`` and ``b`` could reach each other both
         ways: neither paused, no split between them in either direction."""
-        if end <= start:
-            return 0.0
+        return _unblocked(self._spans(a, b), start, end)
+
+    def connected_via(self, a: str, relay: str, b: str, start: float, end: float) -> float:
+        """Seconds within [start, end] in which ``a`` and ``b`` could both reach ``relay``
+        both ways at once: what a message that only ``relay`` orders or forwards needs
+        (a totally ordered multicast goes through its coordinator)."""
+        return _unblocked(self._spans(a, relay) + self._spans(relay, b), start, end)
+
+    def _spans(self, a: str, b: str) -> list[tuple[float, float]]:
+        """The spans in which ``a`` and ``b`` could not reach each other both ways."""
         spans = [
             span
             for (deaf, source), spans in self._blocked.items()
@@ -152,10 +160,17 @@ class Outages:
             if names_member(name, a) or (b != a and names_member(name, b))
             for span in spans
         ]
-        cut = sorted((max(s, start), min(e, end)) for s, e in spans if s < end and e > start)
-        lost, reach = 0.0, start
-        for s, e in cut:
-            if e > reach:
-                lost += e - max(s, reach)
-                reach = e
-        return end - start - lost
+        return spans
+
+
+def _unblocked(spans: list[tuple[float, float]], start: float, end: float) -> float:
+    """The seconds of [start, end] outside every span of ``spans``."""
+    if end <= start:
+        return 0.0
+    cut = sorted((max(s, start), min(e, end)) for s, e in spans if s < end and e > start)
+    lost, reach = 0.0, start
+    for s, e in cut:
+        if e > reach:
+            lost += e - max(s, reach)
+            reach = e
+    return end - start - lost
