@@ -87,6 +87,21 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     most = config.getoption("first_seeds")
     if most > 0:
         _keep_first_seeds(config, items, most)
+    _whole_runs_first(items)
+
+
+def _whole_runs_first(items: list[pytest.Item]) -> None:
+    """Moves the tests marked ``whole_run`` (a Spark cluster's minutes-long run, done once
+    per test run by tests/spark/_once.py) to the front, keeping every other test's order.
+    pytest-xdist's ``worksteal`` hands each worker a contiguous share of the collection
+    and others steal only from the end of a queue, so a long run left in its place
+    (tests/spark, in the last share with the supervisor, packaging and benchmark tests)
+    ran after most of that worker's share, and the suite waited for it at the end. First,
+    its minutes overlap the short tests of the other workers."""
+    first = [item for item in items if item.get_closest_marker("whole_run") is not None]
+    if first:
+        rest = [item for item in items if item.get_closest_marker("whole_run") is None]
+        items[:] = first + rest
 
 
 def _keep_first_seeds(config: pytest.Config, items: list[pytest.Item], most: int) -> None:

@@ -40,6 +40,7 @@ pytestmark = [
     pytest.mark.spark,
     pytest.mark.sparkcluster,
     pytest.mark.multihost,
+    pytest.mark.whole_run,
     pytest.mark.timeout(1200),
 ]
 

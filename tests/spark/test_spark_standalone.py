@@ -29,7 +29,12 @@ from triogroups.supervisor.spark._setup import find_java, require_pyspark
 _SUBMIT_TIMEOUT = 900  # seconds for the whole application (a loaded 2-core machine)
 # The first test of a worker waits for the whole run (or runs it): more than pytest's 600 s
 # on a loaded machine, but bounded by the run's own deadlines.
-pytestmark = [pytest.mark.spark, pytest.mark.sparkcluster, pytest.mark.timeout(1800)]
+pytestmark = [
+    pytest.mark.spark,
+    pytest.mark.sparkcluster,
+    pytest.mark.whole_run,
+    pytest.mark.timeout(1800),
+]
 
 APP = Path(__file__).with_name("standalone_app.py")
 ROOT = Path(__file__).resolve().parents[2]
