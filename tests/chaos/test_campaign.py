@@ -263,6 +263,16 @@ def test_campaign_udp_total_blocks_70074_a_total_multicast_behind_a_deaf_heir_is
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+def test_campaign_tcp_total_blocks_70046_a_removed_member_s_old_order_is_its_own_side_s() -> None:
+    """Campaign tcp-total-blocks 70046: B, the coordinator, was paused from 5.52 s to
+    10.62 s and D from 7.35 s to 13.03 s. E took over in view 7 (9.90 s) and ordered the
+    re-forwarded E1-8 before F1-11; B, resumed, ordered the forwards it had queued, F1-11
+    first, and D, still in view 6 at its resume, delivered B's order, 1.1 s after view 9
+    had left it out. Those deliveries were made split off and are not compared."""
+    result = run_seed("tcp-total-blocks", 70046)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

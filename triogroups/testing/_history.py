@@ -157,7 +157,12 @@ What the checker proves (the delivery contract without FLUSH):
   where their next views differ, or where one view leaves one of them out
   (split off, then merged back: a merge does not reconcile the orders the two
   sides delivered apart, and the merged view orders from then on; a stretch
-  may begin at the merge view). Compared are the messages sent in a view both
+  may begin at the merge view). Where the view after the stretch of one of them
+  leaves the other out, the other's deliveries count only until that view was
+  installed: later it delivered split off, in a view the rest had left (campaign
+  tcp-total-blocks seed 70046: D, paused through the coordinator's change and
+  removed, delivered at its resume the order of B, the old coordinator, paused
+  and excluded too). Compared are the messages sent in a view both
   installed (a joiner is owed nothing sent before its first view, nor its
   place in the order: a new coordinator's tail hand-over can bring it such a
   message late). A message only one of them delivered in the stretch is not
