@@ -1288,6 +1288,26 @@ def test_nakack2_serves_at_most_max_xmits_per_interval_to_one_member() -> None:
     assert resent(net.addrs[1], 0.5) == 5  # the next interval
 
 
+def test_nakack2_xmit_budget_follows_xmit_interval_and_is_a_second_without_it() -> None:
+    """With ``xmit_interval <= 0`` (seed 003's TCP mode) a member's budget lasts a second;
+    a run-time change of ``xmit_interval`` applies to the budget already open (the real
+    flood tests widen it so a whole flood falls in one interval, however slow the machine)."""
+    net = _Net(2, max_xmits_per_interval=5, xmit_interval=0)
+    net.view()
+    net.send(0, *_payloads(8))
+    net.pump()
+    a = net[0]
+
+    def resent(now: float) -> int:
+        hdr = NakAckHeader2(XMIT_REQ, 0, net.addrs[0], (1, 8))
+        a.up([Message(net.addrs[0], src=net.addrs[1], headers={ID: hdr})], now)
+        return len([m for item in a.take_down() if isinstance(item, list) for m in item])
+
+    assert [resent(t) for t in (0.0, 0.9, 1.0)] == [5, 0, 5]
+    a.set_property("xmit_interval", 3600.0, 1.5)
+    assert [resent(t) for t in (2.0, 100.0, 3600.9, 3601.0)] == [0, 0, 0, 5]
+
+
 def test_nakack2_drops_messages_beyond_max_receive_window() -> None:
     """A sender that skips far ahead (never filling its gaps) cannot make a receiver
     buffer more than ``max_receive_window`` seqnos of it."""
