@@ -61,7 +61,7 @@ _DEMO_EPILOG = """examples:
   triogroups demo                          3 member processes over UDP, 10% loss, B restarted
   triogroups demo --cluster demo           the same on a cluster name of your choice; in another
                                            terminal: triogroups probe --cluster demo
-  triogroups demo --stack tcp              over TCP (no loss: NAKACK2 does not retransmit there)
+  triogroups demo --stack tcp              over TCP (no DISCARD layer, so no --loss)
   triogroups demo --sim --seed 7           one process, simulated network, replayable by its seed
 
 The real demo prints its cluster name first (a fresh one unless --cluster names it): probe or
@@ -169,8 +169,8 @@ def _demo_problem(args: argparse.Namespace) -> str | None:
         return "--seed replays a --sim run: the real demo's faults are not seeded"
     if args.stack == "tcp" and args.loss is not None:
         return (
-            "--loss does not apply to --stack tcp: NAKACK2 does not retransmit over TCP, "
-            "so the stack refuses a lossy layer"
+            "--loss does not apply to --stack tcp: the TCP demo has no DISCARD layer "
+            "(use the udp stack to watch retransmission heal loss)"
         )
     low_members, low_messages = (2, 3) if real else (1, 0)
     if args.members < low_members:

@@ -272,9 +272,9 @@ async def test_member_of_the_view_that_does_not_answer_is_tried_again_not_droppe
     open_endpoint: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A member of the view that accepts but never says hello (paused, say) is connected to
-    again and again, its bundles kept: over TCP NAKACK2 does not retransmit, so a drop would
-    lose them for good. Once the view has lost it, they are dropped, counted and logged at
-    DEBUG: an expected drop."""
+    again and again, its bundles kept: NAKACK2 in seed 003's mode does not retransmit, so a
+    drop would lose them for good. Once the view has lost it, they are dropped, counted and
+    logged at DEBUG: an expected drop."""
     caplog.set_level(logging.DEBUG, logger=TCP_LOG)
     b = await open_endpoint(TcpTransport, "B", **{**TCP, "sock_conn_timeout": 0.3})
     c = Address.random("C")

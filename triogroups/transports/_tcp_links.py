@@ -110,11 +110,12 @@ class TcpLinks(SocketTransport):
         An attempt to a member of the view that times out or fails without being
         refused (the member is paused, or slow to send its hello) is made again, the
         bundles kept, while the member stays in the view (or the one being installed)
-        and it has not connected to us meanwhile: NAKACK2 does not retransmit over TCP,
-        so bundles dropped here would be lost for good (a chaos run: a member paused for
-        4 s lost a joiner's first multicasts this way, and its window for the joiner
-        stayed stuck before them). Senders get back-pressure meanwhile, as from a member
-        that does not read. Refused means nothing listens there: it is gone.
+        and it has not connected to us meanwhile: with NAKACK2 in seed 003's mode
+        (``xmit_interval = 0``, no retransmission) bundles dropped here would be lost for
+        good (a chaos run: a member paused for 4 s lost a joiner's first multicasts this
+        way, and its window for the joiner stayed stuck before them). Senders get
+        back-pressure meanwhile, as from a member that does not read. Refused means
+        nothing listens there: it is gone.
         """
         pending = None if expected is None else self._pending.get(expected)
         attempts = 0

@@ -23,8 +23,9 @@ an EOF inside a frame or a bad hello (garbage, a newer wire version, another
 cluster) closes the connection; after a good hello a frame that does not
 decode is dropped alone. Either way it is counted by reason in `stats`.
 
-Frames for a member of the view are kept until it can take them, since the
-``tcp`` preset's NAKACK2 does not retransmit: while its physical address is
+Frames for a member of the view are kept until it can take them, since
+NAKACK2 in seed 003's mode (``xmit_interval = 0``) does not retransmit (the
+``tcp`` preset's does, but only after a gap shows): while its physical address is
 unknown they wait for discovery to learn it (``waited_for_address``), and a
 connection attempt that times out or fails without being refused is made
 again while it is in the view (``connect_retries``; see `_connect`). Frames for
