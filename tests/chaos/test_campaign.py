@@ -273,6 +273,16 @@ def test_campaign_tcp_total_blocks_70046_a_removed_member_s_old_order_is_its_own
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+def test_campaign_tcp_total_71018_the_merge_coordinator_s_own_order_reaches_the_others() -> None:
+    """Campaign tcp-total 71018: A, the coordinator, was paused from 5.75 s to 11.30 s; C
+    took over its subgroup in view 7. A, resumed, ordered the forwards it had queued, H1-1
+    before F1-9, in view 6, and D (paused too) delivered that order; A's merge view 8
+    brought F's FLUSH before H's to C's subgroup, which had dropped A's view-6 BCASTs.
+    A now multicasts its own log again at its merge view, in its order."""
+    result = run_seed("tcp-total", 71018)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

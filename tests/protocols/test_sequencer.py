@@ -315,6 +315,33 @@ def test_sequencer_merge_view_recovers_the_other_subgroups_order() -> None:
     assert not seq.stats()["recovering"]
 
 
+def test_sequencer_merge_view_multicasts_its_coordinator_s_own_order_again() -> None:
+    """Campaign tcp-total seed 71018: A, the coordinator, paused, resumed after C's subgroup
+    had gone on without it and ordered the forwards it had queued, H1-1 before F1-9, in
+    its old view; D, of A's subgroup, delivered that order. C's subgroup dropped those
+    BCASTs (stamped before the merge view: another order's), and F's and H's FLUSHes at
+    A's merge view brought F1-9 to them first. The merge view's coordinator now
+    multicasts its own log again after the other subgroups' tails, in its order, so the
+    FLUSHes that follow are duplicates everywhere."""
+    seq = started(Sequencer(), D, view=view_of(D, A, C, E, counter=3))
+    seq.up([_forward(E, 1, b"e1"), _forward(C, 1, b"c1")], 0.0)
+    _down(seq)
+    seq.up([_bcast(D, E, 1, b"e1", 1), _bcast(D, C, 1, b"c1", 2)], 0.0)  # our order
+    seq.down_event(ViewChange(view_of(D, A, counter=4)), 0.0)
+    subgroups = [view_of(D, A, counter=4), view_of(B, C, E, counter=4)]
+    seq.down_event(ViewChange(MergeView(ViewId(5, D), [D, A, C, E], subgroups)), 0.0)
+    seq.up([*_tail(D, C, []), *_tail(D, E, [])], 0.0)  # B's order gave them nothing
+    seq.up([_forward(C, 1, b"c1", FLUSH), _forward(E, 1, b"e1", FLUSH)], 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (E, 1, b"e1"),
+        (C, 1, b"c1"),  # our order again, before anything new
+        (C, 1, b"c1"),  # the FLUSHes, queued: duplicates members drop
+        (E, 1, b"e1"),
+    ]
+    assert all(_hdr(m).view == 5 for m in out)  # stamped with the merge view: kept
+
+
 def test_sequencer_merge_view_awaits_a_member_its_own_subgroup_claimed_too() -> None:
     """Campaign udp-total 171: D's stale subgroup view still held A and E, which had gone on
     under A with B; A ordered b14, which A and E delivered and B missed. D's merge view

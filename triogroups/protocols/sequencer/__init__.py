@@ -59,8 +59,8 @@ a coordinator keeps a non-member's forwards in arrival order (up to
 
 A merge view's coordinator runs the same recovery for every subgroup another
 coordinator ordered: it waits for those members' tails and multicasts the
-furthest of each subgroup before anything new (each member sends its tail at a
-merge view). A member sends an empty tail at its first view: the coordinator
+furthest of each subgroup, then its own log, before anything new (each member
+sends its tail at a merge view). A member sends an empty tail at its first view: the coordinator
 may count it among the previous view's members though it never installed that
 view. A BCAST carries its coordinator's view counter: a member whose coordinator
 changed at a later view drops it, as the end of an order it was not in (what the
@@ -462,6 +462,7 @@ class Sequencer(Protocol):
                     self.counters["recoveries"] += 1
                     if not changed:  # we coordinated: our log is of our own order
                         self._recovery.ours.add(me)
+                        self._recovery.resend_ours = merged
                 for group in groups:
                     self._recovery.expect(group, me)
             if self._recovery is not None:

@@ -39,6 +39,8 @@ class Recovery:
         #: members whose coordinator stays (their TAIL_END says so): their logs are of
         #: the new coordinator's own order, which goes on, not of the order awaited
         self.ours: set[Address] = set()
+        #: a merge view under us, who ordered a subgroup: our own log goes out again too
+        self.resend_ours = False
 
     def expect(self, group: Iterable[Address], me: Address) -> None:
         """Wait for the tails of ``group`` (one old order), ours excepted."""
@@ -87,6 +89,13 @@ class Recovery:
                 if entry[:2] not in seen:
                     seen.add(entry[:2])
                     out.append(entry)
+        if self.resend_ours and me in self.ours:
+            # What we ordered in our subgroup and the others lack: they drop our BCASTs
+            # stamped before the merge view, and the forwarders' FLUSHes would bring
+            # those messages to them in a new order (campaign tcp-total seed 71018: A,
+            # resumed, ordered H1-1 before F1-9 in its old view; D delivered that, the
+            # other subgroup got F's FLUSH first). Again, in our order, they keep it.
+            out.extend(entry for entry in own if entry[:2] not in seen)
         return out, agreed
 
 
