@@ -137,7 +137,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument(
-        "--master", help="the Spark master (else spark-submit's, SPARK_MASTER, local[4])"
+        "--master",
+        help="the Spark master (else spark-submit's, SPARK_MASTER, spark-defaults.conf's, "
+        "local[4])",
     )
     args = parser.parse_args()
     parts = set(args.parts.split(","))
