@@ -1,7 +1,7 @@
 """Where the pipeline's Row form spends its time, phase by phase, on a cluster on this host.
 
     python benchmarks/bench_spark_phases.py [--master spark://127.0.0.1:PORT] [--rows 1000000]
-                                            [--repeat 3]
+                                            [--repeat 3] [--df-rdd]
 
 `examples/spark_pipeline.py`'s group, in the Row form on ``--rows`` events in 4 partitions,
 written as Parquet, with each task writing time stamps (``time.time()``) to a file in a
@@ -12,6 +12,8 @@ function returned after merging the owners' multicasts (``returned``), the membe
 at the end and the leave done (``met``). The driver prints, per repeat, the median over the 4
 partitions of each stamp in seconds after the action started, and the action's end; beside it,
 in the same repeat, plain Spark's query and the same rows written as Parquet without Python.
+With ``--df-rdd`` each repeat also runs the Row form with its rows taken from ``df.rdd``, as
+it took them before issue 39, in turns with the way `map_in_group` takes them now.
 The stamps are comparable across processes only on one host: the master's workers must run
 here (local modes, or a standalone cluster on loopback). Nothing is asserted.
 """
@@ -68,8 +70,9 @@ def _pipeline(stamps: str) -> Any:
     return module
 
 
-def _timed_run(spark: Any, df: Any, pipeline: Any, out: str) -> dict[str, float]:
-    """One run of the Row form; each phase's median stamp after the action started."""
+def _timed_run(spark: Any, df: Any, pipeline: Any, out: str, from_df_rdd: bool) -> dict[str, float]:
+    """One run of the Row form, its rows taken as `map_in_group` takes them or (with
+    ``from_df_rdd``) from ``df.rdd``; each phase's median stamp after the action started."""
     stamp = pipeline.stamp
 
     def rows_in(index: int, rows: Iterable[Any]) -> Iterator[Any]:
@@ -89,7 +92,7 @@ def _timed_run(spark: Any, df: Any, pipeline: Any, out: str) -> dict[str, float]
         stamp(index, "met")
 
     started = time.time()
-    rows = dataframe_rows(df).mapPartitionsWithIndex(rows_in)
+    rows = (df.rdd if from_df_rdd else dataframe_rows(df)).mapPartitionsWithIndex(rows_in)
     result = map_in_group(rows, member).mapPartitionsWithIndex(met)
     spark.createDataFrame(result, pipeline.SCHEMA).write.mode("overwrite").parquet(out)
     ended = time.time()
@@ -107,6 +110,11 @@ def main() -> None:
     parser.add_argument("--master", help="the Spark master (its workers on this host)")
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--df-rdd",
+        action="store_true",
+        help="also run the Row form with its rows from df.rdd (as before issue 39), in turns",
+    )
     args = parser.parse_args()
     spark = spark_session(
         args.master,
@@ -125,7 +133,13 @@ def main() -> None:
             run_group(spark, 4, warm)  # Python workers start here, not in the first figure
             df = pipeline.events(spark, args.rows, 4)
             for _ in range(args.repeat):
-                phases = _timed_run(spark, df, pipeline, f"{tmp}/top.parquet")
+                for from_df_rdd in (False, True) if args.df_rdd else (False,):
+                    phases = _timed_run(spark, df, pipeline, f"{tmp}/top.parquet", from_df_rdd)
+                    print(
+                        f"Row form{' from df.rdd' if from_df_rdd else ''}, s after the action: "
+                        + ", ".join(f"{phase} {at:.2f}" for phase, at in phases.items()),
+                        flush=True,
+                    )
                 started = time.perf_counter()
                 pipeline.plain_spark(df, 10)
                 plain = time.perf_counter() - started
@@ -134,10 +148,7 @@ def main() -> None:
                 written = time.perf_counter() - started
                 load = Path("/proc/loadavg").read_text().split()[0]
                 print(
-                    "Row form, s after the action: "
-                    + ", ".join(f"{phase} {at:.2f}" for phase, at in phases.items())
-                    + f" | plain Spark {plain:.2f} s, the rows as Parquet {written:.2f} s"
-                    + f" | load {load}",
+                    f"plain Spark {plain:.2f} s, the rows as Parquet {written:.2f} s, load {load}",
                     flush=True,
                 )
     finally:

@@ -57,7 +57,10 @@ SMALL_RUNS: dict[str, tuple[str, str]] = {
     ),
     "bench_supervisor": ("--kinds tcp --sizes 2 --repeat 1", "first view"),
     "bench_spark": ("--sizes 2 --repeat 1 --rows 2000", "equal: True"),
-    "bench_spark_phases": ("--repeat 1 --rows 2000", "Row form, s after the action: first row"),
+    "bench_spark_phases": (
+        "--repeat 1 --rows 2000 --df-rdd",
+        "Row form from df.rdd, s after the action",
+    ),
 }
 
 SPARK = ("bench_spark", "bench_spark_phases")  # each starts a JVM of its own
