@@ -3,7 +3,8 @@
     python examples/spark_pipeline.py --rows 1000000 --out /tmp/top_keys.parquet [--arrow]
     spark-submit --master spark://HOST:7077 examples/spark_pipeline.py --rows 1000000
 
-The master is ``--master``, else spark-submit's, else ``SPARK_MASTER``, else ``local[4]``;
+The master is ``--master``, else spark-submit's, else ``SPARK_MASTER``, else the one in
+``spark-defaults.conf``, else ``local[4]`` (as for ``spark_session()``);
 the group has ``--members`` members whatever the master (too few slots: an error, never a
 smaller group).
 
@@ -189,7 +190,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--master",
         default=None,
-        help="Spark master (default: spark-submit's or SPARK_MASTER, else local[4])",
+        help="Spark master (default: spark-submit's, SPARK_MASTER or spark-defaults.conf's, "
+        "else local[4])",
     )
     parser.add_argument("--out", default="/tmp/triogroups_top_keys.parquet", help="Parquet out")
     parser.add_argument("--arrow", action="store_true", help="barrier mapInArrow, pyarrow")

@@ -6,8 +6,8 @@ this checks is that each still runs as docs/benchmarks.md says to run it: a benc
 found by the suite, not by the next person who needs its figures. Each runs as a user runs
 it, ``python benchmarks/<name>.py ...``, with its member processes; the driver is killed if
 it overruns, and its members die with it (PR_SET_PDEATHSIG). The ``--instructions`` modes
-(valgrind) are left out. Spark's benchmark starts a JVM of its own (about 30 s): it carries the
-``spark`` marker, and is skipped, saying why, where Java or pyspark is missing, as the tests in
+(valgrind) are left out. Spark's benchmarks start a JVM of their own (about 30 s): they carry the
+``spark`` marker, and are skipped, saying why, where Java or pyspark is missing, as the tests in
 ``tests/spark`` are.
 """
 
@@ -57,7 +57,13 @@ SMALL_RUNS: dict[str, tuple[str, str]] = {
     ),
     "bench_supervisor": ("--kinds tcp --sizes 2 --repeat 1", "first view"),
     "bench_spark": ("--sizes 2 --repeat 1 --rows 2000", "equal: True"),
+    "bench_spark_phases": (
+        "--repeat 1 --rows 2000 --df-rdd",
+        "Row form from df.rdd, s after the action",
+    ),
 }
+
+SPARK = ("bench_spark", "bench_spark_phases")  # each starts a JVM of its own
 
 
 def test_every_benchmark_has_a_small_run_here() -> None:
@@ -79,13 +85,13 @@ def _spark_missing() -> str | None:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(name, marks=pytest.mark.spark) if name == "bench_spark" else name
+        pytest.param(name, marks=pytest.mark.spark) if name in SPARK else name
         for name in sorted(SMALL_RUNS)
     ],
 )
 def test_benchmark_runs_to_its_table(name: str) -> None:
     """``python benchmarks/<name>.py`` with small settings exits 0 and prints its table."""
-    if name == "bench_spark" and (missing := _spark_missing()):
+    if name in SPARK and (missing := _spark_missing()):
         pytest.skip(missing)
     args, table_line = SMALL_RUNS[name]
     try:

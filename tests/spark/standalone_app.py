@@ -31,7 +31,7 @@ from _standalone import write_driver_only
 
 from triogroups import Channel
 from triogroups.cli import main as triogroups_main
-from triogroups.supervisor.spark import SparkTask, run_group, spark_session
+from triogroups.supervisor.spark import SparkTask, map_in_group, run_group, spark_session
 from triogroups.supervisor.spark._setup import registered_slots
 
 REPORT, MARKS = Path(sys.argv[1]), Path(sys.argv[2])
@@ -87,6 +87,15 @@ async def p1_raises(ch: Channel, task: SparkTask) -> int:
         await trio.sleep(5)
         raise ValueError("p1 gives up")
     return task.partition
+
+
+async def p1_raises_soon(ch: Channel, task: SparkTask) -> list[tuple[int]]:
+    """p0 returns its partition as one record at once, p1 raises a second later: a short
+    failing attempt, for the steps that run several (retry) or count a `map_in_group`."""
+    if task.partition == 1:
+        await trio.sleep(1)
+        raise ValueError("p1 gives up soon")
+    return [(task.partition,)]
 
 
 def plain(ch: Channel, task: SparkTask) -> int:
@@ -154,6 +163,16 @@ def main() -> None:
         )
         step("a member function that is not async", lambda: run_group(spark, 2, plain))  # type: ignore[arg-type]
         step("a group of 2 whose p1 raises", lambda: run_group(spark, 2, p1_raises))
+        step(
+            "a group of 2 whose p1 raises, retry",
+            lambda: run_group(spark, 2, p1_raises_soon, retry=True),
+        )
+        step(
+            "map_in_group whose p1 raises, counted",
+            lambda: map_in_group(
+                spark.range(0, 20, numPartitions=2), p1_raises_soon, schema="p INT"
+            ).count(),
+        )
         time.sleep(10)  # an executor that was to die of it has died by now
         step("then a group of 4 on the same session", lambda: run_group(spark, 4, partition))
         hello = f"{EXAMPLES / 'spark_hello.py'}:member"
@@ -182,6 +201,10 @@ def main() -> None:
             lambda: run_group(spark, 2, killer("python", "py-retry"), retry=True),
         )
         step("p1's executor JVM killed", lambda: run_group(spark, 2, killer("jvm", "jvm")))
+        step(
+            "p1's executor JVM killed, retry",
+            lambda: run_group(spark, 2, killer("jvm", "jvm-retry"), retry=True),
+        )
     finally:
         spark.stop()
 

@@ -20,10 +20,13 @@ HELLO = f"{ROOT / 'examples' / 'spark_hello.py'}:member"
 
 
 @pytest.fixture
-def no_submit(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
-    """Neither spark-submit's gateway nor SPARK_MASTER in the environment."""
-    monkeypatch.delenv("PYSPARK_GATEWAY_PORT", raising=False)
-    monkeypatch.delenv("SPARK_MASTER", raising=False)
+def no_submit(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> pytest.MonkeyPatch:
+    """Neither spark-submit's gateway, its arguments nor SPARK_MASTER in the environment, and
+    a Spark configuration directory of its own (tmp_path/conf, empty)."""
+    for name in ("PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS", "SPARK_MASTER"):
+        monkeypatch.delenv(name, raising=False)
+    (tmp_path / "conf").mkdir()
+    monkeypatch.setenv("SPARK_CONF_DIR", str(tmp_path / "conf"))
     return monkeypatch
 
 
@@ -44,6 +47,33 @@ def test_spark_session_master_explicit_then_conf_then_submit_then_env_then_local
     assert session_master("local[2]", {"spark.master": "yarn"}) == "local[2]"
 
 
+def test_spark_session_master_from_spark_config_wins_over_the_local_default(
+    no_submit: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A master Spark's own configuration names for a session started outside spark-submit
+    (``spark.master`` in ``spark-defaults.conf``, ``--master`` in ``PYSPARK_SUBMIT_ARGS``)
+    wins over the local default: the session would otherwise override it with local[4]
+    and run where the cluster never sees it. SPARK_MASTER is more specific than the file,
+    PYSPARK_SUBMIT_ARGS than both; an explicit master or conf wins over all of them."""
+    defaults = tmp_path / "conf" / "spark-defaults.conf"
+    defaults.write_text(
+        "# cluster defaults\nspark.executor.memory  2g\nspark.master   spark://10.0.0.7:7077\n"
+    )
+    assert session_master() == "spark://10.0.0.7:7077"
+    defaults.write_text("spark.master=yarn\n")
+    assert session_master(local="local[2]") == "yarn"
+    no_submit.setenv("SPARK_MASTER", "spark://10.0.0.5:7077")
+    assert session_master() == "spark://10.0.0.5:7077"
+    no_submit.setenv("PYSPARK_SUBMIT_ARGS", "--master k8s://https://api:6443 pyspark-shell")
+    assert session_master() == "k8s://https://api:6443"
+    no_submit.setenv("PYSPARK_SUBMIT_ARGS", "--master=local[3] pyspark-shell")
+    assert session_master() == "local[3]"
+    assert session_master("local[2]") == "local[2]"
+    assert session_master(None, {"spark.master": "local[1]"}) == "local[1]"
+    no_submit.setenv("PYSPARK_SUBMIT_ARGS", "--conf spark.ui.enabled=false pyspark-shell")
+    assert session_master() == "spark://10.0.0.5:7077"
+
+
 def test_spark_master_slots_are_known_from_local_strings_only() -> None:
     cpus = os.cpu_count() or 1
     assert [master_slots(m) for m in ("local", "local[3]", "local[*]", "local[4, 2]")] == [
@@ -59,8 +89,9 @@ def test_spark_master_slots_are_known_from_local_strings_only() -> None:
 
 
 def _cli_without_java(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
-    environ = {k: v for k, v in os.environ.items() if k not in ("JAVA_HOME", "SPARK_MASTER")}
-    environ.pop("PYSPARK_GATEWAY_PORT", None)
+    skip = ("JAVA_HOME", "SPARK_MASTER", "PYSPARK_GATEWAY_PORT", "PYSPARK_SUBMIT_ARGS")
+    environ = {k: v for k, v in os.environ.items() if k not in skip}
+    environ["SPARK_CONF_DIR"] = str(tmp_path)  # no spark-defaults.conf unless a test writes one
     environ.update(env, PATH=str(tmp_path))  # no java anywhere
     code = f"import sys\nfrom triogroups.cli import main\nsys.exit(main({list(args)!r}))\n"
     return subprocess.run(
@@ -79,6 +110,20 @@ def test_spark_cli_with_more_members_than_the_masters_slots_says_so_before_any_j
         "error: -n 4 needs 4 task slots at once, master local[2] has 2"
     ]
     done = _cli_without_java(tmp_path, "spark", "-n", "3", HELLO, SPARK_MASTER="local[1]")
+    assert done.stderr.strip().splitlines() == [
+        "error: -n 3 needs 3 task slots at once, master local[1] has 1"
+    ]
+
+
+def test_spark_cli_takes_the_master_of_spark_defaults_conf_over_its_local_default(
+    tmp_path: Path,
+) -> None:
+    """``spark.master`` in the ``spark-defaults.conf`` of ``SPARK_CONF_DIR`` is the CLI's
+    master when neither ``--master``, spark-submit nor SPARK_MASTER says: ``-n 3`` against
+    its ``local[1]`` is refused at once (the local[3] default would have started Spark)."""
+    (tmp_path / "spark-defaults.conf").write_text("spark.master local[1]\n")
+    done = _cli_without_java(tmp_path, "spark", "-n", "3", HELLO)
+    assert done.returncode == 2
     assert done.stderr.strip().splitlines() == [
         "error: -n 3 needs 3 task slots at once, master local[1] has 1"
     ]

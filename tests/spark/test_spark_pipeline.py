@@ -51,3 +51,19 @@ def test_spark_pipeline_arrow_aggregation_equals_the_row_aggregation() -> None:
         rows
     )
     assert pipeline.aggregate_batches([]) == ({}, set())
+
+
+def test_spark_pipeline_with_more_members_than_slots_fails_and_never_shrinks(
+    spark: Any, tmp_path: Path
+) -> None:
+    """``--members 6`` on the local[4] session: SparkGroupError saying the slots, before any
+    job and without writing anything (issue 39: a benchmark once ran 2 members for 4)."""
+    from triogroups.supervisor.spark import SparkGroupError
+
+    pipeline = _example("spark_pipeline")
+    out = tmp_path / "top.parquet"
+    jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup())
+    with pytest.raises(SparkGroupError, match=r"a group of 6 needs 6 task slots at once, "):
+        pipeline.run_pipeline(spark, 1_000, 6, 5, str(out))
+    assert not out.exists()
+    assert len(spark.sparkContext.statusTracker().getJobIdsForGroup()) == jobs

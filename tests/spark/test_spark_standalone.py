@@ -222,6 +222,26 @@ def test_spark_member_that_raises_fails_its_group_without_losing_an_executor(
     assert failed["executors"] == after["executors"] == first["executors"]
 
 
+@pytest.mark.parametrize(
+    "name", ["a group of 2 whose p1 raises, retry", "map_in_group whose p1 raises, counted"]
+)
+def test_spark_member_that_raises_in_a_rerun_stage_is_named_and_no_executor_dies(
+    report: dict[str, dict[str, Any]], name: str
+) -> None:
+    """p1 raises in a stage that Spark reruns after a failure (``run_group(retry=True)``, and
+    ``map_in_group(...).count()``, whose count shuffles after the group): every attempt
+    fails the same way, and the last one's error is SparkGroupError with p1's traceback
+    (each cancelled attempt made p0's executor exit with code 50, and the error became
+    ``ExecutorLostFailure`` a minute later); the executors are still the first ones."""
+    entry = report[name]
+    assert entry["error"] == "SparkGroupError", entry.get("trace")
+    assert entry["member"] == 1
+    assert entry["message"].startswith("member p1 of 2")
+    assert "ValueError: p1 gives up soon" in entry["message"]
+    first = report["cold start: a group of 4 right after the session"]
+    assert entry["executors"] == first["executors"]
+
+
 def test_spark_cli_under_spark_submit_runs_on_its_master(
     report: dict[str, dict[str, Any]],
 ) -> None:
@@ -344,6 +364,18 @@ def test_spark_member_whose_executor_is_lost_is_named_with_what_happened(
     assert entry["message"].startswith(
         ("member p1 failed: its executor was lost", "member p1 failed: its Python worker")
     )
+
+
+def test_spark_group_with_retry_reruns_as_a_new_group_after_an_executor_is_lost(
+    report: dict[str, dict[str, Any]],
+) -> None:
+    """With ``retry=True`` the stage whose p1 killed its executor's JVM reruns on the
+    executors left (and the one the worker started in its place): the results are those of
+    one new group of 2."""
+    results = _ok(report["p1's executor JVM killed, retry"])
+    assert [r[0] for r in results] == [0, 1]
+    assert results[0][2] == results[1][2]
+    assert all(sorted(r[1]) == ["p0", "p1"] for r in results)
 
 
 def test_spark_standalone_cluster_stops_with_no_process_left(run: dict[str, Any]) -> None:

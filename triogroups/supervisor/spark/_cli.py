@@ -1,7 +1,8 @@
 """``triogroups spark``: run a member function as a group in one barrier stage.
 
-The master is ``--master``, else the one ``spark-submit`` or ``SPARK_MASTER`` gives, else
-``local[N]`` for N members (`session_master`). Checks before starting anything: the app
+The master is ``--master``, else the one ``spark-submit``, ``PYSPARK_SUBMIT_ARGS``,
+``SPARK_MASTER`` or ``spark-defaults.conf`` gives, else ``local[N]`` for N members
+(`session_master`). Checks before starting anything: the app
 loads and is an async function, the stack resolves, pyspark and Java are there, a master
 whose string says its slots (``local[K]``, ``local-cluster``) has the N (each a one-line
 error and exit status 2, no traceback, no JVM left behind); on a cluster manager the stage
@@ -54,7 +55,8 @@ def _add_options(parser: argparse.ArgumentParser, defaults: bool) -> None:
     parser.add_argument(
         "--master",
         default=default(None),
-        help="Spark master (default: spark-submit's or SPARK_MASTER, else local[N])",
+        help="Spark master (default: spark-submit's, SPARK_MASTER or spark-defaults.conf's, "
+        "else local[N])",
     )
     parser.add_argument(
         "--stack", default=default("spark"), help="preset name or TOML file (default spark)"

@@ -16,6 +16,7 @@ from typing import Any
 from triogroups.config import StackConfig
 from triogroups.supervisor.spark._arrow import arrow_stage
 from triogroups.supervisor.spark._errors import translate_member_failures
+from triogroups.supervisor.spark._rows import dataframe_rows
 from triogroups.supervisor.spark._setup import (
     SparkGroupError,
     master_slots,
@@ -205,8 +206,10 @@ def map_in_group(
 ) -> Any:
     """One member per partition of ``data`` (an RDD or a DataFrame), lazily, as a barrier stage.
 
-    Each member gets its partition's rows as ``task.rows`` (Rows for a DataFrame) and returns
-    an iterable of records: the partition of the result. The result is an RDD, or a DataFrame
+    Each member gets its partition's rows as ``task.rows`` (Rows for a DataFrame, the ones
+    ``data.rdd`` gives; a DataFrame whose columns are all numbers, strings or booleans
+    reaches the members through Arrow when pyarrow is installed, see `_rows`) and returns an
+    iterable of records: the partition of the result. The result is an RDD, or a DataFrame
     with ``schema`` when one is given.
 
     With ``arrow`` (a DataFrame and a ``schema`` needed) the stage is Spark's barrier
@@ -231,7 +234,7 @@ def map_in_group(
                 f"map_in_group(arrow=True) needs a DataFrame, got {type(data).__name__}"
             )
         require_arrow(data)
-    rdd = getattr(data, "rdd", data)
+    rdd = getattr(data, "rdd", data) if arrow else dataframe_rows(data)
     sc = rdd.context
     spec = _spec(sc, member_fn, stack, cluster, bind_addr, formation_timeout, allow_pickle)
     _check_slots(sc, rdd.getNumPartitions(), formation_timeout)

@@ -7,6 +7,7 @@ lazily: ``import triogroups`` must work without the ``spark`` extra.
 
 from __future__ import annotations
 
+import importlib.util
 import inspect
 import os
 import re
@@ -21,6 +22,7 @@ __all__ = [
     "SESSION_CONF",
     "SparkGroupError",
     "SparkUnavailable",
+    "defaults_master",
     "find_java",
     "master_slots",
     "registered_slots",
@@ -28,6 +30,7 @@ __all__ = [
     "require_pyspark",
     "session_master",
     "spark_session",
+    "submit_args_master",
     "task_slots",
 ]
 
@@ -125,21 +128,65 @@ def _worker_python_path() -> str:
 
 LOCAL_MASTER = "local[4]"
 
+# A Java properties line: the key, then whitespace, "=" or ":" (spark-defaults.conf).
+_PROPERTY = re.compile(r"^([^\s=:]+)\s*[=:\s]\s*(.*?)\s*$")
+
+
+def _spark_conf_dir() -> Path | None:
+    """Where ``spark-submit`` reads ``spark-defaults.conf``: ``SPARK_CONF_DIR``, else the
+    ``conf`` of ``SPARK_HOME``, else of the installed pyspark (what pyspark launches)."""
+    if os.environ.get("SPARK_CONF_DIR"):
+        return Path(os.environ["SPARK_CONF_DIR"])
+    if os.environ.get("SPARK_HOME"):
+        return Path(os.environ["SPARK_HOME"]) / "conf"
+    spec = importlib.util.find_spec("pyspark")  # a pip-installed pyspark is its own home
+    if spec is None or spec.origin is None:
+        return None
+    return Path(spec.origin).parent / "conf"
+
+
+def submit_args_master() -> str | None:
+    """``--master`` in ``PYSPARK_SUBMIT_ARGS``, the arguments pyspark hands the
+    ``spark-submit`` it launches for a session started here; None when not given."""
+    args = os.environ.get("PYSPARK_SUBMIT_ARGS", "").split()
+    for i, arg in enumerate(args):
+        if arg == "--master" and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith("--master="):
+            return arg.split("=", 1)[1]
+    return None
+
+
+def defaults_master() -> str | None:
+    """``spark.master`` in the ``spark-defaults.conf`` that ``spark-submit`` reads; None
+    when there is none or it does not name a master."""
+    directory = _spark_conf_dir()
+    defaults = None if directory is None else directory / "spark-defaults.conf"
+    if defaults is None or not defaults.is_file():
+        return None
+    for line in defaults.read_text(errors="replace").splitlines():
+        match = _PROPERTY.match(line.strip())
+        if match and match.group(1) == "spark.master" and match.group(2):
+            return match.group(2)
+    return None
+
 
 def session_master(
     master: str | None = None, conf: dict[str, str] | None = None, local: str = LOCAL_MASTER
 ) -> str | None:
     """The master a session is given: ``master`` when not None, then ``spark.master`` in
     ``conf``, then none at all under ``spark-submit`` (None: its ``--master``, its
-    ``spark-defaults.conf`` or its own default stand, as Spark's do), then the
-    ``SPARK_MASTER`` environment variable, and ``local`` only when none of these says."""
+    ``spark-defaults.conf`` or its own default stand, as Spark's do), then ``--master`` in
+    ``PYSPARK_SUBMIT_ARGS``, then the ``SPARK_MASTER`` environment variable, then
+    ``spark.master`` in ``spark-defaults.conf``, and ``local`` only when none of these says
+    (a local default must never hide a master that Spark's own configuration names)."""
     if master:
         return master
     if conf and conf.get("spark.master"):
         return conf["spark.master"]
     if os.environ.get("PYSPARK_GATEWAY_PORT"):  # set for the driver spark-submit started
         return None
-    return os.environ.get("SPARK_MASTER") or local
+    return submit_args_master() or os.environ.get("SPARK_MASTER") or defaults_master() or local
 
 
 def spark_session(
@@ -148,15 +195,16 @@ def spark_session(
     """A SparkSession ready for groups (`getOrCreate`: an existing session is returned as is).
 
     The master is ``master`` when given, else ``spark.master`` in ``conf``, else the one
-    ``spark-submit`` was given (this driver runs under it), else ``SPARK_MASTER``, else
-    ``local[4]`` (`session_master`). Checks pyspark and Java first (SparkUnavailable, one
-    line). Python workers run this interpreter with the driver's ``sys.path``
-    (``PYSPARK_PYTHON``, ``PYTHONPATH``; on a cluster the executors' own environment decides
-    what they import), slot checks fail within seconds instead of ten minutes,
-    ``allGather()`` and the members' meeting at the end wait at most 300 s
-    (``spark.barrier.sync.timeout``; a task waits up to 120 s, not 15, for its executor's JVM
-    to accept its local socket), Python workers start with triogroups imported, and the web
-    UI and progress bar are off. ``conf`` adds or overrides Spark settings.
+    ``spark-submit`` was given (this driver runs under it), else ``--master`` in
+    ``PYSPARK_SUBMIT_ARGS``, else ``SPARK_MASTER``, else ``spark.master`` in
+    ``spark-defaults.conf``, else ``local[4]`` (`session_master`). Checks pyspark and Java
+    first (SparkUnavailable, one line). Python workers run this interpreter with the
+    driver's ``sys.path`` (``PYSPARK_PYTHON``, ``PYTHONPATH``; on a cluster the executors'
+    own environment decides what they import), slot checks fail within seconds instead of
+    ten minutes, ``allGather()`` and the members' meeting at the end wait at most 300 s
+    (``spark.barrier.sync.timeout``; a task waits up to 120 s, not 15, for its executor's
+    JVM to accept its local socket), Python workers start with triogroups imported, and the
+    web UI and progress bar are off. ``conf`` adds or overrides Spark settings.
     """
     require_pyspark()
     find_java()
