@@ -283,6 +283,16 @@ def test_campaign_tcp_total_71018_the_merge_coordinator_s_own_order_reaches_the_
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+def test_campaign_udp_total_71059_an_old_coordinator_s_order_waits_behind_a_newer_view() -> None:
+    """Campaign udp-total 71059: C, the coordinator, was paused from 4.40 s to 10.25 s and E
+    from 6.07 s to 11.05 s; B took over in views 5 and 6. C, resumed, ordered its queued
+    forwards (G1-4 before B1-12); E, resumed in C's view 4, delivered that order from the
+    same batch as B's BCASTs of view 6, where the others had B1-12 first. C's BCASTs now
+    wait behind B's for the view, which drops them."""
+    result = run_seed("udp-total", 71059)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

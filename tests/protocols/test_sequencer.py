@@ -195,6 +195,36 @@ def test_sequencer_keeps_a_bcast_stamped_with_a_view_to_come_until_that_view() -
     assert seq.stats()["bcasts_not_from_coord"] == 1  # d1, stamped with our own view
 
 
+def _stamped(coord: Address, sender: Address, seqno: int, view: int) -> Message:
+    """``coord``'s BCAST of ``sender``'s ``seqno``, stamped with ``view``."""
+    hdr = SequencerHeader(BCAST, seqno, sender, 0, view)
+    return Message(None, b"%d" % seqno, src=coord, headers={_ID: hdr, ids.NAKACK2: seqno})
+
+
+def test_sequencer_holds_its_coordinator_s_bcasts_behind_one_of_a_view_to_come() -> None:
+    """Campaign udp-total 71059: C, the coordinator, and E were paused; B took over in
+    views 5 and 6 and ordered B12 before G4 (D4 here). C, resumed, ordered the forwards it
+    had queued, G4 first, and E, resumed while still in C's view 4, delivered C's order
+    from the same batch as B's BCASTs stamped with view 6. A BCAST of a view to come says our
+    coordinator may be stale: our coordinator's BCASTs now wait behind it for the next
+    view, and are dropped if that view made another member our coordinator (or
+    delivered if it kept ours)."""
+    seq = started(Sequencer(), E, view=view_of(C, B, E, D, counter=4))
+    seq.up([_stamped(B, B, 12, 6), _stamped(B, D, 4, 6), _stamped(C, D, 4, 4)], 0.0)
+    seq.up([_stamped(C, B, 12, 4)], 0.0)
+    assert split(seq.take_up())[0] == []
+    assert seq.stats()["bcasts_held_for_view"] == 4
+    seq.down_event(ViewChange(view_of(B, E, D, counter=6)), 0.0)
+    delivered = split(seq.take_up())[0]
+    assert [(m.src, m.payload) for m in delivered] == [(B, b"12"), (D, b"4")]  # B's order
+    assert seq.stats()["bcasts_not_from_coord"] == 2  # C's, after the view without it
+
+    kept = started(Sequencer(), E, view=view_of(C, B, E, counter=4))
+    kept.up([_stamped(B, B, 12, 5), _stamped(C, D, 4, 4)], 0.0)
+    kept.down_event(ViewChange(view_of(C, E, counter=5)), 0.0)  # C stays ours
+    assert [(m.src, m.payload) for m in split(kept.take_up())[0]] == [(D, b"4")]
+
+
 def test_sequencer_keeps_what_it_forwarded_until_delivered_then_forgets_it() -> None:
     seq = started(Sequencer(), B, view=view_of(A, B, C))
     seq.down([Message(None, b"1"), Message(None, b"2")], 0.0)

@@ -35,18 +35,14 @@ Decisions where JGroups leaves a choice:
 - SEQUENCER sits below GMS and STABLE, above NAKACK2 and UNICAST3 (JGroups'
   sequencer.xml puts it above GMS): it must see GMS's `FlushRequest` and
   STABLE's `StableDigest` (which trims the log), both of which go down only.
-- No ack mode (JGroups' ``threshold``): JGroups' new coordinator drops
-  forwards that arrive before it installed the view that makes it one, so
-  its forwarders wait for an ack per message after a change (JGRP-1449).
-  Here a member keeps FORWARD, FLUSH and TAIL messages that arrive before it
-  is the coordinator, and handles them once a view makes it one, so forwards
-  stream; and BCASTs stamped with a view to come, from a member not yet its
-  coordinator, until that view (campaign udp-total seed 257). JGroups'
-  ``delivery_table_max_size`` is replaced by the highest seqno per forwarder
-  (exact under per-forwarder FIFO); neither property exists here.
-- The coordinator multicasts its own messages at once instead of
-  forwarding them to itself (JGroups does, against starving the other
-  forwarders' threads; a sans-IO layer handles a batch at a time).
+- No ack mode (JGroups' ``threshold``, JGRP-1449): a member keeps FORWARD,
+  FLUSH and TAIL messages that arrive before it is the coordinator, and
+  handles them once a view makes it one, so forwards stream; and BCASTs
+  stamped with a view to come, from a member not yet its coordinator, until
+  that view (campaign udp-total seed 257), with its coordinator's BCASTs behind
+  them: a resumed old coordinator may still be ordering (seed 71059). No
+  ``delivery_table_max_size``: the highest seqno per forwarder is exact.
+- The coordinator multicasts its own messages at once, not to itself.
 - A leaving coordinator stops multicasting forwards at `FlushRequest`: the
   forwarders keep them and forward them to the next coordinator, so its
   NAKACK2 flush can end.
@@ -318,6 +314,10 @@ class Sequencer(Protocol):
                     continue
                 if hdr.view < epoch:  # our coordinator's, from before it was ours
                     self.counters["bcasts_other_order"] += 1
+                    continue
+                if self._early_bcasts:  # a newer view's coordinator spoke: ours may be stale
+                    self._early_bcasts.append(msg)
+                    self.counters["bcasts_held_for_view"] += 1
                     continue
                 received += 1
                 if seqno <= delivered.get(sender, 0):
