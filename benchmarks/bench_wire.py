@@ -8,10 +8,10 @@ go below: ``unpackb`` of the same entries alone, and ``unpackb`` plus one
 without ``Message.__init__``, so it can come in under the second).
 
 Then the compiled core against the pure-Python reference (issue 43), in the same run:
-the decode loop of both forms (`triogroups._compiled`) behind one codec each, timed in
-turns (compiled, pure, pure, compiled, ...) as CPU per bundle of 100, for the 3-field
-header and for a bare int header (the seqno NAKACK2's and MCAST's multicasts carry); the
-medians and their ratio. ``--instructions`` counts the
+the per-message loops of both forms (`triogroups._compiled`) behind one codec each, timed
+in turns (compiled, pure, pure, compiled, ...) as CPU per bundle of 100, decoding and
+encoding, for the 3-field header and for a bare int header (the seqno NAKACK2's and MCAST's
+multicasts carry); the medians and their ratio. ``--instructions`` counts the
 machine instructions per message of the same work with valgrind's callgrind instead.
 Usage: ``python benchmarks/bench_wire.py [--repeat 7] [--instructions]``.
 """
@@ -100,7 +100,7 @@ def _work(form: ModuleType, op: str, header: str) -> Callable[[], object]:
     return lambda: codec.decode(data)
 
 
-OPS = [("decode", "3-field"), ("decode", "int")]
+OPS = [("decode", "3-field"), ("decode", "int"), ("encode", "3-field"), ("encode", "int")]
 
 
 def compare(repeat: int, bundles: int = 400) -> None:

@@ -11,6 +11,8 @@ members run different forms delivers as a group of one form does. The wire tests
 from __future__ import annotations
 
 import os
+import re
+import struct
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -132,6 +134,48 @@ def test_both_forms_read_each_others_bundles(dest: Address | None, msgs: list[Me
     assert [(m.src or A, m.flags, m.headers, m.payload) for m in msgs] == [
         (m.src, m.flags, m.headers, m.payload) for m in decoded
     ]
+
+
+_sources = st.sampled_from([None, A, B, Address(A.uuid, "A"), Address(A.uuid, "renamed")])
+
+
+@needs_compiled
+@settings(max_examples=examples(300))
+@given(
+    st.lists(
+        st.builds(
+            Message,
+            st.sampled_from([None, B]),
+            st.binary(max_size=16),
+            src=_sources,
+            flags=st.sampled_from([0, 1, 128]),
+            headers=st.sampled_from([{}, {ids.NAKACK2: 7}, {ids.RPC: RpcHeader(1, 2, "x")}]),
+        ),
+        max_size=6,
+    )
+)
+def test_both_forms_encode_the_same_entries(msgs: list[Message]) -> None:
+    """The compiled encode loop reads `Message`'s slots from the object (the layout its
+    .pxd declares): the same entries as the Python loop, a source equal to the bundle's
+    (the same address object or not) left out, any other kept as a fourth item."""
+    assert COMPILED is not None
+    assert COMPILED.encode_entries(msgs, A) == PURE.encode_entries(msgs, A)
+
+
+def test_message_layout_is_the_one_the_compiled_loop_declares() -> None:
+    """``_wire_loop.pxd`` declares `Message` as five object pointers after the object
+    header, in the order of its sorted slots, which is how CPython stores them; the
+    compiled encode loop reads the slots from there. A slot added to `Message` (or a
+    ``__weakref__``, a ``__dict__``) must be declared there too: the compiled module
+    refuses to import with a size that differs, and this test says why."""
+    pxd = (ROOT / "triogroups" / "_wire_loop.pxd").read_text()
+    declared = re.findall(r"^ +PyObject \*(\w+);$", pxd, flags=re.MULTILINE)
+    fields = re.findall(r"^ +cdef object (\w+)$", pxd, flags=re.MULTILINE)
+    assert tuple(declared) == tuple(fields) == tuple(sorted(Message.__slots__)), (
+        "Message's slots and the layout _wire_loop.pxd declares differ"
+    )
+    assert Message.__bases__ == (object,)
+    assert Message.__basicsize__ == object.__basicsize__ + len(declared) * struct.calcsize("P")
 
 
 def _python(code: str, **env: str) -> str:

@@ -1,15 +1,20 @@
-"""The wire codec's decode loop: a bundle's entries to checked messages.
+# cython: annotation_typing=False
+# (the header above: Cython types this module from _wire_loop.pxd alone, not its annotations)
+"""The wire codec's per-message loops: a bundle's messages to entries, and entries to messages.
 
-This is the part of decoding that runs once per message (the prefix, msgpack and sealing run
+This is the codec's work that runs once per message (the prefix, msgpack and sealing run
 once per bundle, in `triogroups.wire`). It is plain Python and the reference; the build
 compiles this same file with Cython (typed by ``_wire_loop.pxd`` beside it) when a C
 compiler is there, and `triogroups._compiled` picks which form runs. The Python must stay
 valid Cython in pure-Python mode: no generated code, no tricks the typed form makes pointless.
 
-Encoding's loop stays in `WireCodec.encode`: it reads four slots of each `Message`, which the
-interpreter does from its inline caches, while compiled code makes a generic attribute lookup of
-each, and the compiled loop measured 1.03-1.40x the CPU of the Python one (benchmarks/HISTORY.md,
-issue 43). It moves here when `Message` is a compiled type whose fields C reads directly.
+`encode_entries` reads four slots of each `Message`. The interpreter reads a slot from its
+inline cache, and compiled code reading an untyped object's attribute (``PyObject_GetAttr``)
+measured slower than that (benchmarks/HISTORY.md, issue 43), so ``_wire_loop.pxd`` declares
+`Message`'s layout (its five slots, in the order CPython stores them) and the compiled loop
+reads them from the object directly. Decoding still sets the slots of each new message by
+attribute: a new object's slots are empty, which the compiled form's direct stores assume
+they are not.
 
 `decode_messages` checks every field of every entry and raises `WireError` (and nothing
 else) for anything that is not a valid message: its header maps are converted in place by
@@ -31,9 +36,23 @@ from triogroups._wire_headers import (
 from triogroups.address import Address
 from triogroups.message import Message
 
-__all__ = ["decode_messages"]
+__all__ = ["decode_messages", "encode_entries"]
 
 _new = object.__new__
+
+
+def encode_entries(messages: list[Message], src: Address) -> list[tuple[Any, ...]]:
+    """The bundle entry of each message: ``(flags, headers | None, payload)``, with the
+    message's source as a fourth item when it is not the bundle's ``src`` (a message
+    with no source is the bundle's)."""
+    entries: list[tuple[Any, ...]] = []
+    for m in messages:
+        msrc = m.src
+        if msrc is src or msrc is None or msrc == src:  # identity first: no __eq__ call
+            entries.append((m.flags, m.headers or None, m.payload))
+        else:
+            entries.append((m.flags, m.headers or None, m.payload, msrc))
+    return entries
 
 
 def decode_messages(entries: tuple[Any, ...], dest: Address | None, src: Address) -> list[Message]:

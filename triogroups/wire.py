@@ -26,8 +26,9 @@ header of the wrong shape.
 
 The header registry and the header converters generated from it live in
 `triogroups._wire_headers` (re-exported here: `register_header`, `header_type`,
-`WireError`); the decode loop that checks every message lives in `triogroups._wire_loop`,
-compiled by the build when it can be (`triogroups._compiled` says which form runs: `LOOP`).
+`WireError`); the per-message loops (encoding's, and decoding's that checks every message)
+live in `triogroups._wire_loop`, compiled by the build when it can be (`triogroups._compiled`
+says which form runs: `LOOP`).
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ _EXT_VIEW = 3
 _EXT_MERGE_VIEW = 4
 _EXT_DIGEST = 5
 
-#: The decode loop this process runs: compiled, or the pure-Python reference
+#: The per-message loops this process runs: compiled, or the pure-Python reference
 #: (``TRIOGROUPS_PURE_PYTHON=1``, or no compiled module built). Said once, at import.
 LOOP: ModuleType = _compiled.load("_wire_loop")
 logging.getLogger(__name__).info("wire codec: %s", _compiled.describe(LOOP))
@@ -136,7 +137,7 @@ class WireCodec:
     accepted (shared-secret mode; no ``authenticator`` beside it).
     """
 
-    #: The decode loop (`LOOP`); the tests give a subclass the other form.
+    #: The per-message loops (`LOOP`); the tests give a subclass the other form.
     _loop: ModuleType = LOOP
 
     def __init__(
@@ -173,14 +174,7 @@ class WireCodec:
 
     def encode(self, dest: Address | None, src: Address, messages: list[Message]) -> bytes:
         """One bundle; every message's ``src`` defaults to the bundle's ``src``."""
-        entries: list[tuple[Any, ...]] = []
-        append = entries.append
-        for m in messages:
-            msrc = m.src
-            if msrc is src or msrc is None or msrc == src:  # identity first: no __eq__ call
-                append((m.flags, m.headers or None, m.payload))
-            else:
-                append((m.flags, m.headers or None, m.payload, msrc))
+        entries = self._loop.encode_entries(messages, src)
         # The bundle's addresses go in as their extension types, without a `_default`
         # call; the last source and destination are known by identity, without the
         # cache's `Address.__hash__` (a Python call): a member's bundles come from one
