@@ -341,6 +341,24 @@ def test_campaign_refuses_an_unknown_preset_through_argparse(
 
 
 @pytest.mark.chaos
+def test_a_run_in_which_a_layer_crashes_fails_with_a_crash_violation(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A stale compiled module once crashed every member's transport at its first send;
+    the histories then held nothing, broke no rule, and the seed passed. A layer crash is
+    now a violation of its own, whatever the histories say."""
+    from triogroups.wire import WireCodec
+
+    def broken(*args: object, **kwargs: object) -> bytes:
+        raise AttributeError("encode_entries")
+
+    monkeypatch.setattr(WireCodec, "encode", broken)
+    result = run_seed("udp", 1)
+    rules = {v.rule for v in result.violations}
+    assert "crash" in rules
+    assert any("SIM" in v.text and "AttributeError" in v.text for v in result.violations)
+
+
 def test_campaign_runs_two_seeds_in_worker_processes_and_sums_up() -> None:
     """Two seeds over two worker processes: the one-line summary and exit status 0."""
     done = subprocess.run(

@@ -46,9 +46,11 @@ the command line: the command (`_campaign`) and a seed's replay and shrink
 
 from __future__ import annotations
 
+import logging
 import random
 from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -378,9 +380,42 @@ def _actions(sc: Scenario) -> Iterator[tuple[float, int, Step]]:
     return iter(sorted(out, key=lambda a: (a[0], a[1])))
 
 
+class _Crashes(logging.Handler):
+    """Every layer crash a stack reports (`Stack._crashed` logs each one): a run in which a
+    layer crashed fails with a **crash** violation, however its histories read (a stale
+    compiled module crashed every member's transport at its first send, and histories
+    with nothing in them broke no rule)."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.found: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "crashed" in str(record.msg):
+            self.found.append(record.getMessage())
+
+
+@contextmanager
+def _crashes_seen() -> Iterator[_Crashes]:
+    logger = logging.getLogger("triogroups.stack")
+    handler = _Crashes()
+    logger.addHandler(handler)
+    try:
+        yield handler
+    finally:
+        logger.removeHandler(handler)
+
+
 async def run_scenario(sc: Scenario, root: Path, say: Any = None) -> CampaignResult:
     """Carry out ``sc`` with histories in ``root`` and check them (on virtual time: run
     it under a `trio.testing.MockClock` with ``autojump_threshold=0``)."""
+    with _crashes_seen() as crashes:
+        result = await _run_scenario(sc, root, say)
+    result.violations += [HistoryViolation("crash", text, ()) for text in crashes.found]
+    return result
+
+
+async def _run_scenario(sc: Scenario, root: Path, say: Any) -> CampaignResult:
     say = say or (lambda text: None)
     config = campaign_config(sc.preset, sc.knobs)
     async with (
