@@ -1,6 +1,7 @@
 """Multicast through the public API, as a user runs it, beside the Stack API and the transport.
 
-    python benchmarks/bench_channel.py [--presets udp,tcp,udp-mcast,udp-total] [--members 3]
+    python benchmarks/bench_channel.py [--presets udp,tcp,udp-mcast,udp-total,tcp-total]
+        [--members 3]
         [--seconds 3] [--repeat 3] [--size 1000] [--no-baselines] [--rate 0]
         [--set PROTOCOL.property=value ...] [--sample 0] [--young-threshold 0] [--verbose]
 
@@ -13,6 +14,8 @@ Once all members share one view, the driver says start and each member
 
 - sends ``--size`` byte multicasts with ``await ch.send(payload)`` from one
   task, one message per call, as fast as the API lets it, for ``--seconds``
+  (on a preset with SEQUENCER, ``udp-total`` and ``tcp-total``, with
+  ``total_order=True``, as an application that needs the order says so)
   (with ``--rate R``: R messages per second, to see flow control where the
   receivers keep up);
 - counts with ``async for msg in ch`` every message delivered to it, its own
@@ -44,6 +47,15 @@ reliable stack of the same transport (``udp-nakack2``, ``tcp-nakack2``,
 ``udp-mcast``) and the transport alone (``udp``/``tcp`` with a PASS layer).
 The table shows the channel's rate as a ratio of each. Medians over
 ``--repeat`` runs, the runs' values beside them.
+
+Total order against per-sender FIFO: a ``*-total`` preset is its FIFO preset
+(``udp``, ``tcp``) with SEQUENCER added, and every multicast on it is totally
+ordered, so the FIFO side of the comparison is that preset, run in the same
+rounds (``--presets udp,udp-total``). Below the table, per pair: the total
+preset's msgs/s per member and CPU per delivered message as ratios of the
+FIFO preset's, each round's ratio beside the median, and the CPU per message
+of the coordinator (which multicasts every member's messages) and of the
+busiest other member.
 
 ``--set MFC.min_threshold=0.75`` (repeatable; the value is JSON) changes a
 preset's property for an experiment. ``--sample S`` records every member's
@@ -83,14 +95,17 @@ from triogroups import StackConfig, open_channel
 from triogroups._ports import free_ports
 from triogroups.runtime import tune_gc
 
-PRESETS = ("udp", "tcp", "udp-mcast", "udp-total")
+PRESETS = ("udp", "tcp", "udp-mcast", "udp-total", "tcp-total")
 #: Per preset: bench_multicast's reliable stack of the same transport, and the transport alone.
 BASELINES = {
     "udp": ("udp-nakack2", "udp"),
     "tcp": ("tcp-nakack2", "tcp"),
     "udp-mcast": ("udp-mcast", "udp"),
     "udp-total": ("udp-nakack2", "udp"),
+    "tcp-total": ("tcp-nakack2", "tcp"),
 }
+#: A total-order preset and the per-sender FIFO preset it adds SEQUENCER to.
+FIFO_OF = {"udp-total": "udp", "tcp-total": "tcp"}
 FLOW_CONTROL = ("MFC", "UFC", "MCAST")  # layers whose stats carry time_blocked
 DELIVERY_WAIT = 60.0  # a member reports after this long even if messages are missing
 
@@ -217,6 +232,7 @@ class _Counter:
 async def _member(spec: dict[str, Any]) -> None:
     config = preset_config(spec["preset"], spec["members"], spec["port"], spec["set"])
     size = int(spec["size"])
+    total_order = "SEQUENCER" in config.names()
     emit(ready=True)
     await command()
     async with open_channel(spec["cluster"], config, spec["name"], handle_signals=False) as ch:
@@ -250,7 +266,7 @@ async def _member(spec: dict[str, Any]) -> None:
                 if rate and sent >= (now - start) * rate:  # paced: wait for the next tick
                     await trio.sleep(0.005)
                     continue
-                await ch.send(sent.to_bytes(8, "big") + filler)
+                await ch.send(sent.to_bytes(8, "big") + filler, total_order=total_order)
                 sent += 1
             send_seconds = time.perf_counter() - start
             delivered_then = counter.count
@@ -271,6 +287,7 @@ async def _member(spec: dict[str, Any]) -> None:
                 send_seconds=send_seconds,
                 delivered_then=delivered_then,
                 missing=counter.shortfall(totals),
+                coord=ch.view.coord == ch.address,
                 doubled=counter.doubled,
                 blocked=flow_blocked(stats),
                 flow=flow_counters(stats),
@@ -337,7 +354,10 @@ def summary(results: list[dict[str, Any]]) -> dict[str, float]:
     the largest share of all sent messages a member had still to deliver when sending ended."""
     rates = [r["count"] / max(r["seconds"], 1e-9) for r in results]
     total = max(sum(r["sent"] for r in results), 1)
+    cpu = [(r["cpu_seconds"] / max(r["count"], 1) * 1e6, r["coord"]) for r in results]
     return {
+        "cpu_coord": max((c for c, coord in cpu if coord), default=math.nan),
+        "cpu_other": max((c for c, coord in cpu if not coord), default=math.nan),
         "behind": max(1 - r["delivered_then"] / total for r in results),
         "rate": min(rates),
         "cpu_us": statistics.mean(r["cpu_seconds"] / max(r["count"], 1) * 1e6 for r in results),
@@ -457,6 +477,20 @@ def main() -> None:
             f"{med('gc'):>5.1%} {med('peak_mib'):>8.1f} {med('blocked'):>10.1%} "
             f"{med('behind'):>6.0%} {sum(r['lost'] for r in rows):>4.0f}   "
             f"{[round(r['rate']) for r in rows]}"
+        )
+    pairs = [(t, f) for t, f in FIFO_OF.items() if t in presets and f in presets]
+    if pairs:
+        print("\nTotal order against per-sender FIFO, same rounds (rate: higher is better):")
+    for total, fifo in pairs:
+        rounds = list(zip(channel[total], channel[fifo], strict=True))
+        rate = [t["rate"] / f["rate"] for t, f in rounds]
+        cpu = [t["cpu_us"] / f["cpu_us"] for t, f in rounds]
+        coord = _median([r["cpu_coord"] for r in channel[total]])
+        other = _median([r["cpu_other"] for r in channel[total]])
+        print(
+            f"  {total}/{fifo}: msgs/s {_median(rate):.2f}x {[round(r, 2) for r in rate]}, "
+            f"CPU per message {_median(cpu):.2f}x {[round(c, 2) for c in cpu]}; "
+            f"coordinator {coord:.2f} us/msg, busiest other member {other:.2f}"
         )
     if stacks:
         print("\nStack API (bench_multicast, batches of 64), same runs:")
