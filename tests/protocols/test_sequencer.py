@@ -32,6 +32,7 @@ from triogroups.protocols.sequencer import (
     Sequencer,
     SequencerHeader,
 )
+from triogroups.protocols.sequencer._log import Log, Logged
 from triogroups.testing import addresses, split, started, view_of
 from triogroups.view import Digest, MergeView, ViewId
 
@@ -691,3 +692,31 @@ def test_sequencer_stable_digest_trims_the_log_up_to_the_last_stable_message() -
 def test_sequencer_refuses_a_stack_it_cannot_order_in(names: list[str], rule: str) -> None:
     with pytest.raises(PropertyError, match=rule):
         StackConfig.of(*names).build()
+
+
+@pytest.mark.parametrize(
+    ("digest", "kept", "trimmed"),
+    [
+        ({A: (3, 3), B: (1, 1)}, [(C, 5)], (C, 4)),  # B's first is everywhere, so all before it
+        ({A: (2, 2), B: (0, 0)}, [(B, 3), (C, 4), (C, 5)], (B, 2)),  # B's run: none of it yet
+        ({A: (3, 3)}, [(C, 4), (C, 5)], (B, 3)),  # no word on B: A's run only
+        ({B: (2, 2)}, [], (C, 5)),
+        ({C: (9, 9)}, [(B, 1), (B, 2), (B, 3), (C, 4), (C, 5)], (None, 0)),
+    ],
+)
+def test_sequencer_log_trim_asks_the_digest_of_each_coordinators_run(
+    digest: dict[Address, tuple[int, int]],
+    kept: list[tuple[Address, int]],
+    trimmed: tuple[Address | None, int],
+) -> None:
+    """The log holds A's order (stamps 1-3) then B's (stamps 1-2, after a coordinator
+    change): a digest trims up to the last entry its coordinator's entry says every member
+    delivered, scanning from the newest, one digest look-up per coordinator's run."""
+    log = Log()
+    stamps = [(A, 1), (A, 2), (A, 3), (B, 1), (B, 2)]
+    senders = [(B, 1), (B, 2), (B, 3), (C, 4), (C, 5)]
+    for (coord, stamp), (sender, seqno) in zip(stamps, senders, strict=True):
+        log.entries.append(Logged(sender, seqno, b"", 0, {}, coord, stamp))
+    log.trim(Digest(digest))
+    assert [(e.sender, e.seqno) for e in log.entries] == kept
+    assert log.trimmed == trimmed

@@ -28,7 +28,8 @@ The logs are slices of the old order (a joiner's starts late), so the tails,
 merged by each entry's stamp, hold what any member lacks, in that order: the
 new coordinator multicasts them first (receivers drop what they have), then
 the forwards it queued meanwhile (an addition beyond JGroups). This module
-holds the layer; the log is in `_log`, the recovery in `_recovery`.
+holds the layer; the log is in `_log`, the recovery in `_recovery`, the trimming of
+the forward and delivery tables in `_tables`.
 
 Decisions where JGroups leaves a choice:
 
@@ -101,6 +102,7 @@ from triogroups.protocols.sequencer._header import (
 )
 from triogroups.protocols.sequencer._log import Log, Logged
 from triogroups.protocols.sequencer._recovery import Recovery, old_orders
+from triogroups.protocols.sequencer._tables import forget_departed, forget_forwarded
 from triogroups.view import MergeView, View
 
 __all__ = [
@@ -124,9 +126,7 @@ _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _LOWER_IDS = frozenset({ids.NAKACK2, ids.UNICAST3, ids.UNICAST2, ids.MCAST})
 #: Messages kept that were sent to this member as coordinator before it is one.
 _EARLY_MAX = 100_000
-#: Departed forwarders whose highest seqno is still kept (a tail may hold their messages).
-_DEPARTED_KEPT = 256
-_tuple_new = tuple.__new__
+_tuple_new = tuple.__new__  # a NamedTuple (`Logged`, `SequencerHeader`) without its `__new__`
 _new_message = object.__new__  # a `Message` with its slots set in line (see `_bcast`)
 
 
@@ -231,7 +231,7 @@ class Sequencer(Protocol):
                 self._forward(msg, seqno, FORWARD, out)
                 continue
             headers = msg.headers.copy()  # `_forward`, in line: the usual case
-            headers[_ID] = SequencerHeader(FORWARD, seqno)
+            headers[_ID] = _tuple_new(SequencerHeader, (FORWARD, seqno, None, 0, 0))
             fwd = _new_message(Message)
             fwd.dest, fwd.src, fwd.flags = coord, None, flags & ~_DONT_LOOPBACK
             fwd.headers, fwd.payload = headers, msg.payload
@@ -260,9 +260,9 @@ class Sequencer(Protocol):
         """The coordinator's multicast of ``sender``'s message ``seqno``: the upper
         layers' headers, our BCAST header, looped back (it is delivered here too)."""
         headers = msg.headers.copy()
-        for key in self._lower_ids:
-            headers.pop(key, None)
-        headers[_ID] = SequencerHeader(BCAST, seqno, sender, 0, self._view_no)
+        for key in self._lower_ids.intersection(headers):
+            del headers[key]
+        headers[_ID] = _tuple_new(SequencerHeader, (BCAST, seqno, sender, 0, self._view_no))
         bcast = _new_message(Message)
         bcast.dest = bcast.src = None
         bcast.flags = msg.flags & ~_DONT_LOOPBACK
@@ -283,7 +283,10 @@ class Sequencer(Protocol):
     def up(self, batch: list[Message], now: float) -> None:
         """Deliver BCASTs (the hot path: every ordered multicast, at every member), and
         take FORWARDs and the rest as coordinator; other messages pass up in place.
-        Counters move once per batch."""
+        Counters move once per batch. A batch holds runs of one forwarder's messages (the
+        coordinator orders what each bundle brings): the delivery table's entry of the
+        run's forwarder is read once and written back when the run ends, and `Address`
+        hashing and comparison (Python calls) happen once per run, not per message."""
         out: list[Message] = []
         down: list[Message] = []
         delivered = self._delivered
@@ -293,17 +296,21 @@ class Sequencer(Protocol):
         fast_forward = self.is_coord and not self._leaving and self._recovery is None
         members, lower = self._members, self._lower_ids
         epoch, view_no = self._epoch, self._view_no
+        run: Address | None = None  # the forwarder of the run of BCASTs being delivered
+        high, own = 0, False  # its highest seqno delivered; whether it is us
+        fwd: Address | None = None  # the source of the run of forwards being ordered
+        fwd_member = False
         for msg in batch:
             headers = msg.headers
             hdr = headers.get(_ID)
             if hdr is None:
                 out.append(msg)
                 continue
-            kind, seqno, sender = hdr.type, hdr.seqno, hdr.sender
+            kind, seqno, sender, _, hview = hdr
             if kind == BCAST:
                 src = msg.src
                 if src is None or (src is not coord and src != coord):
-                    if hdr.view > view_no and len(self._early_bcasts) < _EARLY_MAX:
+                    if hview > view_no and len(self._early_bcasts) < _EARLY_MAX:
                         self._early_bcasts.append(msg)  # its view, coming, may make it ours
                         self.counters["bcasts_held_for_view"] += 1
                     else:  # the old coordinator's, after the view without it: tails decide
@@ -312,7 +319,7 @@ class Sequencer(Protocol):
                 if sender is None or seqno < 1:
                     self.counters["malformed"] += 1
                     continue
-                if hdr.view < epoch:  # our coordinator's, from before it was ours
+                if hview < epoch:  # our coordinator's, from before it was ours
                     self.counters["bcasts_other_order"] += 1
                     continue
                 if self._early_bcasts:  # a newer view's coordinator spoke: ours may be stale
@@ -320,26 +327,34 @@ class Sequencer(Protocol):
                     self.counters["bcasts_held_for_view"] += 1
                     continue
                 received += 1
-                if seqno <= delivered.get(sender, 0):
+                if sender is not run:
+                    if run is not None:
+                        delivered[run] = high
+                    run, high, own = sender, delivered.get(sender, 0), sender == me
+                if seqno <= high:
                     dups += 1
                     continue
-                delivered[sender] = seqno
+                high = seqno
                 stamp = headers.get(_NAK, 0)  # a MSG's bare seqno, or an XMIT_RSP's header
                 if type(stamp) is not int:
                     stamp = as_header(stamp).seqno  # type: ignore[union-attr]
                 entry = (sender, seqno, msg.payload, msg.flags, headers.copy(), src, stamp)
                 log_append(_tuple_new(Logged, entry))
                 msg.src = sender
-                if sender == me and self._own_delivered(seqno):
+                if own and self._own_delivered(seqno):
                     continue  # DONT_LOOPBACK: ordered, not delivered to its sender
                 out.append(msg)
-            elif kind in (FORWARD, FLUSH) and fast_forward and msg.src in members:
+                continue
+            src = msg.src
+            if src is not fwd:
+                fwd, fwd_member = src, src in members
+            if kind in (FORWARD, FLUSH) and fast_forward and fwd_member:
                 # `_to_coordinator` and `_bcast`, in line: the coordinator's usual case. The
                 # forward is ours now: it becomes the multicast, the lower layers' headers gone
                 forwards += 1
-                for key in lower:
-                    headers.pop(key, None)
-                headers[_ID] = SequencerHeader(BCAST, seqno, msg.src, 0, view_no)
+                for key in lower.intersection(headers):
+                    del headers[key]
+                headers[_ID] = _tuple_new(SequencerHeader, (BCAST, seqno, src, 0, view_no))
                 msg.dest = msg.src = None
                 msg.flags &= ~_DONT_LOOPBACK
                 down.append(msg)
@@ -347,6 +362,8 @@ class Sequencer(Protocol):
                 self._to_coordinator(msg, hdr, down)
             else:
                 self.counters["malformed"] += 1
+        if run is not None:
+            delivered[run] = high
         if forwards:
             self.counters["received_forwards"] += forwards
             self.counters["bcast_msgs"] += forwards
@@ -364,21 +381,8 @@ class Sequencer(Protocol):
     def _own_delivered(self, seqno: int) -> bool:
         """Our multicast ``seqno`` came back in the order: forget it (and any before it);
         True if it was sent DONT_LOOPBACK, so it is not delivered here."""
-        original = self._forget_forwarded(seqno)
+        original = forget_forwarded(self._forward_table, seqno)
         return original is not None and bool(original.flags & _DONT_LOOPBACK)
-
-    def _forget_forwarded(self, seqno: int) -> Message | None:
-        """Drop our multicasts up to ``seqno`` from the forward table; the one of ``seqno``."""
-        table = self._forward_table
-        found = None
-        while table:
-            first = next(iter(table))
-            if first > seqno:
-                break
-            msg = table.pop(first)
-            if first == seqno:
-                found = msg
-        return found
 
     def _to_coordinator(self, msg: Message, hdr: SequencerHeader, out: list[Message]) -> None:
         """A FORWARD, FLUSH, TAIL or TAIL_END: for us as coordinator."""
@@ -441,7 +445,7 @@ class Sequencer(Protocol):
         self.coord = view.coord
         self._members = frozenset(view.members)
         was_coord, self.is_coord = self.is_coord, view.coord == me
-        self._forget_departed(view)
+        forget_departed(self._delivered, self._departed, view)
         self._suspected &= self._members
         out: list[Message] = []
         changed = old_coord is not None and view.coord != old_coord
@@ -495,16 +499,6 @@ class Sequencer(Protocol):
         if self._early_bcasts:  # delivered if this view made their sender our coordinator
             early_bcasts, self._early_bcasts = self._early_bcasts, []
             self.up(early_bcasts, now)
-
-    def _forget_departed(self, view: View) -> None:
-        """Keep the delivery table bounded: forwarders gone long ago are forgotten."""
-        for member in self._delivered.keys() - set(view.members):
-            if member not in self._departed:
-                self._departed.append(member)
-        while len(self._departed) > _DEPARTED_KEPT:
-            gone = self._departed.popleft()
-            if gone not in view:
-                self._delivered.pop(gone, None)
 
     def _send_tail(self, coord: Address, changed: bool, out: list[Message]) -> None:
         """Hand our log (what we delivered and is not known stable) to the new coordinator."""

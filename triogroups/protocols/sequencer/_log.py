@@ -47,18 +47,24 @@ class Log:
     def trim(self, digest: Digest) -> None:
         """Drop the entries up to the last one every member delivered (by the digest of
         the coordinator that multicast it). The members deliver one order, so everything
-        before it was delivered everywhere too; scanning from the newest stops early."""
+        before it was delivered everywhere too; scanning from the newest stops early. The
+        digest is asked once per run of one coordinator's entries, not once per entry."""
         entries = self.entries
-        last = -1
-        for i in range(len(entries) - 1, -1, -1):
-            entry = entries[i]
-            hd = digest.highest_delivered(entry.coord)
+        keep = len(entries)  # entries after the last one delivered everywhere
+        coord: Address | None = None
+        hd: int | None = None
+        for back, entry in enumerate(reversed(entries)):
+            if entry.coord is not coord:
+                coord = entry.coord
+                hd = digest.highest_delivered(coord)
             if hd is not None and entry.stamp <= hd:
-                last = i
+                keep = back
                 break
-        for _ in range(last + 1):
+        if keep == len(entries):
+            return
+        for _ in range(len(entries) - keep):
             entry = entries.popleft()
-            self.trimmed = (entry.sender, entry.seqno)
+        self.trimmed = (entry.sender, entry.seqno)
 
     def holds(self, sender: Address, coord: Address | None) -> bool:
         """Whether an entry of ``sender``'s that ``coord`` multicast is not known stable
