@@ -51,6 +51,9 @@ class Outgoing(ChannelCore):
     """The send path of a `Channel`: its public sends and the ways down the stack."""
 
     _limit: _SizeLimit | None  # the current incarnation's size limit (`_check_size`)
+    #: the stack has SEQUENCER (found by the first ``total_order=True`` send; a channel's
+    #: stack and its configuration never change)
+    _sequenced = False
 
     async def send(
         self,
@@ -200,11 +203,14 @@ class Outgoing(ChannelCore):
         """Raise unless a ``total_order=True`` send will be totally ordered (see `send`)."""
         if to is not None or oob:
             raise ValueError("total_order=True is for multicasts: not with to= or oob=True")
+        if self._sequenced:  # checked once: `names()` builds a list each call
+            return
         if "SEQUENCER" not in self._stack.config.names():
             raise RuntimeError(
                 "total_order=True needs SEQUENCER in the stack (the udp-total preset); "
                 f"this stack orders per sender only: {', '.join(self._stack.config.names())}"
             )
+        self._sequenced = True
 
     def _check_open(self) -> None:
         if self._closing:
