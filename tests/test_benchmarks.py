@@ -50,6 +50,7 @@ SMALL_RUNS: dict[str, tuple[str, str]] = {
     "bench_rpc": ("--presets udp --seconds 0.3 --repeat 1 --callers 4", "udp: 4 callers"),
     "bench_rpc_calls": ("--calls 50", "round trips,"),
     "bench_locks": ("--ops 20 --callers 2", "increments/s"),
+    "bench_sequencer": ("--batches 5", "us of CPU per message"),
     "bench_membership": (
         "--parts formation,join,rpc --kinds tcp --sizes 2 --repeat 1"
         " --rpc-seconds 0.3 --rpc-callers 1",
