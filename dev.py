@@ -49,7 +49,17 @@ PARALLEL = ("-n", "4", "--dist", "worksteal")
 # campaign's whole seeds, the docs site's build and the docs' programs, and the slow rest
 # (mypy on applications, the suite re-collected without Spark). What remains is the sans-IO,
 # simulated and in-process tests; CI runs everything.
-FAST_SKIPS = ("real", "spark", "sparkcluster", "multihost", "package", "chaos", "docs", "slow")
+FAST_SKIPS = (
+    "real",
+    "spark",
+    "sparkcluster",
+    "multihost",
+    "package",
+    "chaos",
+    "docs",
+    "slow",
+    "whole_run",
+)
 
 # The quick loop's own settings: a handful of examples per Hypothesis property (the profile
 # tests/conftest.py registers), one seed of each test parametrised over seeds (the option

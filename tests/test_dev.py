@@ -21,7 +21,7 @@ def _registered_markers() -> set[str]:
 def test_dev_test_fast_becomes_a_marker_expression_and_the_rest_goes_to_pytest() -> None:
     fast = (
         "not real and not spark and not sparkcluster and not multihost and not package"
-        " and not chaos and not docs and not slow"
+        " and not chaos and not docs and not slow and not whole_run"
     )
     assert dev.pytest_args(["--fast", "-k", "wire", "-x"]) == [
         *dev.FAST_PARALLEL,

@@ -209,7 +209,8 @@ def test_sequencer_holds_its_coordinator_s_bcasts_behind_one_of_a_view_to_come()
     from the same batch as B's BCASTs stamped with view 6. A BCAST of a view to come says our
     coordinator may be stale: our coordinator's BCASTs now wait behind it for the next
     view, and are dropped if that view made another member our coordinator (or
-    delivered if it kept ours)."""
+    delivered if it kept ours). Only until that view: a BCAST held past it holds
+    nothing behind it (the protocol fuzzer's forged stamp stalled every delivery)."""
     seq = started(Sequencer(), E, view=view_of(C, B, E, D, counter=4))
     seq.up([_stamped(B, B, 12, 6), _stamped(B, D, 4, 6), _stamped(C, D, 4, 4)], 0.0)
     seq.up([_stamped(C, B, 12, 4)], 0.0)
@@ -224,6 +225,14 @@ def test_sequencer_holds_its_coordinator_s_bcasts_behind_one_of_a_view_to_come()
     kept.up([_stamped(B, B, 12, 5), _stamped(C, D, 4, 4)], 0.0)
     kept.down_event(ViewChange(view_of(C, E, counter=5)), 0.0)  # C stays ours
     assert [(m.src, m.payload) for m in split(kept.take_up())[0]] == [(D, b"4")]
+
+    # a stamp no view reaches (forged, or a view never installed) holds ours one view only
+    forged = started(Sequencer(), E, view=view_of(C, B, E, counter=4))
+    forged.up([_stamped(B, B, 1, 99), _stamped(C, D, 4, 4)], 0.0)
+    forged.down_event(ViewChange(view_of(C, B, E, counter=5)), 0.0)
+    assert [(m.src, m.payload) for m in split(forged.take_up())[0]] == [(D, b"4")]
+    forged.up([_stamped(C, D, 5, 5)], 0.0)
+    assert [(m.src, m.payload) for m in split(forged.take_up())[0]] == [(D, b"5")]
 
 
 def test_sequencer_keeps_what_it_forwarded_until_delivered_then_forgets_it() -> None:

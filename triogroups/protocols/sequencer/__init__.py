@@ -41,12 +41,11 @@ Decisions where JGroups leaves a choice:
   handles them once a view makes it one, so forwards stream; and BCASTs
   stamped with a view to come, from a member not yet its coordinator, until
   that view (campaign udp-total seed 257), with its coordinator's BCASTs behind
-  them: a resumed old coordinator may still be ordering (seed 71059). No
+  them till that view: a resumed old coordinator may still be ordering (71059). No
   ``delivery_table_max_size``: the highest seqno per forwarder is exact.
-- The coordinator multicasts its own messages at once, not to itself.
-- A leaving coordinator stops multicasting forwards at `FlushRequest`: the
-  forwarders keep them and forward them to the next coordinator, so its
-  NAKACK2 flush can end.
+- The coordinator multicasts its own messages at once, not to itself. Leaving, it
+  stops multicasting forwards at `FlushRequest`: the forwarders keep them and
+  forward them to the next coordinator, so its NAKACK2 flush can end.
 - A DONT_LOOPBACK multicast is ordered too; its sender does not deliver it.
 
 A member merged back under the same coordinator (its own view kept it in while
@@ -179,6 +178,8 @@ class Sequencer(Protocol):
         self._log = Log()
         self._early: deque[Message] = deque()
         self._early_bcasts: list[Message] = []  # BCASTs stamped with a view to come
+        #: one came since our last view: our coordinator's wait behind it, till that view
+        self._hold_coord = self._replaying = False
         self._recovery: Recovery | None = None
         self._suspected: set[Address] = set()  # by failure detection: no tail awaited
         self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
@@ -313,6 +314,7 @@ class Sequencer(Protocol):
                     if hview > view_no and len(self._early_bcasts) < _EARLY_MAX:
                         self._early_bcasts.append(msg)  # its view, coming, may make it ours
                         self.counters["bcasts_held_for_view"] += 1
+                        self._hold_coord = not self._replaying
                     else:  # the old coordinator's, after the view without it: tails decide
                         self.counters["bcasts_not_from_coord"] += 1
                     continue
@@ -322,7 +324,7 @@ class Sequencer(Protocol):
                 if hview < epoch:  # our coordinator's, from before it was ours
                     self.counters["bcasts_other_order"] += 1
                     continue
-                if self._early_bcasts:  # a newer view's coordinator spoke: ours may be stale
+                if self._hold_coord:  # a later view's coordinator spoke: ours may be stale
                     self._early_bcasts.append(msg)
                     self.counters["bcasts_held_for_view"] += 1
                     continue
@@ -496,9 +498,12 @@ class Sequencer(Protocol):
             for seqno, msg in self._forward_table.items():
                 self._forward(msg, seqno, FLUSH if changed or merged else FORWARD, out)
         self.send_down(out)
+        self._hold_coord = False
         if self._early_bcasts:  # delivered if this view made their sender our coordinator
             early_bcasts, self._early_bcasts = self._early_bcasts, []
+            self._replaying = True  # held again, they hold nothing behind them
             self.up(early_bcasts, now)
+            self._replaying = False
 
     def _send_tail(self, coord: Address, changed: bool, out: list[Message]) -> None:
         """Hand our log (what we delivered and is not known stable) to the new coordinator."""
@@ -545,6 +550,7 @@ class Sequencer(Protocol):
             self._log.clear()
             self._early.clear()
             self._early_bcasts = []
+            self._hold_coord = False
             self._recovery = None
             self._pending = []
             self.coord, self.is_coord = None, False
