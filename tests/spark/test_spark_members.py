@@ -33,6 +33,7 @@ class Stage:
         self._gathered = threading.Barrier(n)
         self._met = threading.Barrier(n)
         self.barrier_calls = 0
+        self.infos = 0  # how many task infos Spark hands out (0: one per task)
 
     def context(self, partition: int) -> Any:
         stage = self
@@ -42,7 +43,7 @@ class Stage:
                 return partition
 
             def getTaskInfos(self) -> list[_Info]:
-                return [_Info("127.0.0.1:40000")] * stage.n
+                return [_Info("127.0.0.1:40000")] * (stage.infos or stage.n)
 
             def allGather(self, message: str) -> list[str]:
                 stage.values[partition] = message
@@ -109,6 +110,21 @@ async def test_spark_members_meet_in_the_group_at_the_end_never_in_sparks_barrie
     stage = Stage(3)
     assert await run_stage(3, burst_then_return, stage) == [300, 300, 300]
     assert stage.barrier_calls == 0
+
+
+async def test_spark_member_of_a_partial_rerun_fails_saying_so_not_with_index_error() -> None:
+    """The standalone tier's retry step: Spark reran a failed barrier stage for p1 alone (it
+    had kept p0's output), and p1's task infos held one entry: ``infos[1]`` raised
+    IndexError outside the member, and the driver got a raw Py4JJavaError. The member now
+    fails, as a member (SparkGroupError naming it), with what Spark did."""
+    stage = Stage(1)
+    stage.infos = 1
+    spec = TaskSpec(report, StackConfig.preset("spark"), "t", "127.0.0.1", 30.0, False)
+    member = _Member(spec, stage.context(1), [])
+    with pytest.raises(RuntimeError, match="ran only 1 of this barrier stage's tasks") as info:
+        await member.run()
+    error = member.failure(info.value)
+    assert error.member == 1 and "member p1 of 1" in str(error)
 
 
 async def test_spark_members_end_together_without_waiting_for_failure_detection() -> None:

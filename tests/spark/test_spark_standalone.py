@@ -232,12 +232,15 @@ def test_spark_member_that_raises_in_a_rerun_stage_is_named_and_no_executor_dies
     ``map_in_group(...).count()``, whose count shuffles after the group): every attempt
     fails the same way, and the last one's error is SparkGroupError with p1's traceback
     (each cancelled attempt made p0's executor exit with code 50, and the error became
-    ``ExecutorLostFailure`` a minute later); the executors are still the first ones."""
+    ``ExecutorLostFailure`` a minute later); the executors are still the first ones. Spark
+    may rerun the stage for p1 alone, when it kept p0's output of the attempt before (a full
+    suite run saw it): then the last error is p1's saying so, a SparkGroupError too."""
     entry = report[name]
     assert entry["error"] == "SparkGroupError", entry.get("trace")
     assert entry["member"] == 1
-    assert entry["message"].startswith("member p1 of 2")
-    assert "ValueError: p1 gives up soon" in entry["message"]
+    if "ran only 1 of this barrier stage's tasks" not in entry["message"]:
+        assert entry["message"].startswith("member p1 of 2")
+        assert "ValueError: p1 gives up soon" in entry["message"]
     first = report["cold start: a group of 4 right after the session"]
     assert entry["executors"] == first["executors"]
 

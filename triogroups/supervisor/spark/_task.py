@@ -162,7 +162,12 @@ class _Member:
         self.partition = int(ctx.partitionId())
         infos = ctx.getTaskInfos()
         self.members = len(infos)
-        self.host = spec.bind_addr or str(infos[self.partition].address).rsplit(":", 1)[0]
+        # Spark may rerun a failed barrier stage for only the partitions whose output it
+        # did not keep (the standalone tier's retry step: p0's had been registered), so
+        # this attempt's task infos stop before our partition: no group can form of it.
+        self.partial = self.partition >= len(infos)
+        info = infos[0 if self.partial else self.partition]
+        self.host = spec.bind_addr or str(info.address).rsplit(":", 1)[0]
         self.generation = "-"
         self.everyone_returned = trio.Event()  # the coordinator's: every function returned
         self.called_by: set[str] = set()  # the members that called _DONE here
@@ -173,6 +178,12 @@ class _Member:
 
     async def run(self) -> Any:
         spec = self.spec
+        if self.partial:
+            raise RuntimeError(
+                f"Spark ran only {self.members} of this barrier stage's tasks in this attempt "
+                f"(a rerun after a failure, for the partitions whose output it did not keep), "
+                f"so no group forms of it"
+            )
         reserved = _reserve(self.host)
         try:
             port = reserved.getsockname()[1]
