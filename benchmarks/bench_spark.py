@@ -97,9 +97,10 @@ def _medians(runs: list[dict[str, float]]) -> dict[str, float]:
     return {key: statistics.median(r[key] for r in runs) for key in runs[0]}
 
 
-def _pipeline() -> Any:
+def load_pipeline(name: str = "bench_spark_pipeline") -> Any:
+    """examples/spark_pipeline.py, loaded afresh as module ``name`` (it is no package)."""
     path = Path(__file__).resolve().parents[1] / "examples" / "spark_pipeline.py"
-    spec = importlib.util.spec_from_file_location("bench_spark_pipeline", path)
+    spec = importlib.util.spec_from_file_location(name, path)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
@@ -125,7 +126,7 @@ def _through_df_rdd(run: Any) -> Any:
 
 
 def _bench_pipeline(spark: Any, rows: int, repeat: int) -> None:
-    pipeline = _pipeline()
+    pipeline = load_pipeline()
     forms = ("rows", "arrow", "rows from df.rdd")
     reports: dict[str, list[dict[str, Any]]] = {form: [] for form in forms}
     with tempfile.TemporaryDirectory() as tmp:

@@ -21,16 +21,15 @@ here (local modes, or a standalone cluster on loopback). Nothing is asserted.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from bench_spark import load_pipeline
 from pyspark import cloudpickle
 
 from triogroups import Channel
@@ -43,12 +42,7 @@ PHASES = ("first row", "rows", "view", "aggregated", "shares sent", "returned", 
 
 def _pipeline(stamps: str) -> Any:
     """The example's module, its aggregation and shuffle wrapped to stamp their ends."""
-    path = Path(__file__).resolve().parents[1] / "examples" / "spark_pipeline.py"
-    spec = importlib.util.spec_from_file_location("bench_phases_pipeline", path)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_pipeline("bench_phases_pipeline")
     cloudpickle.register_pickle_by_value(module)  # the wrappers travel with it
     aggregate, send_shares = module.aggregate, module._send_shares
 
