@@ -15,8 +15,8 @@ from collections.abc import Iterable
 from typing import Any
 
 from triogroups.testing._history_blocks import check_blocks
-from triogroups.testing._history_index import Member, index_member, view_id
-from triogroups.testing._history_missing import check_missing, heir
+from triogroups.testing._history_index import Member, heir, index_member, view_id
+from triogroups.testing._history_missing import check_missing
 from triogroups.testing._history_records import History, HistoryViolation, Line
 from triogroups.testing._history_total_order import check_total_order
 from triogroups.testing._outages import Outages, cuts_off

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from triogroups.testing._history_records import History, HistoryViolation, Line
 
-__all__ = ["HistoryViolation", "Member", "index_member", "view_id"]
+__all__ = ["HistoryViolation", "Member", "heir", "index_member", "view_id"]
 
 
 @dataclass
@@ -91,3 +91,18 @@ def view_id(line: Line) -> tuple[int, str]:
     """A view record's id: (counter, coordinator)."""
     counter, coord = line.record["id"]
     return int(counter), str(coord)
+
+
+def heir(members: dict[str, Member], view: Line, coord: Member, at: float) -> Member | None:
+    """The member of ``view`` that takes over from ``coord`` once it is gone at ``at``: the
+    first after it in the view's order whose history goes on past ``at`` (None if the next
+    one has no history)."""
+    for uuid in view.record["members"]:
+        member = members.get(uuid)
+        if member is coord:
+            continue
+        if member is None:
+            return None
+        if member.history.end > at:
+            return member
+    return None

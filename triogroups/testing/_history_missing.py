@@ -7,26 +7,11 @@ says who takes over when that one is gone).
 
 from __future__ import annotations
 
-from triogroups.testing._history_index import Member, view_id
-from triogroups.testing._history_records import HistoryViolation, Line
+from triogroups.testing._history_index import Member, heir, view_id
+from triogroups.testing._history_records import HistoryViolation
 from triogroups.testing._outages import Outages
 
-__all__ = ["check_missing", "heir"]
-
-
-def heir(members: dict[str, Member], view: Line, coord: Member, at: float) -> Member | None:
-    """The member of ``view`` that takes over from ``coord`` once it is gone at ``at``: the
-    first after it in the view's order whose history goes on past ``at`` (None if the next
-    one has no history)."""
-    for uuid in view.record["members"]:
-        member = members.get(uuid)
-        if member is coord:
-            continue
-        if member is None:
-            return None
-        if member.history.end > at:
-            return member
-    return None
+__all__ = ["check_missing"]
 
 
 def _together_until(s: Member, r: Member, i: int, j: int) -> float | None:
