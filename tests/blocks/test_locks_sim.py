@@ -310,3 +310,49 @@ async def test_majority_mode_refuses_a_grant_that_arrives_in_a_minority_view(
         assert c.locks.stats()["refused_grants"] == 1
         assert await d.locks.lock("x").try_lock(10.0)  # the majority side's, now
         nursery.cancel_scope.cancel()
+
+
+async def test_a_coordinator_whose_service_lags_its_channel_s_view_grants_nothing(
+    autojump_clock: Any, net: SimNetwork, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 42, campaign udp-total-blocks seed 70122: the coordinator's service takes the
+    channel's views one at a time, and a view's whole copy to a fresh backup that does
+    not answer holds it there (held back here until the heal, as a cut-off backup holds
+    it up to ``timeout``). Meanwhile its channel installed a minority view {A}; the
+    service's table and majority were still those of {A, C, D, E}, and A granted x to
+    itself while the majority side gave it to D. A now serves only once its service has
+    caught up with the channel's view."""
+    async with trio.open_nursery() as nursery:
+        members = await start(nursery, net, "ABCDE", majority=True)
+        a, b, c, d, e = members
+        assert a.channel.view.coord == a.channel.address
+        rpc = a.channel.rpc
+        real_call = rpc.call
+        healed = trio.Event()
+
+        async def copy_answered_after_the_heal(method: str, *args: Any, **kwargs: Any) -> Any:
+            if method == "triogroups.locks.copy":
+                await healed.wait()
+            return await real_call(method, *args, **kwargs)
+
+        monkeypatch.setattr(rpc, "call", copy_answered_after_the_heal)
+        b.leave()  # C becomes A's backup: A's service waits on its copy
+        await wait_views([a, c, d, e], 4)
+        split(net, [a], [c, d, e])
+        await wait_views([a], 1)
+        await wait_views([c, d, e], 3)
+        taken = d.locks.lock("x")
+        assert await taken.try_lock(5.0)
+        stale = a.locks.lock("x")
+        assert not await stale.try_lock(2.0)
+        rebuilds = a.locks.stats()["rebuilds"] + c.locks.stats()["rebuilds"]
+        net.heal()
+        await wait_views([a, c, d, e], 4, timeout=120)
+        healed.set()
+        with trio.fail_after(30):  # the merged view's coordinator rebuilds its table
+            while a.locks.stats()["rebuilds"] + c.locks.stats()["rebuilds"] == rebuilds:
+                await trio.sleep(0.1)
+        await trio.sleep(1.0)
+        assert taken.held and not taken.lost
+        assert not await a.locks.lock("x").try_lock(1.0)  # still D's after the merge
+        nursery.cancel_scope.cancel()

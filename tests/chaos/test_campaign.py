@@ -610,3 +610,16 @@ def test_campaign_tcp_50444_a_leaving_coordinator_cancels_the_merge_it_leads() -
     member that starts to leave now cancels the merge it leads (`Merger.drop_lead`)."""
     result = run_seed("tcp", 50444)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_70122_a_lagging_lock_service_serves_nothing() -> None:
+    """Issue 42, campaign udp-total-blocks 70122 (majority mode): C's lock service sat 11 s
+    in its view 5, its whole copy to the fresh backup B unanswered (B heard nobody, then C
+    paused), while C's channel installed merge view 7 and view 8. From its view-5 table C
+    granted x (token 2**32+19) to the new B of view 8, then rebuilt view 7 without B's
+    claim and granted x to itself (token 7*2**32+2): both held x in view 8 (lock_owners).
+    A coordinator now serves and answers only once its service has installed the
+    channel's view."""
+    result = run_seed("udp-total-blocks", 70122)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
