@@ -623,3 +623,16 @@ def test_campaign_udp_total_blocks_70122_a_lagging_lock_service_serves_nothing()
     channel's view."""
     result = run_seed("udp-total-blocks", 70122)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_70194_a_departed_coordinator_is_not_presumed_for_ever() -> None:
+    """Issue 42, campaign udp-total-blocks 70194: D, coordinator, left; A, cut off, stayed in
+    D's view 3, B and E took F's merge view 4, and C, F and G D's leave view 5, which names B
+    coordinator. Nobody coordinated the view it held: B, C, E, F and G computed A as merge
+    leader, but A presumed its silent coordinator D still spoke for view 3 and computed D,
+    so no merge started in the 14 s to the end (58 multicasts missing). A coordinator
+    silent for two MERGE3 checks and two INFO intervals is no longer presumed, and A
+    leads the merge."""
+    result = run_seed("udp-total-blocks", 70194)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

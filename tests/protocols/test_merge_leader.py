@@ -6,6 +6,11 @@ lowest representative that coordinates the view it speaks for, or, when
 none does, the lowest representative. Before, only a member coordinating its
 own view could lead, so views that each name another coordinator
 (A holds (B,A,C), B holds (C,A,B), C holds (A,B,C)) were never merged.
+
+A member presumes its own view's coordinator holds that view while it misses one
+INFO, not once the coordinator has been silent for two checks (issue 42): a member
+stranded in the view of a departed coordinator kept presuming it and computed it as
+leader, while every other member computed the stranded one, and nobody merged.
 """
 
 from __future__ import annotations
@@ -17,8 +22,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests._kinds import examples
-from triogroups import Address, StackConfig, View, ViewId
-from triogroups.protocols.merge3 import merge_leader, representatives
+from triogroups import Address, MergeView, Message, StackConfig, View, ViewId
+from triogroups.events import Merge
+from triogroups.extend import ViewChange
+from triogroups.protocols import ids
+from triogroups.protocols.merge3 import INFO, Merge3, Merge3Header, merge_leader, representatives
 from triogroups.testing import SimMember, open_cluster, wait_until
 
 STACK = StackConfig.of(
@@ -36,14 +44,16 @@ _CONVERGED_WITHIN = 30.0
 
 
 @st.composite
-def _assignments(draw: st.DrawFn) -> dict[Address, View]:
+def _assignments(draw: st.DrawFn, departed: int = 0) -> dict[Address, View]:
     """2-6 members and a pool of views (any members, any coordinator, distinct ids); each
-    member holds one of the views it is in, or a view of its own."""
+    member holds one of the views it is in, or a view of its own. Up to ``departed``
+    more members appear in views (even as coordinators) but hold none: they left."""
     n = draw(st.integers(2, 6))
     members = [Address(i + 1, chr(ord("A") + i)) for i in range(n)]
+    gone = [Address(90 + i, f"gone{i}") for i in range(draw(st.integers(0, departed)))]
     pool: list[View] = []
     for k in range(draw(st.integers(1, n))):
-        names = draw(st.lists(st.sampled_from(members), min_size=1, unique=True))
+        names = draw(st.lists(st.sampled_from(members + gone), min_size=1, unique=True))
         pool.append(View(ViewId(k + 1, names[0]), names))
     held: dict[Address, View] = {}
     for i, me in enumerate(members):
@@ -100,6 +110,86 @@ def test_merge_leader_rule_prefers_a_coordinator_in_the_usual_case() -> None:
     # a heard only the other side: its coordinator b is presumed to hold their view
     kept, reps = representatives(views, {a: left, c: right, d: right}, a)
     assert reps == [b, c] and merge_leader(kept, reps) == b
+
+
+@settings(max_examples=examples(300), deadline=None)
+@given(_assignments(departed=2))
+def test_merge_leader_rule_departed_coordinators_not_presumed_after_two_silent_checks(
+    held: dict[Address, View],
+) -> None:
+    """Members that left are named in views, some as coordinators, and never heard. Once
+    they have been silent for two checks nobody presumes them, so every member computes
+    the same leader, exactly one member computes itself, and its merge takes in every
+    view held. Presuming its departed coordinator forever, a member could compute that
+    one as leader while the others computed it (issue 42, campaign udp-total-blocks
+    70194)."""
+    views = sorted({v.view_id: v for v in held.values()}.values(), key=lambda v: v.view_id)
+    choices = {me: representatives(views, held, me, presume_coord=False) for me in held}
+    leaders = {merge_leader(*choice) for choice in choices.values()}
+    if len(views) < 2:
+        assert leaders == {None}
+        return
+    (leader,) = leaders
+    assert leader is not None
+    assert [me for me in held if merge_leader(*choices[me]) == me] == [leader]
+    assert {v.view_id for v in held.values()} <= {v.view_id for v in choices[leader][0]}
+
+
+def _info(src: Address, view: View) -> Message:
+    return Message(None, src=src, headers={ids.MERGE3: Merge3Header(INFO, view)})
+
+
+def _merges(m: Merge3) -> list[Merge]:
+    return [e for e in m.take_up() if isinstance(e, Merge)]
+
+
+def test_merge_leader_rule_a_coordinator_silent_for_two_checks_is_no_longer_presumed() -> None:
+    """Campaign udp-total-blocks 70194, reduced: A is stranded in (D,B,A); D has left; B and
+    C hold (A,B,C), which names A coordinator, but A never installed it. B and C, hearing
+    nobody hold (D,B,A) but A, compute A as leader. A presumed its silent coordinator D
+    spoke for (D,B,A) and computed D: nobody merged, ever. A presumes D through one check
+    without its INFO (a lost INFO), and leads at the second; an INFO from D in between
+    would have started the count again."""
+    a, b, c, d = (Address(i, n) for i, n in ((1, "A"), (2, "B"), (3, "C"), (4, "D")))
+    stranded = View(ViewId(3, d), [d, b, a])
+    named = View(ViewId(5, a), [a, b, c])
+    others = [_info(b, named), _info(c, named)]
+    for them in (b, c):  # what B and C compute from the same INFOs
+        heard = {a: stranded, b: named, c: named}
+        assert merge_leader(*representatives([stranded, named], heard, them)) == a
+    m = Merge3(min_interval=1.0, max_interval=1.0, check_interval=5.0)
+    m.start(a, "t", 0.0)
+    m.view = stranded
+    m.up([*others, _info(d, stranded)], 0.5)
+    m.tick(5.0)  # D heard: it speaks for (D,B,A) and leads
+    m.up(others, 5.5)
+    m.tick(10.0)  # D silent for one check: presumed, A stays quiet
+    assert _merges(m) == []
+    m.up(others, 10.5)
+    m.tick(15.0)  # silent for two: gone
+    assert _merges(m) == [Merge((stranded, named), (a, b), (frozenset({a}), frozenset({b, c})))]
+
+
+def test_merge_leader_rule_a_coordinator_heard_within_two_info_intervals_is_still_presumed() -> (
+    None
+):
+    """With checks closer together than INFOs (check_interval 2 s, max_interval 10 s) a
+    coordinator is silent for several checks in the usual run of things: A presumes D until
+    D has been silent for more than two INFO intervals (one INFO lost), then leads."""
+    a, b, c, d = (Address(i, n) for i, n in ((1, "A"), (2, "B"), (3, "C"), (4, "D")))
+    stranded = View(ViewId(3, d), [d, b, a])
+    named = View(ViewId(5, a), [a, b, c])
+    m = Merge3(min_interval=1.0, max_interval=10.0, check_interval=2.0)
+    m.start(a, "t", 0.0)
+    m.view = stranded
+    m.up([_info(d, stranded)], 0.5)
+    for now in range(2, 21, 2):  # D last heard at 0.5: within 20 s, presumed
+        m.up([_info(b, named), _info(c, named)], now - 0.5)
+        m.tick(float(now))
+        assert _merges(m) == [], now
+    m.up([_info(b, named), _info(c, named)], 21.5)
+    m.tick(22.0)
+    assert [e.coords for e in _merges(m)] == [(a, b)]
 
 
 def _view(member: SimMember) -> View:
@@ -171,3 +261,39 @@ async def test_merge_leader_rule_chain_with_one_real_coordinator_converges(
         [(0, [0, 1]), (1, [2, 1]), (2, [3, 2]), (3, [1, 3])],
         seed=5,
     )
+
+
+async def test_merge_leader_rule_member_stranded_with_a_departed_coordinator_converges(
+    autojump_clock: Any,
+) -> None:
+    """The cycle of campaign udp-total-blocks 70194 on the plain udp preset: D leaves; A is
+    stranded in D's (D,B,A) and B and C hold (A,B,C), which names A coordinator, a view A
+    never installed. Nobody coordinates the view it holds. B and C compute A as leader;
+    A presumed the silent D spoke for (D,B,A) and computed D, so the views never merged
+    (A suspects D, but B is next in line in (D,B,A), so A does not take over either). A
+    stops presuming D after two silent checks and leads the merge."""
+    stack = StackConfig.preset("udp").configure("MERGE3", min_interval=0.5, max_interval=2.0)
+    async with open_cluster(4, stack, seed=70194) as cluster:
+        first = await cluster.wait_for_view()
+        a, b, c, d = sorted(cluster.members, key=lambda m: m.address)
+        await d.disconnect()
+        await cluster.wait_for_view([a, b, c])
+        n = first.view_id.id + 1
+        stranded = View(ViewId(n + 1, d.address), [d.address, b.address, a.address])
+        named = View(ViewId(n + 2, a.address), [a.address, b.address, c.address])
+        await cluster.inject_view(stranded, [a])
+        await cluster.inject_view(named, [b, c])
+        await wait_until(
+            lambda: (a.view, b.view, c.view) == (stranded, named, named),
+            timeout=1,
+            interval=0.001,
+        )
+        final = await cluster.wait_for_view([a, b, c], timeout=_CONVERGED_WITHIN)
+        assert final.coord == a.address
+        led = [
+            {sub.view_id for sub in e.view.subgroups}
+            for e in a.events
+            if isinstance(e, ViewChange) and isinstance(e.view, MergeView)
+            if e.view.coord == a.address
+        ]
+        assert led == [{stranded.view_id, named.view_id}]  # A led the one merge

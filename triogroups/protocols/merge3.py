@@ -25,6 +25,15 @@ own view's coordinator still holds that view unless it heard otherwise, so
 a lost INFO from its coordinator does not make an ordinary member lead a
 merge in the usual case (partitions, each with a coordinator).
 
+The presumption covers one lost INFO, not a coordinator that is gone (issue
+42, campaign udp-total-blocks 70194): one not heard for two checks in a row
+and for more than two INFO intervals (``2 x max_interval``: a check interval
+set below ``max_interval`` must not turn one lost INFO into silence) is taken
+to be gone. The others, who never hear it either, do not presume it, so a
+member that kept presuming a departed coordinator disagreed with all of them
+about the leader: A, stranded in the view of D, which had left, computed D as
+leader while every other member computed A, and no merge ever started.
+
 INFO is sent with NO_RELIABILITY (and OOB): it must reach members of other
 views, whose reliability layers would drop a multicast from a non-member.
 Over a transport whose multicast reaches only the current view (TCP, see
@@ -124,6 +133,8 @@ class Merge3(Protocol):
                 f"{self.max_interval}"
             )
         self._heard: dict[Address, View] = {}
+        self._coord_silent = 0  # checks in a row that our view's coordinator was not heard
+        self._coord_heard_at = -math.inf  # when its last INFO came (or our view did)
         self._next_info = math.inf
         self._next_check = math.inf
         self._rng = random.Random()
@@ -136,6 +147,7 @@ class Merge3(Protocol):
     def start(self, local_address: Address, cluster: str, now: float) -> None:
         super().start(local_address, cluster, now)
         self._rng = random.Random(local_address.uuid)
+        self._coord_heard_at = now
         self._next_info = now + self._interval()
         self._next_check = now + self._check_every()
 
@@ -157,6 +169,8 @@ class Merge3(Protocol):
             elif hdr.type == INFO and hdr.view is not None and msg.src is not None:
                 self.counters["infos_received"] += 1
                 self._heard[msg.src] = hdr.view
+                if self.view is not None and msg.src == self.view.coord:
+                    self._coord_heard_at = now
             else:  # an unknown type, or an INFO without a view: hostile input, counted
                 self.counters["malformed"] += 1
         if passed:
@@ -166,6 +180,8 @@ class Merge3(Protocol):
         """Forget what the members this view removed said before it (see the module)."""
         old = self.view
         super().view_changed(view, now)
+        self._coord_silent = 0
+        self._coord_heard_at = now
         if old is not None:
             for member in old.members:
                 if member not in view:
@@ -175,6 +191,7 @@ class Merge3(Protocol):
         if isinstance(event, Disconnect):
             self.view = None
             self._heard = {}
+            self._coord_silent = 0
             self._finding = False
             self._next_info = self._next_check = math.inf
         super().down_event(event, now)
@@ -207,13 +224,15 @@ class Merge3(Protocol):
                 self.pass_down(FindMembers(self.min_interval))
         if now >= self._next_check:
             self._next_check = now + self._check_every()
-            self._check()
+            self._check(now)
 
-    def _check(self) -> None:
+    def _check(self, now: float) -> None:
         heard, self._heard = self._heard, {}
         me = self.local_address
         if self.view is None or me is None:
             return
+        coord_heard = self.view.coord in heard or self.view.coord == me
+        self._coord_silent = 0 if coord_heard else self._coord_silent + 1
         heard[me] = self.view
         views = {v.view_id: v for v in heard.values()}
         if len(views) < 2:
@@ -221,7 +240,8 @@ class Merge3(Protocol):
         self.counters["checks_with_many_views"] += 1
         chosen = sorted(views.values(), key=lambda v: v.view_id)
         chosen = chosen[: self.max_participants_in_merge]
-        kept, reps = representatives(chosen, heard, me)
+        gone = self._coord_silent >= 2 and now - self._coord_heard_at > 2 * self.max_interval
+        kept, reps = representatives(chosen, heard, me, presume_coord=not gone)
         leader = merge_leader(kept, reps)
         if leader == me:
             self.counters["merges_started"] += 1
@@ -235,7 +255,7 @@ class Merge3(Protocol):
 
 
 def representatives(
-    views: list[View], heard: dict[Address, View], me: Address
+    views: list[View], heard: dict[Address, View], me: Address, *, presume_coord: bool = True
 ) -> tuple[list[View], list[Address]]:
     """One member per view that speaks for it, and the views that have one, in ``views`` order.
 
@@ -243,15 +263,17 @@ def representatives(
     that does (``heard`` maps each member heard to the view it holds; ``me`` holds the view
     ``heard[me]``). Our own view's coordinator counts as holding it unless it was heard with
     another one: its INFO may just have been lost, and a member must not speak for its view
-    (and perhaps lead a merge) merely because it missed its coordinator's INFO. A member
-    represents at most one view.
+    (and perhaps lead a merge) merely because it missed its coordinator's INFO; unless
+    ``presume_coord`` is false (the coordinator has been silent too long: it is gone, and
+    presuming it would set us apart from the others, who do not). A member represents at
+    most one view.
     """
     mine = heard[me]
     reps: list[Address] = []
     kept: list[View] = []
     for view in views:
         holders = {m for m, v in heard.items() if v.view_id == view.view_id}
-        if view.view_id == mine.view_id and view.coord not in heard:
+        if presume_coord and view.view_id == mine.view_id and view.coord not in heard:
             holders.add(view.coord)
         rep = view.coord if view.coord in holders else None
         if rep is None:
