@@ -293,6 +293,18 @@ def test_campaign_udp_total_71059_an_old_coordinator_s_order_waits_behind_a_newe
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_71088_a_subgroup_reported_without_its_coordinator() -> None:
+    """Campaign udp-total-blocks 71088: E, the coordinator of view 2, was killed at 5.29 s;
+    loss had kept E's BCASTs of F1-5 and G1-5 from G, which A had delivered. A and G
+    reported E's view without E (suspected), which listed D first, and D's merge view 7
+    took it for D's own order: no tail awaited, G's FLUSH had G1-5 ordered at once and
+    F1-5 came at the next merge (total_order). The merge view's coordinator now tells a
+    subgroup's order by its view id and awaits A's and G's tails."""
+    result = run_seed("udp-total-blocks", 71088)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

@@ -34,7 +34,7 @@ from triogroups.protocols.sequencer import (
 )
 from triogroups.protocols.sequencer._log import Log, Logged
 from triogroups.testing import addresses, split, started, view_of
-from triogroups.view import Digest, MergeView, ViewId
+from triogroups.view import Digest, MergeView, View, ViewId
 
 A, B, C, D, E = addresses("ABCDE")
 _ID = ids.SEQUENCER
@@ -408,6 +408,30 @@ def test_sequencer_merge_view_awaits_a_member_its_own_subgroup_claimed_too() -> 
         (E, 8, b"e8"),
     ]
     assert seq.stats()["recoveries_inconsistent"] == 0  # C's log was not compared
+
+
+def test_sequencer_merge_view_awaits_a_subgroup_whose_reported_view_lists_it_first() -> None:
+    """Campaign udp-total-blocks 71088: E, the coordinator of C's and D's view 2, was
+    killed; C, its subgroup's merge representative, suspected E and reported E's view
+    without E, which listed D, the merge view's coordinator, first. D took that subgroup
+    for its own order and awaited no tail: C had e's last BCASTs (a5 before b5), B had
+    missed them, B's FLUSH had D order b5 at once and a5 came only at a later recovery,
+    after it. A subgroup's order is its view id's coordinator's: D now awaits B's and C's
+    tails and multicasts C's, the furthest, before anything new."""
+    seq = started(Sequencer(), D, view=view_of(D, A, counter=6))
+    reported = View(ViewId(2, E), [D, C, B])  # E's view 2, less E (suspected)
+    subgroups = [view_of(D, A, counter=6), reported]
+    seq.down_event(ViewChange(MergeView(ViewId(7, D), [D, A, C, B], subgroups)), 0.0)
+    assert seq.stats()["recovering"]
+    seq.up([*_tail(D, B, []), _forward(B, 5, b"b5", FLUSH)], 0.0)
+    assert _down(seq) == []  # C's tail is still missing
+    seq.up(_tail(D, C, [(A, 5, b"a5"), (B, 5, b"b5")]), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (A, 5, b"a5"),
+        (B, 5, b"b5"),  # E's order, as C delivered it, before anything new
+        (B, 5, b"b5"),  # B's FLUSH, queued: a duplicate members drop
+    ]
 
 
 def test_sequencer_recovery_merges_tails_that_start_at_different_places_by_stamp() -> None:

@@ -152,10 +152,21 @@ def old_orders(view: View, old_view: View | None, changed: bool, me: Address) ->
     only at a later recovery, after newer ones: two orders). A member also in a
     subgroup of ours is awaited too: the subgroups are what their coordinators
     reported, and ours may claim a member that went on under the other (campaign
-    udp-total seed 171); its TAIL_END says whether its coordinator stays (`end`)."""
+    udp-total seed 171); its TAIL_END says whether its coordinator stays (`end`).
+
+    A subgroup's order is that of the coordinator that installed its view (its view id's),
+    not of the first member it lists: a merge representative reports its view less the
+    members it suspects (campaign udp-total-blocks 71088: A and G, whose coordinator E
+    had been killed, reported E's view without E, which listed D, the merge view's
+    coordinator, first; D awaited no tail, and G, which had missed E's last BCASTs,
+    got them only at a later recovery, after a newer one)."""
     members = set(view.members)
     if isinstance(view, MergeView) and old_view is not None:
-        return [set(sub.members) & members for sub in view.subgroups if sub.coord != me]
+        return [
+            set(sub.members) & members
+            for sub in view.subgroups
+            if sub.coord != me or sub.view_id.coord != me
+        ]
     if changed:
         assert old_view is not None
         return [set(old_view.members) & members]
