@@ -294,6 +294,18 @@ def test_campaign_udp_total_71059_an_old_coordinator_s_order_waits_behind_a_newe
 
 
 @pytest.mark.chaos
+def test_campaign_tcp_total_blocks_71012_an_old_order_after_a_view_in_one_batch_waits() -> None:
+    """Campaign tcp-total-blocks 71012: H, the coordinator, was paused from 6.90 s to
+    11.71 s and D from 9.36 s to 14.09 s; B took over in views 4 and 5 and its recovery
+    ordered B1-7 before A1-4. H, resumed, ordered its queued forwards, A1-4 first, in view
+    3. D, resumed in view 3, got B's VIEW 4, H's BCASTs and B's in one batch, and SEQUENCER
+    (below GMS) delivered H's order before GMS installed view 4 (total_order). Our
+    coordinator's BCASTs after a VIEW that changes it now wait for that view."""
+    result = run_seed("tcp-total-blocks", 71012)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
 def test_campaign_udp_total_blocks_71088_a_subgroup_reported_without_its_coordinator() -> None:
     """Campaign udp-total-blocks 71088: E, the coordinator of view 2, was killed at 5.29 s;
     loss had kept E's BCASTs of F1-5 and G1-5 from G, which A had delivered. A and G

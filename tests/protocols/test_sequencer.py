@@ -23,6 +23,8 @@ from triogroups.events import (
 from triogroups.message import Flag
 from triogroups.properties import PropertyError
 from triogroups.protocols import ids
+from triogroups.protocols.gms._header import VIEW as GMS_VIEW
+from triogroups.protocols.gms._header import GmsHeader
 from triogroups.protocols.sequencer import (
     BCAST,
     FLUSH,
@@ -36,7 +38,7 @@ from triogroups.protocols.sequencer._log import Log, Logged
 from triogroups.testing import addresses, split, started, view_of
 from triogroups.view import Digest, MergeView, View, ViewId
 
-A, B, C, D, E = addresses("ABCDE")
+A, B, C, D, E, H = addresses("ABCDEH")
 _ID = ids.SEQUENCER
 
 
@@ -233,6 +235,42 @@ def test_sequencer_holds_its_coordinator_s_bcasts_behind_one_of_a_view_to_come()
     assert [(m.src, m.payload) for m in split(forged.take_up())[0]] == [(D, b"4")]
     forged.up([_stamped(C, D, 5, 5)], 0.0)
     assert [(m.src, m.payload) for m in split(forged.take_up())[0]] == [(D, b"5")]
+
+
+def test_sequencer_holds_its_coordinator_s_bcasts_behind_a_view_in_the_same_batch() -> None:
+    """Campaign tcp-total-blocks 71012: H, the coordinator, and D were paused; B took over
+    in views 4 and 5 and its recovery ordered B1-7 before A1-4. H, resumed, ordered its
+    queued forwards, A1-4 first, in view 3; the others had view 4 and dropped them. D,
+    resumed in view 3, got one batch: B's VIEW 4, then H's BCASTs, then B's. SEQUENCER,
+    below GMS, judged the whole batch by view 3 and delivered H's order; GMS installed
+    view 4 only after. A VIEW that GMS installs after the batch and that changes our
+    coordinator now holds our coordinator's BCASTs after it until that view, which drops
+    them; a VIEW that keeps our coordinator, or one GMS would not install, holds nothing."""
+    view3, view4 = view_of(H, B, D, A, counter=3), view_of(B, D, A, counter=4)
+
+    def view_msg(view: View, src: Address) -> Message:
+        return Message(None, src=src, headers={ids.GMS: GmsHeader(GMS_VIEW, view)})
+
+    seq = started(Sequencer(), D, view=view3)
+    vmsg = view_msg(view4, B)
+    seq.up([_stamped(H, A, 3, 2), vmsg, _stamped(H, A, 4, 3), _stamped(H, B, 6, 3)], 0.0)
+    up = split(seq.take_up())[0]
+    assert [(m.src, m.payload) for m in up[:1]] == [(A, b"3")] and up[1] is vmsg
+    assert len(up) == 2 and seq.stats()["bcasts_held_for_view"] == 2
+    seq.down_event(ViewChange(view4), 0.0)
+    assert split(seq.take_up())[0] == []  # H's, after the view without it: dropped
+    assert seq.stats()["bcasts_not_from_coord"] == 2
+    seq.up([_stamped(B, B, 6, 4), _stamped(B, A, 4, 4)], 0.0)  # B's recovery
+    assert [(m.src, m.payload) for m in split(seq.take_up())[0]] == [(B, b"6"), (A, b"4")]
+
+    for vmsg in (
+        view_msg(view_of(H, D, A, counter=4), H),  # keeps our coordinator
+        view_msg(view_of(B, A, counter=4), B),  # without us: GMS ignores it
+        view_msg(view_of(B, D, A, counter=3), B),  # not newer than ours
+    ):
+        kept = started(Sequencer(), D, view=view3)
+        kept.up([vmsg, _stamped(H, A, 4, 3)], 0.0)
+        assert [(m.src, m.payload) for m in split(kept.take_up())[0][1:]] == [(A, b"4")]
 
 
 def test_sequencer_keeps_what_it_forwarded_until_delivered_then_forgets_it() -> None:

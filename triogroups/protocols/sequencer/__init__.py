@@ -29,7 +29,7 @@ merged by each entry's stamp, hold what any member lacks, in that order: the
 new coordinator multicasts them first (receivers drop what they have), then
 the forwards it queued meanwhile (an addition beyond JGroups). This module
 holds the layer; the log is in `_log`, the recovery in `_recovery`, the trimming of
-the forward and delivery tables in `_tables`.
+the forward and delivery tables in `_tables`, the stack check in `_neighbours`.
 
 Decisions where JGroups leaves a choice:
 
@@ -41,8 +41,9 @@ Decisions where JGroups leaves a choice:
   handles them once a view makes it one, so forwards stream; and BCASTs
   stamped with a view to come, from a member not yet its coordinator, until
   that view (campaign udp-total seed 257), with its coordinator's BCASTs behind
-  them till that view: a resumed old coordinator may still be ordering (71059). No
-  ``delivery_table_max_size``: the highest seqno per forwarder is exact.
+  them till that view: a resumed old coordinator may still be ordering (71059);
+  and behind a VIEW in the same batch that changes our coordinator (`_neighbours`).
+  No ``delivery_table_max_size``: the highest seqno per forwarder is exact.
 - The coordinator multicasts its own messages at once, not to itself. Leaving, it
   stops multicasting forwards at `FlushRequest`: the forwarders keep them and
   forward them to the next coordinator, so its NAKACK2 flush can end.
@@ -86,7 +87,6 @@ from triogroups.events import (
     Unsuspect,
 )
 from triogroups.message import Flag, Message
-from triogroups.properties import PropertyError
 from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
 from triogroups.protocols.nakack2._header import as_header
@@ -100,6 +100,7 @@ from triogroups.protocols.sequencer._header import (
     SequencerHeader,
 )
 from triogroups.protocols.sequencer._log import Log, Logged
+from triogroups.protocols.sequencer._neighbours import changes_coordinator, check_placement
 from triogroups.protocols.sequencer._recovery import Recovery, old_orders
 from triogroups.protocols.sequencer._tables import forget_departed, forget_forwarded
 from triogroups.view import MergeView, View
@@ -117,6 +118,7 @@ __all__ = [
 
 _ID = ids.SEQUENCER
 _NAK = ids.NAKACK2
+_GMS = ids.GMS
 #: Multicasts left out of the order: control traffic and OOB (which may overtake anyway).
 _UNORDERED = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
@@ -194,16 +196,8 @@ class Sequencer(Protocol):
     # --- configuration ---------------------------------------------------------------
 
     def check_stack(self, below: list[Protocol], above: list[Protocol]) -> None:
-        """Refuse a stack without NAKACK2 and UNICAST3 below, or without STABLE and GMS
-        above (see the module docstring for why each is needed)."""
-        names = {p.name for p in below}
-        for needed in ("NAKACK2", "UNICAST3"):
-            if needed not in names:
-                raise PropertyError(f"SEQUENCER needs {needed} below it, got {_names(below)}")
-        above_names = {p.name for p in above}
-        for needed in ("STABLE", "GMS"):
-            if needed not in above_names:
-                raise PropertyError(f"SEQUENCER needs {needed} above it, got {_names(above)}")
+        """Refuse a stack without NAKACK2 and UNICAST3 below, or STABLE and GMS above."""
+        check_placement(below, above)
         self._lower_ids = frozenset(p.id for p in below if p.id) | _LOWER_IDS
 
     def _me(self) -> Address:
@@ -306,6 +300,12 @@ class Sequencer(Protocol):
             hdr = headers.get(_ID)
             if hdr is None:
                 out.append(msg)
+                if _GMS in headers and not self._hold_coord and not self._replaying:
+                    # a VIEW GMS installs after this batch: our coordinator's BCASTs after
+                    # it wait for it (campaign tcp-total-blocks 71012)
+                    self._hold_coord = changes_coordinator(
+                        headers[_GMS], msg.src, me, view_no, coord
+                    )
                 continue
             kind, seqno, sender, _, hview = hdr
             if kind == BCAST:
@@ -594,7 +594,3 @@ class Sequencer(Protocol):
             "recovering": self._recovery is not None,
             "pending": len(self._pending),
         }
-
-
-def _names(layers: list[Protocol]) -> str:
-    return ", ".join(p.name for p in layers) or "nothing"
