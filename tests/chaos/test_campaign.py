@@ -294,6 +294,17 @@ def test_campaign_udp_total_71059_an_old_coordinator_s_order_waits_behind_a_newe
 
 
 @pytest.mark.chaos
+def test_campaign_udp_total_blocks_507_a_coordinator_cut_off_then_removed_is_its_own_side() -> None:
+    """Campaign udp-total-blocks 507: D, the coordinator of its subgroup, ordered and
+    delivered F1-16 in view 5 at 12.746 s, 6 ms after a one-way split began that kept
+    everyone from hearing D until 16.56 s; A's merge view 6 had taken D's subgroup, and A's
+    recovery, D suspected, ordered F1-16 after A1-6 from F's FLUSH. View 9 removed D at
+    16.14 s. D split off when the split began: its deliveries from then are not compared."""
+    result = run_seed("udp-total-blocks", 507)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
 def test_campaign_tcp_total_blocks_71012_an_old_order_after_a_view_in_one_batch_waits() -> None:
     """Campaign tcp-total-blocks 71012: H, the coordinator, was paused from 6.90 s to
     11.71 s and D from 9.36 s to 14.09 s; B took over in views 4 and 5 and its recovery

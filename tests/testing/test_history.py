@@ -295,6 +295,22 @@ def _fault(t: float, kind: str, detail: str = "") -> Any:
     return type("L", (), {"record": {"k": "fault", "t": t, "kind": kind, "detail": detail}})
 
 
+def test_history_outages_apart_since_is_the_start_of_the_outage_holding_at_a_time() -> None:
+    """`Outages.apart_since`: a pause and a split that meet end to end are one outage,
+    which began at the pause; at a time they could talk, infinity."""
+    outages = Outages(
+        [
+            _fault(1, "pause", "C"),
+            _fault(3, "resume", "C"),
+            _fault(3, "oneway", "oneway A stop hearing C until 8.00"),
+            _fault(8, "end", "oneway A stop hearing C until 8.00"),
+        ]
+    )
+    assert outages.apart_since("A", "C", 7) == outages.apart_since("C", "A", 2) == 1
+    assert outages.apart_since("A", "C", 8) == outages.apart_since("A", "C", 0.5) == float("inf")
+    assert outages.apart_since("A", "B", 2) == float("inf")
+
+
 def test_history_outages_count_splits_both_ways_pauses_and_heals() -> None:
     """`Outages.connected`: a partition cuts both ways, a one-way split cuts the pair in
     either direction, a pause cuts every pair of its member, a heal ends them all, and an
@@ -1199,6 +1215,53 @@ def test_history_total_order_is_not_asked_of_a_member_after_the_others_left_it_o
     merge does not reconcile; what it delivered before that still counts."""
     assert _lagging_member(tmp_path / "after", c_delivers_at=6) == []
     assert _lagging_member(tmp_path / "before", c_delivers_at=3) == ["total_order"] * 2
+
+
+def _cut_off_coordinator(root: Path, *, cut_until: float, b_stays: bool = True) -> list[str]:
+    """In views 1 and 2 {A, B, C}, A and B cannot hear C from 2.5 until ``cut_until``; C
+    delivers b1 at 3 (its own old order) and a1 at 5; A and B deliver a1 before b1 at 5
+    (a new coordinator's order). View 3 {A, B} (without B: ``b_stays`` False, B's history
+    ends in view 2) leaves C out at 7."""
+    root.mkdir()
+    run = TotalRun(root, A, B, C)
+    run.at(1).view(View.create(A, 1, [A, B, C]))
+    run.at(2).tsend(A, "a1")
+    run.tsend(B, "b1")
+    split = f"oneway A,B stop hearing C until {cut_until:.2f}"
+    run.at(2.5).faults.fault("oneway", split)
+    run.at(3).got(C, (B, "b1"))
+    run.at(4).view(View.create(A, 2, [A, B, C]))
+    run.at(5).got(A, (A, "a1"), (B, "b1"))
+    run.got(B, (A, "a1"), (B, "b1"))
+    run.got(C, (A, "a1"))
+    if cut_until < 7:
+        run.at(cut_until).faults.fault("end", split)
+    if b_stays:
+        run.at(7).view(View.create(A, 3, [A, B]), A, B)
+    else:
+        run.at(7).view(View.create(A, 3, [A]), A)
+    if cut_until >= 7:
+        run.at(cut_until).faults.fault("end", split)
+    return run.end(20)
+
+
+def test_history_total_order_is_not_asked_of_a_member_after_it_was_cut_off_until_removed(
+    tmp_path: Path,
+) -> None:
+    """Campaign udp-total-blocks seed 507: D, the coordinator of its subgroup, ordered and
+    delivered F1-16 in its old view just as a one-way split began that kept everyone from
+    hearing it; its log never reached the merge view's coordinator, which ordered F1-16
+    after A1-6, and the view that removed D came 3.4 s later. Cut off from then until that
+    view, D split off when the split began: the view only noticed. Where the other member's
+    history ends before that view (I left), the view of those that went on decides. A
+    split that ended before the view does not excuse: C could have caught up."""
+    assert _cut_off_coordinator(tmp_path / "cut", cut_until=9) == []
+    assert _cut_off_coordinator(tmp_path / "healed", cut_until=6) == ["total_order"] * 2
+    assert _cut_off_coordinator(tmp_path / "b gone", cut_until=9, b_stays=False) == []
+    assert (
+        _cut_off_coordinator(tmp_path / "b gone healed", cut_until=6, b_stays=False)
+        == ["total_order"] * 2
+    )
 
 
 def test_history_total_order_after_a_merge_one_order_again(tmp_path: Path) -> None:

@@ -162,7 +162,14 @@ What the checker proves (the delivery contract without FLUSH):
   installed: later it delivered split off, in a view the rest had left (campaign
   tcp-total-blocks seed 70046: D, paused through the coordinator's change and
   removed, delivered at its resume the order of B, the old coordinator, paused
-  and excluded too). Compared are the messages sent in a view both
+  and excluded too); if the two could not reach each other (the fault log's
+  outages) from some time until that view, only until then: the split began
+  there and the view noticed it (udp-total-blocks seed 507: D, its subgroup's
+  coordinator, ordered and delivered a message in its old view as a one-way
+  split began that kept everyone from hearing it, until the view that removed
+  it). Where the other's history ends in the stretch's last view (it left), the
+  next views of those that went on from it decide, if all leave the member
+  out. Compared are the messages sent in a view both
   installed (a joiner is owed nothing sent before its first view, nor its
   place in the order: a new coordinator's tail hand-over can bring it such a
   message late). A message only one of them delivered in the stretch is not

@@ -45,7 +45,7 @@ def check_histories(
     outages = Outages(faults)
     out += _check_views(members, settle, heals, outages)
     out += _check_deliveries(members)
-    out += check_total_order(members)
+    out += check_total_order(members, outages)
     out += check_missing(members, settle, outages)
     out += _check_flushed_leaves(members, settle)
     out += _check_memory(members, max_rss, max_window)

@@ -11,6 +11,7 @@ from bisect import bisect_left
 
 from triogroups.testing._history_index import HistoryViolation, Member, view_id
 from triogroups.testing._history_records import Line
+from triogroups.testing._outages import Outages
 
 __all__ = ["check_total_order"]
 
@@ -60,10 +61,14 @@ def _stretches(a: Member, b: Member) -> list[tuple[range, range]]:
     return out
 
 
-def check_total_order(members: dict[str, Member]) -> list[HistoryViolation]:
+def check_total_order(members: dict[str, Member], outages: Outages) -> list[HistoryViolation]:
     out = []
     ordered = {m.uuid: _total_deliveries(members, m) for m in members.values()}
     installed = {m.uuid: {view_id(line) for line in m.views} for m in members.values()}
+    nexts: dict[tuple[int, str], list[tuple[str, Line]]] = {}  # view id -> (member, its next)
+    for m in members.values():
+        for line, after in zip(m.views, m.views[1:], strict=False):
+            nexts.setdefault(view_id(line), []).append((m.uuid, after))
 
     def sent_in(key: tuple[str, str]) -> tuple[int, str] | None:
         s = members[key[0]]
@@ -75,8 +80,10 @@ def check_total_order(members: dict[str, Member]) -> list[HistoryViolation]:
         for b in some[x + 1 :]:
             both = installed[a.uuid] & installed[b.uuid]
             for views_a, views_b in _stretches(a, b):
-                first_a = _first_deliveries(ordered[a.uuid], views_a, _left_out(b, views_b, a))
-                first_b = _first_deliveries(ordered[b.uuid], views_b, _left_out(a, views_a, b))
+                until_a = _split_off(b, views_b, a, nexts, outages)
+                until_b = _split_off(a, views_a, b, nexts, outages)
+                first_a = _first_deliveries(ordered[a.uuid], views_a, until_a)
+                first_b = _first_deliveries(ordered[b.uuid], views_b, until_b)
                 common = {k for k in first_a.keys() & first_b.keys() if sent_in(k) in both}
                 seq_a = [key for key in first_a if key in common]
                 seq_b = [key for key in first_b if key in common]
@@ -101,17 +108,40 @@ def check_total_order(members: dict[str, Member]) -> list[HistoryViolation]:
     return out
 
 
-def _left_out(other: Member, views: range, member: Member) -> float:
-    """When ``other``'s view after the stretch ``views`` (its view indices) left ``member``
-    out, else infinity: ``member``'s deliveries after that were made split off from
-    ``other``'s side, in a view the rest had left (campaign tcp-total-blocks seed 70046: D,
-    paused through the coordinator's change and then removed, delivered at its resume
-    the order of B, the old coordinator, itself paused and excluded, in the view the
-    others had left 1.1 s before), and a merge does not reconcile two sides' orders."""
+def _split_off(
+    other: Member,
+    views: range,
+    member: Member,
+    nexts: dict[tuple[int, str], list[tuple[str, Line]]],
+    outages: Outages,
+) -> float:
+    """When ``member`` split off from ``other``'s side, else infinity: if the view after the
+    stretch ``views`` (``other``'s view indices) left ``member`` out, ``member``'s
+    deliveries after that view were made split off, in a view the rest had left (campaign
+    tcp-total-blocks seed 70046: D, paused through the coordinator's change and then
+    removed, delivered at its resume the order of B, the old coordinator, itself paused
+    and excluded, in the view the others had left 1.1 s before), and a merge does not
+    reconcile two sides' orders. If the two could not reach each other from some time
+    until that view, the split began then: the view only noticed it (campaign
+    udp-total-blocks seed 507: D, the coordinator of its subgroup, ordered and delivered
+    F1-16 in its old view as a one-way split began that kept everyone from hearing it,
+    until the view that removed it 3.4 s later; its log never reached the merge view's
+    coordinator, which ordered F1-16 after A1-6). The view after the stretch is
+    ``other``'s next; if ``other``'s history has none (it left or crashed in the
+    stretch's last view), the next view of the others that went on from that view, if
+    every one of them left ``member`` out (507: I left just before that view)."""
     nxt = views.stop
-    if nxt < len(other.views) and member.uuid not in other.views[nxt].record["members"]:
-        return float(other.views[nxt].record["t"])
-    return float("inf")
+    if nxt < len(other.views):
+        line = other.views[nxt]
+        if member.uuid in line.record["members"]:
+            return float("inf")
+        t = float(line.record["t"])
+    else:
+        after = [v for m, v in nexts.get(view_id(other.views[nxt - 1]), []) if m != member.uuid]
+        if not after or any(member.uuid in v.record["members"] for v in after):
+            return float("inf")
+        t = min(float(v.record["t"]) for v in after)
+    return min(t, outages.apart_since(member.history.name, other.history.name, t))
 
 
 def _first_deliveries(

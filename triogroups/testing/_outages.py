@@ -145,6 +145,19 @@ class Outages:
         (a totally ordered multicast goes through its coordinator)."""
         return _unblocked(self._spans(a, relay) + self._spans(relay, b), start, end)
 
+    def apart_since(self, a: str, b: str, t: float) -> float:
+        """When the outage between ``a`` and ``b`` that still held at ``t`` began (spans that
+        overlap or meet end to end are one outage), or infinity if they could reach each
+        other both ways at ``t``."""
+        since, reach = float("inf"), float("-inf")
+        for start, end in sorted(self._spans(a, b)):
+            if start > t:
+                break
+            if start > reach:  # a gap: a new outage begins
+                since = start
+            reach = max(reach, end)
+        return since if reach > t else float("inf")
+
     def _spans(self, a: str, b: str) -> list[tuple[float, float]]:
         """The spans in which ``a`` and ``b`` could not reach each other both ways."""
         spans = [
