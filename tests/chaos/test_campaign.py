@@ -243,6 +243,7 @@ def test_campaign_udp_mcast_61399_a_view_missed_behind_a_deaf_coordinator_is_no_
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
 def test_campaign_udp_total_70033_a_view_missed_while_the_heir_was_paused_is_no_violation() -> None:
     """Campaign udp-total 70033: loss kept B's view 8 (15.40 s) from D, and B was killed
     0.24 s later, before it could send it again. E, B's heir and the only member that could
@@ -253,6 +254,7 @@ def test_campaign_udp_total_70033_a_view_missed_while_the_heir_was_paused_is_no_
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
 def test_campaign_udp_total_blocks_70074_a_total_multicast_behind_a_deaf_heir_is_not_owed() -> None:
     """Campaign udp-total-blocks 70074: F forwarded F1-13 to C, the coordinator of view 6,
     which nobody could hear (a one-way split until 13.11 s). A took over in view 7 at
@@ -263,6 +265,7 @@ def test_campaign_udp_total_blocks_70074_a_total_multicast_behind_a_deaf_heir_is
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
 def test_campaign_tcp_total_blocks_70046_a_removed_member_s_old_order_is_its_own_side_s() -> None:
     """Campaign tcp-total-blocks 70046: B, the coordinator, was paused from 5.52 s to
     10.62 s and D from 7.35 s to 13.03 s. E took over in view 7 (9.90 s) and ordered the
@@ -273,6 +276,7 @@ def test_campaign_tcp_total_blocks_70046_a_removed_member_s_old_order_is_its_own
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
 def test_campaign_tcp_total_71018_the_merge_coordinator_s_own_order_reaches_the_others() -> None:
     """Campaign tcp-total 71018: A, the coordinator, was paused from 5.75 s to 11.30 s; C
     took over its subgroup in view 7. A, resumed, ordered the forwards it had queued, H1-1
@@ -283,6 +287,7 @@ def test_campaign_tcp_total_71018_the_merge_coordinator_s_own_order_reaches_the_
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
 def test_campaign_udp_total_71059_an_old_coordinator_s_order_waits_behind_a_newer_view() -> None:
     """Campaign udp-total 71059: C, the coordinator, was paused from 4.40 s to 10.25 s and E
     from 6.07 s to 11.05 s; B took over in views 5 and 6. C, resumed, ordered its queued
