@@ -6,9 +6,11 @@ this checks is that each still runs as docs/benchmarks.md says to run it: a benc
 found by the suite, not by the next person who needs its figures. Each runs as a user runs
 it, ``python benchmarks/<name>.py ...``, with its member processes; the driver is killed if
 it overruns, and its members die with it (PR_SET_PDEATHSIG). The ``--instructions`` modes
-(valgrind) are left out. Spark's benchmarks start a JVM of their own (about 30 s): they carry the
-``spark`` marker, and are skipped, saying why, where Java or pyspark is missing, as the tests in
-``tests/spark`` are.
+(valgrind) are left out. Spark's two benchmarks need a JVM (starting one and its session costs
+about 15 s of CPU): they run one after the other in one Python process, each as its script
+(``__main__``, its arguments in ``sys.argv``), the second one's session started on the JVM the
+first one's left; they carry the ``spark`` marker, and are skipped, saying why, where Java or
+pyspark is missing, as the tests in ``tests/spark`` are.
 """
 
 from __future__ import annotations
@@ -64,7 +66,24 @@ SMALL_RUNS: dict[str, tuple[str, str]] = {
     ),
 }
 
-SPARK = ("bench_spark", "bench_spark_phases")  # each starts a JVM of its own
+SPARK = ("bench_spark", "bench_spark_phases")  # run in turn in one process, on one JVM
+
+#: Runs ``benchmarks/NAME.py ARGS`` for each "NAME ARGS" given, in turn in this process, as
+#: ``python benchmarks/NAME.py ARGS`` would (the benchmarks' directory first on sys.path, the
+#: script as ``__main__``), printing `MARK` and the name before each. Each Spark benchmark
+#: stops its session at its end; the next one's `spark_session` starts a new session on the
+#: JVM pyspark keeps for the process: the two cost 55 s of CPU so, 66 s as two processes.
+MARK = "=== benchmark: "
+_IN_TURN = f"""
+import runpy, sys
+folder, runs = sys.argv[1], sys.argv[2:]
+sys.path.insert(0, folder)
+for run in runs:
+    name, _, args = run.partition(" ")
+    print({MARK!r} + name, flush=True)
+    sys.argv = [f"{{folder}}/{{name}}.py", *args.split()]
+    runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 def test_every_benchmark_has_a_small_run_here() -> None:
@@ -83,30 +102,46 @@ def _spark_missing() -> str | None:
     return None
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.spark) if name in SPARK else name
-        for name in sorted(SMALL_RUNS)
-    ],
-)
-def test_benchmark_runs_to_its_table(name: str) -> None:
-    """``python benchmarks/<name>.py`` with small settings exits 0 and prints its table."""
-    if name in SPARK and (missing := _spark_missing()):
-        pytest.skip(missing)
-    args, table_line = SMALL_RUNS[name]
+def _run(argv: list[str], what: str, deadline: float) -> subprocess.CompletedProcess[str]:
+    """``argv`` run from the checkout, killed (and the test failed) after ``deadline`` s."""
     try:
-        result = subprocess.run(
-            [sys.executable, str(ROOT / "benchmarks" / f"{name}.py"), *args.split()],
+        return subprocess.run(
+            argv,
             cwd=ROOT,
             stdin=subprocess.DEVNULL,
             capture_output=True,
             text=True,
-            timeout=DEADLINE,
+            timeout=deadline,
             env={**os.environ, "COLUMNS": "160"},
         )
     except subprocess.TimeoutExpired as exc:
-        pytest.fail(f"{name} still running after {DEADLINE:.0f} s; its output: {exc.stdout!r}")
+        pytest.fail(f"{what} still running after {deadline:.0f} s; its output: {exc.stdout!r}")
+
+
+@pytest.mark.parametrize("name", [name for name in sorted(SMALL_RUNS) if name not in SPARK])
+def test_benchmark_runs_to_its_table(name: str) -> None:
+    """``python benchmarks/<name>.py`` with small settings exits 0 and prints its table."""
+    args, table_line = SMALL_RUNS[name]
+    script = str(ROOT / "benchmarks" / f"{name}.py")
+    result = _run([sys.executable, script, *args.split()], name, DEADLINE)
     said = result.stdout[-3000:] + result.stderr[-3000:]
     assert result.returncode == 0, said
     assert table_line in result.stdout, said
+
+
+@pytest.mark.spark
+def test_spark_benchmarks_run_to_their_tables_in_turn_on_one_jvm() -> None:
+    """``bench_spark.py`` and then ``bench_spark_phases.py``, each as its script with small
+    settings, in one process (`_IN_TURN`): it exits 0 and each prints its table."""
+    if missing := _spark_missing():
+        pytest.skip(missing)
+    runs = [f"{name} {SMALL_RUNS[name][0]}" for name in SPARK]
+    folder = str(ROOT / "benchmarks")
+    argv = [sys.executable, "-c", _IN_TURN, folder, *runs]
+    result = _run(argv, " then ".join(SPARK), DEADLINE * len(SPARK))
+    said = result.stdout[-3000:] + result.stderr[-3000:]
+    assert result.returncode == 0, said
+    parts = result.stdout.split(MARK)[1:]
+    assert [part.split("\n", 1)[0] for part in parts] == list(SPARK), said
+    for name, part in zip(SPARK, parts, strict=True):
+        assert SMALL_RUNS[name][1] in part, (name, said)
