@@ -76,3 +76,16 @@ def test_dev_installs_again_when_the_compiled_core_or_its_build_changes() -> Non
         "triogroups/_wire_loop.pxd",
     } <= inputs
     assert all((ROOT / name).exists() for name in inputs)
+
+
+def test_dev_test_keeps_bytecode_in_the_venv_whatever_the_environment_says() -> None:
+    """pytest and every process it starts write their bytecode under the venv (each worker
+    rewrote and compiled every test module, and each member process compiled the package,
+    on every run, where PYTHONDONTWRITEBYTECODE was set), and a prefix the caller chose
+    stays; everything else of the environment passes unchanged."""
+    env = dev.pytest_env({"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/bin", "PYTHONPATH": "."})
+    assert env == {"PATH": "/bin", "PYTHONPATH": ".", "PYTHONPYCACHEPREFIX": str(dev.PYCACHE)}
+    assert dev.PYCACHE.is_relative_to(dev.VENV)
+    assert dev.pytest_env({"PYTHONPYCACHEPREFIX": "/tmp/mine"}) == {
+        "PYTHONPYCACHEPREFIX": "/tmp/mine"
+    }

@@ -62,19 +62,28 @@ def test_the_layers_contract_has_no_exception_and_places_every_module() -> None:
 
 
 def test_dev_test_runs_lint_imports_with_and_without_fast(monkeypatch: pytest.MonkeyPatch) -> None:
-    """`python3 dev.py test` (and ``--fast``) runs `lint-imports` after mypy, before pytest."""
+    """`python3 dev.py test` (and ``--fast``) runs `lint-imports` after mypy, before pytest,
+    and pytest in `dev.pytest_env` (its bytecode kept under the venv)."""
     monkeypatch.setattr(dev, "_ensure_venv", lambda: None)
     for argv in (["test"], ["test", "--fast"]):
         ran: list[list[str]] = []
+        envs: list[dict[str, str] | None] = []
 
-        def record(*args: object, ran: list[list[str]] = ran) -> None:
+        def record(
+            *args: object,
+            env: dict[str, str] | None = None,
+            ran: list[list[str]] = ran,
+            envs: list[dict[str, str] | None] = envs,
+        ) -> None:
             ran.append([str(a) for a in args])
+            envs.append(env)
 
         monkeypatch.setattr(dev, "_run", record)
         dev.main(argv)
         names = [Path(cmd[0]).name for cmd in ran]
         assert names.index("mypy") < names.index("lint-imports") < len(names) - 1
         assert ran[-1][1:3] == ["-m", "pytest"]
+        assert envs[-1] == dev.pytest_env(dict(os.environ))
 
 
 #: Modules still over the limit, each being split on its own branch (issue 40). Add a
