@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from _once import once_per_run
-from _standalone import StandaloneCluster, processes, spark_home, write_driver_only
+from _standalone import StandaloneCluster, driver_env, processes, spark_home, write_driver_only
 
 from triogroups.supervisor.spark import SparkUnavailable
 from triogroups.supervisor.spark._setup import find_java, require_pyspark
@@ -96,7 +96,7 @@ def _cli_with_master(cluster: StandaloneCluster, directory: Path) -> dict[str, A
     only this driver has (`write_driver_only`): its exit status, output and directory."""
     directory.mkdir()
     write_driver_only(directory)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), "."])}
+    env = driver_env({**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), "."])})
     env.pop("SPARK_MASTER", None)
     env["COLUMNS"] = "40"  # each result stays one line however narrow the terminal
     code = "import sys; from triogroups.cli import main; sys.exit(main())"
