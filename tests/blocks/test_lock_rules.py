@@ -15,6 +15,7 @@ from triogroups.blocks._locktable import (
     Owner,
     rebuild_locks,
     refuse_grant,
+    token_view,
 )
 from triogroups.blocks._quorum import Quorum
 from triogroups.testing import addresses
@@ -264,27 +265,67 @@ def test_rebuild_tokens_start_above_the_view_id_when_no_member_knows_a_token() -
     assert again is not None and again.token > given.token
 
 
+V3 = 3 << 32  # the first token a table makes in view 3 is V3 + 1
+
+
 @pytest.mark.parametrize(
     ("token", "may_hold", "reported_since", "newest_seen", "refused"),
     [
-        (7, True, False, 0, None),
-        (7, True, False, 7, None),  # the backup copy of this very grant
-        (7, False, False, 0, "no majority"),  # seed 143: arrived in a minority view
-        (7, True, True, 0, "table rebuilt since asked"),
-        (7, True, False, 9, "token 7 below 9 seen"),
+        (V3 + 7, True, False, 0, None),
+        (V3 + 7, True, False, V3 + 7, None),  # the backup copy of this very grant
+        (V3 + 7, False, False, 0, "no majority"),  # seed 143: arrived in a minority view
+        (V3 + 7, True, True, 0, "table rebuilt since asked"),
+        (V3 + 7, True, False, V3 + 9, f"token {V3 + 7} below {V3 + 9} seen"),
+        # seed 72034: made in a view before the owner's, or in a later one
+        ((2 << 32) + 7, True, False, 0, f"token {(2 << 32) + 7} of view 2, not 3"),
+        ((4 << 32) + 7, True, False, 0, f"token {(4 << 32) + 7} of view 4, not 3"),
     ],
 )
 def test_a_grant_that_arrives_after_a_view_that_took_it_away_is_refused(
     token: int, may_hold: bool, reported_since: bool, newest_seen: int, refused: str | None
 ) -> None:
-    """Issue 42 (campaign udp-total-blocks seed 143): the owner judges a grant when it
-    arrives, and holds it only if no view since it was made took it away."""
+    """Issue 42 (campaign udp-total-blocks seeds 143 and 72034): the owner, in view 3,
+    judges a grant when it arrives, and holds it only if no view since it was made took
+    it away and it was made in the owner's view."""
     assert (
         refuse_grant(
-            token, may_hold=may_hold, reported_since=reported_since, newest_seen=newest_seen
+            token,
+            view_counter=3,
+            may_hold=may_hold,
+            reported_since=reported_since,
+            newest_seen=newest_seen,
         )
         == refused
     )
+
+
+def test_a_table_that_goes_on_into_the_next_view_makes_tokens_of_that_view() -> None:
+    """Issue 42, campaign udp-total-blocks seed 72034 (default mode): F crashed during a
+    split; H (with E) and G (with D) each took over in a view with id 4 and rebuilt
+    from 4 * 2**32, and H granted x. D installed H's view 4 after the heal, then G's view
+    5, which G installed as coordinator still (no merge, no rebuild: G's view 4 listed
+    D). G's table had never heard of H's tokens, yet the grant it makes in view 5 must be
+    larger than H's grant in view 4, which D's line of views went through."""
+    h_table, _ = rebuild_locks({}, [B, D, E], view_counter=4)
+    g_table, _ = rebuild_locks({}, [C, D], view_counter=4)
+    h_table.request("x", Owner(E, 1))
+    h_table.release("x", Owner(E, 1))
+    h_grant = h_table.request("x", b1)
+    assert h_grant is not None
+    assert g_table.install_view([C, D, A], granting=True, view_counter=5) == []
+    g_grant = g_table.request("x", d1)
+    assert g_grant is not None
+    assert g_grant.token > h_grant.token
+    assert token_view(g_grant.token) == 5
+    assert token_view(h_grant.token) == 4
+
+
+def test_a_waiter_granted_by_a_new_view_gets_a_token_of_that_view() -> None:
+    table, _ = rebuild_locks({}, [A, B], view_counter=2)
+    table.request("x", a1)
+    table.request("x", b1)
+    grants = table.install_view([B], granting=True, view_counter=3)
+    assert grants == [Grant(b1, (3 << 32) + 1)]
 
 
 def test_rebuild_in_a_view_that_may_not_grant_frees_every_claimed_lock() -> None:

@@ -33,7 +33,8 @@ async def test_one_service_of_a_kind_per_channel(autojump_clock: Any, net: SimNe
         ({"num_backups": 1.5}, TypeError, "num_backups must be an int, got float"),
         ({"timeout": 0}, ValueError, "timeout must be a finite number > 0, got 0"),
         ({"rebuild_timeout": float("inf")}, ValueError, "rebuild_timeout must be a finite"),
-        ({"token_gap": 0}, ValueError, "token_gap must be an int >= 1, got 0"),
+        ({"token_gap": 0}, ValueError, r"token_gap must be an int from 1 to 2\*\*31 - 1, got 0"),
+        ({"token_gap": 2**31}, ValueError, r"from 1 to 2\*\*31 - 1, got 2147483648"),
     ],
 )
 async def test_bad_options_are_refused_with_their_name(

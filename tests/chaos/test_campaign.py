@@ -676,3 +676,16 @@ def test_campaign_udp_total_blocks_70194_a_departed_coordinator_is_not_presumed_
     leads the merge."""
     result = run_seed("udp-total-blocks", 70194)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72034_tokens_start_at_the_grant_s_view() -> None:
+    """Issue 42, campaign udp-total-blocks 72034 (default mode): F crashed during a split;
+    H took over in view [4,H] and G in view [4,G], both rebuilding their tables from
+    4 * 2**32, and H granted x (token 4*2**32+2). After the heal D installed H's view 4,
+    then G's view 5, in which G stayed coordinator (no merge, so no rebuild), and G's
+    table, which never heard of H's tokens, granted x to D with the same token
+    (lock_token). A table now makes its tokens from the id of the view it grants in up
+    (`LockTable.install_view`), and an owner takes only a grant made in its own view."""
+    result = run_seed("udp-total-blocks", 72034)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -36,9 +36,15 @@ from triogroups.blocks._locktable import (
     Owner,
     rebuild_locks,
     refuse_grant,
+    token_view,
 )
 from triogroups.blocks._quorum import Quorum
-from triogroups.blocks._service import RETRY, CoordinatedService, open_service
+from triogroups.blocks._service import (
+    RETRY,
+    RETRY_INTERVAL,
+    CoordinatedService,
+    open_service,
+)
 from triogroups.view import View
 
 __all__ = ["Lock", "LockService", "open_lock_service"]
@@ -46,6 +52,9 @@ __all__ = ["Lock", "LockService", "open_lock_service"]
 _log = logging.getLogger("triogroups.blocks")
 _PREFIX = "triogroups.locks."
 _services: weakref.WeakKeyDictionary[Channel, Any] = weakref.WeakKeyDictionary()
+#: token_gap stays below this so that a rebuilt table's first token is of its own view
+#: (a token's view id is its top bits: `token_view`), and owners do not refuse it
+_MAX_TOKEN_GAP = 2**31
 
 
 class LockService(CoordinatedService):
@@ -66,8 +75,12 @@ class LockService(CoordinatedService):
         rebuild_timeout: float = 5.0,
         timeout: float = 10.0,
     ) -> None:
-        if isinstance(token_gap, bool) or not isinstance(token_gap, int) or token_gap < 1:
-            raise ValueError(f"token_gap must be an int >= 1, got {token_gap!r}")
+        if (
+            isinstance(token_gap, bool)
+            or not isinstance(token_gap, int)
+            or not 1 <= token_gap < _MAX_TOKEN_GAP
+        ):
+            raise ValueError(f"token_gap must be an int from 1 to 2**31 - 1, got {token_gap!r}")
         super().__init__(
             channel,
             _PREFIX,
@@ -128,8 +141,8 @@ class LockService(CoordinatedService):
 
         A grant that reaches this member after a view that took it away (`refuse_grant`:
         majority mode in a minority view, a table rebuilt since the request, a larger
-        token seen for the lock) is not held: it is released, and asked for again while
-        time is left."""
+        token seen for the lock, a grant made in another view than this member's) is not
+        held: it is released, and asked for again while time is left."""
         name = handle.name
         owner = self._owner()
         held = self._held.get(name)
@@ -153,8 +166,10 @@ class LockService(CoordinatedService):
                     await self._release_quietly(name, owner)
                 return False
             grant = Grant(owner, int(answer[1]))
+            view_counter = self._channel.view.view_id.id
             why = refuse_grant(
                 grant.token,
+                view_counter=view_counter,
                 may_hold=self._quorum.has_majority or not self.majority,
                 reported_since=self._reports != reports,
                 newest_seen=self._newest_token(name),
@@ -167,6 +182,12 @@ class LockService(CoordinatedService):
                 await self._release_quietly(name, owner)
             if timeout is None:
                 return False
+            if token_view(grant.token) > view_counter:  # its view is on the way here
+                wait = RETRY_INTERVAL
+                if deadline is not None:
+                    wait = min(wait, max(deadline - trio.current_time(), 0.0))
+                with trio.move_on_after(wait):
+                    await self._new_view.wait()
         self._max_token = max(self._max_token, grant.token)
         self._seen[name] = max(self._seen.get(name, 0), grant.token)
         self._held[name] = grant
@@ -271,7 +292,10 @@ class LockService(CoordinatedService):
             for name, grant in list(self._held.items()):
                 self._lose(name, grant.owner)  # the majority side releases it
         if coordinating:
-            self._wake(list(self._table.install_view(view.members, granting=granting)))
+            grants = self._table.install_view(
+                view.members, granting=granting, view_counter=view.view_id.id
+            )
+            self._wake(list(grants))
             for (name, owner), waiter in list(self._waiters.items()):
                 if owner.member not in view:
                     del self._waiters[(name, owner)]

@@ -13,16 +13,21 @@ Decisions where JGroups' CENTRAL_LOCK leaves a choice:
   requests the same way).
 - A new coordinator rebuilds the table from what the owners say they hold, the
   backups standing in for members that do not answer (`rebuild_locks`).
-- Every grant carries a fencing token, one more than the last the table issued. A
-  rebuilt table starts above the largest token any member reports (plus ``token_gap``)
-  and above the view id times 2**32 (`rebuild_locks`), so tokens keep growing across a
-  coordinator's crash even when the last grants reached only members that crashed
-  with it.
+- Every grant carries a fencing token, one more than the last the table issued, and
+  never less than the view's id times 2**32: a table rebuilt in view N starts there
+  (above the largest token any member reports, plus ``token_gap``: `rebuild_locks`), and
+  a table that goes on into view N + 1 jumps there (`LockTable.install_view`). So a
+  token says in which view it was made, and tokens grow along every line of views:
+  across a coordinator's crash even when the last grants reached only members that
+  crashed with it, and across a coordinator that goes on from its view into one that
+  holds members of another coordinator's view with the same id (the two sides of a
+  split number views alike; campaign udp-total-blocks seed 72034).
 - Backups get each changed entry with a version; an entry with a higher version
   replaces a lower one, so backups need no ordering and a resent entry is harmless.
 - An owner judges a grant when it arrives (`refuse_grant`): the coordinator's answer
   can reach it after a view change the grant predates, and the owner holds it only if
-  no view since took it away (issue 42, campaign udp-total-blocks seed 143).
+  no view since took it away (issue 42, campaign udp-total-blocks seed 143), and only
+  if it was made in the owner's view (its token's view id is the owner's).
 """
 
 from __future__ import annotations
@@ -45,10 +50,14 @@ __all__ = [
     "newest_entries",
     "rebuild_locks",
     "refuse_grant",
+    "token_view",
 ]
 
 #: Added to the largest token the members report when a table is rebuilt.
 TOKEN_GAP = 1000
+
+#: A token's view id is the token shifted right by this many bits (`token_view`).
+VIEW_SHIFT = 32
 
 
 class Owner(NamedTuple):
@@ -164,14 +173,22 @@ class LockTable:
         self._changed(name, None)
         return self._grant_next(name)
 
-    def install_view(self, members: Iterable[Address], *, granting: bool) -> list[Grant]:
-        """A new view: the locks and requests of members not in it go (their owners
-        left or crashed); returns the grants this makes for the next waiters. A view in
-        which the table may not grant (majority mode, a minority) frees every lock:
-        its owners count them as lost, and a request resent in it must not find its
-        old grant."""
+    def install_view(
+        self, members: Iterable[Address], *, granting: bool, view_counter: int = 0
+    ) -> list[Grant]:
+        """A new view (its id ``view_counter``): the locks and requests of members not in
+        it go (their owners left or crashed); returns the grants this makes for the next
+        waiters. A view in which the table may not grant (majority mode, a minority)
+        frees every lock: its owners count them as lost, and a request resent in it
+        must not find its old grant.
+
+        Tokens go on from the view id times 2**32 at least: a member of this view may
+        come from another coordinator's view with the same id as this table's last one
+        (the two sides of a split count views alike), whose tokens this table never
+        heard of (campaign udp-total-blocks seed 72034)."""
         live = frozenset(members)
         self.granting = granting
+        self.max_token = max(self.max_token, view_counter << VIEW_SHIFT)
         for name, queue in list(self.waiting.items()):
             kept = deque(o for o in queue if o.member in live)
             if kept:
@@ -299,7 +316,7 @@ def rebuild_locks(
         + [g.token for grants in claims.values() for g in grants]
     )
     top_version = max([0] + [e.version for r in reports.values() for e in r.copy]) + 1
-    first = max(top_token + token_gap, view_counter << 32)
+    first = max(top_token + token_gap, view_counter << VIEW_SHIFT)
     table = LockTable(max_token=first, version=top_version, granting=granting)
     refused: list[tuple[str, Grant]] = []
     for name, grants in claims.items():
@@ -312,8 +329,13 @@ def rebuild_locks(
     return table, refused
 
 
+def token_view(token: int) -> int:
+    """The id of the view in which the grant with fencing ``token`` was made."""
+    return token >> VIEW_SHIFT
+
+
 def refuse_grant(
-    token: int, *, may_hold: bool, reported_since: bool, newest_seen: int
+    token: int, *, view_counter: int, may_hold: bool, reported_since: bool, newest_seen: int
 ) -> str | None:
     """Why an owner must not hold a grant with fencing token ``token`` that reaches it
     now, or None when the grant stands.
@@ -331,6 +353,13 @@ def refuse_grant(
     - ``newest_seen``, the largest token the owner saw for this lock before (its own
       grants, its backup copy), is larger: the lock was granted again after this grant,
       which is stale (fencing tokens only grow along a line of grants).
+    - the grant was made in another view than the owner's now, ``view_counter`` (its
+      token's `token_view`): tokens grow along a line of views because each grant is
+      held from the view it was made in, whose id times 2**32 its token starts from. A
+      grant made in an earlier view may come from a table that the coordinator of the
+      owner's view never heard of; one made in a view with a larger id than the
+      owner's may be matched by a token of another coordinator's view with that id,
+      which the owner may install next.
 
     A refused grant is released, and the owner asks again or gives up.
     """
@@ -340,6 +369,8 @@ def refuse_grant(
         return "table rebuilt since asked"
     if newest_seen > token:
         return f"token {token} below {newest_seen} seen"
+    if token_view(token) != view_counter:
+        return f"token {token} of view {token_view(token)}, not {view_counter}"
     return None
 
 

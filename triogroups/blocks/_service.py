@@ -29,7 +29,7 @@ from triogroups._rpc import RpcTimeout, UnknownMethod
 from triogroups.address import Address
 from triogroups.view import MergeView, View
 
-__all__ = ["RETRY", "CoordinatedService", "open_service"]
+__all__ = ["RETRY", "RETRY_INTERVAL", "CoordinatedService", "open_service"]
 
 _log = logging.getLogger("triogroups.blocks")
 
