@@ -333,6 +333,17 @@ def test_campaign_udp_total_blocks_71088_a_subgroup_reported_without_its_coordin
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72168_a_merge_awaits_no_tail_of_its_taken_over_view() -> None:
+    """Campaign udp-total-blocks 72168: A left view 6 and B, listed next, coordinated B
+    and D (D's tail came then). B's merge view 7 reported view 6, whose id names A, as
+    B's and D's subgroup; D skipped view 7, and B awaited its tail again for the rest of
+    the run, holding every multicast behind it (349 missing). Our own previous view is
+    our order, whoever installed it."""
+    result = run_seed("udp-total-blocks", 72168)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
 @pytest.mark.parametrize("steps", [None, [0, 1, 2, 3, 5, 6, 7, 8, 11, 13]])
 def test_campaign_udp_41714_a_view_overtaken_by_a_merge_view_while_it_waited_is_dropped(
     steps: list[int] | None,

@@ -472,6 +472,22 @@ def test_sequencer_merge_view_awaits_a_subgroup_whose_reported_view_lists_it_fir
     ]
 
 
+def test_sequencer_merge_view_awaits_no_tail_of_our_previous_view_another_installed() -> None:
+    """Campaign udp-total-blocks 72168: A left its view 6, which made B, listed next, the
+    coordinator of B and D (D handed B its tail then). B's merge view 7 reported view 6 as
+    B's and D's subgroup; D skipped view 7 and sent no tail, and awaiting it again (view
+    6's id names A) held every later multicast for the rest of the run. A subgroup whose
+    view is our own previous view is our order, whoever installed it."""
+    seq = started(Sequencer(), B, view=View(ViewId(6, A), [B, D]))
+    subgroups = [View(ViewId(6, A), [B, D]), view_of(C, E, counter=4)]
+    seq.down_event(ViewChange(MergeView(ViewId(7, B), [B, D, C, E], subgroups)), 0.0)
+    seq.up([*_tail(B, C, []), *_tail(B, E, [])], 0.0)
+    assert not seq.stats()["recovering"]  # D's tail is not awaited
+    seq.up([_forward(D, 1, b"d1")], 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [(D, 1, b"d1")]
+
+
 def test_sequencer_recovery_merges_tails_that_start_at_different_places_by_stamp() -> None:
     """Campaign udp-total-blocks 140: A crashed and B took over with C and D. A's order
     was a1, a2 (view 11), a3 (view 12). C, paused, delivered a1 and a2; D joined in view 12,

@@ -159,13 +159,18 @@ def old_orders(view: View, old_view: View | None, changed: bool, me: Address) ->
     members it suspects (campaign udp-total-blocks 71088: A and G, whose coordinator E
     had been killed, reported E's view without E, which listed D, the merge view's
     coordinator, first; D awaited no tail, and G, which had missed E's last BCASTs,
-    got them only at a later recovery, after a newer one)."""
+    got them only at a later recovery, after a newer one). A subgroup whose view is our
+    own previous view is ours though another installed it: we took its order over when
+    that coordinator left (campaign udp-total-blocks 72168: B took over A's view 6 as A
+    left and got D's tail; B's merge view 7 reported view 6 as B's and D's subgroup, and
+    awaiting D's tail again stalled every later multicast: D, whose coordinator stayed,
+    sent none)."""
     members = set(view.members)
     if isinstance(view, MergeView) and old_view is not None:
         return [
             set(sub.members) & members
             for sub in view.subgroups
-            if sub.coord != me or sub.view_id.coord != me
+            if sub.coord != me or (sub.view_id.coord != me and sub.view_id != old_view.view_id)
         ]
     if changed:
         assert old_view is not None
