@@ -125,16 +125,16 @@ def chromium() -> str | None:
 
 
 def build_inputs() -> list[Path]:
-    """What the install is made from beyond the sources it links to: pyproject.toml, the build
-    hook, and the compiled core's modules (each ``.pxd`` and the ``.py`` beside it), which the
-    editable install compiles in place: a change to one of them needs a new install, or the
-    old compiled module keeps running."""
-    typed = sorted((ROOT / "triogroups").glob("*.pxd"))
+    """What the install is made from beyond the sources it links to: pyproject.toml, the
+    build hook, and the compiled core's modules (each ``.pxd``, in subpackages too, and the
+    ``.py`` beside it), which the editable install compiles in place: a change to one of them
+    needs a new install, or the old compiled module keeps running."""
+    typed = sorted((ROOT / "triogroups").rglob("*.pxd"))
     return [
         ROOT / "pyproject.toml",
         ROOT / "hatch_build.py",
         *typed,
-        *(pxd.with_suffix(".py") for pxd in typed),
+        *(pxd.with_suffix(".py") for pxd in typed if pxd.with_suffix(".py").exists()),
     ]
 
 

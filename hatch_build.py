@@ -1,13 +1,14 @@
 """hatchling's build hook: compile the compiled core with Cython, or leave the pure Python.
 
-The compiled-core modules (each ``.py`` of the package with a ``.pxd`` beside it, `TYPED`) are
-plain Python files typed for Cython by that ``.pxd``; this hook compiles them into extension
-modules of the same names (issue 43). A wheel (``pip install .``, ``python -m build``) gets
-them as files of its own and a platform tag; an editable install (``pip install -e .``, what
-dev.py does) gets them built in place beside their sources, where the editable install's path
-entry finds them. Without a working C compiler (or with ``TRIOGROUPS_PURE_PYTHON=1`` set during
-the build) the hook warns and the package installs as pure Python, which runs the same modules
-as source. A Cython error in the sources themselves is a bug and fails the build.
+The compiled-core modules (each ``.py`` of the package, subpackages included, with a
+``.pxd`` beside it: `compiled_core`) are plain Python files typed for Cython by that ``.pxd``;
+this hook compiles them into extension modules of the same names (issue 43). A wheel
+(``pip install .``, ``python -m build``) gets them as files of its own and a platform tag; an
+editable install (``pip install -e .``, what dev.py does) gets them built in place beside
+their sources, where the editable install's path entry finds them. Without a working C
+compiler (or with ``TRIOGROUPS_PURE_PYTHON=1`` set during the build) the hook warns and the
+package installs as pure Python, which runs the same modules as source. A Cython error in the
+sources themselves is a bug and fails the build.
 """
 
 from __future__ import annotations
@@ -21,9 +22,19 @@ from typing import Any
 from hatchling.builders.hooks.plugin.interface import BuildHookInterface
 
 #: A module of the package with a ``.pxd`` beside it is a compiled-core module (dev.py's
-#: `build_inputs` reads the same rule to know when to install again).
-TYPED = "triogroups/*.pxd"
+#: `build_inputs` reads the same rule to know when to install again). A ``.pxd`` alone
+#: (``_message_layout.pxd``) only declares what the others cimport.
+TYPED = "triogroups/**/*.pxd"
 PURE_ENV = "TRIOGROUPS_PURE_PYTHON"
+
+
+def compiled_core(root: Path) -> list[Path]:
+    """The ``.py`` files under ``root`` that the build compiles: each with a ``.pxd`` beside it."""
+    return [
+        pxd.with_suffix(".py")
+        for pxd in sorted(root.glob(TYPED))
+        if pxd.with_suffix(".py").exists()
+    ]
 
 
 class CompiledCoreHook(BuildHookInterface):  # type: ignore[type-arg]
@@ -48,11 +59,8 @@ class CompiledCoreHook(BuildHookInterface):  # type: ignore[type-arg]
 
         root = Path(self.root)
         extensions = [
-            Extension(
-                ".".join(pxd.relative_to(root).with_suffix("").parts),
-                [str(pxd.with_suffix(".py"))],
-            )
-            for pxd in sorted(root.glob(TYPED))
+            Extension(".".join(py.relative_to(root).with_suffix("").parts), [str(py)])
+            for py in compiled_core(root)
         ]
         compiled = cythonize(
             extensions,

@@ -10,6 +10,7 @@ members run different forms delivers as a group of one form does. The wire tests
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import struct
@@ -162,18 +163,67 @@ def test_both_forms_encode_the_same_entries(msgs: list[Message]) -> None:
     assert COMPILED.encode_entries(msgs, A) == PURE.encode_entries(msgs, A)
 
 
-def test_message_layout_is_the_one_the_compiled_loop_declares() -> None:
-    """``_wire_loop.pxd`` declares `Message` as five object pointers after the object
+_SCAN_BUILT = importlib.import_module("triogroups._layer._scan")
+SCAN_COMPILED = _SCAN_BUILT if _compiled.is_compiled(_SCAN_BUILT) else None
+SCAN_PURE = _compiled.pure("_layer._scan")
+_SCANS = ("none_carries", "unicasts_without", "multicasts_without")
+_batches = st.lists(
+    st.builds(
+        Message,
+        st.sampled_from([None, A, B]),
+        st.just(b""),
+        headers=st.dictionaries(st.sampled_from([ids.NAKACK2, ids.GMS, 7, "x"]), st.none()),
+    ),
+    max_size=8,
+)
+
+
+@pytest.mark.skipif(SCAN_COMPILED is None, reason="no compiled core in this checkout")
+@settings(max_examples=examples(300))
+@given(_batches, st.sampled_from([ids.NAKACK2, ids.GMS, 7, 8]))
+def test_both_forms_of_the_layer_hosts_scans_agree(batch: list[Message], pid: int) -> None:
+    """`_layer._scan`, which the host runs over a batch at every layer that may pass it on
+    (`_ways.passes`), reads `Message`'s slots from the declared layout when compiled: each
+    scan answers as its pure form and as the plain rule it stands for, for any batch."""
+    rules = {
+        "none_carries": all(pid not in m.headers for m in batch),
+        "unicasts_without": all(m.dest is not None and pid not in m.headers for m in batch),
+        "multicasts_without": all(m.dest is None and pid not in m.headers for m in batch),
+    }
+    for name in _SCANS:
+        pure = getattr(SCAN_PURE, name)(batch, pid)
+        assert getattr(SCAN_COMPILED, name)(batch, pid) is pure is rules[name], name
+
+
+def test_the_layer_host_runs_the_scans_of_the_chosen_form() -> None:
+    """`_ways.passes` runs the compiled scans where they were built, the ``.py`` with
+    ``TRIOGROUPS_PURE_PYTHON=1``: the same choice as the wire codec's."""
+    code = (
+        "import triogroups._layer._ways as w, triogroups._compiled as c\n"
+        "print(c.is_compiled(w.SCAN), w.SCAN.__name__)"
+    )
+    assert "False triogroups._layer._scan_pure" in _python(code, TRIOGROUPS_PURE_PYTHON="1")
+    expected = "False" if SCAN_COMPILED is None else "True"
+    assert f"{expected} triogroups._layer._scan" in _python(code)
+
+
+def test_message_layout_is_the_one_the_compiled_core_declares() -> None:
+    """``_message_layout.pxd`` declares `Message` as five object pointers after the object
     header, in the order of its sorted slots, which is how CPython stores them; the
-    compiled encode loop reads the slots from there. A slot added to `Message` (or a
-    ``__weakref__``, a ``__dict__``) must be declared there too: the compiled module
-    refuses to import with a size that differs, and this test says why."""
-    pxd = (ROOT / "triogroups" / "_wire_loop.pxd").read_text()
+    compiled loops that cimport it (the codec's encode loop, the layer host's scans) read
+    the slots from there. A slot added to `Message` (or a ``__weakref__``, a ``__dict__``)
+    must be declared there too: a compiled module refuses to import with a size that
+    differs, and this test says why."""
+    pxd = (ROOT / "triogroups" / "_message_layout.pxd").read_text()
     declared = re.findall(r"^ +PyObject \*(\w+);$", pxd, flags=re.MULTILINE)
     fields = re.findall(r"^ +cdef object (\w+)$", pxd, flags=re.MULTILINE)
     assert tuple(declared) == tuple(fields) == tuple(sorted(Message.__slots__)), (
-        "Message's slots and the layout _wire_loop.pxd declares differ"
+        "Message's slots and the layout _message_layout.pxd declares differ"
     )
+    users = {
+        p.name for p in (ROOT / "triogroups").rglob("*.pxd") if "_message_layout" in p.read_text()
+    }
+    assert {"_wire_loop.pxd", "_scan.pxd"} <= users
     assert Message.__bases__ == (object,)
     assert Message.__basicsize__ == object.__basicsize__ + len(declared) * struct.calcsize("P")
 

@@ -66,7 +66,8 @@ def test_dev_test_fast_expression_deselects_marked_tests_and_keeps_the_rest() ->
 def test_dev_installs_again_when_the_compiled_core_or_its_build_changes() -> None:
     """The editable install compiles the compiled core in place (hatch_build.py): dev.py
     installs again when pyproject.toml, the build hook or a compiled-core module (a ``.pxd``
-    and the ``.py`` beside it) is newer than its last install, so the compiled form never
+    and the ``.py`` beside it, in a subpackage too, or the ``.pxd`` of `Message`'s layout
+    they share) is newer than its last install, so the compiled form never
     lags behind its source."""
     inputs = {path.relative_to(ROOT).as_posix() for path in dev.build_inputs()}
     assert {
@@ -74,6 +75,9 @@ def test_dev_installs_again_when_the_compiled_core_or_its_build_changes() -> Non
         "hatch_build.py",
         "triogroups/_wire_loop.py",
         "triogroups/_wire_loop.pxd",
+        "triogroups/_layer/_scan.py",
+        "triogroups/_layer/_scan.pxd",
+        "triogroups/_message_layout.pxd",
     } <= inputs
     assert all((ROOT / name).exists() for name in inputs)
 

@@ -1,12 +1,12 @@
 """Which form of a compiled-core module runs: the Cython-built one or its pure-Python source.
 
-A compiled-core module (``_wire_loop``) is a plain ``.py`` file that the build also compiles
-with Cython into an extension module of the same name beside it; Python's import prefers the
-extension. ``TRIOGROUPS_PURE_PYTHON=1`` in the environment makes `load` return the ``.py``
-instead (loaded from its file under the name ``<module>_pure``), as does a build without a C
-compiler, which leaves no extension. The choice is made once per process, at import; `pure`
-loads the Python form whatever the switch says, so the tests can run both side by side. This
-module imports nothing from triogroups: it only finds files.
+A compiled-core module (``_wire_loop``, ``_layer._scan``) is a plain ``.py`` file that the build
+also compiles with Cython into an extension module of the same name beside it; Python's import
+prefers the extension. ``TRIOGROUPS_PURE_PYTHON=1`` in the environment makes `load` return the
+``.py`` instead (loaded from its file under the name ``<module>_pure``), as does a build without a C
+compiler, which leaves no extension. The choice is made once per process, at import; `pure` loads
+the Python form whatever the switch says, so the tests can run both side by side. This module
+imports nothing from triogroups: it only finds files.
 """
 
 from __future__ import annotations
@@ -37,13 +37,14 @@ def is_compiled(module: ModuleType) -> bool:
 
 
 def pure(name: str) -> ModuleType:
-    """The pure-Python form of the compiled-core module ``name`` (e.g. ``"_wire_loop"``),
-    loaded once from its ``.py`` file as ``triogroups.<name>_pure``."""
+    """The pure-Python form of the compiled-core module ``name``, a name inside the package
+    (``"_wire_loop"``, ``"_layer._scan"``), loaded once from its ``.py`` file as
+    ``triogroups.<name>_pure``."""
     full = f"{_PACKAGE}.{name}_pure"
     loaded = sys.modules.get(full)
     if loaded is not None:
         return loaded
-    path = Path(__file__).with_name(f"{name}.py")
+    path = Path(__file__).parent.joinpath(*name.split(".")).with_suffix(".py")
     spec = importlib.util.spec_from_file_location(full, path)
     if spec is None or spec.loader is None:
         raise ImportError(f"no pure-Python source for {name} at {path}")

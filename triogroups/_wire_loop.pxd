@@ -7,28 +7,9 @@
 
 import cython
 
-# Message's layout, so that the compiled encode loop reads its slots from the object instead
-# of through getattr: a __slots__ class stores its slots after the object header as pointers,
-# sorted by name. `check_size error` makes the import fail if the size differs (a slot added
-# or removed); tests/test_compiled_core.py names the layout. Only reads use it: a slot a new
-# object has not had set yet is NULL, which these field accessors do not expect.
-cdef extern from *:
-    """
-    typedef struct {
-        PyObject_HEAD
-        PyObject *dest;
-        PyObject *flags;
-        PyObject *headers;
-        PyObject *payload;
-        PyObject *src;
-    } TGMessageObject;
-    """
-    ctypedef class triogroups.message.Message [object TGMessageObject, check_size error]:
-        cdef object dest
-        cdef object flags
-        cdef object headers
-        cdef object payload
-        cdef object src
+# Message's layout (its slots read from the object, not through getattr): the one declaration
+# of it, shared with the other compiled-core modules.
+from triogroups._message_layout cimport Message
 
 cdef object _new
 

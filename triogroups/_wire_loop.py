@@ -10,11 +10,11 @@ valid Cython in pure-Python mode: no generated code, no tricks the typed form ma
 
 `encode_entries` reads four slots of each `Message`. The interpreter reads a slot from its
 inline cache, and compiled code reading an untyped object's attribute (``PyObject_GetAttr``)
-measured slower than that (benchmarks/HISTORY.md, issue 43), so ``_wire_loop.pxd`` declares
-`Message`'s layout (its five slots, in the order CPython stores them) and the compiled loop
-reads them from the object directly. Decoding still sets the slots of each new message by
-attribute: a new object's slots are empty, which the compiled form's direct stores assume
-they are not.
+measured slower than that (benchmarks/HISTORY.md, issue 43), so ``_wire_loop.pxd`` cimports
+`Message`'s layout (its five slots, in the order CPython stores them: ``_message_layout.pxd``)
+and the compiled loop reads them from the object directly. Decoding still sets the slots of
+each new message by attribute: a new object's slots are empty, which the compiled form's
+direct stores assume they are not.
 
 `decode_messages` checks every field of every entry and raises `WireError` (and nothing
 else) for anything that is not a valid message: its header maps are converted in place by

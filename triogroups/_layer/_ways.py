@@ -14,11 +14,13 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable
+from types import ModuleType
 from typing import Protocol as TypingProtocol
 from typing import TypeGuard
 
 import trio
 
+from triogroups import _compiled
 from triogroups.events import Event, Item
 from triogroups.message import Message
 from triogroups.protocol import Protocol
@@ -77,6 +79,10 @@ PASS_EVERY = 1
 PASS_ASK_UP = 2
 PASS_ASK_DOWN = 3
 
+#: The scans `passes` runs over a batch (`triogroups._layer._scan`), in the form this process
+#: runs: compiled where the build made it, unless ``TRIOGROUPS_PURE_PYTHON`` is set.
+SCAN: ModuleType = _compiled.load("_layer._scan")
+
 #: Work to run once the chain of handlers a transport's delivery started has returned
 #: (see `after_chain`); None while no such chain runs. One list for the process is
 #: enough: a chain never awaits, so no other task runs until it has returned.
@@ -106,18 +112,10 @@ def passes(proto: Protocol, mode: int, batch: list[Message], pid: int) -> bool:
     if kind is None:
         return False
     if kind == "all":
-        for msg in batch:
-            if pid in msg.headers:
-                return False
-    elif kind == "unicasts":
-        for msg in batch:
-            if msg.dest is None or pid in msg.headers:
-                return False
-    else:
-        for msg in batch:
-            if msg.dest is not None or pid in msg.headers:
-                return False
-    return True
+        return SCAN.none_carries(batch, pid)  # type: ignore[no-any-return]
+    if kind == "unicasts":
+        return SCAN.unicasts_without(batch, pid)  # type: ignore[no-any-return]
+    return SCAN.multicasts_without(batch, pid)  # type: ignore[no-any-return]
 
 
 def _run_after(after: list[Callable[[], None]]) -> None:
