@@ -28,7 +28,7 @@ from hypothesis import strategies as st
 
 from tests._forms import COMPILED, PURE, codec_class, decode_outcome, needs_compiled
 from tests._kinds import examples
-from triogroups import Address, Message, _compiled
+from triogroups import Address, Flag, Message, _compiled
 from triogroups._rpc._header import RpcHeader
 from triogroups.protocols import ids
 from triogroups.protocols.unicast3._common import Unicast3Header
@@ -195,6 +195,61 @@ def test_both_forms_of_the_layer_hosts_scans_agree(batch: list[Message], pid: in
         assert getattr(SCAN_COMPILED, name)(batch, pid) is pure is rules[name], name
 
 
+_BUNDLE_BUILT = importlib.import_module("triogroups.transports._bundle_loop")
+BUNDLE_COMPILED = _BUNDLE_BUILT if _compiled.is_compiled(_BUNDLE_BUILT) else None
+BUNDLE_PURE = _compiled.pure("transports._bundle_loop")
+_outgoing = st.lists(
+    st.builds(
+        Message,
+        st.sampled_from([None, A, B, Address(A.uuid, "renamed")]),
+        st.binary(max_size=40),
+        flags=st.sampled_from([0, Flag.DONT_LOOPBACK, Flag.DONT_BUNDLE, Flag.OOB, 0x1FF]),
+        headers=st.dictionaries(st.integers(1, 99), st.integers(0, 9), max_size=3),
+    ),
+    max_size=12,
+)
+
+
+@pytest.mark.skipif(BUNDLE_COMPILED is None, reason="no compiled core in this checkout")
+@settings(max_examples=examples(300))
+@given(_outgoing, st.integers(0, 300))
+def test_both_forms_of_the_bundlers_loops_agree(msgs: list[Message], max_size: int) -> None:
+    """`transports._bundle_loop`, whose compiled form reads and stamps `Message`'s slots in
+    the declared layout: `route` groups the same messages by the same destinations, picks
+    out the same local ones and stamps every source, and `pack` makes the same bundles of
+    each group, for any queue (a unicast to the sender under another name too)."""
+    results = []
+    for form in (BUNDLE_COMPILED, BUNDLE_PURE):
+        assert form is not None
+        batch = [m.copy() for m in msgs]
+        index = {id(m): i for i, m in enumerate(batch)}
+        by_dest, local = form.route(batch, A)
+        assert all(m.src is A for m in batch)
+        results.append(
+            (
+                {dest: [index[id(m)] for m in group] for dest, group in by_dest.items()},
+                [index[id(m)] for m in local],
+                [
+                    [[index[id(m)] for m in bundle] for bundle in form.pack(group, max_size)]
+                    for group in by_dest.values()
+                ],
+            )
+        )
+    assert results[0] == results[1]
+
+
+def test_the_transports_run_the_bundlers_loops_of_the_chosen_form() -> None:
+    """The bundler re-exports `route` and `pack` of the form this process runs."""
+    code = (
+        "import triogroups.transports._bundler as b, triogroups._compiled as c\n"
+        "print(c.is_compiled(b.LOOP), b.route is b.LOOP.route, b.LOOP.__name__)"
+    )
+    pure = _python(code, TRIOGROUPS_PURE_PYTHON="1")
+    assert "False True triogroups.transports._bundle_loop_pure" in pure
+    expected = "False" if BUNDLE_COMPILED is None else "True"
+    assert f"{expected} True triogroups.transports._bundle_loop" in _python(code)
+
+
 def test_the_layer_host_runs_the_scans_of_the_chosen_form() -> None:
     """`_ways.passes` runs the compiled scans where they were built, the ``.py`` with
     ``TRIOGROUPS_PURE_PYTHON=1``: the same choice as the wire codec's."""
@@ -210,10 +265,10 @@ def test_the_layer_host_runs_the_scans_of_the_chosen_form() -> None:
 def test_message_layout_is_the_one_the_compiled_core_declares() -> None:
     """``_message_layout.pxd`` declares `Message` as five object pointers after the object
     header, in the order of its sorted slots, which is how CPython stores them; the
-    compiled loops that cimport it (the codec's encode loop, the layer host's scans) read
-    the slots from there. A slot added to `Message` (or a ``__weakref__``, a ``__dict__``)
-    must be declared there too: a compiled module refuses to import with a size that
-    differs, and this test says why."""
+    compiled loops that cimport it (the codec's encode loop, the layer host's scans, the
+    bundler's loops) read the slots from there. A slot added to `Message` (or a
+    ``__weakref__``, a ``__dict__``) must be declared there too: a compiled module refuses
+    to import with a size that differs, and this test says why."""
     pxd = (ROOT / "triogroups" / "_message_layout.pxd").read_text()
     declared = re.findall(r"^ +PyObject \*(\w+);$", pxd, flags=re.MULTILINE)
     fields = re.findall(r"^ +cdef object (\w+)$", pxd, flags=re.MULTILINE)
@@ -223,7 +278,7 @@ def test_message_layout_is_the_one_the_compiled_core_declares() -> None:
     users = {
         p.name for p in (ROOT / "triogroups").rglob("*.pxd") if "_message_layout" in p.read_text()
     }
-    assert {"_wire_loop.pxd", "_scan.pxd"} <= users
+    assert {"_wire_loop.pxd", "_scan.pxd", "_bundle_loop.pxd"} <= users
     assert Message.__bases__ == (object,)
     assert Message.__basicsize__ == object.__basicsize__ + len(declared) * struct.calcsize("P")
 

@@ -5,7 +5,10 @@ groups it by destination and picks out what is delivered locally (`route`),
 packs each group into bundles no larger than the bundle limit (`pack`) and
 encodes each bundle once (`encode_bundles`). It flushes as soon as the queue
 is dry: a lone message leaves at once (no added latency), and under load many
-messages share one datagram or frame (one syscall for many messages).
+messages share one datagram or frame (one syscall for many messages). `route`
+and `pack` run once per message: they live in
+`triogroups.transports._bundle_loop`, which the build compiles, and are
+re-exported here in the form this process runs.
 
 Pure functions over messages: no sockets, no clock. DONT_BUNDLE messages are
 always sent in a bundle of their own.
@@ -13,23 +16,28 @@ always sent in a bundle of their own.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from types import ModuleType
 
 import trio
 
+from triogroups import _compiled
 from triogroups.address import Address
 from triogroups.events import Event, Item
-from triogroups.message import Flag, Message
+from triogroups.message import Message
 from triogroups.wire import WireCodec
 
-__all__ = ["BUNDLE_OVERHEAD", "drain", "encode_bundles", "pack", "route", "segments"]
+__all__ = ["BUNDLE_OVERHEAD", "LOOP", "drain", "encode_bundles", "pack", "route", "segments"]
 
-_DONT_BUNDLE = int(Flag.DONT_BUNDLE)
-_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
-_UNSET = object()
-
+#: The per-message loops (`triogroups.transports._bundle_loop`) in the form this process
+#: runs: compiled where the build made it, unless ``TRIOGROUPS_PURE_PYTHON`` is set.
+LOOP: ModuleType = _compiled.load("transports._bundle_loop")
+route: Callable[
+    [list[Message], Address], tuple[dict[Address | None, list[Message]], list[Message]]
+] = LOOP.route
+pack: Callable[[list[Message], int], list[list[Message]]] = LOOP.pack
 #: Allowance for the bundle prefix and the [dest, src, [...]] envelope.
-BUNDLE_OVERHEAD = 64
+BUNDLE_OVERHEAD: int = LOOP.BUNDLE_OVERHEAD
 
 
 def drain(channel: trio.MemoryReceiveChannel[Item], first: Item, limit: int = 1024) -> list[Item]:
@@ -56,56 +64,6 @@ def segments(items: list[Item]) -> Iterator[list[Message] | Event]:
             yield item  # type: ignore[misc,unused-ignore]
     if batch:
         yield batch
-
-
-def route(
-    batch: list[Message], me: Address
-) -> tuple[dict[Address | None, list[Message]], list[Message]]:
-    """Group by destination (None = the group) and pick out local deliveries.
-
-    Stamps every message with ``src = me``. A unicast to ``me`` is only local;
-    a multicast is sent and also looped back unless it has DONT_LOOPBACK.
-    """
-    by_dest: dict[Address | None, list[Message]] = {}
-    local: list[Message] = []
-    last: object = _UNSET
-    group: list[Message] = local
-    to_me = False
-    for msg in batch:
-        msg.src = me
-        dest = msg.dest
-        if dest is not last:  # runs of one destination skip Address.__eq__ / __hash__
-            last = dest
-            to_me = dest is not None and dest == me
-            if not to_me:
-                group = by_dest.setdefault(dest, [])
-        if to_me:
-            local.append(msg)
-            continue
-        if dest is None and not msg.flags & _DONT_LOOPBACK:
-            local.append(msg)
-        group.append(msg)
-    return by_dest, local
-
-
-def pack(msgs: list[Message], max_size: int) -> list[list[Message]]:
-    """Split into bundles whose estimated size stays below ``max_size``; keeps order."""
-    bundles: list[list[Message]] = []
-    current: list[Message] = []
-    size = BUNDLE_OVERHEAD
-    for msg in msgs:
-        if msg.flags & _DONT_BUNDLE:
-            bundles.append([msg])
-            continue
-        msize = len(msg.payload) + 8 + 16 * len(msg.headers)  # Message.size(), inlined
-        if current and size + msize > max_size:
-            bundles.append(current)
-            current, size = [], BUNDLE_OVERHEAD
-        current.append(msg)
-        size += msize
-    if current:
-        bundles.append(current)
-    return bundles
 
 
 def encode_bundles(

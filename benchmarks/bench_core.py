@@ -1,0 +1,143 @@
+"""The compiled core's per-message loops beyond the codec's, compiled against pure Python.
+
+    python benchmarks/bench_core.py [--repeat 7] [--instructions]
+
+Issue 43 compiles the loops that run once per message (the codec's: `bench_wire.py`).
+Here, the others, each over a batch of 100 multicasts of 100 B with each form behind it, in
+turns (compiled, pure, pure, compiled, ...): the medians of CPU per message and their
+ratio. ``--instructions`` counts the machine instructions per message of the same work
+with valgrind's callgrind instead, which the load of a shared machine does not move.
+
+- ``passes all``, ``passes multicasts``: the layer host's scan (`triogroups._layer._scan`).
+  A layer that promises to pass some messages on untouched (`Protocol.passes_up`: NAKACK2,
+  GMS, MERGE3, FRAG, UFC, MFC, STABLE, ...) is skipped for a batch made only of those; the
+  host finds that out with `triogroups._layer._ways.passes`, which reads every message of
+  the batch, at every such layer, up and down (about 10 messages scanned per multicast in
+  `bench_loopback.py`'s udp preset).
+- ``route+pack``: the bundler's loops (`triogroups.transports._bundle_loop`), once per
+  message a transport sends: stamping the source and grouping by destination, then
+  splitting into bundles below the size limit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import math
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from types import ModuleType
+
+from _callgrind import instructions_per, require_valgrind
+
+from triogroups import Address, Message, _compiled
+from triogroups._layer import _ways
+from triogroups.protocol import Protocol
+
+BATCH = 100
+PID = 57  # a header id none of the batch's messages carries: every scan reads the whole batch
+OTHER = 58  # the header they carry (the one a layer above numbered them with)
+PARTS = ("passes all", "passes multicasts", "route+pack")
+MODULES = {"passes": "_layer._scan", "route+pack": "transports._bundle_loop"}
+ME = Address.random("A")
+
+
+def _forms(part: str) -> dict[str, ModuleType]:
+    """The module of ``part`` by form; "compiled" only where the build made it."""
+    name = MODULES[part.split()[0]]
+    forms = {"pure": _compiled.pure(name)}
+    built = importlib.import_module(f"triogroups.{name}")
+    if _compiled.is_compiled(built):
+        forms = {"compiled": built, **forms}
+    return forms
+
+
+def _work(form: ModuleType, part: str) -> Callable[[], object]:
+    """One batch of ``part``'s work, with ``form``'s loops."""
+    batch = [Message(None, b"x" * 100, headers={OTHER: i}) for i in range(BATCH)]
+    if part == "route+pack":
+        route, pack = form.route, form.pack
+
+        def bundle() -> object:
+            by_dest, _ = route(batch, ME)
+            return pack(by_dest[None], 65_000)
+
+        return bundle
+    proto = type("Bench", (Protocol,), {"passes_up": part.split()[1]})()
+    passes = _ways.passes
+
+    def scan() -> object:
+        _ways.SCAN = form
+        return passes(proto, _ways.PASS_ASK_UP, batch, PID)
+
+    return scan
+
+
+def compare(repeat: int, batches: int = 4000) -> None:
+    """CPU per message of each form, in turns, medians of ``repeat``, and their ratio."""
+    print(f"batches of {BATCH} multicasts, CPU per message (ns), medians of {repeat} in turns")
+    print(f"{'part':<20}{'compiled':>10}{'pure':>10}{'ratio':>8}")
+    for part in PARTS:
+        forms = _forms(part)
+        works = {name: _work(form, part) for name, form in forms.items()}
+        samples: dict[str, list[float]] = {name: [] for name in forms}
+        for turn in range(repeat):
+            for name in list(works)[:: 1 if turn % 2 == 0 else -1]:
+                work = works[name]
+                start = time.process_time()
+                for _ in range(batches):
+                    work()
+                samples[name].append((time.process_time() - start) / batches / BATCH * 1e9)
+        medians = {name: statistics.median(values) for name, values in samples.items()}
+        ratio = medians["compiled"] / medians["pure"] if "compiled" in medians else 1.0
+        cells = "".join(f"{medians.get(name, math.nan):>10.1f}" for name in ("compiled", "pure"))
+        print(f"{part:<20}{cells}{ratio:>7.2f}x")
+
+
+def _instructions(form: str, part: str, batches: int) -> float:
+    """Instructions per message of ``part`` with ``form``'s loops (`instructions_per`)."""
+
+    def args(n: int) -> list[str]:
+        return ["--run", form, part, str(n)]
+
+    return instructions_per(__file__, args, batches) / BATCH
+
+
+def count_instructions(batches: int) -> None:
+    """Instructions per message of each form (`instructions_per`)."""
+    require_valgrind()
+    print(f"batches of {BATCH} multicasts, instructions per message")
+    print(f"{'part':<20}{'compiled':>10}{'pure':>10}{'ratio':>8}")
+    for part in PARTS:
+        counts = {name: _instructions(name, part, batches) for name in _forms(part)}
+        ratio = counts["compiled"] / counts["pure"] if "compiled" in counts else 1.0
+        cells = "".join(f"{counts.get(name, math.nan):>10,.1f}" for name in ("compiled", "pure"))
+        print(f"{part:<20}{cells}{ratio:>7.2f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=7, help="turns of each form (default 7)")
+    parser.add_argument(
+        "--instructions", action="store_true", help="count instructions with callgrind"
+    )
+    parser.add_argument("--run", nargs=3, help=argparse.SUPPRESS)  # form part batches
+    opts = parser.parse_args()
+    if opts.repeat < 1:
+        sys.exit(f"--repeat must be >= 1, got {opts.repeat}")
+    if opts.run:
+        name, part, count = opts.run
+        work = _work(_forms(part)[name], part)
+        for _ in range(int(count)):
+            work()
+        return
+    if opts.instructions:
+        count_instructions(batches=2000)
+        return
+    compare(opts.repeat)
+
+
+if __name__ == "__main__":
+    main()
