@@ -111,6 +111,23 @@ def test_bundles_in_a_row_carry_each_its_own_source_and_destination() -> None:
         )
 
 
+def test_addresses_in_headers_keep_their_names_whether_known_by_identity_or_not() -> None:
+    """The encoder finds an address in a header by identity first (SEQUENCER's BCAST
+    names its forwarder in every message): the same object again, an equal one renamed,
+    and the first again each decode with their own name."""
+    codec = _codec()
+    renamed = Address(B.uuid, "B2")
+    members = (B, renamed, B, C, renamed)
+    header = _RichHeader(None, None, members, 0.0, "", b"", {}, None)
+    for _ in range(2):
+        bundle = codec.decode(
+            codec.encode(None, A, [Message(None, b"m", headers={RICH_ID: header})])
+        )
+        decoded = bundle.messages[0].headers[RICH_ID].members
+        assert decoded == members
+        assert [m.name for m in decoded] == ["B", "B2", "B", "C", "B2"]
+
+
 def test_round_trip_headers_with_views_digests_and_containers() -> None:
     codec = _codec()
     sub1 = View.create(A, 3, [A, C])

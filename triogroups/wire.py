@@ -164,6 +164,9 @@ class WireCodec:
         self._packer = msgpack.Packer(default=self._default, use_bin_type=True)
         self._addresses: dict[bytes, Address] = {}
         self._address_exts: dict[Address, tuple[str, msgpack.ExtType]] = {}
+        #: the same extension types by the address object's id, the object kept beside its
+        #: ext (so its id is not reused while the entry stands): `_default`'s first look
+        self._exts_by_id: dict[int, tuple[Address, msgpack.ExtType]] = {}
         # the last bundle's source and destination, and their extension types: `encode`
         self._last_src: Address | None = None
         self._last_src_ext: msgpack.ExtType | None = None
@@ -203,8 +206,19 @@ class WireCodec:
         return data
 
     def _default(self, obj: Any) -> Any:
+        # An address in a header is the usual case: SEQUENCER's BCAST names its forwarder
+        # in every ordered message. Found by identity (addresses are immutable and the
+        # decoder hands out one object per address), it costs no `Address.__hash__` and
+        # no `_address_ext` call, both Python calls, per message (issue 42).
+        known = self._exts_by_id.get(id(obj))
+        if known is not None and known[0] is obj:
+            return known[1]
         if isinstance(obj, Address):
-            return self._address_ext(obj)
+            ext = self._address_ext(obj)
+            if len(self._exts_by_id) >= 4096:
+                self._exts_by_id.clear()
+            self._exts_by_id[id(obj)] = (obj, ext)
+            return ext
         if isinstance(obj, MergeView):
             inner = (obj.view_id, obj.members, obj.subgroups)
             return msgpack.ExtType(_EXT_MERGE_VIEW, self._pack_inner(inner))
@@ -310,7 +324,9 @@ class WireCodec:
 
     def _ext_hook(self, code: int, data: bytes) -> Any:
         if code == _EXT_ADDRESS:
-            return self._address(data)
+            # `_address`'s cache hit in line: every BCAST names its forwarder (issue 42)
+            addr = self._addresses.get(data)
+            return self._address(data) if addr is None else addr
         inner = msgpack.unpackb(data, raw=False, strict_map_key=False, ext_hook=self._ext_hook)
         if code == _EXT_VIEW:
             vid, members = inner
