@@ -700,3 +700,17 @@ def test_campaign_udp_total_blocks_72034_tokens_start_at_the_grant_s_view() -> N
     (`LockTable.install_view`), and an owner takes only a grant made in its own view."""
     result = run_seed("udp-total-blocks", 72034)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72230_a_merge_resends_the_other_order_first() -> None:
+    """Issue 42, campaign udp-total-blocks 72230: a partition forked F's order in view 4;
+    F ordered C1-10, I took over its side in view [5,I] and ordered I1-10. E, in I's view
+    but cut off from I, delivered neither; E's merge view 6 took in both sides and ended
+    before E ordered anything. F's merge view 7 awaited view 6's members and merged I's log
+    and C's by stamp: C1-10 (view 4) came before I1-10 (view 5), and E delivered C1-10
+    first while I, with whom E had installed every view, had I1-10 first (total_order).
+    A log that ends with the merge view's coordinator's order now comes after the other
+    orders' logs."""
+    result = run_seed("udp-total-blocks", 72230)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

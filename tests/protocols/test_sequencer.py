@@ -35,6 +35,7 @@ from triogroups.protocols.sequencer import (
     SequencerHeader,
 )
 from triogroups.protocols.sequencer._log import Log, Logged
+from triogroups.protocols.sequencer._recovery import ENDS_IN_ORDER, OTHER_ORDER
 from triogroups.testing import addresses, split, started, view_of
 from triogroups.view import Digest, MergeView, View, ViewId
 
@@ -486,6 +487,56 @@ def test_sequencer_merge_view_awaits_no_tail_of_our_previous_view_another_instal
     seq.up([_forward(D, 1, b"d1")], 0.0)
     out = _down(seq)
     assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [(D, 1, b"d1")]
+
+
+def _stamped_tail(
+    coord: Address, src: Address, entries: list[tuple[Address, int, bytes, int, int]], order: int
+) -> list[Message]:
+    """``src``'s TAILs of ``entries`` (sender, seqno, payload, view counter, NAKACK2 seqno:
+    the stamp) and its TAIL_END with ``order`` as its ``view``."""
+    msgs = [
+        Message(coord, p, src=src, headers={_ID: SequencerHeader(TAIL, n, s, nak, v)})
+        for s, n, p, v, nak in entries
+    ]
+    end = SequencerHeader(TAIL_END, len(msgs), view=order)
+    return [*msgs, Message(coord, src=src, headers={_ID: end})]
+
+
+def test_sequencer_merge_view_resends_the_other_order_before_logs_that_end_in_ours() -> None:
+    """Campaign udp-total-blocks 72230: a partition forked D's order after a1: D ordered c10
+    (view 4), I took over its side (view 5) and ordered i10. E, on I's side but deaf to I,
+    delivered neither; E's merge view 6 took in I, E and C, and ended before E ordered
+    anything. D's merge view 7 awaited view 6's members: I's log (I's order) and C's and
+    E's, which end with D's order. Merged by stamp, c10 (4, 11) came before i10 (5, 3), and
+    E delivered c10 first while I, with whom E had installed every view, had i10 first. A
+    TAIL_END now says that a log ends with the new coordinator's order, and those logs come
+    after the other orders' at a merge view under that coordinator."""
+    seq = started(Sequencer(), D, view=view_of(D, C, counter=6))
+    subgroups = [view_of(D, C, counter=6), View(ViewId(6, E), [E, H, C])]
+    seq.down_event(ViewChange(MergeView(ViewId(7, D), [D, C, E, H], subgroups)), 0.0)
+    a1, c10, h10 = (A, 1, b"a1", 4, 10), (C, 10, b"c10", 4, 11), (H, 10, b"h10", 5, 3)
+    seq.up(_stamped_tail(D, H, [a1, h10], OTHER_ORDER), 0.0)  # H: I's order
+    seq.up(_stamped_tail(D, C, [a1, c10], ENDS_IN_ORDER), 0.0)
+    seq.up(_stamped_tail(D, E, [a1], ENDS_IN_ORDER), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (A, 1, b"a1"),
+        (H, 10, b"h10"),  # the other order first: E delivers it as H did
+        (C, 10, b"c10"),  # then ours, which C had
+    ]
+
+
+def test_sequencer_tail_end_says_the_log_ends_with_the_new_coordinators_order() -> None:
+    """A member whose coordinator changed but whose last delivered message is the new
+    coordinator's sends ENDS_IN_ORDER; one whose last is another's, OTHER_ORDER."""
+    seq = started(Sequencer(), C, view=view_of(A, B, C, counter=3))
+    seq.up([_bcast(A, A, 1, b"a1", 1)], 0.0)
+    seq.take_up()
+    ends = []
+    for view in (view_of(B, A, C, counter=4), view_of(A, B, C, counter=5)):
+        seq.down_event(ViewChange(view), 0.0)
+        ends += [_hdr(m).view for m in _down(seq) if _hdr(m).type == TAIL_END]
+    assert ends == [OTHER_ORDER, ENDS_IN_ORDER]  # B ordered nothing here: a1 is A's
 
 
 def test_sequencer_recovery_merges_tails_that_start_at_different_places_by_stamp() -> None:

@@ -435,7 +435,7 @@ class Sequencer(Protocol):
             msg.headers.pop(_ID)
             rec.add(src, hdr.sender, hdr.seqno, msg, (hdr.view, hdr.trimmed))
         else:
-            rec.end(src, (hdr.sender, hdr.trimmed), bool(hdr.view))
+            rec.end(src, (hdr.sender, hdr.trimmed), hdr.view)
             self._recovered_if_done(out)
 
     # --- view changes and the recovery -----------------------------------------------------

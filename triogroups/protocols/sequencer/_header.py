@@ -49,10 +49,10 @@ class SequencerHeader(NamedTuple):
     entry's stamp (the BCAST's ``view`` and its NAKACK2 seqno). TAIL_END closes a member's tail:
     ``seqno`` counts its TAILs, ``sender``/``trimmed`` name the last message it
     dropped from its log as delivered everywhere (None, 0: none yet), and ``view``
-    is 1 if its coordinator changed at the view (its log is another order's), 0 if
-    it stays. A BCAST's ``view`` is the counter of the coordinator's view when it
-    multicast it: a member whose coordinator changed at a later view drops it, as
-    another order's.
+    is 1 if its coordinator changed at the view (its log is another order's), 2 if it
+    changed but the log's last entry is the new coordinator's, 0 if it stays. A
+    BCAST's ``view`` is the counter of the coordinator's view when it multicast it: a
+    member whose coordinator changed at a later view drops it, as another order's.
     """
 
     type: int

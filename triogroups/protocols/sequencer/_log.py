@@ -14,7 +14,7 @@ from triogroups.address import Address
 from triogroups.message import Flag, Message
 from triogroups.protocols import ids
 from triogroups.protocols.sequencer._header import TAIL, TAIL_END, SequencerHeader
-from triogroups.protocols.sequencer._recovery import Tail
+from triogroups.protocols.sequencer._recovery import ENDS_IN_ORDER, OTHER_ORDER, Tail
 from triogroups.view import Digest
 
 __all__ = ["Log", "Logged"]
@@ -87,7 +87,8 @@ class Log:
     def tail(self, coord: Address, lower_ids: Set[int], changed: bool) -> list[Message]:
         """The log as TAILs to ``coord``, then the TAIL_END that counts them, names the
         last entry trimmed and says whether our coordinator ``changed`` (the log is of
-        another order than ``coord``'s); the lower layers' headers (``lower_ids``) left out.
+        another order than ``coord``'s: `OTHER_ORDER`, or `ENDS_IN_ORDER` if its last entry
+        is ``coord``'s all the same); the lower layers' headers (``lower_ids``) left out.
         Each TAIL carries its entry's stamp (``view``, and NAKACK2's seqno as ``trimmed``):
         the recovery merges tails that start at different places by it."""
         out = []
@@ -98,7 +99,10 @@ class Log:
             flags = entry.flags & ~int(Flag.DONT_LOOPBACK)
             out.append(Message(coord, entry.payload, flags=flags, headers=headers))
         sender, seqno = self.trimmed
-        end = SequencerHeader(TAIL_END, len(self.entries), sender, seqno, int(changed))
+        order = OTHER_ORDER if changed else 0
+        if changed and self.entries and self.entries[-1].coord == coord:
+            order = ENDS_IN_ORDER
+        end = SequencerHeader(TAIL_END, len(self.entries), sender, seqno, order)
         out.append(Message(coord, headers={ids.SEQUENCER: end}))
         return out
 

@@ -12,7 +12,14 @@ from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.view import MergeView, View
 
-__all__ = ["Recovery", "Stamp", "Tail", "old_orders"]
+__all__ = ["ENDS_IN_ORDER", "OTHER_ORDER", "Recovery", "Stamp", "Tail", "old_orders"]
+
+#: A TAIL_END's ``view``: the member's coordinator changed at the view, so its log is of
+#: another order than the new coordinator's (0: it stays, the log is of that order) ...
+OTHER_ORDER = 1
+#: ... or changed, but the last entry of its log is the new coordinator's all the same:
+#: it delivered nothing from the coordinators it had since (campaign udp-total-blocks 72230)
+ENDS_IN_ORDER = 2
 
 #: Where an order placed a message: (the view counter its coordinator stamped the BCAST
 #: with, its NAKACK2 seqno there); (0, 0) unknown. Both grow along one order.
@@ -41,6 +48,8 @@ class Recovery:
         self.ours: set[Address] = set()
         #: a merge view under us, who ordered a subgroup: our own log goes out again too
         self.resend_ours = False
+        #: members whose log, though their coordinator changed, ends with our order
+        self.ends_ours: set[Address] = set()
 
     def expect(self, group: Iterable[Address], me: Address) -> None:
         """Wait for the tails of ``group`` (one old order), ours excepted."""
@@ -52,14 +61,16 @@ class Recovery:
         """One TAIL of ``member``'s, in its order."""
         self.tails.setdefault(member, []).append((sender, seqno, msg, stamp))
 
-    def end(self, member: Address, trimmed: Trimmed, other_order: bool) -> None:
-        """``member``'s TAIL_END: its tail is complete; ``other_order``: its coordinator
-        changed at the view, so its log is of another order than ours."""
+    def end(self, member: Address, trimmed: Trimmed, order: int) -> None:
+        """``member``'s TAIL_END: its tail is complete; ``order`` (the TAIL_END's
+        ``view``): 0 if its coordinator stays, else `OTHER_ORDER` or `ENDS_IN_ORDER`."""
         self.tails.setdefault(member, [])
         self.trimmed[member] = trimmed
         self.awaiting.discard(member)
-        if not other_order:
+        if not order:
             self.ours.add(member)
+        elif order == ENDS_IN_ORDER:
+            self.ends_ours.add(member)
 
     def done(self, suspected: Set[Address]) -> bool:
         """Every tail is in but those of members failure detection suspects (campaign
@@ -77,8 +88,23 @@ class Recovery:
         out: Tail = []
         seen: set[tuple[Address, int]] = set()
         agreed = True
-        for group in self.groups:
-            done = [m for m in group if m in self.trimmed and m not in self.ours]
+        # At a merge view under us, who kept our order, a subgroup's members whose logs
+        # end with our order delivered nothing of the order they went on in (campaign
+        # udp-total-blocks 72230: E, in I's order, had missed all of it; E's own merge view,
+        # which took in both sides, ended before E ordered anything). Their logs are of our
+        # order, the others' of theirs, and the two fork: merged by stamp they interleaved,
+        # and E got our C1-10 before I's I1-10, which I had delivered first. They come
+        # after the other orders, with our own log: a member behind in the other order
+        # delivers its rest first, as the members ahead of it did.
+        late = self.ends_ours if self.resend_ours and me in self.ours else set()
+        groups = [*self.groups, frozenset(late)] if late else self.groups
+        for n, group in enumerate(groups):
+            last = late and n == len(groups) - 1
+            done = [
+                m
+                for m in group
+                if m in self.trimmed and m not in self.ours and (last or m not in late)
+            ]
             tails = {m: self.tails[m] for m in done}
             trimmed = {m: self.trimmed[m] for m in done}
             if me in group and me not in self.ours:
