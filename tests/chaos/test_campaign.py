@@ -569,12 +569,13 @@ def test_campaign_udp_total_149_forwards_sent_before_a_member_s_tail_give_way() 
 
 @pytest.mark.chaos
 @pytest.mark.parametrize("seed", [26, 121])
-def test_campaign_udp_total_a_suspected_member_ends_the_recovery_s_wait(seed: int) -> None:
+def test_campaign_udp_total_a_crashed_member_s_tail_stalls_no_one(seed: int) -> None:
     """Campaign udp-total 26 and 121: the new coordinator's views still held members that
     had crashed (26: B and H) or left (121: H, back in a merge view), and its recovery
     waited for their tails for 5 s after failure detection suspected them; every multicast
     queued behind it, so A's leave flush (26) gave up and B, killed later (121), never
-    delivered its own multicasts (missing). A suspicion now ends the wait for that tail."""
+    delivered its own multicasts (missing). A suspicion ended the wait for that tail once;
+    it no longer does (udp-total-blocks 72218), and both seeds still pass."""
     result = run_seed("udp-total", seed)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
@@ -713,4 +714,16 @@ def test_campaign_udp_total_blocks_72230_a_merge_resends_the_other_order_first()
     A log that ends with the merge view's coordinator's order now comes after the other
     orders' logs."""
     result = run_seed("udp-total-blocks", 72230)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72218_a_suspected_member_s_tail_is_awaited() -> None:
+    """Issue 42, campaign udp-total-blocks 72218: D, coordinator, resumed from a pause as a
+    one-way split kept A, B and C from hearing D and E, and ordered the forwards it had
+    queued (C1-1 before A1-1), which only E delivered. A took over in view 3 and ended its
+    recovery when it suspected E, without E's log: it ordered A1-1 before C1-1, while E
+    stayed in views 3 and 4 with A, B and C (total_order). A suspected member's log is now
+    awaited until a view leaves it out."""
+    result = run_seed("udp-total-blocks", 72218)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -83,8 +83,6 @@ from triogroups.events import (
     FlushDone,
     FlushRequest,
     StableDigest,
-    Suspect,
-    Unsuspect,
 )
 from triogroups.message import Flag, Message
 from triogroups.protocol import Passes, Protocol
@@ -183,7 +181,6 @@ class Sequencer(Protocol):
         #: one came since our last view: our coordinator's wait behind it, till that view
         self._hold_coord = self._replaying = False
         self._recovery: Recovery | None = None
-        self._suspected: set[Address] = set()  # by failure detection: no tail awaited
         self._pending: list[Message] = []  # BCASTs waiting for the recovery to end
         #: our view's counter: it stamps the BCASTs we multicast as coordinator
         self._view_no = 0
@@ -448,7 +445,6 @@ class Sequencer(Protocol):
         self._members = frozenset(view.members)
         was_coord, self.is_coord = self.is_coord, view.coord == me
         forget_departed(self._delivered, self._departed, view)
-        self._suspected &= self._members
         out: list[Message] = []
         changed = old_coord is not None and view.coord != old_coord
         self._view_no = view.view_id.id
@@ -511,7 +507,7 @@ class Sequencer(Protocol):
         self.counters["tails_sent"] += 1
 
     def _recovered_if_done(self, out: list[Message]) -> None:
-        if self._recovery is not None and self._recovery.done(self._suspected):
+        if self._recovery is not None and self._recovery.done():
             self._recovered(out)
 
     def _recovered(self, out: list[Message]) -> None:
@@ -543,7 +539,6 @@ class Sequencer(Protocol):
             self.pass_down(event)
             self._check_flushed()
         elif isinstance(event, Disconnect):
-            self._suspected.clear()
             if self._forward_table:
                 self.counters["left_undelivered"] += len(self._forward_table)
             self._forward_table.clear()
@@ -557,17 +552,6 @@ class Sequencer(Protocol):
             self.pass_down(event)
         else:
             super().down_event(event, now)
-
-    def up_event(self, event: Event, now: float) -> None:
-        """Suspicions end the recovery's wait for a suspected member's tail (`Recovery.done`)."""
-        if isinstance(event, Suspect):
-            self._suspected.update(event.members)
-            out: list[Message] = []
-            self._recovered_if_done(out)
-            self.send_down(out)
-        elif isinstance(event, Unsuspect):
-            self._suspected.discard(event.member)
-        super().up_event(event, now)
 
     def _check_flushed(self) -> None:
         """Answer GMS's `FlushRequest` once everything we sent was delivered here (the

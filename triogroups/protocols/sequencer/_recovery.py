@@ -6,7 +6,7 @@ what it chooses.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Set
+from collections.abc import Iterable
 
 from triogroups.address import Address
 from triogroups.message import Message
@@ -72,19 +72,22 @@ class Recovery:
         elif order == ENDS_IN_ORDER:
             self.ends_ours.add(member)
 
-    def done(self, suspected: Set[Address]) -> bool:
-        """Every tail is in but those of members failure detection suspects (campaign
-        udp-total 26 and 121: the view kept a crashed or departed member for seconds,
-        and everything waited behind its tail, which never came). A suspected member
-        is about to leave the view, so it has no claim on the order; its tail still
-        counts if it comes first, and an `Unsuspect` makes the recovery wait again."""
-        return self.awaiting <= suspected
+    def done(self) -> bool:
+        """Every tail is in. A member failure detection suspects is still awaited until a
+        view leaves it out (`Sequencer.view_changed` narrows ``awaiting``): a suspicion may
+        be false, and a member cut off one way delivered the old order's last messages
+        that no one else has (campaign udp-total-blocks 72218: A, taking over from D, ended
+        its recovery when it suspected E, which could hear D but not be heard; E's log
+        held D's last order, C1-1 before A1-1, and A ordered A1-1 first, while E stayed in
+        A's views). A crashed member's tail never comes: the wait ends at the view without
+        it (campaign udp-total 26 and 121, for which a suspicion once ended the wait, pass
+        without it now that GMS's new coordinator excludes every member suspected so far)."""
+        return not self.awaiting
 
     def choose(self, me: Address, own: Tail, own_trimmed: Trimmed) -> tuple[Tail, bool]:
         """What to multicast again: per group, the tail that reaches furthest (ours
-        counts in the group we belong to; a suspected member's, cut short, does not, nor
-        does one of our own order's), each message once; and whether every group's
-        tails agreed."""
+        counts in the group we belong to; one of our own order's does not), each message
+        once; and whether every group's tails agreed."""
         out: Tail = []
         seen: set[tuple[Address, int]] = set()
         agreed = True
