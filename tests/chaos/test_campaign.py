@@ -727,3 +727,15 @@ def test_campaign_udp_total_blocks_72218_a_suspected_member_s_tail_is_awaited() 
     awaited until a view leaves it out."""
     result = run_seed("udp-total-blocks", 72218)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72307_a_recovery_does_not_skip_a_suspected_member_s_log() -> (
+    None
+):
+    """Issue 42, campaign udp-total-blocks 72307: D and E delivered E1-30 before A1-9, G the
+    other way round, through the same views 12 to 14 (total_order). It failed once a merge
+    view awaited the logs of a subgroup reported without its coordinator (71088) and passes
+    since a recovery awaits a suspected member's log until a view leaves it out (72218)."""
+    result = run_seed("udp-total-blocks", 72307)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
