@@ -10,6 +10,8 @@ import trio
 
 from tests.blocks.conftest import Member, split, start, wait_views
 from triogroups import SimNetwork
+from triogroups.address import Address
+from triogroups.blocks._service import RETRY
 from triogroups.testing._block_rules import Increment, counter_violations
 
 
@@ -165,4 +167,22 @@ async def test_an_update_whose_answer_died_with_the_coordinator_is_not_applied_t
             a.crash([b, c, d])
         assert results == [2]
         assert await counter.get() == 2
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_coordinator_applies_no_update_from_a_member_outside_its_view(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    """Campaign udp-total-blocks seed 72152: D, coordinator, applied A's increment (1) but
+    its answer never reached A, then installed a view without A and forgot A's answers;
+    A, still in D's old view, asked D again and D added a second time (3), while C, which
+    took over A's side, had the copy with 1. A coordinator now tells a caller outside its
+    view to ask again (its own view's coordinator), and changes nothing."""
+    async with trio.open_nursery() as nursery:
+        a, b, c = await start(nursery, net, "ABC")
+        outsider = Address.random("X").to_bytes()
+        answer = await a.counters._on_add_and_get("n", [1], [outsider, 1, 1])
+        assert answer == RETRY
+        assert await c.counters.counter("n").get() == 0
+        assert await b.counters.counter("n").add_and_get(1) == 1
         nursery.cancel_scope.cancel()

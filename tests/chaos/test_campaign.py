@@ -739,3 +739,15 @@ def test_campaign_udp_total_blocks_72307_a_recovery_does_not_skip_a_suspected_me
     since a recovery awaits a suspected member's log until a view leaves it out (72218)."""
     result = run_seed("udp-total-blocks", 72307)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72152_an_excluded_caller_s_update_is_not_applied_again() -> None:
+    """Issue 42, campaign udp-total-blocks 72152: D, coordinator, applied A's increment (1)
+    and copied it to its backup C, but A heard nothing from D; D then installed view 4
+    without A, forgetting A's answers, and when A, still in view 2, asked D again, D added
+    a second time and answered 3. C took over A's side with the copy's value 2, and A's
+    next increment there got 3 again (counter_lost). A coordinator now tells a caller
+    outside its view to ask again, as the lock service does."""
+    result = run_seed("udp-total-blocks", 72152)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

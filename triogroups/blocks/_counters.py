@@ -112,6 +112,11 @@ class CounterService(CoordinatedService):
             return RETRY
         table = self._table
         caller = Caller(bytes(raw_caller[0]), int(raw_caller[1]), int(raw_caller[2]))
+        if Address.from_bytes(caller.member) not in self._channel.view:
+            # the table forgot the answers of a member that left the view, so a resent
+            # update would be applied twice, and on a side of a split the caller is not on
+            # (campaign udp-total-blocks seed 72152): it asks its own view's coordinator
+            return RETRY
         if op == "set":
             table.set(name, args[0], caller)
             result: Any = None
