@@ -751,3 +751,15 @@ def test_campaign_udp_total_blocks_72152_an_excluded_caller_s_update_is_not_appl
     outside its view to ask again, as the lock service does."""
     result = run_seed("udp-total-blocks", 72152)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_72298_a_merge_digest_delivers_what_was_kept_below_it() -> None:
+    """Campaign udp 72298: B, split off in its view [B|7] = {B, C}, kept E's multicast E1-23
+    (seqno 19, sent in D's view [D|12], which holds B) while E had no window at B. B's
+    merge of [B|7] with C's stale [D|10] took E's seqno 19 from C's digest and opened B's
+    window for E there (from 12): the merge view's replay dropped E's #13-#19 as
+    duplicates, and B, which then installed [D|12], never delivered E1-23 (missing). A
+    digest that reopens a window now delivers what was kept above what was delivered."""
+    result = run_seed("udp", 72298)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

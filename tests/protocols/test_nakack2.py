@@ -1012,6 +1012,35 @@ def test_nakack2_merge_digest_never_skips_a_gap_our_subgroup_member_retransmits(
     assert a.stats()["skipped_by_window_move"] == 0
 
 
+def test_nakack2_merge_digest_delivers_what_was_kept_from_a_member_back_below_its_seqno() -> None:
+    """Rule: a digest that reopens a window (its member was in an earlier view) delivers, in
+    seqno order, what a server kept from that sender while it had no window, above what it
+    had delivered of it, instead of dropping it as a duplicate. Campaign udp seed 72298: B,
+    split off in [B|7] = {B, C}, kept E's #13-#19 (#19 multicast in E's view [D|12], which
+    holds B); B's merge took E's seqno 19 from C, a stale representative of [D|10], and the
+    merge digest opened B's window for E at 19 (from 12, where it stood when E left B's
+    view): the replay at the merge view dropped #13-#19, and B, which then installed [D|12],
+    never delivered #19. What a member never in our view sent below the digest is still
+    dropped (another subgroup's stream: campaign udp-total 257)."""
+    me, c, e = addresses("BCE")
+    d = Address(9, "D")
+    b = started(Nakack2(xmit_interval=0.5), me, view=View.create(me, 1, [me, c, e]))
+    b.up([_msg_from(e, 1)], 0.0)
+    assert _delivered(b) == [b"1"]
+    b.down_event(ViewChange(View.create(me, 2, [me, c])), 0.1)  # E's window retired at 1
+    b.take_down()
+    b.up([_msg_from(e, s) for s in (4, 1, 2, 3, 5)], 0.2)  # #1: a late retransmission
+    b.up([_msg_from(d, 2)], 0.2)
+    assert _delivered(b) == [] and b.stats()["non_member_kept"] == 6
+    b.down_event(MergeDigest(Digest({c: (0, 0), e: (4, 4), d: (2, 2)})), 0.3)
+    assert _delivered(b) == [b"2", b"3", b"4"]  # #1 was delivered before, #5 waits
+    b.down_event(ViewChange(View.create(me, 3, [me, c, e, d])), 0.3)
+    assert _delivered(b) == [b"5"]
+    stats = b.stats()
+    assert stats["windows"][str(e)]["hd"] == 5 and stats["duplicates"] == 2
+    assert stats["skipped_by_window_move"] == 0
+
+
 def test_nakack2_xmit_req_for_purged_seqnos_is_answered_with_view_seqno() -> None:
     """The other half of the merge rule: a window left alone after a merge may ask for
     what its sender purged (the sender went on in a view without us, whose members all

@@ -51,7 +51,12 @@ Decisions where the seed and JGroups leave a choice:
   has not installed it yet. JGroups drops them and asks again; over TCP,
   without retransmission, they would be lost (found by a chaos run: a member
   merged back lost its first multicasts at every other member). Those at or
-  below the window's start are dropped as duplicates then.
+  below what we had delivered of the sender are dropped as duplicates then;
+  for a member that was in an earlier view of ours, those above it but at
+  or below the start a digest gave its reopened window are delivered at
+  once, in seqno order, as `_move` delivers what a window held: the
+  digest's seqno may come from a member that received them in a view that
+  has us too (campaign udp seed 72298).
 - The become_server_queue drops its oldest entries when full (the seed's
   correction); it holds only MSG and XMIT_RSP messages. With
   ``xmit_interval <= 0`` it is unbounded.
@@ -92,9 +97,11 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from collections.abc import Iterable
 
 from triogroups.address import Address
 from triogroups.message import Message
+from triogroups.protocols import ids
 from triogroups.protocols._retired import RetiredWindows
 from triogroups.protocols._table import SeqnoTable
 from triogroups.protocols.nakack2._context import NakContext
@@ -115,6 +122,12 @@ def _push(queue: deque[Message], msg: Message) -> bool:
     full = queue.maxlen is not None and len(queue) >= queue.maxlen
     queue.append(msg)
     return full
+
+
+def _seqno(msg: Message) -> int:
+    """The seqno of a kept multicast: a MSG's bare seqno, or an XMIT_RSP's header's."""
+    hdr = msg.headers.get(ids.NAKACK2)
+    return hdr if type(hdr) is int else getattr(hdr, "seqno", 0)
 
 
 def _rebound(queue: deque[Message], maxlen: int | None) -> tuple[deque[Message], int]:
@@ -316,16 +329,60 @@ class Membership:
 
     def _open(self, member: Address, start: int) -> None:
         """A window for ``member`` from ``start``, or from where it was when ``member`` left
-        our view if that is further: its seqnos never restart within one incarnation."""
+        our view if that is further: its seqnos never restart within one incarnation.
+
+        A window opened again: what we kept from ``member`` while it had no window
+        (`keep_early`) at or below the start, and above what we delivered of it, we never
+        delivered, and a server delivers it now, in seqno order (`_deliver_kept`), rather
+        than dropping it as a duplicate. From a member never in our view it is still dropped:
+        it was sent in another subgroup's views (delivering it broke the total order of
+        campaign udp-total 257, where SEQUENCER's stream of another subgroup came in)."""
         back = self.retired.take(member)
+        win: Window
         if back is None:
             self.state.windows[member] = SeqnoTable(start)
             return
         hd, oob = back
-        win: Window = SeqnoTable(max(start, hd))
+        win = SeqnoTable(max(start, hd))
         win.add_many((s, None) for s in oob if s > win.hd)
         self.state.windows[member] = win
         self.state.counters["windows_reopened"] += 1
+        self._deliver_kept(member, hd, oob, win.hd)
+
+    def _deliver_kept(self, member: Address, delivered: int, oob: Iterable[int], top: int) -> None:
+        """Deliver, in seqno order, the multicasts of ``member`` kept in `early` above
+        ``delivered`` (and not among its ``oob`` seqnos delivered above it) and at or below
+        ``top``, where a digest just opened its window.
+
+        A digest's seqno for a member says what some member delivered of it, not that the
+        multicasts below it were sent in views without us: a merge leader took the seqno of
+        E from C, the stale representative of a view E had gone on from, into a view with
+        us, which C had installed; B, cut off until then, kept E's multicast of that view
+        (E had no window at B yet) and dropped it as a duplicate once the merge digest
+        opened E's window past it, then installed E's view (campaign udp seed 72298). What
+        arrived is delivered, as `_move` delivers what a window held behind a gap; only
+        what never came is skipped.
+        """
+        if top <= delivered or not self.early or self.state.phase is not Phase.SERVER:
+            return
+        skip = set(oob)
+        kept: dict[int, Message] = {}
+        rest: deque[Message] = deque(maxlen=self.early.maxlen)
+        for msg in self.early:
+            if msg.src == member:
+                seqno = _seqno(msg)
+                if delivered < seqno <= top and seqno not in skip:
+                    kept.setdefault(seqno, msg)
+                    continue
+            rest.append(msg)
+        if not kept:
+            return
+        self.early = rest
+        ready = [kept[s] for s in sorted(kept)]
+        counters = self.state.counters
+        counters["non_member_replayed"] += len(ready)
+        counters["msgs_delivered"] += len(ready)
+        self.nak.send_up(ready)
 
     def set_digest(self, digest: Digest, *, merge: bool = False) -> list[tuple[Address, int, int]]:
         """Windows start at the digest's highest delivered seqnos (never our own).
