@@ -763,3 +763,14 @@ def test_campaign_udp_72298_a_merge_digest_delivers_what_was_kept_below_it() -> 
     digest that reopens a window now delivers what was kept above what was delivered."""
     result = run_seed("udp", 72298)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72471_a_coordinator_holds_none_of_its_own_bcasts() -> None:
+    """Issue 42, campaign udp-total-blocks 72471: B, the coordinator of view 2, resumed from
+    a pause and ordered queued forwards and its own in view 2 while C's BCASTs of C's view 4
+    arrived; held behind them, B's own order was delivered only at B's merge view 5, before
+    the other subgroups' logs its recovery multicast, which A and C delivered first
+    (total_order). The coordinator's own BCASTs are its order and never wait."""
+    result = run_seed("udp-total-blocks", 72471)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -843,3 +843,17 @@ def test_sequencer_log_trim_asks_the_digest_of_each_coordinators_run(
     log.trim(Digest(digest))
     assert [(e.sender, e.seqno) for e in log.entries] == kept
     assert log.trimmed == trimmed
+
+
+def test_sequencer_coordinator_delivers_its_own_bcasts_though_one_of_a_view_to_come_came() -> None:
+    """Campaign udp-total-blocks 72471: B, the coordinator of view 2, paused, resumed
+    and ordered D's queued forwards and its own in view 2, while C's BCASTs stamped with C's
+    view 4 arrived. Held behind them, B's own order was delivered only at the merge view 5
+    under B, ahead of the other subgroups' tails its recovery multicast after (which the
+    others delivered first). The coordinator's own BCASTs are its order: they never wait."""
+    seq = started(Sequencer(), B, view=view_of(B, A, D, C, counter=2))
+    seq.up([_stamped(C, C, 1, 4)], 0.0)  # C's, of a view to come: held
+    seq.up([_stamped(B, D, 12, 2), _stamped(B, B, 22, 2)], 0.0)
+    delivered = split(seq.take_up())[0]
+    assert [(m.src, m.payload) for m in delivered] == [(D, b"12"), (B, b"22")]
+    assert seq.stats()["bcasts_held_for_view"] == 1

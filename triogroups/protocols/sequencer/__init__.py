@@ -43,6 +43,8 @@ Decisions where JGroups leaves a choice:
   that view (campaign udp-total seed 257), with its coordinator's BCASTs behind
   them till that view: a resumed old coordinator may still be ordering (71059);
   and behind a VIEW in the same batch that changes our coordinator (`_neighbours`).
+  The coordinator never holds its own: they are its order (72471: held, they were
+  delivered at its merge view, before the other subgroups' logs).
   No ``delivery_table_max_size``: the highest seqno per forwarder is exact.
 - The coordinator multicasts its own messages at once, not to itself. Leaving, it
   stops multicasting forwards at `FlushRequest`: the forwarders keep them and
@@ -321,7 +323,7 @@ class Sequencer(Protocol):
                 if hview < epoch:  # our coordinator's, from before it was ours
                     self.counters["bcasts_other_order"] += 1
                     continue
-                if self._hold_coord:  # a later view's coordinator spoke: ours may be stale
+                if self._hold_coord and not self.is_coord:  # ours may be stale (never our own)
                     self._early_bcasts.append(msg)
                     self.counters["bcasts_held_for_view"] += 1
                     continue
