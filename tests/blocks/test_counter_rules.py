@@ -66,12 +66,57 @@ def test_versions_grow_and_changes_go_to_the_outbox() -> None:
     assert t.take_outbox() == []
 
 
-def test_a_view_forgets_the_last_updates_of_members_gone() -> None:
-    t = CounterTable()
+def test_a_departed_members_answers_are_kept_for_keep_departed_then_forgotten() -> None:
+    """A view without A starts A's time; its answers go only ``keep_departed`` seconds
+    later, with a new version of each counter that held them (to the backups)."""
+    t = CounterTable(keep_departed=20.0)
     t.add_and_get("n", 1, by(a, 1))
     t.add_and_get("n", 1, by(b, 1))
-    t.install_view([B])
+    t.take_outbox()
+    t.install_view([B], now=100.0)
+    t.install_view([B, C], now=110.0)  # a later view does not start A's time again
+    t.expire(119.9)
+    assert set(t.counters["n"].last) == {a, b}
+    assert t.take_outbox() == []
+    assert t.add_and_get("n", 1, by(a, 1)) == 1  # a resend: answered, not applied
+    t.expire(120.0)
     assert set(t.counters["n"].last) == {b}
+    assert [(e.name, e.value, e.version) for e in t.take_outbox()] == [("n", 2, 3)]
+    assert t.departed == {}
+
+
+def test_a_member_back_in_the_view_in_time_keeps_its_answers() -> None:
+    """A merge that lists A again before its time is up: A is no longer departed, and
+    its answers live by the usual rule (until its next update says it has them)."""
+    t = CounterTable(keep_departed=20.0)
+    t.add_and_get("n", 1, by(a, 1))
+    t.install_view([B], now=0.0)
+    t.install_view([A, B], now=5.0)
+    t.expire(1000.0)
+    assert t.add_and_get("n", 1, by(a, 1)) == 1
+    assert t.get("n") == 1
+
+
+def test_a_dropped_members_resend_after_a_merge_is_answered_whichever_copy_is_rebuilt() -> None:
+    """D, coordinator, applies C's increment and copies it to B; C's answer is lost and
+    D installs a view without C. A merge takes C back; the merge's rebuild gets D's own
+    table and B's copy, of one version: whichever it picks, C's resend is answered from
+    memory (1), not applied again (2). D's table used to forget C's answers with the
+    view that dropped it, so the rebuild kept them only when it picked B's copy."""
+    c = C.to_bytes()
+    coord = CounterTable()
+    assert coord.add_and_get("n", 1, by(c, 1)) == 1
+    backup = CounterCopy()
+    backup.apply(coord.take_outbox())
+    coord.install_view([D, B], now=1.0)
+    assert coord.take_outbox() == []
+    mine = CounterReport(D, coord.entries())
+    copied = CounterReport(B, list(backup.entries.values()))
+    for order in ([mine, copied], [copied, mine]):
+        t = rebuild_counters({r.member: r for r in order}, side=[D, B])
+        t.install_view([B, C, D], now=5.0)
+        assert t.add_and_get("n", 1, by(c, 1)) == 1
+        assert t.get("n") == 1
 
 
 def test_entry_survives_encoding() -> None:

@@ -13,6 +13,7 @@ from triogroups import SimNetwork
 from triogroups.address import Address
 from triogroups.blocks._service import RETRY
 from triogroups.testing._block_rules import Increment, counter_violations
+from triogroups.view import MergeView
 
 
 async def increment(member: Member, n: int, results: list[Increment], rng: random.Random) -> None:
@@ -185,4 +186,39 @@ async def test_a_coordinator_applies_no_update_from_a_member_outside_its_view(
         assert answer == RETRY
         assert await c.counters.counter("n").get() == 0
         assert await b.counters.counter("n").add_and_get(1) == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_an_update_of_a_member_dropped_and_merged_back_is_not_applied_twice(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    """A, coordinator, applies C's increment and copies it to B, but its answer never
+    reaches C (A to C is cut). C then falls silent towards A and B, so they install a
+    view without it, while C, which still hears B, stays in the old view and keeps asking
+    A. Once the network heals a merge takes C back, and A rebuilds the counter from A's
+    own table and B's copy, both of one version: C's resent increment is answered with
+    the 1 that was applied for it, not added again (it had been, 2, when A's table forgot
+    C's answers as the view dropped it and the rebuild picked A's entry)."""
+    async with trio.open_nursery() as nursery:
+        a, b, c = await start(nursery, net, "ABC")
+        net.block(a.channel.address, c.channel.address)
+        results: list[int] = []
+
+        async def call() -> None:
+            results.append(await c.counters.counter("n").add_and_get(1))
+
+        async with trio.open_nursery() as calls:
+            calls.start_soon(call)
+            with trio.fail_after(30):
+                while "n" not in b.counters._copy.entries:
+                    await trio.sleep(0.01)
+            net.block(c.channel.address, a.channel.address)
+            net.block(c.channel.address, b.channel.address)
+            await wait_views([a, b], 2)
+            assert len(c.channel.view) == 3  # C never saw the view that dropped it
+            net.heal()
+        await wait_views([a, b, c], 3)
+        assert isinstance(c.channel.view, MergeView)
+        assert results == [1]
+        assert await b.counters.counter("n").get() == 1
         nursery.cancel_scope.cancel()

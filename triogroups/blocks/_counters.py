@@ -14,6 +14,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import trio
+
 from triogroups._channel import Channel
 from triogroups.address import Address
 from triogroups.blocks._countertable import (
@@ -59,7 +61,10 @@ class CounterService(CoordinatedService):
             rebuild_timeout=rebuild_timeout,
             timeout=timeout,
         )
-        self._table = CounterTable()
+        # a caller asks again for one update for up to ``timeout`` (its own, the same
+        # on every member): twice that covers a request still on its way
+        self._keep_departed = 2 * timeout
+        self._table = CounterTable(keep_departed=self._keep_departed)
         self._copy = CounterCopy()
         self._seqnos = itertools.count(1)
         self._in_flight: set[int] = set()  # seqnos of updates waiting for their answer
@@ -111,6 +116,7 @@ class CounterService(CoordinatedService):
         if term is None:
             return RETRY
         table = self._table
+        table.expire(trio.current_time())
         caller = Caller(bytes(raw_caller[0]), int(raw_caller[1]), int(raw_caller[2]))
         if Address.from_bytes(caller.member) not in self._channel.view:
             # the table forgot the answers of a member that left the view, so a resent
@@ -141,7 +147,7 @@ class CounterService(CoordinatedService):
 
     def _view_installed(self, view: View, coordinating: bool) -> None:
         if coordinating:
-            self._table.install_view(view.members)
+            self._table.install_view(view.members, trio.current_time())
 
     def _report(self) -> list[Any]:
         entries = {e.name: e for e in self._copy.entries.values()}
@@ -155,8 +161,8 @@ class CounterService(CoordinatedService):
         decoded = {
             m: CounterReport(m, [CounterEntry.decode(e) for e in raw]) for m, raw in reports.items()
         }
-        self._table = rebuild_counters(decoded, side)
-        self._table.install_view(view.members)
+        self._table = rebuild_counters(decoded, side, keep_departed=self._keep_departed)
+        self._table.install_view(view.members, trio.current_time())
 
     def _full_copy(self) -> list[Any]:
         return [[e.encode() for e in self._table.entries()], self._table.version]

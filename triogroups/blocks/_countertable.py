@@ -12,9 +12,18 @@ Decisions where JGroups' COUNTER leaves a choice:
   answers a resent update with it instead of applying it twice: a caller whose
   coordinator crashed after the backups had the update but before the answer left
   asks the next coordinator and gets the same answer. What ``done_below`` covers is
-  forgotten with the member's next update of that counter, and everything of a member
-  once it leaves the view (as RIFL keeps completion records until the client
-  acknowledges them), so a member may have many updates in flight at once.
+  forgotten with the member's next update of that counter (as RIFL keeps completion
+  records until the client acknowledges them), so a member may have many updates in
+  flight at once.
+- A member that leaves the view keeps its answers for ``keep_departed`` seconds after
+  the first view without it (the service: twice its ``timeout``, the longest a caller
+  asks again for one update; `install_view`, `expire`), then they are forgotten. A
+  member dropped from the view (suspected, cut off) may be merged back with an update
+  the table applied but never answered; forgetting its answers with the view that
+  dropped it applied that update twice once the merge took it back (issue 42).
+- An entry's content changes only with a new version (forgetting a departed member's
+  answers too), so two copies of one version are the same: a rebuild keeps the
+  remembered answers whichever copy of the newest version it picks.
 - Backups keep the newest version of each counter; the copies of the new
   coordinator's own side win after a merge (see `rebuild_counters`).
 """
@@ -28,6 +37,7 @@ from typing import Any, NamedTuple
 from triogroups.address import Address
 
 __all__ = [
+    "KEEP_DEPARTED",
     "Caller",
     "CounterCopy",
     "CounterEntry",
@@ -35,6 +45,11 @@ __all__ = [
     "CounterTable",
     "rebuild_counters",
 ]
+
+
+#: How long a departed member's answers are kept by default (seconds): twice the
+#: counter service's default ``timeout``.
+KEEP_DEPARTED = 20.0
 
 
 class Caller(NamedTuple):
@@ -80,10 +95,16 @@ class CounterTable:
     backup takes in place of its copy (`CounterCopy.replace`).
     """
 
-    def __init__(self, entries: Iterable[CounterEntry] = ()) -> None:
+    def __init__(
+        self, entries: Iterable[CounterEntry] = (), *, keep_departed: float = KEEP_DEPARTED
+    ) -> None:
         self.counters: dict[str, CounterEntry] = {e.name: e for e in entries}
         self.version = max([0] + [e.version for e in self.counters.values()])
         self.outbox: list[CounterEntry] = []
+        self.keep_departed = keep_departed
+        #: members with remembered answers that the last view left out, and when the
+        #: first view without them was installed
+        self.departed: dict[bytes, float] = {}
 
     def get(self, name: str) -> int:
         entry = self.counters.get(name)
@@ -102,13 +123,35 @@ class CounterTable:
         )
         return result
 
-    def install_view(self, members: Iterable[Address]) -> None:
-        """Forget the last updates of members not in the view (they send no more)."""
+    def install_view(self, members: Iterable[Address], now: float) -> None:
+        """A view installed at ``now``: a member with remembered answers that it leaves
+        out is departed from now on (unless it already was), one it lists again is not;
+        then `expire`."""
         live = {m.to_bytes() for m in members}
+        for member in [m for m in self.departed if m in live]:
+            del self.departed[member]
+        for entry in self.counters.values():
+            for member in entry.last:
+                if member not in live:
+                    self.departed.setdefault(member, now)
+        self.expire(now)
+
+    def expire(self, now: float) -> None:
+        """Forget the answers of members departed ``keep_departed`` seconds or more
+        before ``now``: each counter that held some gets a new version (to the outbox)."""
+        keep = self.keep_departed
+        gone = {m for m, since in self.departed.items() if now - since >= keep}
+        if not gone:
+            return
+        for member in gone:
+            del self.departed[member]
         for name, entry in list(self.counters.items()):
-            if any(m not in live for m in entry.last):
-                last = {m: r for m, r in entry.last.items() if m in live}
-                self.counters[name] = entry._replace(last=last)
+            if any(m in gone for m in entry.last):
+                self.version += 1
+                last = {m: r for m, r in entry.last.items() if m not in gone}
+                entry = CounterEntry(name, entry.value, self.version, last)
+                self.counters[name] = entry
+                self.outbox.append(entry)
 
     def entries(self) -> list[CounterEntry]:
         return list(self.counters.values())
@@ -155,14 +198,18 @@ class CounterCopy:
 
 
 def rebuild_counters(
-    reports: Mapping[Address, CounterReport], side: Iterable[Address] | None = None
+    reports: Mapping[Address, CounterReport],
+    side: Iterable[Address] | None = None,
+    *,
+    keep_departed: float = KEEP_DEPARTED,
 ) -> CounterTable:
     """A new coordinator's counters from the members' backup copies: per counter the
     newest copy, taken from ``side`` (after a merge: the new coordinator's own
     subgroup) wherever that side has the counter, from the others only where it has
     not. So after a merge the merge leader's side wins and updates made on the other
     side while the group was split are lost; a counter only the other side knew is
-    kept."""
+    kept. The chosen copy's remembered answers come with it (departed members'
+    included: the table's `install_view` starts their time again)."""
     preferred = None if side is None else frozenset(side)
     mine: dict[str, CounterEntry] = {}
     others: dict[str, CounterEntry] = {}
@@ -174,6 +221,6 @@ def rebuild_counters(
                 into[entry.name] = entry
     top = max([0] + [e.version for r in reports.values() for e in r.copy]) + 1
     chosen = {**others, **mine}.values()
-    table = CounterTable(e._replace(version=top) for e in chosen)
+    table = CounterTable((e._replace(version=top) for e in chosen), keep_departed=keep_departed)
     table.version = top
     return table
