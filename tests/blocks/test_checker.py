@@ -1,11 +1,17 @@
-"""The lock tests' history checker finds what it is there to find."""
+"""The lock, counter and singleton tests' checkers find what they are there to find."""
 
 from __future__ import annotations
 
 from tests.blocks._checker import Run, SingletonHistory
 from triogroups import View, ViewId
 from triogroups.testing import addresses
-from triogroups.testing._block_rules import Hold, LockHistory
+from triogroups.testing._block_rules import (
+    CounterCall,
+    Hold,
+    Increment,
+    LockHistory,
+    counter_violations,
+)
 
 (A,) = addresses("A")
 V1, V2 = ViewId(1, A), ViewId(2, A)
@@ -38,6 +44,30 @@ def test_checker_finds_a_lock_given_away_while_its_owner_is_still_a_member() -> 
     )
     (found,) = history.violations()
     assert "A and B held it at once" in found
+
+
+def test_counter_checker_finds_an_add_applied_twice_only_when_the_calls_are_known() -> None:
+    """Two calls of +1, one answered 3 (its own call applied twice, or the other's): the
+    calls add up to 2, so counter_doubled; the same answers without the calls pass,
+    and one more call that may have taken effect (it timed out) makes 3 possible."""
+    incs = [Increment("A", "n", 1, 0.0, 1.0), Increment("B", "n", 3, 2.0, 3.0)]
+    calls = [CounterCall("A", "n", 1, 0.0), CounterCall("B", "n", 1, 2.0)]
+    found = counter_violations(incs, calls)
+    assert [(rule, pair[1].caller) for rule, _, pair in found] == [("counter_doubled", "B")]
+    assert counter_violations(incs) == []
+    timed_out = CounterCall("C", "n", 1, 2.5)
+    assert counter_violations(incs, [*calls, timed_out]) == []
+    late = CounterCall("C", "n", 1, 3.5)  # made after B's answer: no part of its value
+    assert [rule for rule, _, _ in counter_violations(incs, [*calls, late])] == ["counter_doubled"]
+
+
+def test_counter_checker_adds_the_calls_deltas() -> None:
+    incs = [Increment("A", "n", 5, 0.0, 1.0), Increment("A", "m", 2, 0.0, 1.0)]
+    calls = [CounterCall("A", "n", 5, 0.0), CounterCall("A", "m", 1, 0.0)]
+    assert [text for _, text, _ in counter_violations(incs, calls)] == [
+        "m: A got 2, more than the 1 added by the calls made before it was answered: "
+        "an add applied twice"
+    ]
 
 
 def _view(number: int, *names: str) -> View:

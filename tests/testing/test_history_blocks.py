@@ -214,3 +214,51 @@ def test_a_grant_made_in_a_view_newer_than_its_owners_is_not_judged_by_the_owner
     run.at(2).view(ab)
     run.at(3).w[B].lock("x", 3 * 2**32 + 1, ab, majority=True)
     assert run.rules() == []
+
+
+def test_an_add_applied_twice_breaks_counter_doubled(tmp_path: Path) -> None:
+    """C's one increment, the only call ever made, got 2: the coordinator applied it
+    twice (a member dropped from the view and merged back asked again, and the rebuilt
+    table had forgotten its answer)."""
+    run = Blocks(tmp_path, A, B, C)
+    run.at(1).view(V1)
+    run.at(2).w[C].add("n", 1)
+    run.at(5).w[C].count("n", 2, 2.0, V1)
+    assert run.rules() == ["counter_doubled"]
+
+
+def test_calls_that_timed_out_or_were_cut_short_may_have_taken_effect(tmp_path: Path) -> None:
+    """B's call timed out (no answer recorded) and A was killed during its own: both may
+    have been applied, so C's 3 is no add applied twice; nor is an answer that counts a
+    call made just before it."""
+    run = Blocks(tmp_path, A, B, C)
+    run.at(1).view(V1)
+    run.at(2).w[B].add("n", 1)
+    run.at(2.5).w[A].add("n", 1)
+    run.at(3).w[C].add("n", 1)
+    run.at(4).w[C].count("n", 3, 3.0, V1)
+    run.at(6).w[B].add("n", 1)
+    run.at(6).w[C].add("n", 1)
+    run.at(7).w[C].count("n", 5, 6.0, V1)
+    assert run.rules() == []
+
+
+def test_updates_a_merge_dropped_leave_more_calls_than_values(tmp_path: Path) -> None:
+    """A split: C and D count on their side, the merge keeps A and B's side, and counting
+    goes on from that side's value: the calls only add up to more than the values."""
+    v1 = View.create(A, 1, [A, B, C, D])
+    ab, cd = View.create(A, 2, [A, B]), View.create(C, 2, [C, D])
+    merged = MergeView(ViewId(3, A), [A, B, C, D], [ab, cd])
+    run = Blocks(tmp_path, A, B, C, D)
+    run.at(1).view(v1)
+    run.at(2).view(ab)
+    run.at(2).view(cd)
+    run.at(3).w[B].add("n", 1)
+    run.at(3.5).w[B].count("n", 1, 3.0, ab)
+    for t in (4, 5, 6):
+        run.at(t).w[D].add("n", 1)
+        run.at(t + 0.5).w[D].count("n", t - 3, t, cd)
+    run.at(8).view(merged)
+    run.at(9).w[C].add("n", 1)
+    run.at(9.5).w[C].count("n", 2, 9.0, merged)
+    assert run.rules() == []

@@ -3,8 +3,8 @@
 At a seeded rate a member either takes one of a few locks (waiting a bounded time),
 holds it a moment and releases it, or increments a counter by one; it records each
 grant with its fencing token and the view it arrived in (``lock``), the end of each
-hold (``unlock``) and each increment's result with when it was called and in which
-view (``count``), so the checker's lock and counter rules
+hold (``unlock``), each increment as it is called (``add``) and its result with when
+it was called and in which view (``count``), so the checker's lock and counter rules
 (`triogroups.testing._history_blocks`) judge the run. Both the real chaos member
 (`_member`) and the campaign's simulated one (`_campaign_blocks`) run it.
 
@@ -95,6 +95,7 @@ async def _count(
 ) -> None:
     view = await caught_up()
     since = clock()
+    history.add(COUNTER, 1)  # before the call: a call cut short may still have been applied
     value = await counters.counter(COUNTER).add_and_get(1)
     await caught_up()  # the answer's view is the last one recorded before the count
     history.count(COUNTER, value, since, view)

@@ -33,6 +33,14 @@ the campaign and the chaos runner judge locks and counters by the same rules:
   caller went with the coordinator may have been answered across a split that kept its
   copy from the backups, which the service answers anyway: campaign udp-total-blocks
   seed 164.)
+- **counter_doubled** (only when the calls are known, `CounterCall`: every
+  ``add_and_get`` made, answered or not, on a counter that only such calls change,
+  from 0): an increment returned more than the deltas of all the calls made before
+  it was answered add up to, so some call was applied more than once. Each value a
+  counter reaches is the sum of the deltas applied along its line of coordinators,
+  each from a call made before; a split's side whose updates a merge dropped only
+  leaves more calls than applications, never fewer. The first such increment of each
+  counter is reported (every one after it may be over by the same call).
 
 An increment is an ``add_and_get`` of a positive delta (the checks compare values).
 """
@@ -46,7 +54,14 @@ from typing import Any
 
 import trio
 
-__all__ = ["Hold", "Increment", "LockHistory", "counter_violations", "lock_violations"]
+__all__ = [
+    "CounterCall",
+    "Hold",
+    "Increment",
+    "LockHistory",
+    "counter_violations",
+    "lock_violations",
+]
 
 
 @dataclass
@@ -91,6 +106,18 @@ class Increment:
     view: Hashable | None = None
     follows: Hashable | None = None
     members: frozenset[Hashable] | None = None
+    source: Any = None
+
+
+@dataclass
+class CounterCall:
+    """One ``add_and_get`` of ``delta`` on counter ``name`` by ``caller``, made at
+    ``start``, whether it was answered, timed out or cut short by its caller's end."""
+
+    caller: Hashable
+    name: str
+    delta: int
+    start: float
     source: Any = None
 
 
@@ -163,14 +190,17 @@ def lock_violations(holds: Iterable[Hold]) -> list[tuple[str, str, tuple[Hold, H
 
 
 def counter_violations(
-    increments: Iterable[Increment],
+    increments: Iterable[Increment], calls: Iterable[CounterCall] | None = None
 ) -> list[tuple[str, str, tuple[Increment, Increment]]]:
     """(rule, text, (one increment, the other)) for each broken counter rule (module
-    docstring)."""
+    docstring); **counter_doubled** only when ``calls`` are given (its pair is the
+    increment twice)."""
     found = []
     by_name: dict[str, list[Increment]] = defaultdict(list)
     for inc in sorted(increments, key=lambda i: i.start):
         by_name[inc.name].append(inc)
+    if calls is not None:
+        found.extend(_doubled(by_name, calls))
     for name, ordered in by_name.items():
         for i, b in enumerate(ordered):
             for a in ordered[:i]:
@@ -193,4 +223,30 @@ def counter_violations(
                         f"{name}: {b.caller} got {b.value}, {why}, after {a.caller} got {a.value}"
                     )
                     found.append((rule, text, (a, b)))
+    return found
+
+
+def _doubled(
+    by_name: dict[str, list[Increment]], calls: Iterable[CounterCall]
+) -> list[tuple[str, str, tuple[Increment, Increment]]]:
+    """**counter_doubled**: per counter, the first increment (in answer order) whose
+    value is more than the deltas of the calls made up to its answer add up to."""
+    made: dict[str, list[CounterCall]] = defaultdict(list)
+    for call in sorted(calls, key=lambda c: c.start):
+        made[call.name].append(call)
+    found = []
+    for name, incs in by_name.items():
+        ordered = made.get(name, [])
+        i = total = 0
+        for inc in sorted(incs, key=lambda x: x.end):
+            while i < len(ordered) and ordered[i].start <= inc.end:
+                total += ordered[i].delta
+                i += 1
+            if inc.value > total:
+                text = (
+                    f"{name}: {inc.caller} got {inc.value}, more than the {total} added by "
+                    f"the calls made before it was answered: an add applied twice"
+                )
+                found.append(("counter_doubled", text, (inc, inc)))
+                break
     return found

@@ -47,6 +47,8 @@ lock       ``name``, ``token``, ``view`` (the view id the member had when the
 unlock     ``name``, ``token``, ``lost`` (bool: the service had said the
            lock was taken from it): that hold ends (its release is asked
            for, or the member stops holding it: cancelled, closing)
+add        ``name``, ``delta``: an ``add_and_get`` of ``delta`` on a counter
+           is called now (written before it goes out; answered or not)
 count      ``name``, ``value``, ``since`` (when it was called), ``view`` (the
            view id at the call): an ``add_and_get`` of a positive delta on
            a counter of the counter service returned ``value``
@@ -194,12 +196,14 @@ What the checker proves (the delivery contract without FLUSH):
   resumes is still caught at the quiet period's heal, which no fault follows
   (the campaign and the real runner record it).
 - **lock_owners**, **lock_token**, **lock_minority**, **counter_unique**,
-  **counter_order**, **counter_lost**: the lock and counter services' rules on
-  the ``lock``, ``unlock`` and ``count`` records (`_history_blocks`, with the
-  rules themselves in `_block_rules`): one owner of a lock at a time in a
-  view, fencing tokens that grow along a line of views, no grant in majority
-  mode in a view without a majority, and increments that each return their own
-  value, in the order they were made, also across the coordinator's crash.
+  **counter_order**, **counter_lost**, **counter_doubled**: the lock and
+  counter services' rules on the ``lock``, ``unlock``, ``add`` and ``count``
+  records (`_history_blocks`, with the rules themselves in `_block_rules`): one
+  owner of a lock at a time in a view, fencing tokens that grow along a line of
+  views, no grant in majority mode in a view without a majority, increments
+  that each return their own value, in the order they were made, also across
+  the coordinator's crash, and no value above what the calls made so far add
+  up to (no add applied twice; judged only in runs that record ``add``).
 
 The writer and the reader live in `_history_records`, the checker in
 `_history_check` (over the histories as `_history_index` indexes them; the

@@ -2,7 +2,8 @@
 
 Builds the `_block_rules` records (`Hold`, `Increment`) from each incarnation's history,
 with the views it installed around them, and reports what those rules find as
-`HistoryViolation`\\ s, plus one rule that needs the views themselves:
+`HistoryViolation`\\ s (**counter_doubled** with the ``add`` records as the calls,
+when the run wrote any), plus one rule that needs the views themselves:
 
 - **lock_minority**: a grant in majority mode (``"majority": true``) arrived in a view
   that held, for the view's coordinator, a majority of the coordinator's last full view
@@ -25,6 +26,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from triogroups.testing._block_rules import (
+    CounterCall,
     Hold,
     Increment,
     counter_violations,
@@ -88,6 +90,7 @@ def check_blocks(histories: Iterable[History]) -> list[HistoryViolation]:
     """Every violation of the lock and counter rules in ``histories``."""
     holds: list[Hold] = []
     increments: list[Increment] = []
+    calls: list[CounterCall] = []
     out: list[HistoryViolation] = []
     names: dict[str, str] = {}
     majorities: dict[str, dict[_VID, bool]] = {}
@@ -96,7 +99,7 @@ def check_blocks(histories: Iterable[History]) -> list[HistoryViolation]:
         if history.member is None:
             continue
         names[history.member] = history.name
-        majorities[history.member] = _read(history, holds, increments, grants)
+        majorities[history.member] = _read(history, holds, increments, calls, grants)
     for vid, view, line, owner in grants:
         if int(line.record["token"]) >> 32 > vid[0]:
             continue  # made in a view newer than the owner's
@@ -108,12 +111,16 @@ def check_blocks(histories: Iterable[History]) -> list[HistoryViolation]:
             out.append(HistoryViolation("lock_minority", text, (view, line)))
     found: list[tuple[str, str, tuple[Hold, Hold] | tuple[Increment, Increment]]] = [
         *lock_violations(holds),
-        *counter_violations(increments),
+        # histories without ``add`` records (written before them) leave out counter_doubled
+        *counter_violations(increments, calls if calls else None),
     ]
     for rule, text, pair in found:
         for uuid, name in names.items():
             text = text.replace(uuid, name)
-        excerpt = tuple(line for record in pair for line in record.source)
+        excerpt: tuple[Line, ...] = ()
+        for line in (line for record in pair for line in record.source):
+            if not any(line is have for have in excerpt):
+                excerpt += (line,)
         out.append(HistoryViolation(rule, text, excerpt))
     return out
 
@@ -122,9 +129,11 @@ def _read(
     history: History,
     holds: list[Hold],
     increments: list[Increment],
+    calls: list[CounterCall],
     grants: list[tuple[_VID, Line, Line, str]],
 ) -> dict[_VID, bool]:
-    """Add ``history``'s holds, increments and grants in majority mode; returns whether
+    """Add ``history``'s holds, increments, counter calls and grants in majority mode;
+    returns whether
     each view it installed held a majority of its last full view."""
     assert history.member is not None
     me = history.member
@@ -161,6 +170,12 @@ def _read(
             if found is not None:
                 found.end = float(record["t"])
                 found.source.append(line)
+        elif kind == "add":
+            calls.append(
+                CounterCall(
+                    me, str(record["name"]), int(record["delta"]), float(record["t"]), [line]
+                )
+            )
         elif kind == "count" and lineage.views:
             i = len(lineage.views) - 1
             if _vid(record["view"]) != lineage.ids[i]:

@@ -117,6 +117,12 @@ class HistoryWriter:
         had told it the lock was taken from it (`Lock.lost`)."""
         self._write("unlock", name=name, token=token, lost=lost)
 
+    def add(self, name: str, delta: int) -> None:
+        """Record that an ``add_and_get`` of ``delta`` on counter ``name`` is called now,
+        before it goes out: a call that times out or is cut short by a kill stays known
+        (the **counter_doubled** rule counts every call that may have taken effect)."""
+        self._write("add", name=name, delta=delta)
+
     def count(self, name: str, value: int, since: float, view: View) -> None:
         """Record that an ``add_and_get`` of a positive delta on counter ``name``, called at
         ``since`` (this writer's clock) while this member had ``view``, returned ``value``
