@@ -33,6 +33,7 @@ async def test_chaos_member_on_a_total_order_stack_takes_locks_and_counts(
     kinds = [line.record["k"] for h in histories for line in h.lines]
     assert kinds.count("lock") >= 5 and kinds.count("unlock") >= 5
     assert kinds.count("count") >= 5
+    assert kinds.count("add") >= kinds.count("count")  # each call recorded as it is made
     values = [line.record["value"] for h in histories for line in h.of("count")]
     assert len(values) == len(set(values))  # one view throughout: every value once
     found = check_histories(histories, settle=10.0)
