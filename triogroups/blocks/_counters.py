@@ -43,7 +43,9 @@ class CounterService(CoordinatedService):
     including across the coordinator's crash (an update the old coordinator made and
     copied is answered again, not applied twice). Any number of tasks may update at
     once. On a merge the merge leader's side
-    wins (`rebuild_counters`).
+    wins (`rebuild_counters`). A member that leaves the view keeps its answers for
+    twice ``timeout``, so one dropped and merged back that asks again for an update
+    the kept side applied gets that update's answer instead of a second add.
     """
 
     def __init__(
@@ -229,7 +231,9 @@ async def open_counter_service(
     ``num_backups`` members after the coordinator keep a copy of every counter
     (JGroups' ``num_backups``; 0: the counters die with the coordinator).
     ``rebuild_timeout`` bounds how long a new coordinator waits for the members'
-    copies; ``timeout`` each call and each copy to the backups.
+    copies; ``timeout`` each call and each copy to the backups, and twice it how
+    long the coordinator keeps the answers of a member that left the view (give
+    every member the same ``timeout``).
     """
     async with open_service(
         channel,
