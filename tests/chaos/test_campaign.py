@@ -774,3 +774,15 @@ def test_campaign_udp_total_blocks_72471_a_coordinator_holds_none_of_its_own_bca
     (total_order). The coordinator's own BCASTs are its order and never wait."""
     result = run_seed("udp-total-blocks", 72471)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_72368_a_view_made_from_another_view_than_the_one_held_is_ignored() -> None:
+    """Issue 42, campaign udp 72368: D admitted H into [D|7], but the JOIN_RSP was lost; H
+    joined through A's [A|6], split off while A was paused, whose digest counted B1-20
+    delivered. B had sent B1-20 in [D|7], which H then fetched by retransmission and
+    installed (a newer id), so H never delivered it while its STABLE reports let B's leave
+    count as flushed (flushed_leave). A VIEW is installed only by a member holding the view
+    it was made from; H stays in A's views until a merge takes it in."""
+    result = run_seed("udp", 72368)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -149,7 +149,9 @@ def _installed(gms: Gms, view: View) -> None:
     gms.down_event(Connect(), 0.0)  # no discovery below: singleton at once
     gms.take_down()
     gms.take_up()
-    gms.up([Message(me_of(gms), src=view.coord, headers={ids.GMS: GmsHeader(VIEW, view)})], 0.0)
+    assert gms.view is not None
+    hdr = GmsHeader(VIEW, view, ref_view_id=gms.view.view_id)  # made from our singleton view
+    gms.up([Message(me_of(gms), src=view.coord, headers={ids.GMS: hdr})], 0.0)
     gms.take_down()
     gms.take_up()
 
@@ -507,7 +509,8 @@ def test_gms_merge_leader_whose_view_changed_meanwhile_cancels_the_merge() -> No
     gms.up_event(Merge((View(ViewId(3, A), [A]), b_view), (A, B)), 1.0)
     gms.take_down()
     newer = View(ViewId(7, C), [C, A])
-    gms.up([Message(A, src=C, headers={ids.GMS: GmsHeader(VIEW, newer)})], 1.1)
+    hdr = GmsHeader(VIEW, newer, ref_view_id=ViewId(3, A))
+    gms.up([Message(A, src=C, headers={ids.GMS: hdr})], 1.1)
     gms.take_down(), gms.take_up()
     gms.up([_merge_rsp(B, b_view)], 1.2)
     (cancel,) = _sent(gms, CANCEL_MERGE)
@@ -792,15 +795,18 @@ def test_gms_merge_view_that_overtakes_the_view_of_its_subgroup_is_installed_aft
     only 0.35 s later. H ignored the merge view (not from its view), installed [D|8] and
     stayed there while C and D went on in [F|9]. In JGroups the merge view reaches H as
     D's multicast, behind [D|8]: H keeps it and installs it right after [D|8], with the
-    digest of the other subgroup, and acks both. Here B holds [A|6] and C's [C|8] is late."""
+    digest of the other subgroup, and acks both. ([D|8] came from another lineage than H's
+    [A|6], and is now ignored as such, see `follows`; a subgroup's VIEW made from the view
+    held is late the same way.) Here B holds [A|6] and C's [C|7], made from it, is late."""
     gms = _member(B, View(ViewId(6, A), [A, B]))
-    late = View(ViewId(8, C), [C, B])
+    late = View(ViewId(7, C), [C, B])
     merged = MergeView(ViewId(9, D), [D, C, B], [View(ViewId(2, D), [D]), late])
     digest = Digest({D: (5, 5), C: (3, 3), B: (0, 0)})
     install = GmsHeader(INSTALL_MERGE_VIEW, merged, digest, merge_id=1)
     gms.up([Message(B, src=D, headers={ids.GMS: install})], 1.0)
     assert gms.take_down() == [] and gms.take_up() == []
-    gms.up([Message(None, src=C, headers={ids.GMS: GmsHeader(VIEW, late)})], 1.35)
+    hdr = GmsHeader(VIEW, late, ref_view_id=ViewId(6, A))
+    gms.up([Message(None, src=C, headers={ids.GMS: hdr})], 1.35)
     down = gms.take_down()
     events = [d for d in down if not isinstance(d, list)]
     assert events == [ViewChange(late), MergeDigest(Digest({D: (5, 5)})), ViewChange(merged)]
@@ -820,11 +826,14 @@ def test_gms_merge_view_kept_for_a_late_view_is_dropped_once_a_view_as_new_is_in
     install = GmsHeader(INSTALL_MERGE_VIEW, merged, None, merge_id=1)
     gms.up([Message(B, src=D, headers={ids.GMS: install})], 1.0)
     other = View(ViewId(7, A), [A, B])
-    gms.up([Message(None, src=A, headers={ids.GMS: GmsHeader(VIEW, other)})], 1.1)
+    hdr = GmsHeader(VIEW, other, ref_view_id=ViewId(6, A))
+    gms.up([Message(None, src=A, headers={ids.GMS: hdr})], 1.1)
     assert _views_up(gms) == [other]  # still waiting for [C|8]
-    newer = View(ViewId(9, A), [A, B])
-    gms.up([Message(None, src=A, headers={ids.GMS: GmsHeader(VIEW, newer)})], 1.2)
-    gms.up([Message(None, src=C, headers={ids.GMS: GmsHeader(VIEW, late)})], 1.3)
+    newer = View(ViewId(8, A), [A, B])
+    hdr = GmsHeader(VIEW, newer, ref_view_id=ViewId(7, A))
+    gms.up([Message(None, src=A, headers={ids.GMS: hdr})], 1.2)
+    hdr = GmsHeader(VIEW, late, ref_view_id=ViewId(7, C))
+    gms.up([Message(None, src=C, headers={ids.GMS: hdr})], 1.3)
     assert _views_up(gms) == [newer] and gms.view == newer
 
 

@@ -248,8 +248,9 @@ def test_sequencer_holds_its_coordinator_s_bcasts_behind_a_view_in_the_same_batc
     them; a VIEW that keeps our coordinator, or one GMS would not install, holds nothing."""
     view3, view4 = view_of(H, B, D, A, counter=3), view_of(B, D, A, counter=4)
 
-    def view_msg(view: View, src: Address) -> Message:
-        return Message(None, src=src, headers={ids.GMS: GmsHeader(GMS_VIEW, view)})
+    def view_msg(view: View, src: Address, ref: ViewId = view3.view_id) -> Message:
+        hdr = GmsHeader(GMS_VIEW, view, ref_view_id=ref)
+        return Message(None, src=src, headers={ids.GMS: hdr})
 
     seq = started(Sequencer(), D, view=view3)
     vmsg = view_msg(view4, B)
@@ -267,6 +268,7 @@ def test_sequencer_holds_its_coordinator_s_bcasts_behind_a_view_in_the_same_batc
         view_msg(view_of(H, D, A, counter=4), H),  # keeps our coordinator
         view_msg(view_of(B, A, counter=4), B),  # without us: GMS ignores it
         view_msg(view_of(B, D, A, counter=3), B),  # not newer than ours
+        view_msg(view4, B, ViewId(3, B)),  # made from a view not ours: GMS ignores it
     ):
         kept = started(Sequencer(), D, view=view3)
         kept.up([vmsg, _stamped(H, A, 4, 3)], 0.0)

@@ -67,6 +67,7 @@ from triogroups.protocols.gms._header import (
     VIEW,
     VIEW_ACK,
     GmsHeader,
+    follows,
 )
 from triogroups.protocols.gms._joiner import Joiner
 from triogroups.protocols.gms._leaver import Leaver
@@ -120,6 +121,7 @@ class Gms(Protocol):
         "views_installed",
         "injected_views_ignored",
         "old_views_ignored",
+        "views_not_following_mine",
         "stale_views_dropped",
         "views_injected",
         "views_without_me",
@@ -297,9 +299,14 @@ class Gms(Protocol):
             return
         if self.state in (CLIENT, LEFT):
             return
-        installed = self.view is None or view.view_id.id > self.view.view_id.id
+        current = self.view
+        installed = current is None or follows(hdr, current.view_id)
         if installed:
             self.install(view, now)
+        elif current is not None and view.view_id.id > current.view_id.id:
+            # made from another view: no ack, as JGroups' dropped delta view (`follows`)
+            self.counters["views_not_following_mine"] += 1
+            return
         else:
             self.counters["old_views_ignored"] += 1
         if msg.src is not None:

@@ -72,8 +72,10 @@ class _Install:
         joiners: list[Address],
         leavers: list[Address],
         requests: list[tuple[int, Address]] | None = None,
+        base: ViewId | None = None,
     ) -> None:
         self.view = view
+        self.base = base  # the view it was made from: its VIEW's ref_view_id
         self.old_members = old_members
         self.joiners = joiners
         self.leavers = leavers
@@ -190,7 +192,7 @@ class Coordinator:
             view = current  # only rejoins or unknown leavers: answer with the current view
         else:
             view = View(ViewId(current.view_id.id + 1, gms.local_address), members)  # type: ignore[arg-type]
-        install = _Install(view, set(current.members), joiners, leavers, batch)
+        install = _Install(view, set(current.members), joiners, leavers, batch, current.view_id)
         self._pending = install
         if view is not current:
             _log.info(
@@ -253,7 +255,11 @@ class Coordinator:
         new = view is not gms.view  # else only rejoins: no VIEW goes out, no ack comes back
         if new:
             gms.send_down_one(
-                Message(None, flags=Flag.INTERNAL, headers={ids.GMS: GmsHeader(VIEW, view)})
+                Message(
+                    None,
+                    flags=Flag.INTERNAL,
+                    headers={ids.GMS: GmsHeader(VIEW, view, ref_view_id=install.base)},
+                )
             )
         for leaver in install.leavers:
             gms.counters["leaves"] += 1

@@ -1,4 +1,4 @@
-"""GMS's header and message types."""
+"""GMS's header and message types, and the rule a VIEW must meet to be installed (`follows`)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from typing import NamedTuple
 
 from triogroups.address import Address
 from triogroups.protocols import ids
-from triogroups.view import Digest, View
+from triogroups.view import Digest, View, ViewId
 from triogroups.wire import register_header
 
 JOIN_REQ = 1
@@ -35,13 +35,37 @@ TYPE_NAMES = {
 
 
 class GmsHeader(NamedTuple):
-    """One header for every GMS message; unused fields stay empty."""
+    """One header for every GMS message; unused fields stay empty.
+
+    ``ref_view_id`` (VIEW only) names the view the coordinator made the new one from,
+    JGroups' `DeltaView.ref_view_id` (see `follows`).
+    """
 
     type: int
     view: View | None = None
     digest: Digest | None = None
     member: Address | None = None
     merge_id: int = 0
+    ref_view_id: ViewId | None = None
+
+
+def follows(hdr: GmsHeader, current: ViewId) -> bool:
+    """Whether the VIEW in ``hdr`` is one a member holding the view ``current`` installs:
+    newer, and made from ``current`` (its ``ref_view_id``).
+
+    JGroups installs a VIEW with any higher id; its delta views (JGRP-1354, the default
+    since 3.4) are dropped unless they refer to the view the member holds. Made from
+    another view, a VIEW may come from another lineage than the one whose digest set this
+    member's receive windows: campaign udp seed 72368: H joined through A's [A|6], split
+    off from the views of D, which had admitted H earlier in [D|7] (its JOIN_RSP was
+    lost). H fetched D's VIEW [D|7] by retransmission and installed it at once, so B1-20,
+    sent in [D|7] but counted delivered in A's join digest, was never delivered at H,
+    while H's STABLE reports told B, leaving, that it was. Such a member stays in its view
+    until MERGE3 merges it, with a digest, as for a merge view that does not merge the
+    view it holds (`_merger`). GMS and SEQUENCER (`changes_coordinator`) both ask this.
+    """
+    view = hdr.view
+    return view is not None and view.view_id.id > current.id and hdr.ref_view_id == current
 
 
 register_header(ids.GMS, GmsHeader)

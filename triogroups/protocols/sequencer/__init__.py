@@ -290,6 +290,7 @@ class Sequencer(Protocol):
         fast_forward = self.is_coord and not self._leaving and self._recovery is None
         members, lower = self._members, self._lower_ids
         epoch, view_no = self._epoch, self._view_no
+        view_id = self.view.view_id if self.view is not None else None
         run: Address | None = None  # the forwarder of the run of BCASTs being delivered
         high, own = 0, False  # its highest seqno delivered; whether it is us
         fwd: Address | None = None  # the source of the run of forwards being ordered
@@ -303,7 +304,7 @@ class Sequencer(Protocol):
                     # a VIEW GMS installs after this batch: our coordinator's BCASTs after
                     # it wait for it (campaign tcp-total-blocks 71012)
                     self._hold_coord = changes_coordinator(
-                        headers[_GMS], msg.src, me, view_no, coord
+                        headers[_GMS], msg.src, me, view_id, coord
                     )
                 continue
             kind, seqno, sender, _, hview = hdr

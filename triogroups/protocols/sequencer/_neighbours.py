@@ -16,7 +16,8 @@ from collections.abc import Sequence
 from triogroups.address import Address
 from triogroups.properties import PropertyError
 from triogroups.protocol import Protocol
-from triogroups.protocols.gms._header import VIEW, GmsHeader
+from triogroups.protocols.gms._header import VIEW, GmsHeader, follows
+from triogroups.view import ViewId
 
 __all__ = ["changes_coordinator", "check_placement"]
 
@@ -39,22 +40,23 @@ def changes_coordinator(
     header: object,
     src: Address | None,
     me: Address | None,
-    view_no: int,
+    view_id: ViewId | None,
     coord: Address | None,
 ) -> bool:
     """Whether ``header`` (a message's GMS header, from ``src``) is a VIEW that GMS will
     install here after this batch and that names another coordinator than ``coord``: a
-    view newer than ours (``view_no``) that holds ``me``, from another member (GMS
-    ignores its own, and any other it would not install: that one must not hold our
-    coordinator's BCASTs until some later view)."""
+    view that follows ours (``view_id``, GMS's `follows`) and holds ``me``, from another
+    member (GMS ignores its own, and any other it would not install: that one must not
+    hold our coordinator's BCASTs until some later view)."""
     if type(header) is not GmsHeader or header.type != VIEW or header.view is None:
         return False
     view = header.view
     return (
         coord is not None
+        and view_id is not None
         and src is not None
         and src != me
-        and view.view_id.id > view_no
+        and follows(header, view_id)
         and me in view
         and view.coord != coord
     )
