@@ -18,7 +18,10 @@ requests and no merge, and passes `Disconnect` down so the layers below stop
 too.
 
 Merging coexisting views (after MERGE3 passes `Merge` up) is in `_merger`;
-while a merge is under way, queued requests wait for it.
+while a merge is under way, queued requests wait for it. A VIEW is installed
+only by a member that holds the view it was made from (`_header.follows`); one
+made from another view is left to a merge, as a merge view is that does not
+merge the view held.
 
 Logging (logger ``triogroups.protocols.gms``, all parts of GMS): every view
 installed, with who joined and who went, a member's own join and leave, the
