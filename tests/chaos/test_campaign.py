@@ -786,3 +786,17 @@ def test_campaign_udp_72368_a_view_made_from_another_view_than_the_one_held_is_i
     it was made from; H stays in A's views until a merge takes it in."""
     result = run_seed("udp", 72368)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72545_a_later_merge_s_logs_come_after_ours() -> None:
+    """Issue 42, campaign udp-total-blocks 72545: E, resumed in its view 4, ordered I1-22
+    before G1-4, while F, which had taken over E's other members, ordered G1-4 alone. I,
+    holding E's BCASTs behind D's of a view to come, delivered them at E's merge view 6.
+    A's tail for view 6 came only after the merge view 10, which added F's subgroup to the
+    same recovery, and E multicast F's log before its own: A, C and D delivered G1-4
+    before I1-22, I the other way round, though all went through views 6 to 10 together
+    (total_order). The merge coordinator's own log now goes out after the subgroups of the
+    merge view that began the recovery, before those of a later one."""
+    result = run_seed("udp-total-blocks", 72545)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -859,3 +859,36 @@ def test_sequencer_coordinator_delivers_its_own_bcasts_though_one_of_a_view_to_c
     delivered = split(seq.take_up())[0]
     assert [(m.src, m.payload) for m in delivered] == [(D, b"12"), (B, b"22")]
     assert seq.stats()["bcasts_held_for_view"] == 1
+
+
+def test_sequencer_a_later_merge_view_s_subgroups_come_after_our_own_log() -> None:
+    """Campaign udp-total-blocks 72545 (B, C and H here are the run's F, I and G): a
+    partition forked E's order. E, paused, resumed in its view 4 and ordered C's i22
+    before H's g4; B had taken over E's other members and ordered g4 alone. C, holding E's
+    BCASTs behind D's of a view to come, delivered them at E's merge view 6 (E's and D's
+    subgroups). A's tail for view 6 came late, and the merge view 10 added B's subgroup to
+    the same recovery; B's log went out before E's own, and A and D delivered g4 before
+    i22, while C, with whom they had installed views 6 to 10, had i22 first. Our own log
+    now goes out after the subgroups of the merge view that began the recovery, before
+    those of a later one."""
+    seq = started(Sequencer(), E, view=view_of(E, B, D, A, H, C, counter=4))
+    seq.up([_forward(C, 22, b"i22"), _forward(H, 4, b"g4")], 0.0)
+    _down(seq)
+    seq.up([_stamped(E, C, 22, 4), _stamped(E, H, 4, 4)], 0.0)  # our order: i22, g4
+    subgroups = [view_of(E, B, D, A, H, C, counter=4), View(ViewId(5, D), [D, A])]
+    seq.down_event(ViewChange(MergeView(ViewId(6, E), [E, B, D, A, H, C], subgroups)), 0.0)
+    d1 = (D, 1, b"d1", 5, 1)
+    seq.up(_stamped_tail(E, D, [d1], OTHER_ORDER), 0.0)
+    seq.down_event(ViewChange(view_of(E, D, A, C, counter=7)), 0.0)
+    assert seq.stats()["recovering"]  # A's tail is late
+    subgroups = [view_of(E, D, A, C, counter=7), View(ViewId(9, B), [B, H])]
+    seq.down_event(ViewChange(MergeView(ViewId(10, E), [E, D, A, C, B, H], subgroups)), 0.0)
+    g4 = (H, 4, b"g4", 5, 1)  # B's order: g4 without i22
+    seq.up([*_stamped_tail(E, B, [g4], OTHER_ORDER), *_stamped_tail(E, H, [g4], OTHER_ORDER)], 0.0)
+    seq.up(_stamped_tail(E, A, [d1], OTHER_ORDER), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno) for m in out] == [
+        (D, 1),  # D's order, of the merge view 6
+        (C, 22),  # then ours, as C delivered it in view 6
+        (H, 4),
+    ]

@@ -58,7 +58,8 @@ a coordinator keeps a non-member's forwards in arrival order (up to
 
 A merge view's coordinator runs the same recovery for every subgroup another
 coordinator ordered: it waits for those members' tails and multicasts the
-furthest of each subgroup, then its own log, before anything new (each member
+furthest of each subgroup, then its own log (a later merge view's subgroups,
+taken into a recovery still waiting, after it), before anything new (each member
 sends its tail at a merge view). A member sends an empty tail at its first view: the coordinator
 may count it among the previous view's members though it never installed that
 view. A BCAST carries its coordinator's view counter: a member whose coordinator
@@ -468,8 +469,7 @@ class Sequencer(Protocol):
                     if not changed:  # we coordinated: our log is of our own order
                         self._recovery.ours.add(me)
                         self._recovery.resend_ours = merged
-                for group in groups:
-                    self._recovery.expect(group, me)
+                self._recovery.expect(groups, me)
             if self._recovery is not None:
                 self._recovery.awaiting &= set(view.members)
             for seqno, msg in self._forward_table.items():  # ours first, in seqno order

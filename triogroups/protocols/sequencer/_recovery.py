@@ -48,14 +48,20 @@ class Recovery:
         self.ours: set[Address] = set()
         #: a merge view under us, who ordered a subgroup: our own log goes out again too
         self.resend_ours = False
+        #: how many of ``groups`` the view that began the recovery gave: our own log goes
+        #: out after them, before those of a later merge view (`choose`)
+        self.first = 0
         #: members whose log, though their coordinator changed, ends with our order
         self.ends_ours: set[Address] = set()
 
-    def expect(self, group: Iterable[Address], me: Address) -> None:
-        """Wait for the tails of ``group`` (one old order), ours excepted."""
-        members = frozenset(group)
-        self.groups.append(members)
-        self.awaiting |= members - {me}
+    def expect(self, groups: Iterable[Iterable[Address]], me: Address) -> None:
+        """Wait for the tails of ``groups`` (the old orders one view takes over), ours
+        excepted."""
+        for group in groups:
+            members = frozenset(group)
+            self.groups.append(members)
+            self.awaiting |= members - {me}
+        self.first = self.first or len(self.groups)
 
     def add(self, member: Address, sender: Address, seqno: int, msg: Message, stamp: Stamp) -> None:
         """One TAIL of ``member``'s, in its order."""
@@ -100,9 +106,30 @@ class Recovery:
         # after the other orders, with our own log: a member behind in the other order
         # delivers its rest first, as the members ahead of it did.
         late = self.ends_ours if self.resend_ours and me in self.ours else set()
-        groups = [*self.groups, frozenset(late)] if late else self.groups
-        for n, group in enumerate(groups):
-            last = late and n == len(groups) - 1
+        late_group = frozenset(late)
+        steps: list[frozenset[Address] | None] = [*self.groups[: self.first]]
+        if late:
+            steps.append(late_group)
+        if self.resend_ours and me in self.ours:
+            # What we ordered in our subgroup and the others lack: they drop our BCASTs
+            # stamped before the merge view, and the forwarders' FLUSHes would bring
+            # those messages to them in a new order (campaign tcp-total seed 71018: A,
+            # resumed, ordered H1-1 before F1-9 in its old view; D delivered that, the
+            # other subgroup got F's FLUSH first). Again, in our order, they keep it.
+            # It goes before the subgroups of a later merge view that came while we
+            # waited: the first merge's members went through the views since with ours,
+            # which may have delivered the rest of our order in them (campaign
+            # udp-total-blocks 72545: I, holding E's BCASTs behind D's, delivered E's
+            # I1-22 before G1-4 at E's merge view 6; A, whose tail came only after the
+            # merge view 10, got F's log, G1-4 without I1-22, first).
+            steps.append(None)  # our own log
+        steps.extend(self.groups[self.first :])
+        for group in steps:
+            if group is None:
+                out.extend(entry for entry in own if entry[:2] not in seen)
+                seen.update(entry[:2] for entry in own)
+                continue
+            last = late and group is late_group
             done = [
                 m
                 for m in group
@@ -118,13 +145,6 @@ class Recovery:
                 if entry[:2] not in seen:
                     seen.add(entry[:2])
                     out.append(entry)
-        if self.resend_ours and me in self.ours:
-            # What we ordered in our subgroup and the others lack: they drop our BCASTs
-            # stamped before the merge view, and the forwarders' FLUSHes would bring
-            # those messages to them in a new order (campaign tcp-total seed 71018: A,
-            # resumed, ordered H1-1 before F1-9 in its old view; D delivered that, the
-            # other subgroup got F's FLUSH first). Again, in our order, they keep it.
-            out.extend(entry for entry in own if entry[:2] not in seen)
         return out, agreed
 
 
