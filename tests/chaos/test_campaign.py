@@ -24,19 +24,23 @@ from triogroups.chaos._scenario import Scenario, scenario
 from triogroups.cli import main
 
 #: seeds that pass with today's code, a different list per preset (found by running the
-#: campaign; seeds that fail are reported, not sampled, while others fix their bugs)
+#: campaign; seeds that fail are reported, not sampled, while others fix their bugs). Four
+#: per plain preset and one per total-order preset: each seed checks every rule of the
+#: contract, the campaign itself runs thousands, and the regression seeds below that
+#: assert the whole contract (``result.violations == []``) sample their presets too: 14
+#: runs on udp-total, 13 on udp-total-blocks, 3 each on udp-mcast and tcp, 2 each on udp
+#: and tcp-total-blocks, 1 on tcp-total. Each total-order preset kept its cheapest seed.
 CI_SAMPLE = {
-    "udp": [100, 103, 104, 106, 108, 112, 114, 117, 118, 119],
-    "tcp": [110, 112, 113, 115, 116, 118, 120, 124, 125, 128],
-    "udp-mcast": [100, 101, 102, 106, 111, 115, 116, 120, 121, 122],
-    "unicast2": [100, 104, 105, 106, 108, 112, 113, 115, 116, 118],
-    # total order: every regular multicast through SEQUENCER, the total_order rule on; a
-    # few seeds only, within the suite's time budget
-    "udp-total": [100, 101, 102],
-    "tcp-total": [100, 101],
+    "udp": [100, 103, 104, 106],
+    "tcp": [110, 112, 113, 115],
+    "udp-mcast": [100, 101, 102, 106],
+    "unicast2": [100, 104, 105, 106],
+    # total order: every regular multicast through SEQUENCER, the total_order rule on
+    "udp-total": [101],
+    "tcp-total": [101],
     # the total-order stacks with every member also taking locks and incrementing a
     # counter: the lock and counter rules run on their records (about twice a seed's CPU)
-    "udp-total-blocks": [100, 101],
+    "udp-total-blocks": [100],
     "tcp-total-blocks": [100],
 }
 
