@@ -405,9 +405,11 @@ def test_a_run_in_which_a_layer_crashes_fails_with_a_crash_violation(
 
 
 def test_campaign_runs_two_seeds_in_worker_processes_and_sums_up() -> None:
-    """Two seeds over two worker processes: the one-line summary and exit status 0."""
+    """Two seeds over two worker processes: the one-line summary and exit status 0. Seeds
+    112 and 113 (of the CI sample): 1.9 s of CPU for both, where 110 and 111 (7 members at
+    the start) took 6.7 s."""
     done = subprocess.run(
-        [*_CLI, "--preset", "tcp", "--seeds", "2", "--first-seed", "110", "--jobs", "2"],
+        [*_CLI, "--preset", "tcp", "--seeds", "2", "--first-seed", "112", "--jobs", "2"],
         capture_output=True,
         text=True,
         timeout=300,
