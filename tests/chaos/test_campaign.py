@@ -732,8 +732,10 @@ def test_campaign_udp_total_blocks_72307_a_recovery_does_not_skip_a_suspected_me
     """Issue 42, campaign udp-total-blocks 72307: D and E delivered E1-30 before A1-9, G the
     other way round, through the same views 12 to 14 (total_order). It failed once a merge
     view awaited the logs of a subgroup reported without its coordinator (71088) and passes
-    since a recovery awaits a suspected member's log until a view leaves it out (72218)."""
-    result = run_seed("udp-total-blocks", 72307)
+    since a recovery awaits a suspected member's log until a view leaves it out (72218).
+    Shrunk to 7 of its 11 steps (no joins: 4.0 s of CPU, the whole seed 6.4 s), which
+    still split the order (D E1-30 before B1-3, G the other way) on the code before 72218."""
+    result = run_seed("udp-total-blocks", 72307, steps=[1, 2, 3, 5, 7, 8, 9])
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
 
 
