@@ -798,3 +798,15 @@ def test_campaign_udp_total_blocks_72545_a_later_merge_s_logs_come_after_ours() 
     merge view that began the recovery, before those of a later one."""
     result = run_seed("udp-total-blocks", 72545)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_72366_a_second_tail_under_the_same_coordinator_is_the_first() -> None:
+    """Issue 42, campaign udp-total 72366: A took over I's order at view 7; H's and G's logs
+    alone held I's last BCASTs (B1-31 before A1-14), and C, gone without a flushed leave,
+    never sent its log. The merge view 8 took in F, whose stale view of I claimed B, H and G
+    again; their second TAIL_END, under A, counted their logs as A's own order, and A
+    multicast A1-14 before B1-31 at view 9 (total_order). A member's second tail under a
+    coordinator that stayed is the one it sent: the first stands."""
+    result = run_seed("udp-total", 72366)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -751,6 +751,37 @@ def test_sequencer_a_suspected_member_s_tail_is_awaited_until_a_view_leaves_it_o
     assert not seq.stats()["recovering"]
 
 
+def test_sequencer_a_second_tail_under_the_same_coordinator_leaves_the_first_standing() -> None:
+    """Campaign udp-total 72366: A took over D's order at view 7; H's log alone held D's
+    last BCASTs, b1 before A's own a1, and C, gone, never sent its log. The merge view 8
+    came first, its other subgroup's stale view of D's claimed B and H again, and their
+    second TAIL_END, under A, who stayed their coordinator, counted their logs as A's own
+    order: A multicast its own log (without b1), then a1 and B's FLUSH of b1, while H had
+    delivered b1 first. A member's second tail under a coordinator that stayed is the log
+    it already sent (the recovery ordered nothing meanwhile): the first one stands."""
+    seq = started(Sequencer(), A, view=view_of(D, A, B, H, C, counter=6))
+    seq.down([Message(None, b"a1")], 0.0)  # forwarded to D, which ordered it after b1
+    seq.take_down()
+    seq.down_event(ViewChange(view_of(A, B, H, C, counter=7)), 0.0)
+    seq.up(_tail(A, H, [(B, 1, b"b1"), (A, 1, b"a1")]), 0.0)
+    seq.up([*_tail(A, B, []), _forward(B, 1, b"b1", FLUSH)], 0.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]  # C's tail is missing
+    subgroups = [view_of(A, B, H, C, counter=7), View(ViewId(4, D), [D, A, B, H, E, C])]
+    seq.down_event(ViewChange(MergeView(ViewId(8, A), [A, B, H, C, E], subgroups)), 0.0)
+    seq.up(_tail(A, H, [(B, 1, b"b1"), (A, 1, b"a1")], changed=False), 0.0)
+    seq.up([*_tail(A, B, [], changed=False), *_tail(A, E, [])], 0.0)
+    assert _down(seq) == [] and seq.stats()["recovering"]  # C's tail is still missing
+    seq.down_event(ViewChange(view_of(A, B, H, E, counter=9)), 0.0)
+    out = _down(seq)
+    assert [(_hdr(m).sender, _hdr(m).seqno, m.payload) for m in out] == [
+        (B, 1, b"b1"),
+        (A, 1, b"a1"),  # D's order, as H delivered it
+        (A, 1, b"a1"),  # A's own forward and B's FLUSH, queued: duplicates members drop
+        (B, 1, b"b1"),
+    ]
+    assert not seq.stats()["recovering"]
+
+
 def _flushed(seq: Sequencer) -> bool:
     return FlushDone("SEQUENCER") in split(seq.take_up())[1]
 

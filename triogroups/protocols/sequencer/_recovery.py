@@ -53,6 +53,8 @@ class Recovery:
         self.first = 0
         #: members whose log, though their coordinator changed, ends with our order
         self.ends_ours: set[Address] = set()
+        #: a second tail coming from a member whose first is in, at a later view (`end`)
+        self.again: dict[Address, Tail] = {}
 
     def expect(self, groups: Iterable[Iterable[Address]], me: Address) -> None:
         """Wait for the tails of ``groups`` (the old orders one view takes over), ours
@@ -65,14 +67,27 @@ class Recovery:
 
     def add(self, member: Address, sender: Address, seqno: int, msg: Message, stamp: Stamp) -> None:
         """One TAIL of ``member``'s, in its order."""
-        self.tails.setdefault(member, []).append((sender, seqno, msg, stamp))
+        tails = self.again if member in self.trimmed else self.tails
+        tails.setdefault(member, []).append((sender, seqno, msg, stamp))
 
     def end(self, member: Address, trimmed: Trimmed, order: int) -> None:
         """``member``'s TAIL_END: its tail is complete; ``order`` (the TAIL_END's
-        ``view``): 0 if its coordinator stays, else `OTHER_ORDER` or `ENDS_IN_ORDER`."""
-        self.tails.setdefault(member, [])
-        self.trimmed[member] = trimmed
+        ``view``): 0 if its coordinator stays, else `OTHER_ORDER` or `ENDS_IN_ORDER`.
+
+        A member whose tail is in sends another at a later view of this recovery (a merge
+        view awaits it again). If its coordinator stayed, that is us: we ordered nothing
+        while we waited, so its log is the one it sent, and the first tail stands, with the
+        order it named (campaign udp-total 72366: A took over I's order at view 7 and got
+        H's and G's logs, which alone held I's last BCASTs, B1-31 before A1-14; the merge
+        view 8 came before the last log, awaited them again, and their second TAIL_END, of
+        a coordinator that stayed, counted their logs as ours: A multicast its own log, and
+        ordered A1-14 first). Else the new tail follows the first."""
         self.awaiting.discard(member)
+        again = self.again.pop(member, [])
+        if member in self.trimmed and not order:
+            return
+        self.tails.setdefault(member, []).extend(again)
+        self.trimmed[member] = trimmed
         if not order:
             self.ours.add(member)
         elif order == ENDS_IN_ORDER:
