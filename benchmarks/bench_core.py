@@ -17,6 +17,10 @@ with valgrind's callgrind instead, which the load of a shared machine does not m
 - ``route+pack``: the bundler's loops (`triogroups.transports._bundle_loop`), once per
   message a transport sends: stamping the source and grouping by destination, then
   splitting into bundles below the size limit.
+- ``hand-off``: the channel's hand-off to the receive queue
+  (`triogroups._channel._handoff`), once per message delivered to the application: each
+  message of a run of one sender's ordered multicasts aligned with the state and made into
+  the `Received` record the application reads.
 """
 
 from __future__ import annotations
@@ -32,15 +36,21 @@ from types import ModuleType
 
 from _callgrind import instructions_per, require_valgrind
 
-from triogroups import Address, Message, _compiled
+from triogroups import Address, Message, Received, _compiled
+from triogroups._channel._state import Alignment
 from triogroups._layer import _ways
 from triogroups.protocol import Protocol
+from triogroups.protocols import ids
 
 BATCH = 100
 PID = 57  # a header id none of the batch's messages carries: every scan reads the whole batch
 OTHER = 58  # the header they carry (the one a layer above numbered them with)
-PARTS = ("passes all", "passes multicasts", "route+pack")
-MODULES = {"passes": "_layer._scan", "route+pack": "transports._bundle_loop"}
+PARTS = ("passes all", "passes multicasts", "route+pack", "hand-off")
+MODULES = {
+    "passes": "_layer._scan",
+    "route+pack": "transports._bundle_loop",
+    "hand-off": "_channel._handoff",
+}
 ME = Address.random("A")
 
 
@@ -65,6 +75,19 @@ def _work(form: ModuleType, part: str) -> Callable[[], object]:
             return pack(by_dest[None], 65_000)
 
         return bundle
+    if part == "hand-off":
+        ready_run = form.ready_run
+        align = Alignment()
+        ordered = [
+            Message(None, b"x" * 100, src=ME, headers={ids.APP_SEQNO: i + 1}) for i in range(BATCH)
+        ]
+
+        def hand_off() -> object:
+            align.delivered.clear()  # each batch is the sender's seqnos 1..BATCH again
+            out: list[Received] = []
+            return ready_run(ordered, 0, out, BATCH, align, False)
+
+        return hand_off
     proto = type("Bench", (Protocol,), {"passes_up": part.split()[1]})()
     passes = _ways.passes
 

@@ -164,7 +164,12 @@ def test_wheel_builds_without_deprecation_warnings_and_carries_presets_and_py_ty
     assert not any(n.startswith(("tests/", "examples/", "benchmarks/")) for n in names)
     # the compiled core, built by hatch_build.py where a C compiler is (issue 43)
     if _has_compiler():
-        for module in ("_wire_loop", "_layer/_scan", "transports/_bundle_loop"):
+        for module in (
+            "_wire_loop",
+            "_layer/_scan",
+            "transports/_bundle_loop",
+            "_channel/_handoff",
+        ):
             assert any(n.startswith(f"triogroups/{module}.") and n.endswith(".so") for n in names)
         assert not wheel.name.endswith("-py3-none-any.whl"), wheel.name
 

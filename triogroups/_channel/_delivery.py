@@ -24,24 +24,22 @@ with a plain application message, `_ready_run` does here, for both.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import ModuleType
 
 import trio
 
+from triogroups import _compiled
 from triogroups._channel._core import (
     _OOB,
     _ORDERED_BUFFER,
     _RPC,
     _SEQNO,
-    _STATE,
-    _TAGGED,
     Ordered,
 )
-from triogroups._channel._inbox import Received, received
+from triogroups._channel._inbox import Received
 from triogroups._channel._outgoing import Outgoing
 from triogroups._layer import after_chain
-from triogroups._payload import PayloadError, decode_payload
 from triogroups._rpc import RPC_REQ, Resume
-from triogroups.address import Address
 from triogroups.events import Disconnected, Item, Suspect, Unsuspect, ViewChange
 from triogroups.message import Message
 from triogroups.view import View
@@ -49,6 +47,9 @@ from triogroups.view import View
 __all__ = ["Reader"]
 
 _GENERAL = object()  # `Reader._ready`: this message takes the general, awaiting path
+
+#: The hand-off's per-message loop, compiled or pure (`triogroups._compiled`).
+HANDOFF: ModuleType = _compiled.load("_channel._handoff")
 
 
 class Reader(Outgoing):
@@ -265,59 +266,17 @@ class Reader(Outgoing):
         state already contains) and returns the index of the first message not done.
 
         The caller has checked what holds for the whole run (not closing, not holding,
-        the sink is the `Inbox`); counters move once per run. An untagged payload, what
-        most applications send, is `decode_app_payload`'s first case, inlined. So is
-        `Alignment.accept`'s usual case, once per run of one sender's next seqnos: a
-        batch holds runs from one sender, and the table is written at the run's end
-        instead of twice per message (each an `Address.__hash__` call); every other
-        case goes to `accept`, with the table up to date. The `Received` records are
-        built by `received`.
+        the sink is the `Inbox`); the per-message work is the compiled core's
+        (`triogroups._channel._handoff.ready_run`), and the counters move once per run.
         """
-        allow_pickle = self.allow_pickle
-        align = self._align
-        delivered = align.delivered
-        run_src: Address | None = None  # the sender of the current run of next seqnos
-        last = 0  # run_src's last seqno accepted, not yet written to `delivered`
-        append = out.append
-        start = i
-        contained = 0
-        for msg in batch[i : i + limit] if i or limit < len(batch) else batch:
-            if type(msg) is not Message:
-                break
-            headers = msg.headers
-            src = msg.src
-            if _STATE in headers or _RPC in headers or src is None:
-                break
-            data = msg.payload
-            if not msg.flags & _TAGGED:
-                value = body = data
-            else:
-                try:
-                    value, body = decode_payload(data, allow_pickle=allow_pickle)
-                except PayloadError:
-                    break
-            i += 1
-            seqno = headers.get(_SEQNO)
-            if seqno is not None:
-                if src is run_src and seqno == last + 1:
-                    last = seqno
-                else:
-                    if run_src is not None:
-                        delivered[run_src] = last
-                        run_src = None
-                    if seqno == delivered.get(src, 0) + 1:
-                        run_src, last = src, seqno
-                    elif not align.accept(src, seqno):
-                        contained += 1
-                        continue
-            append(received(src, value, body, (msg.flags & _OOB) != 0, msg.dest is None))
-        if run_src is not None:
-            delivered[run_src] = last
-        if contained:
-            self._counters["dropped_in_state"] += contained
-        if i - start > contained:
-            self._counters["delivered"] += i - start - contained
-        return i
+        before = len(out)
+        done: int = HANDOFF.ready_run(batch, i, out, limit, self._align, self.allow_pickle)
+        handed = len(out) - before
+        if done - i > handed:
+            self._counters["dropped_in_state"] += done - i - handed
+        if handed:
+            self._counters["delivered"] += handed
+        return done
 
     def _ready(self, msg: Message) -> Received | object | None:
         """`_dispatch` of an application message to the `Inbox`, without awaiting: what to
@@ -327,7 +286,7 @@ class Reader(Outgoing):
         if _RPC in msg.headers or self._holding or self._sink is not self._inbox:
             return _GENERAL
         out: list[Received] = []
-        if not self._ready_run((msg,), 0, out, 1):
+        if not self._ready_run([msg], 0, out, 1):
             return _GENERAL
         return out[0] if out else None
 
