@@ -21,6 +21,8 @@ with valgrind's callgrind instead, which the load of a shared machine does not m
   (`triogroups._channel._handoff`), once per message delivered to the application: each
   message of a run of one sender's ordered multicasts aligned with the state and made into
   the `Received` record the application reads.
+- ``up bytes``: the byte counts STABLE and flow control (MFC) take of every batch that
+  comes up (`triogroups.protocols._counting`), each reading every message.
 """
 
 from __future__ import annotations
@@ -45,11 +47,12 @@ from triogroups.protocols import ids
 BATCH = 100
 PID = 57  # a header id none of the batch's messages carries: every scan reads the whole batch
 OTHER = 58  # the header they carry (the one a layer above numbered them with)
-PARTS = ("passes all", "passes multicasts", "route+pack", "hand-off")
+PARTS = ("passes all", "passes multicasts", "route+pack", "hand-off", "up bytes")
 MODULES = {
     "passes": "_layer._scan",
     "route+pack": "transports._bundle_loop",
     "hand-off": "_channel._handoff",
+    "up": "protocols._counting",
 }
 ME = Address.random("A")
 
@@ -88,6 +91,16 @@ def _work(form: ModuleType, part: str) -> Callable[[], object]:
             return ready_run(ordered, 0, out, BATCH, align, False)
 
         return hand_off
+    if part == "up bytes":
+        multicast_bytes, bytes_by_sender = form.multicast_bytes, form.bytes_by_sender
+        received = [Message(None, b"x" * 100, src=ME, headers={OTHER: i}) for i in range(BATCH)]
+
+        def count() -> object:
+            return multicast_bytes(received, ids.STABLE), bytes_by_sender(
+                received, ids.MFC, True, {}
+            )
+
+        return count
     proto = type("Bench", (Protocol,), {"passes_up": part.split()[1]})()
     passes = _ways.passes
 

@@ -41,8 +41,10 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from types import ModuleType
 from typing import Any, ClassVar, NamedTuple
 
+from triogroups import _compiled
 from triogroups.address import Address
 from triogroups.events import Disconnect, Disconnected, Event
 from triogroups.message import Flag, Message
@@ -60,6 +62,9 @@ _NO_FC = int(Flag.NO_FC)
 _DONT_BLOCK = int(Flag.DONT_BLOCK)
 _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
 _NO_KEY = object()  # no destination seen yet (None is the group's)
+
+#: The byte counts of every batch that comes up, compiled or pure (`triogroups._compiled`).
+COUNTING: ModuleType = _compiled.load("protocols._counting")
 
 
 class FcHeader(NamedTuple):
@@ -308,40 +313,19 @@ class FlowControl(Protocol):
     def up(self, batch: list[Message], now: float) -> None:
         """Count what each sender used, pass the data on, handle REPLENISH / CREDIT_REQUEST.
 
-        One loop that only looks at what it needs: a message for the other
-        flow-control layer (UFC skips multicasts, MFC unicasts) costs a header
-        and a destination check. A batch holds runs from one sender, so the
-        bytes used are summed per run (one dict operation per run, not per
-        message). Control messages are rare: they are collected and handled
-        after the loop (they only spend or grant credits, so their order
-        against the counting does not matter), and only then is the batch
-        copied without them; otherwise it goes up as it is.
+        The bytes each sender used are `bytes_by_sender`'s, the compiled core's loop
+        over the batch. Control messages are rare: they are handled after it (they only
+        spend or grant credits, so their order against the counting does not matter),
+        and only then is the batch copied without them; otherwise it goes up as it is.
         """
         used: dict[Address, int] = {}
-        controls: list[Message] = []
         pid = self.id
-        multicast = self.multicast
-        run_src: Address | None = None
-        run_bytes = 0
-        for msg in batch:
-            if pid in msg.headers:
-                controls.append(msg)
-                continue
-            if (msg.dest is None) is not multicast or msg.flags & _NO_FC:
-                continue
-            src = msg.src
-            if src is run_src:
-                run_bytes += len(msg.payload)
-            elif src is not None and msg.payload:
-                if run_src is not None:
-                    used[run_src] = used.get(run_src, 0) + run_bytes
-                run_src, run_bytes = src, len(msg.payload)
-        if run_src is not None:
-            used[run_src] = used.get(run_src, 0) + run_bytes
+        controls = COUNTING.bytes_by_sender(batch, pid, self.multicast, used)
         credited = False
         if controls:
-            for msg in controls:
-                credited = self._on_control(msg.src, msg.headers[pid]) or credited
+            for msg in batch:
+                if pid in msg.headers:
+                    credited = self._on_control(msg.src, msg.headers[pid]) or credited
             batch = [msg for msg in batch if pid not in msg.headers]
         self.send_up(batch)
         for sender, length in used.items():

@@ -53,8 +53,10 @@ from __future__ import annotations
 
 import math
 import random
+from types import ModuleType
 from typing import Any, NamedTuple
 
+from triogroups import _compiled
 from triogroups.address import Address
 from triogroups.events import (
     DigestReply,
@@ -86,6 +88,9 @@ __all__ = [
 _ID = ids.STABLE
 _CONTROL = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
+
+#: The byte counts of every batch that comes up, compiled or pure (`triogroups._compiled`).
+COUNTING: ModuleType = _compiled.load("protocols._counting")
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
 #: The layers below whose leave flush waits for stability: the digest providers, and
 #: SEQUENCER (its messages are its coordinator's multicasts, stable by the digests too)
@@ -315,13 +320,8 @@ class Stable(Protocol):
         return None if self._max_bytes_due() and not self._awaiting_digest else "unicasts"
 
     def up(self, batch: list[Message], now: float) -> None:
-        received = 0
-        for msg in batch:  # the common batch first: data only, counted and passed as it is
-            if _ID in msg.headers:
-                break
-            if msg.dest is None:
-                received += len(msg.payload)
-        else:
+        received = COUNTING.multicast_bytes(batch, _ID)
+        if received >= 0:  # the common batch first: data only, counted and passed as it is
             self._bytes += received
             self._check_bytes(now)
             self.send_up(batch)
