@@ -21,8 +21,9 @@ with valgrind's callgrind instead, which the load of a shared machine does not m
   (`triogroups._channel._handoff`), once per message delivered to the application: each
   message of a run of one sender's ordered multicasts aligned with the state and made into
   the `Received` record the application reads.
-- ``up bytes``: the byte counts STABLE and flow control (MFC) take of every batch that
-  comes up (`triogroups.protocols._counting`), each reading every message.
+- ``up scans``: the reads protocols make of every batch that comes up
+  (`triogroups.protocols._up_scans`): STABLE's and flow control's (MFC) byte counts and
+  NAKACK2's look for a VIEW, each reading every message.
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from types import ModuleType
 
 from _callgrind import instructions_per, require_valgrind
 
-from triogroups import Address, Message, Received, _compiled
+from triogroups import Address, Flag, Message, Received, _compiled
 from triogroups._channel._state import Alignment
 from triogroups._layer import _ways
 from triogroups.protocol import Protocol
@@ -47,12 +48,12 @@ from triogroups.protocols import ids
 BATCH = 100
 PID = 57  # a header id none of the batch's messages carries: every scan reads the whole batch
 OTHER = 58  # the header they carry (the one a layer above numbered them with)
-PARTS = ("passes all", "passes multicasts", "route+pack", "hand-off", "up bytes")
+PARTS = ("passes all", "passes multicasts", "route+pack", "hand-off", "up scans")
 MODULES = {
     "passes": "_layer._scan",
     "route+pack": "transports._bundle_loop",
     "hand-off": "_channel._handoff",
-    "up": "protocols._counting",
+    "up": "protocols._up_scans",
 }
 ME = Address.random("A")
 
@@ -91,13 +92,16 @@ def _work(form: ModuleType, part: str) -> Callable[[], object]:
             return ready_run(ordered, 0, out, BATCH, align, False)
 
         return hand_off
-    if part == "up bytes":
+    if part == "up scans":
         multicast_bytes, bytes_by_sender = form.multicast_bytes, form.bytes_by_sender
+        any_flagged = form.any_flagged
         received = [Message(None, b"x" * 100, src=ME, headers={OTHER: i}) for i in range(BATCH)]
 
         def count() -> object:
-            return multicast_bytes(received, ids.STABLE), bytes_by_sender(
-                received, ids.MFC, True, {}
+            return (
+                multicast_bytes(received, ids.STABLE),
+                bytes_by_sender(received, ids.MFC, True, {}),
+                any_flagged(received, int(Flag.INTERNAL)),
             )
 
         return count

@@ -139,7 +139,7 @@ def test_the_channel_runs_the_hand_off_of_the_chosen_form() -> None:
     assert f"{expected} triogroups._channel._handoff" in _python(code)
 
 
-COUNTING_COMPILED, COUNTING_PURE = _forms("protocols._counting")
+UP_SCANS_COMPILED, UP_SCANS_PURE = _forms("protocols._up_scans")
 _up_batches = st.lists(
     st.builds(
         Message,
@@ -153,43 +153,51 @@ _up_batches = st.lists(
 )
 
 
-@pytest.mark.skipif(COUNTING_COMPILED is None, reason="no compiled core in this checkout")
+@pytest.mark.skipif(UP_SCANS_COMPILED is None, reason="no compiled core in this checkout")
 @settings(max_examples=examples(500))
 @given(_up_batches, st.sampled_from([ids.UFC, ids.MFC, ids.STABLE]), st.booleans())
-def test_both_forms_of_the_up_byte_counts_agree(
-    batch: list[Message], pid: int, multicast: bool
-) -> None:
-    """`protocols._counting`, whose compiled form reads `Message`'s slots in the declared
+def test_both_forms_of_the_up_scans_agree(batch: list[Message], pid: int, multicast: bool) -> None:
+    """`protocols._up_scans`, whose compiled form reads `Message`'s slots in the declared
     layout: for any batch, both forms give STABLE the same multicast bytes (or the same
-    -1 for a batch with one of its headers) and flow control the same bytes per sender
-    and the same answer whether control messages are in it, which is the plain rule."""
-    assert COUNTING_COMPILED is not None
+    -1 for a batch with one of its headers), flow control the same bytes per sender and
+    the same answer whether control messages are in it, and NAKACK2 and MCAST the same
+    answer whether a message has a flag set: each the plain rule."""
+    assert UP_SCANS_COMPILED is not None
     carries = any(pid in m.headers for m in batch)
     plain = -1 if carries else sum(len(m.payload) for m in batch if m.dest is None)
-    assert COUNTING_COMPILED.multicast_bytes(batch, pid) == plain
-    assert COUNTING_PURE.multicast_bytes(batch, pid) == plain
+    assert UP_SCANS_COMPILED.multicast_bytes(batch, pid) == plain
+    assert UP_SCANS_PURE.multicast_bytes(batch, pid) == plain
     expected: dict[Address, int] = {}
     for m in batch:
         counted = (m.dest is None) == multicast and not m.flags & Flag.NO_FC
         if pid not in m.headers and counted and m.src is not None and m.payload:
             expected[m.src] = expected.get(m.src, 0) + len(m.payload)
-    for form in (COUNTING_COMPILED, COUNTING_PURE):
+    for form in (UP_SCANS_COMPILED, UP_SCANS_PURE):
         used: dict[Address, int] = {B: 1}
         assert form.bytes_by_sender(batch, pid, multicast, used) is carries
         assert used == {B: 1} | {s: n + (1 if s is B else 0) for s, n in expected.items()}
+    for flags in (int(Flag.INTERNAL), int(Flag.NO_FC | Flag.OOB), int(Flag.OOB)):
+        flagged = any(m.flags & flags for m in batch)
+        assert UP_SCANS_COMPILED.any_flagged(batch, flags) is flagged
+        assert UP_SCANS_PURE.any_flagged(batch, flags) is flagged
 
 
 @pytest.mark.parametrize(
     ("module", "name"),
-    [("protocols.stable", "protocols._counting"), ("protocols._flow", "protocols._counting")],
+    [
+        ("protocols.stable", "protocols._up_scans"),
+        ("protocols._flow", "protocols._up_scans"),
+        ("protocols._view_digest", "protocols._up_scans"),
+    ],
 )
-def test_the_layers_run_the_up_byte_counts_of_the_chosen_form(module: str, name: str) -> None:
-    """STABLE and flow control count with the compiled loops where they were built, the
-    ``.py`` with ``TRIOGROUPS_PURE_PYTHON=1``."""
+def test_the_layers_run_the_up_scans_of_the_chosen_form(module: str, name: str) -> None:
+    """STABLE, flow control and the view digest of NAKACK2 and MCAST read batches with
+    the compiled loops where they were built, the ``.py`` with
+    ``TRIOGROUPS_PURE_PYTHON=1``."""
     code = (
         f"import triogroups.{module} as m, triogroups._compiled as c\n"
-        "print(c.is_compiled(m.COUNTING), m.COUNTING.__name__)"
+        "print(c.is_compiled(m.UP_SCANS), m.UP_SCANS.__name__)"
     )
     assert f"False triogroups.{name}_pure" in _python(code, TRIOGROUPS_PURE_PYTHON="1")
-    expected = "False" if COUNTING_COMPILED is None else "True"
+    expected = "False" if UP_SCANS_COMPILED is None else "True"
     assert f"{expected} triogroups.{name}\n" in _python(code)

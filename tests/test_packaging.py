@@ -169,7 +169,7 @@ def test_wheel_builds_without_deprecation_warnings_and_carries_presets_and_py_ty
             "_layer/_scan",
             "transports/_bundle_loop",
             "_channel/_handoff",
-            "protocols/_counting",
+            "protocols/_up_scans",
         ):
             assert any(n.startswith(f"triogroups/{module}.") and n.endswith(".so") for n in names)
         assert not wheel.name.endswith("-py3-none-any.whl"), wheel.name

@@ -64,7 +64,7 @@ _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
 _NO_KEY = object()  # no destination seen yet (None is the group's)
 
 #: The byte counts of every batch that comes up, compiled or pure (`triogroups._compiled`).
-COUNTING: ModuleType = _compiled.load("protocols._counting")
+UP_SCANS: ModuleType = _compiled.load("protocols._up_scans")
 
 
 class FcHeader(NamedTuple):
@@ -320,7 +320,7 @@ class FlowControl(Protocol):
         """
         used: dict[Address, int] = {}
         pid = self.id
-        controls = COUNTING.bytes_by_sender(batch, pid, self.multicast, used)
+        controls = UP_SCANS.bytes_by_sender(batch, pid, self.multicast, used)
         credited = False
         if controls:
             for msg in batch:

@@ -31,7 +31,9 @@ JGroups answers a rejoin with the digest as it is now (see GMS).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from types import ModuleType
 
+from triogroups import _compiled
 from triogroups.address import Address
 from triogroups.events import GetDigest
 from triogroups.message import Flag, Message
@@ -40,6 +42,9 @@ from triogroups.view import Digest, ViewId
 __all__ = ["Position", "ViewDigest", "lowered"]
 
 _INTERNAL = int(Flag.INTERNAL)
+
+#: The scan for a VIEW in each batch delivered, compiled or pure (`triogroups._compiled`).
+UP_SCANS: ModuleType = _compiled.load("protocols._up_scans")
 
 #: A delivered multicast's sender and seqno, None for what the layer did not number.
 Position = Callable[[Message], "tuple[Address, int] | None"]
@@ -74,7 +79,7 @@ class ViewDigest:
 
     def at_controls(
         self,
-        deliver: Sequence[Message],
+        deliver: list[Message],
         now: Callable[[], Digest],
         position: Position,
         *,
@@ -84,7 +89,7 @@ class ViewDigest:
         the digest at each sender's first control multicast in it (see the module
         docstring). ``replayed``: ``deliver`` comes from a queue replayed once the view
         was recorded, whose creator's first control multicast in it is the view's own."""
-        if not any(m.flags & _INTERNAL for m in deliver):
+        if not UP_SCANS.any_flagged(deliver, _INTERNAL):
             return  # the common case: no VIEW in the batch
         at_control = self._at_control
         late = self._view_id.coord if replayed and self._view_id is not None else None

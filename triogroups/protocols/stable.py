@@ -90,7 +90,7 @@ _CONTROL = int(Flag.OOB | Flag.INTERNAL | Flag.NO_RELIABILITY)
 _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 
 #: The byte counts of every batch that comes up, compiled or pure (`triogroups._compiled`).
-COUNTING: ModuleType = _compiled.load("protocols._counting")
+UP_SCANS: ModuleType = _compiled.load("protocols._up_scans")
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
 #: The layers below whose leave flush waits for stability: the digest providers, and
 #: SEQUENCER (its messages are its coordinator's multicasts, stable by the digests too)
@@ -320,7 +320,7 @@ class Stable(Protocol):
         return None if self._max_bytes_due() and not self._awaiting_digest else "unicasts"
 
     def up(self, batch: list[Message], now: float) -> None:
-        received = COUNTING.multicast_bytes(batch, _ID)
+        received = UP_SCANS.multicast_bytes(batch, _ID)
         if received >= 0:  # the common batch first: data only, counted and passed as it is
             self._bytes += received
             self._check_bytes(now)

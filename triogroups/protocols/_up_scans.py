@@ -1,15 +1,17 @@
 # cython: annotation_typing=False
-# (the header above: Cython types this module from _counting.pxd alone, not its annotations)
-"""The byte counts the flow-control layers and STABLE take of every batch that comes up.
+# (the header above: Cython types this module from _up_scans.pxd alone, not its annotations)
+"""The reads protocols make of every message of a batch that comes up, one loop each.
 
-UFC and MFC spend a sender's credits by the payload bytes it sent (`FlowControl.up`), and
-STABLE counts the multicast bytes received towards its ``max_bytes`` (`Stable.up`): both
-read every message of every batch that passes them on its way up, which made these loops a
-cost per message per layer on the receive path (issue 43). Plain Python and the reference;
-the build compiles this same file with Cython (typed by ``_counting.pxd``, which reads
-`Message`'s slots from the layout ``triogroups/_message_layout.pxd`` declares) when a C
-compiler is there, and `triogroups._compiled` picks which form runs. The Python must stay
-valid Cython in pure-Python mode.
+UFC and MFC spend a sender's credits by the payload bytes it sent (`FlowControl.up`),
+STABLE counts the multicast bytes received towards its ``max_bytes`` (`Stable.up`), and
+NAKACK2 and MCAST look for a VIEW in every batch they deliver (`ViewDigest.at_controls`):
+each reads every message of every batch that passes it on its way up, which made these
+loops a cost per message per layer on the receive path (issue 43). Plain Python and the
+reference; the build compiles this same file with Cython (typed by ``_up_scans.pxd``, which
+reads `Message`'s slots from the layout ``triogroups/_message_layout.pxd`` declares) when a
+C compiler is there, and `triogroups._compiled` picks which form runs. The Python must stay
+valid Cython in pure-Python mode. ``any_flagged`` is written out rather than as
+``any(...)`` over a generator, which costs a generator per batch in either form.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from __future__ import annotations
 from triogroups.address import Address
 from triogroups.message import Flag, Message
 
-__all__ = ["bytes_by_sender", "multicast_bytes"]
+__all__ = ["any_flagged", "bytes_by_sender", "multicast_bytes"]
 
 _NO_FC = int(Flag.NO_FC)
 
@@ -65,3 +67,11 @@ def bytes_by_sender(
     if run_src is not None:
         used[run_src] = used.get(run_src, 0) + run_bytes
     return controls
+
+
+def any_flagged(batch: list[Message], flags: int) -> bool:
+    """Whether a message of ``batch`` has one of ``flags`` set."""
+    for msg in batch:  # noqa: SIM110
+        if msg.flags & flags:
+            return True
+    return False
