@@ -34,7 +34,7 @@ DEADLINE = 240.0  # seconds a driver may run here before it is killed (and the t
 SMALL_RUNS: dict[str, tuple[str, str]] = {
     "bench_stack": ("--messages 2000 --repeat 1", "x plain"),
     "bench_wire": ("", "unpackb+Message()"),
-    "bench_core": ("--repeat 1", "route+pack"),
+    "bench_core": ("--repeat 1", "up scans"),
     "bench_protocols": ("--batches 20", "NAKACK2"),
     "bench_loopback": ("--messages 300 --repeat 1", "us CPU each"),
     "bench_transport": ("--seconds 0.3 --repeat 1 --sizes 100", "ratio nodelay"),
