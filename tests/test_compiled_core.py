@@ -10,6 +10,7 @@ members run different forms delivers as a group of one form does. The wire tests
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import re
@@ -240,26 +241,21 @@ def test_both_forms_of_the_bundlers_loops_agree(msgs: list[Message], max_size: i
 
 def test_the_transports_run_the_bundlers_loops_of_the_chosen_form() -> None:
     """The bundler re-exports `route` and `pack` of the form this process runs."""
-    code = (
-        "import triogroups.transports._bundler as b, triogroups._compiled as c\n"
-        "print(c.is_compiled(b.LOOP), b.route is b.LOOP.route, b.LOOP.__name__)"
-    )
-    pure = _python(code, TRIOGROUPS_PURE_PYTHON="1")
-    assert "False True triogroups.transports._bundle_loop_pure" in pure
+    pure = _forms_in_a_new_process("1")
+    assert "False True triogroups.transports._bundle_loop_pure" in pure, pure
     expected = "False" if BUNDLE_COMPILED is None else "True"
-    assert f"{expected} True triogroups.transports._bundle_loop" in _python(code)
+    default = _forms_in_a_new_process(None)
+    assert f"{expected} True triogroups.transports._bundle_loop" in default, default
 
 
 def test_the_layer_host_runs_the_scans_of_the_chosen_form() -> None:
     """`_ways.passes` runs the compiled scans where they were built, the ``.py`` with
     ``TRIOGROUPS_PURE_PYTHON=1``: the same choice as the wire codec's."""
-    code = (
-        "import triogroups._layer._ways as w, triogroups._compiled as c\n"
-        "print(c.is_compiled(w.SCAN), w.SCAN.__name__)"
-    )
-    assert "False triogroups._layer._scan_pure" in _python(code, TRIOGROUPS_PURE_PYTHON="1")
+    pure = _forms_in_a_new_process("1")
+    assert "False triogroups._layer._scan_pure" in pure, pure
     expected = "False" if SCAN_COMPILED is None else "True"
-    assert f"{expected} triogroups._layer._scan" in _python(code)
+    default = _forms_in_a_new_process(None)
+    assert f"{expected} triogroups._layer._scan" in default, default
 
 
 def test_message_layout_is_the_one_the_compiled_core_declares() -> None:
@@ -300,28 +296,43 @@ def _python(code: str, **env: str) -> str:
     return result.stdout + result.stderr
 
 
-_SAY_FORM = (
+#: What a new interpreter runs to say which form each compiled-core module took: the wire
+#: codec's (with its start-up line), the bundler's loops and the layer host's scans. One
+#: process per setting of `_compiled.PURE_ENV` answers the tests of all three (`functools.cache`
+#: in each pytest worker): each new interpreter costs 0.6 s of CPU importing triogroups.
+_SAY_FORMS = (
     "import logging; logging.basicConfig(level=logging.INFO, format='%(message)s')\n"
     "import triogroups.wire as wire, triogroups._compiled as c\n"
-    "print(c.is_compiled(wire.LOOP), wire.LOOP.__name__)"
+    "import triogroups.transports._bundler as b, triogroups._layer._ways as w\n"
+    "print(c.is_compiled(wire.LOOP), wire.LOOP.__name__)\n"
+    "print(c.is_compiled(b.LOOP), b.route is b.LOOP.route, b.LOOP.__name__)\n"
+    "print(c.is_compiled(w.SCAN), w.SCAN.__name__)"
 )
+FORM_LINES = 3  # the lines `_SAY_FORMS` prints, last in its output
+
+
+@functools.cache
+def _forms_in_a_new_process(pure: str | None) -> str:
+    """`_SAY_FORMS`'s output, run with ``TRIOGROUPS_PURE_PYTHON`` set to ``pure`` (None:
+    unset)."""
+    return _python(_SAY_FORMS) if pure is None else _python(_SAY_FORMS, TRIOGROUPS_PURE_PYTHON=pure)
 
 
 def test_pure_switch_runs_the_python_source_and_says_so_at_start_up() -> None:
     """``TRIOGROUPS_PURE_PYTHON=1``: the codec runs the ``.py``, and the one start-up line
     says so; without it, the compiled core where one was built."""
-    pure = _python(_SAY_FORM, TRIOGROUPS_PURE_PYTHON="1")
+    pure = _forms_in_a_new_process("1")
     assert "False triogroups._wire_loop_pure" in pure, pure
     assert pure.count("wire codec: pure Python (TRIOGROUPS_PURE_PYTHON is set)") == 1, pure
-    default = _python(_SAY_FORM)
+    default = _forms_in_a_new_process(None)
     if COMPILED is None:
-        assert "False triogroups._wire_loop" in default, default
+        assert "False triogroups._wire_loop\n" in default, default
         assert "wire codec: pure Python (no compiled core was built" in default, default
     else:
-        assert "True triogroups._wire_loop" in default, default
+        assert "True triogroups._wire_loop\n" in default, default
         assert default.count("wire codec: compiled core (Cython)") == 1, default
-    off = _python(_SAY_FORM, TRIOGROUPS_PURE_PYTHON="0")
-    assert off.splitlines()[-1] == default.splitlines()[-1], off
+    off = _forms_in_a_new_process("0")
+    assert off.splitlines()[-FORM_LINES:] == default.splitlines()[-FORM_LINES:], off
 
 
 def test_version_names_the_form_of_the_core() -> None:
