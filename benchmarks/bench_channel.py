@@ -4,6 +4,7 @@
         [--members 3]
         [--seconds 3] [--repeat 3] [--size 1000] [--no-baselines] [--rate 0]
         [--set PROTOCOL.property=value ...] [--sample 0] [--young-threshold 0] [--verbose]
+        [--messages 0] [--instructions]
 
 Every member is its own OS process with ``open_channel`` and a shipped
 preset, all of it (discovery, failure detection, GMS, flow control,
@@ -55,7 +56,20 @@ rounds (``--presets udp,udp-total``). Below the table, per pair: the total
 preset's msgs/s per member and CPU per delivered message as ratios of the
 FIFO preset's, each round's ratio beside the median, and the CPU per message
 of the coordinator (which multicasts every member's messages) and of the
-busiest other member.
+busiest other member, beside the FIFO preset's.
+
+The rate ratio moves with the machine's load (the total preset's coordinator handles
+every message twice, so the busier the cores the further it falls behind); CPU per
+message moves less, instructions not at all. ``--instructions`` (valgrind must be
+installed) adds ``--repeat`` rounds, interleaved, that count with callgrind the
+instructions per delivered message of each preset: all members in one process (one
+import, one interpreter under valgrind), each sending ``--messages`` (500 if 0) and,
+in a second run beside it, twice as many; the difference over the extra deliveries
+leaves out start-up, joining and leaving (`_callgrind.instructions_per`). Every ratio
+of a pair is written as the share of FIFO's work the total preset does, so higher is
+better and the goal of issue 42 (0.5x) reads the same on each: msgs/s total/FIFO, CPU
+and instructions per message FIFO/total. ``--messages N`` makes every timed run send
+``N`` messages per member instead of for ``--seconds``.
 
 ``--set MFC.min_threshold=0.75`` (repeatable; the value is JSON) changes a
 preset's property for an experiment. ``--sample S`` records every member's
@@ -88,6 +102,7 @@ from typing import Any
 
 import bench_multicast
 import trio
+from _callgrind import instructions_per, require_valgrind
 from _members import peak_rss_kb, rss_kb
 from _procs import Group, command, emit
 
@@ -262,7 +277,10 @@ async def _member(spec: dict[str, Any]) -> None:
             sent = 0
             rate = float(spec["rate"])
             deadline = start + float(spec["seconds"])
-            while (now := time.perf_counter()) < deadline:
+            quota = int(spec["messages"]) or math.inf  # a count instead of a time
+            if quota < math.inf:
+                deadline = math.inf
+            while (now := time.perf_counter()) < deadline and sent < quota:
                 if rate and sent >= (now - start) * rate:  # paced: wait for the next tick
                     await trio.sleep(0.005)
                     continue
@@ -333,6 +351,7 @@ def run_channel(preset: str, opts: Any) -> list[dict[str, Any]]:
             "rate": opts.rate,
             "set": opts.set,
             "young": opts.young_threshold,
+            "messages": opts.messages,
         }
         for i in range(opts.members)
     ]
@@ -368,12 +387,116 @@ def summary(results: list[dict[str, Any]]) -> dict[str, float]:
     }
 
 
+async def together(preset: str, members: int, messages: int, size: int) -> None:
+    """``members`` channels of ``preset`` in this one process, each sending ``messages``
+    multicasts with ``await ch.send`` (in total order on a SEQUENCER preset) and counting
+    every delivery until it has all ``members * messages``: the work `count_instructions`
+    counts, every member's in one callgrind run."""
+    config = preset_config(preset, members, free_ports(members + 11))
+    cluster = f"bc-{uuid.uuid4().hex[:12]}"
+    total_order = "SEQUENCER" in config.names()
+    payload = bytes(size)
+
+    start, over, done = trio.Event(), trio.Event(), []
+    left = [trio.Event() for _ in range(members)]
+
+    async def member(i: int, joined: trio.Event) -> None:
+        name = f"M{i}"
+        async with open_channel(cluster, config, name, handle_signals=False) as ch:
+            async for view in ch.views():
+                if len(view) == members:
+                    break
+            joined.set()
+            await start.wait()
+
+            async def send() -> None:
+                for _ in range(messages):
+                    await ch.send(payload, total_order=total_order)
+
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(send)
+                count = 0
+                async for _ in ch:
+                    count += 1
+                    if count == members * messages:
+                        break
+            done.append(count)
+            if len(done) == members:
+                over.set()
+            await over.wait()  # none leaves while another may still need a retransmission
+            if i + 1 < members:
+                await left[i + 1].wait()  # one at a time, the coordinator (M0) last
+        left[i].set()
+
+    async with trio.open_nursery() as nursery:
+        joins = [trio.Event() for _ in range(members)]
+        for i, joined in enumerate(joins):
+            nursery.start_soon(member, i, joined)
+        for joined in joins:
+            await joined.wait()
+        start.set()
+
+
+def count_instructions(presets: list[str], opts: Any) -> dict[str, list[float]]:
+    """Instructions per delivered message, ``opts.repeat`` rounds of every preset in turn:
+    `together` under callgrind with ``--messages`` (500 if 0) per member and with twice as
+    many, the difference over the extra deliveries (`instructions_per`): start-up, joining
+    and leaving left out. All members run in one process, so this is the mean over members
+    of each one's instructions per message it delivered, its sending and forwarding included."""
+    require_valgrind()
+    messages = opts.messages or 500
+    found: dict[str, list[float]] = {p: [] for p in presets}
+    for _ in range(opts.repeat):
+        for preset in presets:
+
+            def args(n: int, preset: str = preset) -> list[str]:
+                return ["_together", preset, str(opts.members), str(n), str(opts.size)]
+
+            per = instructions_per(__file__, args, messages) / (opts.members * opts.members)
+            found[preset].append(per)
+            print(f"  callgrind {preset}: {per:,.0f} per delivery", file=sys.stderr, flush=True)
+    return found
+
+
 def _median(values: list[float]) -> float:
     return statistics.median(values) if values else math.nan
 
 
 def _ratio(a: float, b: float) -> str:
     return f"{a / b:>6.2f}x" if b and not math.isnan(b) else f"{'-':>7}"
+
+
+def print_pair(
+    total: str,
+    fifo: str,
+    channel: dict[str, list[dict[str, float]]],
+    instr: dict[str, list[float]],
+) -> None:
+    """The lines comparing ``total`` with ``fifo``, round by round (`main`)."""
+    rounds = list(zip(channel[total], channel[fifo], strict=True))
+    rate = [t["rate"] / f["rate"] for t, f in rounds]
+    cpu = [f["cpu_us"] / t["cpu_us"] for t, f in rounds]
+
+    def med(rows: list[dict[str, float]], key: str) -> float:
+        return _median([r[key] for r in rows])
+
+    t, f = channel[total], channel[fifo]
+    print(
+        f"  {total}/{fifo}: msgs/s {_median(rate):.2f}x {[round(r, 2) for r in rate]}; "
+        f"CPU per message {_median(cpu):.2f}x {[round(c, 2) for c in cpu]} "
+        f"({med(t, 'cpu_us'):.2f} us against {med(f, 'cpu_us'):.2f}; coordinator "
+        f"{med(t, 'cpu_coord'):.2f} against {med(f, 'cpu_coord'):.2f}, busiest other member "
+        f"{med(t, 'cpu_other'):.2f} against {med(f, 'cpu_other'):.2f})"
+    )
+    if total not in instr or fifo not in instr:
+        return
+    ti, fi = instr[total], instr[fifo]
+    ratio = [b / a for a, b in zip(ti, fi, strict=True)]
+    print(
+        f"  {'':<{len(total) + len(fifo) + 1}}  instructions per message "
+        f"{_median(ratio):.2f}x {[round(r, 2) for r in ratio]} ({_median(ti):,.0f} "
+        f"against {_median(fi):,.0f}, callgrind, all members in one process)"
+    )
 
 
 def command_line() -> argparse.ArgumentParser:
@@ -401,6 +524,18 @@ def command_line() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="the members' tune_gc(young_threshold) (0: tune_gc's default)",
+    )
+    parser.add_argument(
+        "--messages",
+        type=int,
+        default=0,
+        help="messages each member sends instead of --seconds (0: for --seconds)",
+    )
+    parser.add_argument(
+        "--instructions",
+        action="store_true",
+        help="also count instructions per delivered message with callgrind: --repeat rounds "
+        "of every preset, members sending --messages (500 if 0) and twice as many",
     )
     parser.add_argument("--verbose", action="store_true", help="every member's result")
     return parser
@@ -452,9 +587,11 @@ def main() -> None:
             results = bench_multicast.run(stack, stack_opts)
             internal[stack].append(bench_multicast._summary(results)[0])
             internal_cpu[stack].append(bench_multicast._cpu_per_message(results))
+    instr = count_instructions(presets, opts) if opts.instructions else {}
+    amount = f"{opts.messages} messages" if opts.messages else f"for {opts.seconds:g} s"
     print(
         f"\n{opts.members} members, each sending {opts.size} B multicasts with await ch.send() "
-        f"for {opts.seconds:g} s; medians of {opts.repeat} interleaved runs; "
+        f"{amount}; medians of {opts.repeat} interleaved runs; "
         f"load before {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} cores"
     )
     print(
@@ -480,18 +617,13 @@ def main() -> None:
         )
     pairs = [(t, f) for t, f in FIFO_OF.items() if t in presets and f in presets]
     if pairs:
-        print("\nTotal order against per-sender FIFO, same rounds (rate: higher is better):")
-    for total, fifo in pairs:
-        rounds = list(zip(channel[total], channel[fifo], strict=True))
-        rate = [t["rate"] / f["rate"] for t, f in rounds]
-        cpu = [t["cpu_us"] / f["cpu_us"] for t, f in rounds]
-        coord = _median([r["cpu_coord"] for r in channel[total]])
-        other = _median([r["cpu_other"] for r in channel[total]])
         print(
-            f"  {total}/{fifo}: msgs/s {_median(rate):.2f}x {[round(r, 2) for r in rate]}, "
-            f"CPU per message {_median(cpu):.2f}x {[round(c, 2) for c in cpu]}; "
-            f"coordinator {coord:.2f} us/msg, busiest other member {other:.2f}"
+            "\nTotal order against per-sender FIFO, same rounds; each ratio is the total"
+            " preset's share of FIFO's work done (higher is better): msgs/s total/FIFO, CPU"
+            " and instructions per delivered message FIFO/total:"
         )
+    for total, fifo in pairs:
+        print_pair(total, fifo, channel, instr)
     if stacks:
         print("\nStack API (bench_multicast, batches of 64), same runs:")
         for stack in stacks:
@@ -510,6 +642,9 @@ def main() -> None:
 
 
 def _entry() -> Callable[[], None]:
+    if len(sys.argv) == 6 and sys.argv[1] == "_together":
+        preset, members, messages, size = sys.argv[2], *map(int, sys.argv[3:])
+        return lambda: (tune_gc(), trio.run(together, preset, members, messages, size))[0]
     if len(sys.argv) > 2 and sys.argv[1] == "_member":
         spec = json.loads(sys.argv[2])
         return lambda: member_main(spec)
