@@ -10,6 +10,9 @@ them):
   multicast, at every member: the delivery table, the log, its own messages back);
 - ``coord``: the coordinator's ``up`` turning FORWARDs into BCASTs;
 - ``down``: a forwarder's ``down`` turning its multicasts into FORWARDs;
+- ``own``: a forwarder's ``up`` delivering its own multicasts back in the order while
+  ``IN_FLIGHT`` more wait in its forward table (flow control lets thousands be in
+  flight): each takes its entry out of the table;
 - ``encode`` and ``decode``: the wire codec on the coordinator's bundle of the same
   BCASTs (the coordinator encodes each once, every member decodes it): each names its
   forwarder, an address in every header, which the other multicasts do not carry.
@@ -79,6 +82,22 @@ def _coord_batch(first: int) -> list[Message]:
     ]
 
 
+IN_FLIGHT = 4000  # a forwarder's multicasts not yet back, for ``own``
+
+
+def _own_batch(first: int) -> list[Message]:
+    """BCASTs from coordinator A of B's (ours) seqnos ``first``.."""
+    return [
+        Message(
+            None,
+            PAYLOAD,
+            src=A,
+            headers={_ID: SequencerHeader(BCAST, first + i, B, 0, 1), ids.NAKACK2: first + i},
+        )
+        for i in range(BATCH)
+    ]
+
+
 def _down_batch(first: int) -> list[Message]:
     return [Message(None, PAYLOAD, headers={OTHER: 1}) for _ in range(BATCH)]
 
@@ -127,10 +146,20 @@ def run(path: str, batches: int, call: bool = True) -> float:
         return run_wire(path, batches, call)
     me = A if path == "coord" else B
     seq = started(Sequencer(), me, view=view_of(A, B, C))
-    build = {"member": _member_batch, "coord": _coord_batch, "down": _down_batch}[path]
+    build = {
+        "member": _member_batch,
+        "coord": _coord_batch,
+        "down": _down_batch,
+        "own": _own_batch,
+    }[path]
     handle: Callable[[list[Message], float], None] = seq.down if path == "down" else seq.up
+    if path == "own":
+        seq.down(_down_batch(0) * (IN_FLIGHT // BATCH), 0.0)
+        seq.take_down()
     spent = 0.0
     for b in range(batches):
+        if path == "own":  # the next ones sent (not timed), as many as come back
+            seq.down(_down_batch(0), 0.0)
         batch = build(1 + b * BATCH)
         if call:
             start = time.process_time()
@@ -142,7 +171,7 @@ def run(path: str, batches: int, call: bool = True) -> float:
 
 
 WIRE_PATHS = ("encode", "decode")
-PATHS = ("member", "coord", "down", *WIRE_PATHS)
+PATHS = ("member", "coord", "down", "own", *WIRE_PATHS)
 
 
 def main() -> None:
