@@ -33,6 +33,7 @@ from triogroups.protocols.sequencer import (
     Sequencer,
     SequencerHeader,
 )
+from triogroups.protocols.sequencer._header import as_header
 from triogroups.protocols.sequencer._log import Log, Logged
 from triogroups.protocols.sequencer._recovery import ENDS_IN_ORDER, OTHER_ORDER
 from triogroups.testing import addresses, split, started, view_of
@@ -43,8 +44,8 @@ _ID = ids.SEQUENCER
 
 
 def _hdr(msg: Message) -> SequencerHeader:
-    hdr: SequencerHeader = msg.headers[_ID]
-    return hdr
+    """The message's SEQUENCER header as the NamedTuple (a FORWARD travels as its seqno)."""
+    return as_header(msg.headers[_ID])
 
 
 def _down(proto: Sequencer) -> list[Message]:

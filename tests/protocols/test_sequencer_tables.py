@@ -1,19 +1,23 @@
-"""SEQUENCER's forward table: what comes back in the order leaves it, and only that (sans-IO).
+"""SEQUENCER's forwards: the forward table, and a FORWARD's form on the wire (sans-IO).
 
 `forget_forwarded` drops a forwarder's own multicasts once the coordinator's order brings
 them back, by walking down from the seqno delivered (issue 42: asking a dict for its lowest
 key cost more the more had been dropped from its front). These check what it drops and
-returns, alone and through a forwarder's `Sequencer`, over a long run.
+returns, alone and through a forwarder's `Sequencer`, over a long run; and that a FORWARD
+crosses the real codec as its bare seqno (issue 42: its tuple cost the coordinator a
+converter call per forwarded message).
 """
 
 from __future__ import annotations
 
 from triogroups import Message
+from triogroups.events import ViewChange
 from triogroups.message import Flag
 from triogroups.protocols import ids
-from triogroups.protocols.sequencer import BCAST, Sequencer, SequencerHeader
+from triogroups.protocols.sequencer import BCAST, FLUSH, FORWARD, Sequencer, SequencerHeader
+from triogroups.protocols.sequencer._header import as_header
 from triogroups.protocols.sequencer._tables import forget_forwarded
-from triogroups.testing import addresses, split, started, view_of
+from triogroups.testing import addresses, down_messages, split, started, view_of
 
 A, B, C = addresses("ABC")
 
@@ -89,3 +93,30 @@ def test_forwarder_forward_table_empties_as_its_multicasts_come_back_in_order() 
     seq.up([dup], 0.0)
     assert seq.stats()["forward_table"] == 1000
     assert seq.stats()["duplicates"] == 1
+
+
+def test_a_forward_crosses_the_wire_as_its_bare_seqno_and_the_coordinator_orders_it() -> None:
+    """A FORWARD's header is its seqno, an int, on the wire and in ``Message.headers`` (no
+    tuple to encode, decode or check per forwarded message); FLUSH keeps the NamedTuple.
+    The coordinator orders the int form, and the NamedTuple form of a FORWARD as well."""
+    b = started(Sequencer(), B, view=view_of(A, B, C))
+    b.down([Message(None, b"b1"), Message(None, b"b2")], 0.0)
+    forwards = down_messages(b, wire=True)
+    assert [(m.dest, m.headers[ids.SEQUENCER]) for m in forwards] == [(A, 1), (A, 2)]
+    assert as_header(forwards[1].headers[ids.SEQUENCER]) == SequencerHeader(FORWARD, 2)
+    old_form = Message(A, b"c1", src=C, headers={ids.SEQUENCER: SequencerHeader(FORWARD, 1)})
+    a = started(Sequencer(), A, view=view_of(A, B, C))
+    a.up([*forwards, old_form], 0.0)
+    out = down_messages(a, wire=True)
+    assert [(as_header(m.headers[ids.SEQUENCER]), m.payload) for m in out] == [
+        (SequencerHeader(BCAST, 1, B, 0, 1), b"b1"),
+        (SequencerHeader(BCAST, 2, B, 0, 1), b"b2"),
+        (SequencerHeader(BCAST, 1, C, 0, 1), b"c1"),
+    ]
+    # a new coordinator gets what is still unacknowledged as FLUSH, the NamedTuple
+    b.down_event(ViewChange(view_of(C, B, counter=2)), 0.0)
+    flushes = [m for m in down_messages(b, wire=True) if m.dest == C]
+    assert [m.headers[ids.SEQUENCER] for m in flushes][-2:] == [
+        SequencerHeader(FLUSH, 1),
+        SequencerHeader(FLUSH, 2),
+    ]

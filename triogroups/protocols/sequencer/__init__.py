@@ -100,6 +100,7 @@ from triogroups.protocols.sequencer._header import (
     TYPE_NAMES,
     SequencerHeader,
 )
+from triogroups.protocols.sequencer._header import as_header as forward_or_header
 from triogroups.protocols.sequencer._log import Log, Logged
 from triogroups.protocols.sequencer._neighbours import changes_coordinator, check_placement
 from triogroups.protocols.sequencer._recovery import Recovery, old_orders
@@ -226,7 +227,7 @@ class Sequencer(Protocol):
                 self._forward(msg, seqno, FORWARD, out)
                 continue
             headers = msg.headers.copy()  # `_forward`, in line: the usual case
-            headers[_ID] = _tuple_new(SequencerHeader, (FORWARD, seqno, None, 0, 0))
+            headers[_ID] = seqno  # a FORWARD is its bare seqno (`SequencerHeader`)
             fwd = _new_message(Message)
             fwd.dest, fwd.src, fwd.flags = coord, None, flags & ~_DONT_LOOPBACK
             fwd.headers, fwd.payload = headers, msg.payload
@@ -247,7 +248,7 @@ class Sequencer(Protocol):
             self._ordered(self._bcast(msg, self._me(), seqno), out)
             return
         headers = msg.headers.copy()
-        headers[_ID] = SequencerHeader(kind, seqno)
+        headers[_ID] = seqno if kind == FORWARD else SequencerHeader(kind, seqno)
         out.append(Message(coord, msg.payload, flags=msg.flags & ~_DONT_LOOPBACK, headers=headers))
         self.counters["forwarded_msgs" if kind == FORWARD else "flushed_msgs"] += 1
 
@@ -308,7 +309,10 @@ class Sequencer(Protocol):
                         headers[_GMS], msg.src, me, view_id, coord
                     )
                 continue
-            kind, seqno, sender, _, hview = hdr
+            if type(hdr) is int:  # a FORWARD's bare seqno
+                kind, seqno, sender, hview = FORWARD, hdr, None, 0
+            else:
+                kind, seqno, sender, _, hview = hdr
             if kind == BCAST:
                 src = msg.src
                 if src is None or (src is not coord and src != coord):
@@ -387,8 +391,9 @@ class Sequencer(Protocol):
         original = forget_forwarded(self._forward_table, seqno)
         return original is not None and bool(original.flags & _DONT_LOOPBACK)
 
-    def _to_coordinator(self, msg: Message, hdr: SequencerHeader, out: list[Message]) -> None:
+    def _to_coordinator(self, msg: Message, raw: SequencerHeader | int, out: list[Message]) -> None:
         """A FORWARD, FLUSH, TAIL or TAIL_END: for us as coordinator."""
+        hdr = forward_or_header(raw)
         if not self.is_coord:
             if len(self._early) >= _EARLY_MAX:
                 self.counters["early_dropped"] += 1
