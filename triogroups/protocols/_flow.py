@@ -61,7 +61,9 @@ _OOB = int(Flag.OOB)
 _NO_FC = int(Flag.NO_FC)
 _DONT_BLOCK = int(Flag.DONT_BLOCK)
 _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
-_NO_KEY = object()  # no destination seen yet (None is the group's)
+#: The send path's loops (`triogroups.protocols._down_loops`: `flow_cost`, and MFC's
+#: `unlooped_bytes`) in the form this process runs: compiled where the build made it.
+DOWN = _compiled.load("protocols._down_loops")
 
 #: The byte counts of every batch that comes up, compiled or pure (`triogroups._compiled`).
 UP_SCANS: ModuleType = _compiled.load("protocols._up_scans")
@@ -232,20 +234,11 @@ class FlowControl(Protocol):
         is, for one credit check instead of one per message. False (a second
         destination, too few credits) changes nothing: `down` takes them one by one.
         """
-        multicast = self.multicast
-        key: object = _NO_KEY
-        total = 0
-        for msg in batch:
-            dest = msg.dest
-            if (dest is None) is not multicast:
-                continue
-            if dest is not key:
-                if key is not _NO_KEY:
-                    return False
-                key = dest
-            if not msg.flags & _NO_FC:
-                total += len(msg.payload)
-        if total and not self._take_all(key, total):  # type: ignore[arg-type]
+        cost = DOWN.flow_cost(batch, self.multicast)
+        if cost is None:
+            return False
+        key, total = cost
+        if total and not self._take_all(key, total):
             return False
         self.counters["bytes_sent"] += total
         self.send_down(batch)

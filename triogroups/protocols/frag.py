@@ -40,6 +40,7 @@ import logging
 from collections import deque
 from typing import Any, NamedTuple
 
+from triogroups import _compiled
 from triogroups.address import Address
 from triogroups.message import Message
 from triogroups.properties import PropertyError, Size, positive
@@ -53,6 +54,9 @@ __all__ = ["Frag", "FragHeader"]
 
 _ID = ids.FRAG
 _log = logging.getLogger(__name__)
+#: The send path's loops (`triogroups.protocols._down_loops`: `largest_payload`) in the form
+#: this process runs: compiled where the build made it.
+DOWN = _compiled.load("protocols._down_loops")
 
 #: Ids of finished (delivered or dropped) messages remembered per sender, so a
 #: late or duplicate fragment of one does not start a partial that never ends.
@@ -174,7 +178,7 @@ class Frag(Protocol):
         limit = self.frag_size
         largest = self.max_message_size
         passes = min(limit, largest)
-        if all(len(m.payload) <= passes for m in batch):
+        if DOWN.largest_payload(batch) <= passes:
             self.send_down(batch)
             return
         out: list[Message] = []

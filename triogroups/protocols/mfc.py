@@ -23,19 +23,16 @@ from __future__ import annotations
 from typing import Any
 
 from triogroups.address import Address
-from triogroups.message import Flag, Message
+from triogroups.message import Message
 from triogroups.protocol import Passes
 from triogroups.protocols import ids
-from triogroups.protocols._flow import CREDIT_REQUEST, REPLENISH, FcHeader, FlowControl
+from triogroups.protocols._flow import CREDIT_REQUEST, DOWN, REPLENISH, FcHeader, FlowControl
 from triogroups.view import View
 from triogroups.wire import register_header
 
 __all__ = ["CREDIT_REQUEST", "REPLENISH", "FcHeader", "Mfc"]
 
 register_header(ids.MFC, FcHeader)
-
-_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
-_NO_FC = int(Flag.NO_FC)
 
 
 class Mfc(FlowControl):
@@ -94,11 +91,7 @@ class Mfc(FlowControl):
         me = self.local_address
         if me is None:
             return
-        length = sum(
-            len(m.payload)
-            for m in sent
-            if m.dest is None and m.flags & _DONT_LOOPBACK and not m.flags & _NO_FC
-        )
+        length = DOWN.unlooped_bytes(sent)
         if length:
             self._account(me, length)
 

@@ -70,6 +70,7 @@ import logging
 import math
 from typing import Any
 
+from triogroups import _compiled
 from triogroups.address import Address
 from triogroups.events import (
     BecomeServer,
@@ -84,7 +85,7 @@ from triogroups.events import (
     StableDigest,
     TmpView,
 )
-from triogroups.message import Flag, Message, new_message
+from triogroups.message import Flag, Message
 from triogroups.properties import Bool, Duration, Int, PropertyError, at_least
 from triogroups.protocol import Passes, Protocol
 from triogroups.protocols import ids
@@ -121,9 +122,11 @@ __all__ = [
 _log = logging.getLogger(__name__)
 _ID = ids.NAKACK2
 _OOB = int(Flag.OOB)
-_DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
+#: NAKACK2's send loop (`_down_loops.number_multicasts`) in the form this process runs: compiled
+#: where the build made it, unless ``TRIOGROUPS_PURE_PYTHON`` is set.
+DOWN = _compiled.load("protocols._down_loops")
 _JOINING = Phase.JOINING
 _SERVER = Phase.SERVER
 _LEFT = Phase.LEFT
@@ -254,23 +257,13 @@ class Nakack2(Protocol):
         already, so the transport must not loop it back a second time. The
         kept message is the one sent (as UNICAST3 keeps its own): the layers
         below never change a message beyond stamping its source, and a
-        retransmission sends a copy.
+        retransmission sends a copy. The loop over the batch is
+        `triogroups.protocols._down_loops.number_multicasts` (compiled where built).
         """
-        me = self._me()
-        local: list[Message] = []
-        kept = [m for m in batch if m.dest is None and not m.flags & _NO_RELIABILITY]
         state = self._state
-        seqno = state.seqno
-        for msg in kept:  # a MSG header is its bare seqno; our copy `Message.copy`'s, src set
-            seqno += 1
-            headers = msg.headers
-            headers[_ID] = seqno
-            flags = msg.flags
-            if not flags & _DONT_LOOPBACK:
-                local.append(new_message(None, me, flags, headers.copy(), msg.payload))
-                msg.flags = flags | _DONT_LOOPBACK
+        kept, local = DOWN.number_multicasts(batch, state.seqno, self._me(), _ID)
         if kept:
-            state.seqno = seqno
+            state.seqno += len(kept)
             state.sent.append_run(kept)
             state.counters["msgs_sent"] += len(kept)
             state.sent_since_xmit = True
