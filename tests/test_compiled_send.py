@@ -1,11 +1,12 @@
 """The compiled send loops and the pure-Python source they are compiled from agree (issue 43).
 
-`triogroups.protocols._down_loops` holds the per-message loops of the protocols' down paths
-(NAKACK2's numbering and the copy it delivers at once, FRAG's size scan, the flow control
-layers' sums); the compiled form makes messages with the C constructor of
-``_message_layout.pxd`` and reads their slots from the declared layout. For any batch both
-forms return the same results and leave the batch changed alike, and the protocols run the
-form this process chose.
+`triogroups._channel._send_loop` makes and numbers the application's multicasts (the
+channel's send); `triogroups.protocols._down_loops` holds the per-message loops of the
+protocols' down paths (NAKACK2's numbering and the copy it delivers at once, FRAG's size
+scan, the flow control layers' sums). The compiled forms make messages with the C
+constructor of ``_message_layout.pxd`` and read their slots from the declared layout. For
+any batch both forms return the same results and leave the batch changed alike, and the
+channel and the protocols run the form this process chose.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from hypothesis import strategies as st
 
 from tests._kinds import examples
 from triogroups import Address, Flag, Message, _compiled
+from triogroups.protocols import ids
 
 ROOT = Path(__file__).resolve().parent.parent
 A = Address.random("A")
@@ -34,6 +36,9 @@ _BUILT = importlib.import_module("triogroups.protocols._down_loops")
 COMPILED: ModuleType | None = _BUILT if _compiled.is_compiled(_BUILT) else None
 PURE = _compiled.pure("protocols._down_loops")
 needs_compiled = pytest.mark.skipif(COMPILED is None, reason="no compiled core in this checkout")
+_SEND_BUILT = importlib.import_module("triogroups._channel._send_loop")
+SEND_COMPILED: ModuleType | None = _SEND_BUILT if _compiled.is_compiled(_SEND_BUILT) else None
+SEND_PURE = _compiled.pure("_channel._send_loop")
 
 _FLAGS = (0, Flag.OOB, Flag.DONT_LOOPBACK, Flag.NO_RELIABILITY, Flag.NO_FC, Flag.INTERNAL)
 _flags = st.lists(st.sampled_from(_FLAGS), max_size=3).map(lambda fs: sum(set(map(int, fs))))
@@ -136,6 +141,31 @@ def test_the_compiled_constructor_makes_whole_messages_the_collector_sees() -> N
     assert gc.collect() >= 1
 
 
+@needs_compiled
+@settings(max_examples=examples(300))
+@given(_batches, st.integers(0, 2**64), st.binary(max_size=40))
+def test_both_forms_of_the_channels_send_work_agree(
+    batch: list[Message], seqno: int, payload: bytes
+) -> None:
+    """The channel's send: `multicast` makes the same whole message in each form (the
+    constructor's, with the application seqno), and `stamp` numbers the same messages
+    of any batch (multicasts neither OOB nor DONT_LOOPBACK) and returns the same last
+    seqno."""
+    assert SEND_COMPILED is not None
+    made = [form.multicast(payload, seqno) for form in (SEND_COMPILED, SEND_PURE)]
+    assert (
+        _state(made[:1]) == _state(made[1:]) == [(None, None, 0, {ids.APP_SEQNO: seqno}, payload)]
+    )
+    assert all(type(m) is Message for m in made)
+    results = []
+    for form in (SEND_COMPILED, SEND_PURE):
+        msgs = [m.copy() for m in batch]
+        results.append((form.stamp(msgs, seqno), _state(msgs)))
+    assert results[0] == results[1]
+    ordered = [m for m in batch if m.dest is None and not m.flags & (Flag.OOB | Flag.DONT_LOOPBACK)]
+    assert results[1][0] == seqno + len(ordered)
+
+
 def _python(code: str, **env: str) -> str:
     environ = {k: v for k, v in os.environ.items() if k != _compiled.PURE_ENV}
     environ["PYTHONPATH"] = str(ROOT)
@@ -152,18 +182,28 @@ def _python(code: str, **env: str) -> str:
     return result.stdout
 
 
-def test_the_protocols_run_the_send_loops_of_the_chosen_form() -> None:
-    """NAKACK2, FRAG and the flow control layers run the compiled loops where they were
-    built, the ``.py`` with ``TRIOGROUPS_PURE_PYTHON=1``: the same choice as the codec's."""
+def test_the_channel_and_the_protocols_run_the_send_loops_of_the_chosen_form() -> None:
+    """The channel, NAKACK2, FRAG and the flow control layers run the compiled loops
+    where they were built, the ``.py`` with ``TRIOGROUPS_PURE_PYTHON=1``: the same
+    choice as the codec's."""
     code = (
         "import triogroups.protocols.nakack2 as n, triogroups.protocols.frag as f\n"
-        "import triogroups.protocols._flow as fc\n"
+        "import triogroups.protocols._flow as fc, triogroups._channel._outgoing as o\n"
         "assert n.DOWN is f.DOWN is fc.DOWN\n"
-        "print(n.DOWN.__name__)"
+        "assert o.multicast is o.SEND.multicast and o.stamp is o.SEND.stamp\n"
+        "print(n.DOWN.__name__, o.SEND.__name__)"
     )
     assert _python(code, TRIOGROUPS_PURE_PYTHON="1").split() == [
-        "triogroups.protocols._down_loops_pure"
+        "triogroups.protocols._down_loops_pure",
+        "triogroups._channel._send_loop_pure",
     ]
-    assert _python(code).split() == ["triogroups.protocols._down_loops"]
-    if COMPILED is not None:
-        assert "_down_loops.cpython" in _python(code.replace("__name__", "__file__"))
+    assert _python(code).split() == [
+        "triogroups.protocols._down_loops",
+        "triogroups._channel._send_loop",
+    ]
+    if COMPILED is not None and SEND_COMPILED is not None:
+        files = _python(code.replace("__name__", "__file__")).split()
+        assert ["_down_loops.cpython" in files[0], "_send_loop.cpython" in files[1]] == [
+            True,
+            True,
+        ]

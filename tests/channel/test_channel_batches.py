@@ -128,15 +128,16 @@ def test_received_factory_equals_the_plain_constructor() -> None:
 async def test_send_builds_in_line_the_message_the_general_path_builds(
     autojump_clock: Any, net: SimNetwork, stack: StackConfig
 ) -> None:
-    """`Channel.send` builds an ordered multicast of bytes, and stamps it, in line: every
-    `Message` slot is set, and it equals what `_app_message` and `_stamp` make (a slot
-    added to Message and forgotten there fails here)."""
+    """`Channel.send` builds an ordered multicast of bytes numbered, in one step
+    (`_send_loop.multicast`, compiled where built): every `Message` slot is set, and it
+    equals what `_app_message` and `_stamp_all` make (a slot added to Message and
+    forgotten there fails here)."""
     async with open_channel("c", stack, "A", network=net) as a:
         await a.send(b"in line")  # left in the channel until this task yields
         (fast,) = a._outgoing
         assert type(fast) is Message and fast.payload == b"in line"
         general = a._app_message(b"in line", None, False, False)
-        a._stamp(general)
+        assert a._stamp_all([general]) == 1
         slots = Message.__slots__
         assert [getattr(fast, n) for n in slots if n != "headers"] == [
             getattr(general, n) for n in slots if n != "headers"

@@ -11,7 +11,8 @@ Every other way down (`send_nowait`, `send_many`, RPC, state transfer,
 leaving) takes what is outgoing first, so nothing overtakes a message sent
 earlier, and a send that has to wait for the stack waits for it too.
 
-Application seqnos are stamped here (`_stamp`), sizes checked (`_check_size`, FRAG's
+Application seqnos are stamped here (`_stamp_all`; the per-message work is
+`_send_loop`'s, compiled where built), sizes checked (`_check_size`, FRAG's
 limit or one bundle's), and a cancelled send gives its seqnos back. Nothing here
 reads what the stack delivers.
 """
@@ -20,15 +21,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
+from types import ModuleType
 from typing import Any, NamedTuple
 
 import trio
 
+from triogroups import _compiled
 from triogroups._cadence import SEND_CHECKPOINT_EVERY
 from triogroups._channel._core import (
-    _DONT_LOOPBACK,
     _OOB,
-    _SEQNO,
     _TAGGED,
     ChannelCore,
 )
@@ -45,6 +46,12 @@ __all__ = ["Outgoing"]
 #: that sends in a loop yields every SEND_CHECKPOINT_EVERY calls, so this is a bound for
 #: tasks that take turns with the flusher unluckily, not the usual batch size.
 _MAX_OUTGOING = 2 * SEND_CHECKPOINT_EVERY
+
+#: The per-message work of a send (`triogroups._channel._send_loop`) in the form this process
+#: runs: compiled where the build made it, unless ``TRIOGROUPS_PURE_PYTHON`` is set.
+SEND: ModuleType = _compiled.load("_channel._send_loop")
+multicast: Callable[[bytes, int], Message] = SEND.multicast
+stamp: Callable[[list[Message], int], int] = SEND.stamp
 
 
 class Outgoing(ChannelCore):
@@ -96,10 +103,10 @@ class Outgoing(ChannelCore):
         """
         if total_order:
             self._check_total_order(to, oob)
-        plain = type(payload) is bytes and to is None and not pickle and not oob
-        if plain:
-            # An ordered multicast of bytes, what most calls send: `_app_message` and,
-            # below, `_stamp` spelt out (this path costs ~1 us, each call saved ~60 ns).
+        msg: Message | None = None  # an ordered multicast of bytes is made once numbered
+        if type(payload) is bytes and to is None and not pickle and not oob:
+            # What most calls send: `_app_message`'s checks spelt out (this path costs
+            # ~1 us, each call saved ~60 ns).
             if self._closing:
                 raise ChannelClosed("the channel is closed")
             limit = self._limit
@@ -108,11 +115,10 @@ class Outgoing(ChannelCore):
             size = len(payload)
             if size > (limit.fixed if limit.frag is None else limit.frag.max_message_size):
                 limit.check(size)
-            msg = new_message(None, None, 0, {}, payload)
         else:
             msg = self._app_message(payload, to, pickle, oob)
         # `_send_batch` for one message, inline: this is the call applications make per
-        # message, so it skips two coroutines, a list and `_stamp_all` on its way down.
+        # message, so it skips two coroutines and a list on its way down.
         if self._cadence.tick():
             await trio.lowlevel.checkpoint()
             self._check_open()
@@ -121,23 +127,27 @@ class Outgoing(ChannelCore):
             if wake is not None:
                 outgoing = self._outgoing
                 if len(outgoing) < _MAX_OUTGOING:
-                    if plain:  # `_stamp`, inline
+                    if msg is None:
                         self._seqno = seqno = self._seqno + 1
-                        msg.headers[_SEQNO] = seqno
+                        outgoing.append(multicast(payload, seqno))
                     else:
-                        self._stamp(msg)
-                    outgoing.append(msg)
+                        self._stamp_all([msg])
+                        outgoing.append(msg)
                     self._counters["sent"] += 1
                     if not wake.is_set():
                         wake.set()
                     return
+        if msg is None:
+            msg = new_message(None, None, 0, {}, payload)
+        if not self._send_lock.locked():
+            if self._flush_wake is not None:
                 try:  # what waits, and this, at once
                     self._send_batch_nowait([msg])
                     return
                 except trio.WouldBlock:
                     await self._send_waiting([msg])
                     return
-            stamped = self._stamp(msg)
+            stamped = self._stamp_all([msg])
             try:
                 self._stack.send_nowait([msg])
             except trio.WouldBlock:
@@ -258,14 +268,6 @@ class Outgoing(ChannelCore):
         """The size limit of the stack's current incarnation, kept for the next sends."""
         self._limit = limit = _size_limit(self._stack)
         return limit
-
-    def _stamp(self, msg: Message) -> bool:
-        """Give an ordered multicast the next application seqno; False for other messages."""
-        if msg.dest is not None or msg.flags & (_OOB | _DONT_LOOPBACK):
-            return False
-        self._seqno += 1
-        msg.headers[_SEQNO] = self._seqno
-        return True
 
     async def _send(
         self, msg: Message, *, internal: bool = False, urgent: bool = False, join: bool = False
@@ -403,10 +405,11 @@ class Outgoing(ChannelCore):
                     raise
 
     def _stamp_all(self, msgs: list[Message]) -> int:
-        """`_stamp` every message; how many seqnos that took."""
-        if len(msgs) == 1:
-            return int(self._stamp(msgs[0]))
-        return sum(self._stamp(msg) for msg in msgs)
+        """Give the ordered multicasts of ``msgs`` the next application seqnos
+        (`_send_loop.stamp`); how many that took."""
+        first = self._seqno
+        self._seqno = stamp(msgs, first)
+        return self._seqno - first
 
 
 class _SizeLimit(NamedTuple):
