@@ -17,6 +17,12 @@ with valgrind's callgrind instead, which the load of a shared machine does not m
 - ``route+pack``: the bundler's loops (`triogroups.transports._bundle_loop`), once per
   message a transport sends: stamping the source and grouping by destination, then
   splitting into bundles below the size limit.
+- ``number``: NAKACK2's send loop (`triogroups.protocols._down_loops.number_multicasts`):
+  a seqno per multicast, and the copy NAKACK2 delivers at once.
+- ``down scans``: FRAG's, UFC's and MFC's loops over a batch going down (`largest_payload`,
+  `flow_cost`, `unlooped_bytes`, same module).
+- ``send``: the channel's message per `Channel.send` of bytes
+  (`triogroups._channel._send_loop.multicast`), numbered.
 - ``hand-off``: the channel's hand-off to the receive queue
   (`triogroups._channel._handoff`), once per message delivered to the application: each
   message of a run of one sender's ordered multicasts aligned with the state and made into
@@ -28,18 +34,21 @@ with valgrind's callgrind instead, which the load of a shared machine does not m
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import math
-import statistics
-import sys
-import time
 from collections.abc import Callable
 from types import ModuleType
 
-from _callgrind import instructions_per, require_valgrind
+from _callgrind import (
+    check_repeat,
+    forms_parser,
+    in_turns,
+    instructions_per,
+    module_forms,
+    print_header,
+    print_row,
+    require_valgrind,
+)
 
-from triogroups import Address, Flag, Message, Received, _compiled
+from triogroups import Address, Flag, Message, Received
 from triogroups._channel._state import Alignment
 from triogroups._layer import _ways
 from triogroups.protocol import Protocol
@@ -48,10 +57,22 @@ from triogroups.protocols import ids
 BATCH = 100
 PID = 57  # a header id none of the batch's messages carries: every scan reads the whole batch
 OTHER = 58  # the header they carry (the one a layer above numbered them with)
-PARTS = ("passes all", "passes multicasts", "route+pack", "hand-off", "up scans")
+PARTS = (
+    "passes all",
+    "passes multicasts",
+    "route+pack",
+    "number",
+    "down scans",
+    "send",
+    "hand-off",
+    "up scans",
+)
 MODULES = {
     "passes": "_layer._scan",
     "route+pack": "transports._bundle_loop",
+    "number": "protocols._down_loops",
+    "down": "protocols._down_loops",
+    "send": "_channel._send_loop",
     "hand-off": "_channel._handoff",
     "up": "protocols._up_scans",
 }
@@ -60,12 +81,7 @@ ME = Address.random("A")
 
 def _forms(part: str) -> dict[str, ModuleType]:
     """The module of ``part`` by form; "compiled" only where the build made it."""
-    name = MODULES[part.split()[0]]
-    forms = {"pure": _compiled.pure(name)}
-    built = importlib.import_module(f"triogroups.{name}")
-    if _compiled.is_compiled(built):
-        forms = {"compiled": built, **forms}
-    return forms
+    return module_forms(MODULES[part.split()[0]])
 
 
 def _work(form: ModuleType, part: str) -> Callable[[], object]:
@@ -79,6 +95,23 @@ def _work(form: ModuleType, part: str) -> Callable[[], object]:
             return pack(by_dest[None], 65_000)
 
         return bundle
+    if part == "number":
+        number = form.number_multicasts
+        loopback = int(Flag.DONT_LOOPBACK)
+
+        def numbered() -> object:
+            for msg in batch:  # each batch goes down afresh: copied and flagged again
+                msg.flags &= ~loopback
+            return number(batch, 0, ME, PID)
+
+        return numbered
+    if part == "down scans":
+        largest, cost, unlooped = form.largest_payload, form.flow_cost, form.unlooped_bytes
+        return lambda: (largest(batch), cost(batch, True), unlooped(batch))
+    if part == "send":
+        multicast = form.multicast
+        payload = b"x" * 100
+        return lambda: [multicast(payload, seqno) for seqno in range(BATCH)]
     if part == "hand-off":
         ready_run = form.ready_run
         align = Alignment()
@@ -117,23 +150,11 @@ def _work(form: ModuleType, part: str) -> Callable[[], object]:
 
 def compare(repeat: int, batches: int = 4000) -> None:
     """CPU per message of each form, in turns, medians of ``repeat``, and their ratio."""
-    print(f"batches of {BATCH} multicasts, CPU per message (ns), medians of {repeat} in turns")
-    print(f"{'part':<20}{'compiled':>10}{'pure':>10}{'ratio':>8}")
+    title = f"batches of {BATCH} multicasts, CPU per message (ns), medians of {repeat} in turns"
+    print_header(title, "part")
     for part in PARTS:
-        forms = _forms(part)
-        works = {name: _work(form, part) for name, form in forms.items()}
-        samples: dict[str, list[float]] = {name: [] for name in forms}
-        for turn in range(repeat):
-            for name in list(works)[:: 1 if turn % 2 == 0 else -1]:
-                work = works[name]
-                start = time.process_time()
-                for _ in range(batches):
-                    work()
-                samples[name].append((time.process_time() - start) / batches / BATCH * 1e9)
-        medians = {name: statistics.median(values) for name, values in samples.items()}
-        ratio = medians["compiled"] / medians["pure"] if "compiled" in medians else 1.0
-        cells = "".join(f"{medians.get(name, math.nan):>10.1f}" for name in ("compiled", "pure"))
-        print(f"{part:<20}{cells}{ratio:>7.2f}x")
+        works = {name: _work(form, part) for name, form in _forms(part).items()}
+        print_row(part, in_turns(works, repeat, batches, 1e9 / BATCH), ".1f")
 
 
 def _instructions(form: str, part: str, batches: int) -> float:
@@ -148,25 +169,15 @@ def _instructions(form: str, part: str, batches: int) -> float:
 def count_instructions(batches: int) -> None:
     """Instructions per message of each form (`instructions_per`)."""
     require_valgrind()
-    print(f"batches of {BATCH} multicasts, instructions per message")
-    print(f"{'part':<20}{'compiled':>10}{'pure':>10}{'ratio':>8}")
+    print_header(f"batches of {BATCH} multicasts, instructions per message", "part")
     for part in PARTS:
-        counts = {name: _instructions(name, part, batches) for name in _forms(part)}
-        ratio = counts["compiled"] / counts["pure"] if "compiled" in counts else 1.0
-        cells = "".join(f"{counts.get(name, math.nan):>10,.1f}" for name in ("compiled", "pure"))
-        print(f"{part:<20}{cells}{ratio:>7.2f}x")
+        print_row(part, {name: _instructions(name, part, batches) for name in _forms(part)}, ",.1f")
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=7, help="turns of each form (default 7)")
-    parser.add_argument(
-        "--instructions", action="store_true", help="count instructions with callgrind"
-    )
-    parser.add_argument("--run", nargs=3, help=argparse.SUPPRESS)  # form part batches
+    parser = forms_parser(__doc__.split("\n\n")[0], "form part batches")
     opts = parser.parse_args()
-    if opts.repeat < 1:
-        sys.exit(f"--repeat must be >= 1, got {opts.repeat}")
+    check_repeat(parser, opts.repeat)
     if opts.run:
         name, part, count = opts.run
         work = _work(_forms(part)[name], part)

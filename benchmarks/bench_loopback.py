@@ -17,7 +17,9 @@ of ``--repeat`` rounds is shown.
 instead (valgrind must be installed): the script runs twice under valgrind,
 with ``--messages`` and with twice as many, and the difference over
 ``--messages`` leaves out start-up and joining. Steadier than a timing on
-these shared machines for comparing two versions of the send path.
+these shared machines for comparing two versions of the send path. It counts
+the compiled core (where the install has it) and the pure Python
+(``TRIOGROUPS_PURE_PYTHON=1``) in the same run, and their ratio.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import time
 import uuid
 
 import trio
-from _callgrind import instructions_per, require_valgrind
+from _callgrind import instructions_by_form, print_header, print_row, require_valgrind
 from bench_channel import preset_config
 
 from triogroups import Channel, open_channel
@@ -70,12 +72,14 @@ async def measure(messages: int, preset: str, repeat: int) -> None:
 
 
 def count_instructions(messages: int, preset: str) -> None:
-    """Print the instructions per multicast (see `instructions_per`)."""
+    """Print the instructions per multicast of each form of the compiled core, one run
+    after the other (see `instructions_by_form`)."""
     require_valgrind()
-    per = instructions_per(
+    per = instructions_by_form(
         __file__, lambda n: ["--messages", str(n), "--preset", preset, "--repeat", "1"], messages
     )
-    print(f"{preset}: {per:,.0f} instructions per multicast ({messages})")
+    print_header(f"instructions per multicast ({messages} multicasts)", "preset", 10)
+    print_row(preset, per, ",.0f", 10)
 
 
 def main() -> None:

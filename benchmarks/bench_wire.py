@@ -18,20 +18,24 @@ Usage: ``python benchmarks/bench_wire.py [--repeat 7] [--instructions]``.
 
 from __future__ import annotations
 
-import argparse
-import importlib
-import statistics
-import sys
-import time
 import timeit
 from collections.abc import Callable
 from types import ModuleType
 from typing import NamedTuple
 
 import msgpack
-from _callgrind import instructions_per, require_valgrind
+from _callgrind import (
+    check_repeat,
+    forms_parser,
+    in_turns,
+    instructions_per,
+    module_forms,
+    print_header,
+    print_row,
+    require_valgrind,
+)
 
-from triogroups import Address, Message, _compiled
+from triogroups import Address, Message
 from triogroups.extend import WireCodec, register_header
 
 BUNDLE = 100
@@ -75,11 +79,7 @@ def _row(codec: WireCodec, size: int) -> None:
 
 def _forms() -> dict[str, ModuleType]:
     """The per-message loops by form; "compiled" only where the build made it."""
-    forms = {"pure": _compiled.pure("_wire_loop")}
-    built = importlib.import_module("triogroups._wire_loop")
-    if _compiled.is_compiled(built):
-        forms = {"compiled": built, **forms}
-    return forms
+    return module_forms("_wire_loop")
 
 
 def _work(form: ModuleType, op: str, header: str) -> Callable[[], object]:
@@ -108,22 +108,11 @@ def compare(repeat: int, bundles: int = 400) -> None:
     forms = _forms()
     if "compiled" not in forms:
         print("no compiled core in this install: pure Python only")
-    print(f"\nCPU per bundle of {BUNDLE} (us), 100 B payloads, medians of {repeat} in turns")
-    print(f"{'op':<18}" + "".join(f"{name:>10}" for name in forms) + f"{'ratio':>8}")
+    title = f"\nCPU per bundle of {BUNDLE} (us), 100 B payloads, medians of {repeat} in turns"
+    print_header(title, "op", 18)
     for op, header in OPS:
         works = {name: _work(form, op, header) for name, form in forms.items()}
-        samples: dict[str, list[float]] = {name: [] for name in forms}
-        for turn in range(repeat):
-            for name in list(works)[:: 1 if turn % 2 == 0 else -1]:
-                work = works[name]
-                start = time.process_time()
-                for _ in range(bundles):
-                    work()
-                samples[name].append((time.process_time() - start) / bundles * 1e6)
-        medians = {name: statistics.median(values) for name, values in samples.items()}
-        ratio = medians["compiled"] / medians["pure"] if "compiled" in medians else 1.0
-        cells = "".join(f"{value:>10.1f}" for value in medians.values())
-        print(f"{op + ' ' + header:<18}{cells}{ratio:>7.2f}x")
+        print_row(f"{op} {header}", in_turns(works, repeat, bundles, 1e6), ".1f", 18)
 
 
 def _instructions(form: str, op: str, header: str, bundles: int) -> float:
@@ -138,26 +127,17 @@ def _instructions(form: str, op: str, header: str, bundles: int) -> float:
 def count_instructions(bundles: int) -> None:
     """Instructions per message of each form (`instructions_per`)."""
     require_valgrind()
-    forms = list(_forms())
-    print(f"instructions per message, bundles of {BUNDLE}, 100 B payloads ({bundles} bundles)")
-    print(f"{'op':<18}" + "".join(f"{name:>10}" for name in forms) + f"{'ratio':>8}")
+    title = f"instructions per message, bundles of {BUNDLE}, 100 B payloads ({bundles} bundles)"
+    print_header(title, "op", 18)
     for op, header in OPS:
-        counts = {name: _instructions(name, op, header, bundles) for name in forms}
-        ratio = counts["compiled"] / counts["pure"] if "compiled" in counts else 1.0
-        cells = "".join(f"{value:>10,.0f}" for value in counts.values())
-        print(f"{op + ' ' + header:<18}{cells}{ratio:>7.2f}x")
+        counts = {name: _instructions(name, op, header, bundles) for name in _forms()}
+        print_row(f"{op} {header}", counts, ",.0f", 18)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--repeat", type=int, default=7, help="turns of each form (default 7)")
-    parser.add_argument(
-        "--instructions", action="store_true", help="count instructions with callgrind"
-    )
-    parser.add_argument("--run", nargs=4, help=argparse.SUPPRESS)  # form op header bundles
+    parser = forms_parser(__doc__.split("\n\n")[0], "form op header bundles")
     opts = parser.parse_args()
-    if opts.repeat < 1:
-        sys.exit(f"--repeat must be >= 1, got {opts.repeat}")
+    check_repeat(parser, opts.repeat)
     if opts.run:
         name, op, header, count = opts.run
         work = _work(_forms()[name], op, header)
