@@ -19,8 +19,8 @@ with valgrind's callgrind instead, which the load of a shared machine does not m
   splitting into bundles below the size limit.
 - ``number``: NAKACK2's send loop (`triogroups.protocols._down_loops.number_multicasts`):
   a seqno per multicast, and the copy NAKACK2 delivers at once.
-- ``down scans``: FRAG's, UFC's and MFC's loops over a batch going down (`largest_payload`,
-  `flow_cost`, `unlooped_bytes`, same module).
+- ``down scans``: FRAG's, UFC's, MFC's and STABLE's loops over a batch going down
+  (`largest_payload`, `flow_cost`, `unlooped_bytes`, same module).
 - ``send``: the channel's message per `Channel.send` of bytes
   (`triogroups._channel._send_loop.multicast`), numbered.
 - ``hand-off``: the channel's hand-off to the receive queue
@@ -107,7 +107,7 @@ def _work(form: ModuleType, part: str) -> Callable[[], object]:
         return numbered
     if part == "down scans":
         largest, cost, unlooped = form.largest_payload, form.flow_cost, form.unlooped_bytes
-        return lambda: (largest(batch), cost(batch, True), unlooped(batch))
+        return lambda: (largest(batch), cost(batch, True), unlooped(batch, 0))
     if part == "send":
         multicast = form.multicast
         payload = b"x" * 100

@@ -94,7 +94,8 @@ def test_both_forms_number_multicasts_alike(batch: list[Message], seqno: int, pi
 @given(_batches)
 def test_both_forms_of_the_size_and_cost_scans_agree(batch: list[Message]) -> None:
     """FRAG's largest payload, UFC's and MFC's cost of a batch (one destination of their
-    kind, or None for several), MFC's bytes not looped back: as the plain rules say."""
+    kind, or None for several), STABLE's and MFC's bytes not looped back: as the plain
+    rules say."""
     assert COMPILED is not None
     largest = max((len(m.payload) for m in batch), default=0)
     assert COMPILED.largest_payload(batch) == PURE.largest_payload(batch) == largest
@@ -104,12 +105,13 @@ def test_both_forms_of_the_size_and_cost_scans_agree(batch: list[Message]) -> No
         one = len({id(m.dest) for m in ours}) <= 1
         want = ((ours[0].dest if ours else "none"), total) if one else None
         assert _cost(COMPILED, batch, multicast) == _cost(PURE, batch, multicast) == want
-    unlooped = sum(
-        len(m.payload)
-        for m in batch
-        if m.dest is None and m.flags & Flag.DONT_LOOPBACK and not m.flags & Flag.NO_FC
-    )
-    assert COMPILED.unlooped_bytes(batch) == PURE.unlooped_bytes(batch) == unlooped
+    for skip in (0, int(Flag.NO_FC), int(Flag.NO_FC | Flag.OOB)):
+        unlooped = sum(
+            len(m.payload)
+            for m in batch
+            if m.dest is None and m.flags & Flag.DONT_LOOPBACK and not m.flags & skip
+        )
+        assert COMPILED.unlooped_bytes(batch, skip) == PURE.unlooped_bytes(batch, skip) == unlooped
 
 
 def _cost(form: ModuleType, batch: list[Message], multicast: bool) -> Any:
@@ -183,13 +185,14 @@ def _python(code: str, **env: str) -> str:
 
 
 def test_the_channel_and_the_protocols_run_the_send_loops_of_the_chosen_form() -> None:
-    """The channel, NAKACK2, FRAG and the flow control layers run the compiled loops
+    """The channel, NAKACK2, FRAG, STABLE and the flow control layers run the compiled loops
     where they were built, the ``.py`` with ``TRIOGROUPS_PURE_PYTHON=1``: the same
     choice as the codec's."""
     code = (
         "import triogroups.protocols.nakack2 as n, triogroups.protocols.frag as f\n"
         "import triogroups.protocols._flow as fc, triogroups._channel._outgoing as o\n"
-        "assert n.DOWN is f.DOWN is fc.DOWN\n"
+        "import triogroups.protocols.stable as s\n"
+        "assert n.DOWN is f.DOWN is fc.DOWN is s.DOWN\n"
         "assert o.multicast is o.SEND.multicast and o.stamp is o.SEND.stamp\n"
         "print(n.DOWN.__name__, o.SEND.__name__)"
     )

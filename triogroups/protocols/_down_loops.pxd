@@ -23,4 +23,4 @@ cpdef Py_ssize_t largest_payload(list batch) except -1
 cpdef object flow_cost(list batch, bint multicast)
 
 @cython.locals(total=Py_ssize_t, msg=Message, flags=object)
-cpdef Py_ssize_t unlooped_bytes(list batch) except -1
+cpdef Py_ssize_t unlooped_bytes(list batch, object skip) except -1

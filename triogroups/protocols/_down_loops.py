@@ -5,8 +5,8 @@
 A batch the channel sends crosses the stack's layers in one call each, but some layers read
 every message of it: NAKACK2 numbers each multicast and makes the copy it delivers at once
 (`number_multicasts`), FRAG looks for a payload it must split (`largest_payload`), the flow
-control layers add up the bytes a batch costs (`flow_cost`) and MFC the bytes it will not
-loop back to itself (`unlooped_bytes`). Plain Python and the reference; the build compiles this
+control layers add up the bytes a batch costs (`flow_cost`), and MFC and STABLE the bytes
+that will not loop back (`unlooped_bytes`). Plain Python and the reference; the build compiles this
 same file with Cython (typed by ``_down_loops.pxd``, which reads and makes `Message`s in the
 layout ``triogroups/_message_layout.pxd`` declares) when a C compiler is there, and
 `triogroups._compiled` picks which form runs (issue 43). The Python must stay valid Cython in
@@ -87,12 +87,13 @@ def flow_cost(batch: list[Message], multicast: bool) -> tuple[object, int] | Non
     return key, total
 
 
-def unlooped_bytes(batch: list[Message]) -> int:
-    """The payload bytes of the flow-controlled multicasts in ``batch`` that carry
-    DONT_LOOPBACK: MFC credits itself for them, since it will never receive them."""
+def unlooped_bytes(batch: list[Message], skip: int) -> int:
+    """The payload bytes of the multicasts in ``batch`` that carry DONT_LOOPBACK and none
+    of the flags ``skip``: what their sender will never receive, which STABLE counts
+    (``skip`` 0) and MFC credits itself for (``skip`` NO_FC)."""
     total = 0
     for msg in batch:
         flags = msg.flags
-        if msg.dest is None and flags & _DONT_LOOPBACK and not flags & _NO_FC:
+        if msg.dest is None and flags & _DONT_LOOPBACK and not flags & skip:
             total += len(msg.payload)
     return total

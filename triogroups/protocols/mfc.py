@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 from triogroups.address import Address
-from triogroups.message import Message
+from triogroups.message import Flag, Message
 from triogroups.protocol import Passes
 from triogroups.protocols import ids
 from triogroups.protocols._flow import CREDIT_REQUEST, DOWN, REPLENISH, FcHeader, FlowControl
@@ -31,6 +31,8 @@ from triogroups.view import View
 from triogroups.wire import register_header
 
 __all__ = ["CREDIT_REQUEST", "REPLENISH", "FcHeader", "Mfc"]
+
+_NO_FC = int(Flag.NO_FC)
 
 register_header(ids.MFC, FcHeader)
 
@@ -91,7 +93,7 @@ class Mfc(FlowControl):
         me = self.local_address
         if me is None:
             return
-        length = DOWN.unlooped_bytes(sent)
+        length = DOWN.unlooped_bytes(sent, _NO_FC)
         if length:
             self._account(me, length)
 

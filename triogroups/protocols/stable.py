@@ -91,6 +91,9 @@ _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 
 #: The byte counts of every batch that comes up, compiled or pure (`triogroups._compiled`).
 UP_SCANS: ModuleType = _compiled.load("protocols._up_scans")
+#: The send path's loops (`triogroups.protocols._down_loops`: `unlooped_bytes`) in the form
+#: this process runs: compiled where the build made it.
+DOWN = _compiled.load("protocols._down_loops")
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
 #: The layers below whose leave flush waits for stability: the digest providers, and
 #: SEQUENCER (its messages are its coordinator's multicasts, stable by the digests too)
@@ -305,10 +308,7 @@ class Stable(Protocol):
         """Count our own DONT_LOOPBACK multicasts: they never come up (JGRP-2605)."""
         self.send_down(batch)
         if self.max_bytes:
-            sent = 0
-            for msg in batch:
-                if msg.dest is None and msg.flags & _DONT_LOOPBACK:
-                    sent += len(msg.payload)
+            sent = DOWN.unlooped_bytes(batch, 0)
             if sent:
                 self._bytes += sent
                 self._check_bytes(now)
