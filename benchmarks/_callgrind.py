@@ -45,8 +45,10 @@ def instructions(script: str, args: list[str], env: Mapping[str, str] | None = N
     ``env`` if given, else this process's environment)."""
     command = [*_VALGRIND, sys.executable, script, *args]
     result = subprocess.run(
-        command, capture_output=True, text=True, check=True, env=None if env is None else {**env}
+        command, capture_output=True, text=True, check=False, env=None if env is None else {**env}
     )
+    if result.returncode:
+        raise RuntimeError(f"{' '.join(command)} failed: {result.stderr[-2000:]}")
     found = re.search(r"Collected : (\d+)", result.stderr)
     if found is None:
         raise RuntimeError(f"no instruction count from valgrind: {result.stderr[-500:]}")

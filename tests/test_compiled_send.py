@@ -192,9 +192,9 @@ def test_the_channel_and_the_protocols_run_the_send_loops_of_the_chosen_form() -
         "import triogroups.protocols.nakack2 as n, triogroups.protocols.frag as f\n"
         "import triogroups.protocols._flow as fc, triogroups._channel._outgoing as o\n"
         "import triogroups.protocols.stable as s\n"
-        "assert n.DOWN is f.DOWN is fc.DOWN is s.DOWN\n"
+        "assert n.DOWN_LOOPS is f.DOWN_LOOPS is fc.DOWN_LOOPS is s.DOWN_LOOPS\n"
         "assert o.multicast is o.SEND.multicast and o.stamp is o.SEND.stamp\n"
-        "print(n.DOWN.__name__, o.SEND.__name__)"
+        "print(n.DOWN_LOOPS.__name__, o.SEND.__name__)"
     )
     assert _python(code, TRIOGROUPS_PURE_PYTHON="1").split() == [
         "triogroups.protocols._down_loops_pure",

@@ -160,6 +160,8 @@ def test_built_wheel_carries_presets_py_typed_and_the_compiled_core(dists: Dists
             "transports/_bundle_loop",
             "_channel/_handoff",
             "protocols/_up_scans",
+            "protocols/_down_loops",
+            "_channel/_send_loop",
         ):
             assert any(n.startswith(f"triogroups/{module}.") and n.endswith(".so") for n in names)
         assert not dists.wheel.name.endswith("-py3-none-any.whl"), dists.wheel.name

@@ -119,6 +119,8 @@ def new_message(
     sent or received: the channel's send, NAKACK2's copy of a multicast for its own
     delivery, the wire decoder's loop, `Message.copy` (tests/test_model.py checks it
     equals the constructor in every slot, so a slot added to `Message` is set here too).
+    The compiled core's modules call it as ``message.new_message``, which compiled is its
+    C form in ``_message_layout.pxd`` (issue 43).
     """
     msg = _new(Message)
     msg.dest = dest

@@ -63,7 +63,7 @@ _DONT_BLOCK = int(Flag.DONT_BLOCK)
 _CONTROL_FLAGS = int(Flag.OOB | Flag.INTERNAL)
 #: The send path's loops (`triogroups.protocols._down_loops`: `flow_cost`, and MFC's
 #: `unlooped_bytes`) in the form this process runs: compiled where the build made it.
-DOWN = _compiled.load("protocols._down_loops")
+DOWN_LOOPS: ModuleType = _compiled.load("protocols._down_loops")
 
 #: The byte counts of every batch that comes up, compiled or pure (`triogroups._compiled`).
 UP_SCANS: ModuleType = _compiled.load("protocols._up_scans")
@@ -234,7 +234,7 @@ class FlowControl(Protocol):
         is, for one credit check instead of one per message. False (a second
         destination, too few credits) changes nothing: `down` takes them one by one.
         """
-        cost = DOWN.flow_cost(batch, self.multicast)
+        cost = DOWN_LOOPS.flow_cost(batch, self.multicast)
         if cost is None:
             return False
         key, total = cost

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
+from types import ModuleType
 from typing import Any, NamedTuple
 
 from triogroups import _compiled
@@ -56,7 +57,7 @@ _ID = ids.FRAG
 _log = logging.getLogger(__name__)
 #: The send path's loops (`triogroups.protocols._down_loops`: `largest_payload`) in the form
 #: this process runs: compiled where the build made it.
-DOWN = _compiled.load("protocols._down_loops")
+DOWN_LOOPS: ModuleType = _compiled.load("protocols._down_loops")
 
 #: Ids of finished (delivered or dropped) messages remembered per sender, so a
 #: late or duplicate fragment of one does not start a partial that never ends.
@@ -178,7 +179,7 @@ class Frag(Protocol):
         limit = self.frag_size
         largest = self.max_message_size
         passes = min(limit, largest)
-        if DOWN.largest_payload(batch) <= passes:
+        if DOWN_LOOPS.largest_payload(batch) <= passes:
             self.send_down(batch)
             return
         out: list[Message] = []

@@ -26,7 +26,7 @@ from triogroups.address import Address
 from triogroups.message import Flag, Message
 from triogroups.protocol import Passes
 from triogroups.protocols import ids
-from triogroups.protocols._flow import CREDIT_REQUEST, DOWN, REPLENISH, FcHeader, FlowControl
+from triogroups.protocols._flow import CREDIT_REQUEST, DOWN_LOOPS, REPLENISH, FcHeader, FlowControl
 from triogroups.view import View
 from triogroups.wire import register_header
 
@@ -93,7 +93,7 @@ class Mfc(FlowControl):
         me = self.local_address
         if me is None:
             return
-        length = DOWN.unlooped_bytes(sent, _NO_FC)
+        length = DOWN_LOOPS.unlooped_bytes(sent, _NO_FC)
         if length:
             self._account(me, length)
 

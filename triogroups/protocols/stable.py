@@ -93,7 +93,7 @@ _DONT_LOOPBACK = int(Flag.DONT_LOOPBACK)
 UP_SCANS: ModuleType = _compiled.load("protocols._up_scans")
 #: The send path's loops (`triogroups.protocols._down_loops`: `unlooped_bytes`) in the form
 #: this process runs: compiled where the build made it.
-DOWN = _compiled.load("protocols._down_loops")
+DOWN_LOOPS: ModuleType = _compiled.load("protocols._down_loops")
 _DIGEST_PROVIDERS = frozenset({"NAKACK2", "MCAST"})
 #: The layers below whose leave flush waits for stability: the digest providers, and
 #: SEQUENCER (its messages are its coordinator's multicasts, stable by the digests too)
@@ -308,7 +308,7 @@ class Stable(Protocol):
         """Count our own DONT_LOOPBACK multicasts: they never come up (JGRP-2605)."""
         self.send_down(batch)
         if self.max_bytes:
-            sent = DOWN.unlooped_bytes(batch, 0)
+            sent = DOWN_LOOPS.unlooped_bytes(batch, 0)
             if sent:
                 self._bytes += sent
                 self._check_bytes(now)

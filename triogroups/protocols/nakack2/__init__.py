@@ -68,6 +68,7 @@ from __future__ import annotations
 
 import logging
 import math
+from types import ModuleType
 from typing import Any
 
 from triogroups import _compiled
@@ -126,7 +127,7 @@ _NO_RELIABILITY = int(Flag.NO_RELIABILITY)
 _CONTROL = int(Flag.OOB | Flag.INTERNAL)
 #: NAKACK2's send loop (`_down_loops.number_multicasts`) in the form this process runs: compiled
 #: where the build made it, unless ``TRIOGROUPS_PURE_PYTHON`` is set.
-DOWN = _compiled.load("protocols._down_loops")
+DOWN_LOOPS: ModuleType = _compiled.load("protocols._down_loops")
 _JOINING = Phase.JOINING
 _SERVER = Phase.SERVER
 _LEFT = Phase.LEFT
@@ -261,7 +262,7 @@ class Nakack2(Protocol):
         `triogroups.protocols._down_loops.number_multicasts` (compiled where built).
         """
         state = self._state
-        kept, local = DOWN.number_multicasts(batch, state.seqno, self._me(), _ID)
+        kept, local = DOWN_LOOPS.number_multicasts(batch, state.seqno, self._me(), _ID)
         if kept:
             state.seqno += len(kept)
             state.sent.append_run(kept)
