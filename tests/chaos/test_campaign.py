@@ -810,3 +810,16 @@ def test_campaign_udp_total_72366_a_second_tail_under_the_same_coordinator_is_th
     coordinator that stayed is the one it sent: the first stands."""
     result = run_seed("udp-total", 72366)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72629_a_group_s_forked_logs_go_out_one_order_at_a_time() -> None:
+    """Issue 42, campaign udp-total-blocks 72629: a partition forked D's order; E's side went
+    on with D1-2 and E's order, F's side with F's, where C, deaf to F, missed F1-26. E's
+    merge view 7 of both sides awaited A's log, which never came (A never installed view 7),
+    and A's merge view 8 took view 7's members in as one group and merged their logs by
+    stamp: C delivered D1-2 before F1-26, F the other way round, though both went through
+    views 2 to 11 together (total_order). Logs of one group that fork now go out one order
+    after the other, the order with a member behind first."""
+    result = run_seed("udp-total-blocks", 72629)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -924,3 +924,26 @@ def test_sequencer_a_later_merge_view_s_subgroups_come_after_our_own_log() -> No
         (C, 22),  # then ours, as C delivered it in view 6
         (H, 4),
     ]
+
+
+def test_sequencer_tails_of_two_orders_in_one_group_go_out_one_order_after_the_other() -> None:
+    """Campaign udp-total-blocks 72629 (B and H here are the run's F and D): a partition forked
+    H's order after x1; H's side (E, D) went on with h2 and E's order, B's side (B, C) with
+    B's, where C missed B's last b2. E's merge view 7 of both sides awaited A's tail, which
+    never came (A never installed view 7), and A's merge view 8 took view 7 in as one
+    group: no tail held every other's end, and A merged them by stamp, so C got E's side's
+    h2 (view 2) before b2 (view 4), which B had delivered first. Tails that share a message
+    while neither holds the other's end are two orders: each goes out whole, the one with a
+    member behind first."""
+    seq = started(Sequencer(), A, view=view_of(A, counter=5))
+    subgroups = [view_of(A, counter=5), View(ViewId(7, E), [E, D, B, C, A])]
+    seq.down_event(ViewChange(MergeView(ViewId(8, A), [A, E, D, B, C], subgroups)), 0.0)
+    x1, h2 = (H, 1, b"x1", 2, 1), (H, 2, b"h2", 2, 2)
+    b1, b2 = (B, 1, b"b1", 4, 3), (B, 2, b"b2", 4, 4)
+    seq.up(_stamped_tail(A, E, [x1, h2], OTHER_ORDER), 0.0)
+    seq.up(_stamped_tail(A, D, [h2], OTHER_ORDER), 0.0)
+    seq.up(_stamped_tail(A, B, [x1, b1, b2], OTHER_ORDER), 0.0)
+    seq.up(_stamped_tail(A, C, [x1, b1], OTHER_ORDER), 0.0)
+    out = _down(seq)
+    assert [m.payload for m in out] == [b"x1", b"b1", b"b2", b"h2"]  # C: b2 before h2, as B
+    assert seq.stats()["recoveries_inconsistent"] == 1

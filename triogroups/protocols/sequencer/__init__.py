@@ -60,11 +60,13 @@ A merge view's coordinator runs the same recovery for every subgroup another
 coordinator ordered: it waits for those members' tails and multicasts the
 furthest of each subgroup, then its own log (a later merge view's subgroups,
 taken into a recovery still waiting, after it), before anything new (each member
-sends its tail at a merge view). A member sends an empty tail at its first view: the coordinator
-may count it among the previous view's members though it never installed that
-view. A BCAST carries its coordinator's view counter: a member whose coordinator
-changed at a later view drops it, as the end of an order it was not in (what the
-merge view's coordinator multicast in its old subgroup after the merge digest).
+sends its tail at a merge view). A subgroup whose logs fork (a merge whose recovery
+never ended) has its forks' logs multicast one after the other, not merged by stamp.
+A member sends an empty tail at its first view: the coordinator may count it among
+the previous view's members though it never installed that view. A BCAST carries
+its coordinator's view counter: a member whose coordinator changed at a later view
+drops it, as the end of an order it was not in (what the merge view's coordinator
+multicast in its old subgroup after the merge digest).
 While the recovery waits for a member's tail, that member's forwards are dropped:
 they were sent before it saw the change, and its FLUSH after its tail sends again
 whatever of them it has not delivered, in its own order.

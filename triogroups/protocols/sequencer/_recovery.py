@@ -6,7 +6,7 @@ what it chooses.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from triogroups.address import Address
 from triogroups.message import Message
@@ -171,21 +171,64 @@ def furthest(tails: dict[Address, Tail], trimmed: dict[Address, Trimmed]) -> tup
     does, the tails are slices of the order that start at different places: a member's
     log starts late (campaign udp-total-blocks seed 140: J joined, its log began at its
     first view and alone held a message; G's, longer, began earlier and stopped before
-    it), so no tail holds every message. Then the tails are merged by stamp (`merged`).
+    it), so no tail holds every message. Then the tails are merged by stamp (`merged`),
+    unless they fork: then they are two orders, which go out one after the other (`forks`).
     """
     if not tails:
         return [], True
     keys = {m: {(s, n) for s, n, *_ in tail} for m, tail in tails.items()}
     ends = {m: (tail[-1][0], tail[-1][1]) for m, tail in tails.items() if tail}
+
+    def holds(member: Address, end: tuple[Address, int]) -> bool:
+        return end in keys[member] or end == trimmed.get(member)
+
     for member, tail in tails.items():
-        held = keys[member]
-        if all(
-            end in held or end == trimmed.get(member)
-            for other, end in ends.items()
-            if other != member
-        ):
+        if all(holds(member, end) for other, end in ends.items() if other != member):
             return tail, True
-    return merged(list(tails.values())), False
+    return forks(tails, keys, ends, holds) or merged(list(tails.values())), False
+
+
+def forks(
+    tails: dict[Address, Tail],
+    keys: dict[Address, set[tuple[Address, int]]],
+    ends: dict[Address, tuple[Address, int]],
+    holds: Callable[[Address, tuple[Address, int]], bool],
+) -> Tail:
+    """The tails of a group that forked, one fork after the other; empty if none did.
+
+    A *tip* is a tail whose last message no tail with another last message holds. Two tips
+    of one order cannot share a message (of two slices that overlap, the one that ends first
+    ends inside the other), so tips that do are of two orders: a merge view whose coordinator
+    took over the group's orders changed again before its recovery ended, and the group holds
+    each side's order still (campaign udp-total-blocks 72629: E's merge view 7 of E's side and
+    F's awaited A, which never installed it; A's merge view 8 got one group of both sides'
+    logs, merged them by stamp, whose view counters the two orders share, and C, behind F in
+    F's order, got E's side's D1-2 before F1-26, which F had delivered first). Stamps do not
+    place one order's messages among another's: each fork goes out whole, the forks with a
+    member behind first, so that member gets its order's rest before the other order, as the
+    fork's other members did (if two forks have a member behind, only the first's is served:
+    one sequence of multicasts cannot give both their rest first)."""
+    tips: dict[tuple[Address, int], Address] = {}
+    for member, end in ends.items():
+        if any(holds(other, end) for other, e in ends.items() if e != end):
+            continue
+        if end not in tips or len(tails[member]) > len(tails[tips[end]]):
+            tips[end] = member
+    firsts = list(tips.values())
+    if not any(keys[a] & keys[b] for i, a in enumerate(firsts) for b in firsts[i + 1 :]):
+        return []
+
+    def behind(tip: Address) -> bool:
+        return any(e != ends[tip] and holds(tip, e) for e in ends.values())
+
+    out: Tail = []
+    seen: set[tuple[Address, int]] = set()
+    for tip in sorted(firsts, key=lambda t: (not behind(t), tails[t][-1][3])):
+        for entry in tails[tip]:
+            if entry[:2] not in seen:
+                seen.add(entry[:2])
+                out.append(entry)
+    return out
 
 
 def merged(tails: list[Tail]) -> Tail:
