@@ -823,3 +823,24 @@ def test_campaign_udp_total_blocks_72629_a_group_s_forked_logs_go_out_one_order_
     after the other, the order with a member behind first."""
     result = run_seed("udp-total-blocks", 72629)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_72693_forked_logs_of_one_group_after_a_split_and_a_kill() -> None:
+    """Issue 42, campaign udp-total 72693: a split, three pauses and a kill of A forked one
+    group's order in two (logs ending at A's 11th and at H's 8th multicast, sharing their
+    start), with G behind in its fork; the recovery merged them by stamp, and G delivered
+    G1-14 before F1-4 while H had F1-4 first (total_order). Closed by the 72629 rule: each
+    fork's furthest log goes out whole, the fork with a member behind first."""
+    result = run_seed("udp-total", 72693)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72659_a_repeated_tail_under_the_same_coordinator() -> None:
+    """Issue 42, campaign udp-total-blocks 72659: D delivered D1-15 before C1-27, I the
+    other way round, in the same views (total_order); it failed on fdae4d7 and passes from
+    6ccc732, the 72366 rule (a second TAIL_END under the same coordinator leaves the
+    member's first log standing)."""
+    result = run_seed("udp-total-blocks", 72659)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
