@@ -13,9 +13,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import os
-import subprocess
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -25,6 +22,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests._kinds import examples
+from tests.test_compiled_core import _python
 from triogroups import Address, Flag, Message, _compiled
 from triogroups.protocols import ids
 
@@ -166,22 +164,6 @@ def test_both_forms_of_the_channels_send_work_agree(
     assert results[0] == results[1]
     ordered = [m for m in batch if m.dest is None and not m.flags & (Flag.OOB | Flag.DONT_LOOPBACK)]
     assert results[1][0] == seqno + len(ordered)
-
-
-def _python(code: str, **env: str) -> str:
-    environ = {k: v for k, v in os.environ.items() if k != _compiled.PURE_ENV}
-    environ["PYTHONPATH"] = str(ROOT)
-    result = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=ROOT,
-        env=environ | env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert result.returncode == 0, result.stderr
-    return result.stdout
 
 
 def test_the_channel_and_the_protocols_run_the_send_loops_of_the_chosen_form() -> None:
