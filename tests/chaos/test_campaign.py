@@ -844,3 +844,14 @@ def test_campaign_udp_total_blocks_72659_a_repeated_tail_under_the_same_coordina
     member's first log standing)."""
     result = run_seed("udp-total-blocks", 72659)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72770_a_view_after_a_missed_one_of_the_lineage() -> None:
+    """Issue 42, campaign udp-total-blocks 72770: loss kept F's [F|4] (made from [F|3])
+    from A and C, F was killed 0.8 s later, and B, F's heir, made [B|5] from [F|4]. A and
+    C, holding [F|3], dropped B's views 5-7 as made from another view and stayed behind
+    until the merge 11 s after [F|4] (view_order). [F|4] was made in their own lineage
+    (by their view's coordinator), so they install [B|5]."""
+    result = run_seed("udp-total-blocks", 72770)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

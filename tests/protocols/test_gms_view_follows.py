@@ -2,8 +2,9 @@
 
 Sans-IO units of `follows` (`triogroups.protocols.gms._header`): the coordinator names in
 its VIEW the view it made it from (``ref_view_id``, JGroups' delta view's), and a member
-installs a newer VIEW only from that view; one made from another view is dropped without
-a VIEW_ACK, and MERGE3 later merges the member in with a digest.
+installs a newer VIEW only from that view, or from a newer view of the coordinator of the
+view it holds (one of its lineage it missed); one made from another view is dropped
+without a VIEW_ACK, and MERGE3 later merges the member in with a digest.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from triogroups.protocols.gms import Gms, GmsHeader
 from triogroups.protocols.gms._header import JOIN_REQ, JOIN_RSP, VIEW, VIEW_ACK, follows
 from triogroups.view import Digest
 
-A, B, D, H = (Address(i, n) for i, n in ((1, "A"), (2, "B"), (4, "D"), (8, "H")))
+A, B, C, D, F, H = (
+    Address(i, n) for i, n in ((1, "A"), (2, "B"), (3, "C"), (4, "D"), (6, "F"), (8, "H"))
+)
 
 
 def _joined(me: Address, view: View, digest: Digest) -> Gms:
@@ -68,6 +71,35 @@ def test_gms_member_ignores_a_newer_view_made_from_a_view_it_skipped() -> None:
     assert gms.view == joined and gms.stats()["views_not_following_mine"] == 2
 
 
+def test_gms_member_installs_a_view_made_from_a_view_of_its_lineage_it_missed() -> None:
+    """Campaign udp-total-blocks seed 72770: loss kept F's [F|4], made from [F|3], from A
+    and C, and F was killed 0.8 s later, so nobody retransmitted it; B, F's heir, made
+    [B|5] from [F|4]. A, holding [F|3], dropped [B|5] and B's later views until MERGE3's
+    merge 11 s after [F|4] (view_order). [F|4] was made by the coordinator of A's view
+    from A's view (or from one made from it): A missed a view of its own lineage, so it
+    installs [B|5] and acks it, then [B|6] made from [B|5]."""
+    joined = View(ViewId(3, F), [F, B, A, C, D])
+    gms = _joined(A, joined, Digest({F: (4, 4), B: (2, 2), A: (0, 0), C: (1, 1), D: (3, 3)}))
+    nxt = View(ViewId(5, B), [B, A, C])
+    (ack,) = _view(gms, B, nxt, ViewId(4, F), 1.0)
+    assert ack.dest == B and ack.headers[ids.GMS] == GmsHeader(VIEW_ACK, nxt)
+    assert gms.view == nxt and gms.take_up() == [ViewChange(nxt)]
+    assert gms.stats()["views_not_following_mine"] == 0
+    then = View(ViewId(6, B), [B, A])
+    (ack,) = _view(gms, B, then, ViewId(5, B), 1.1)
+    assert gms.view == then and ack.headers[ids.GMS] == GmsHeader(VIEW_ACK, then)
+
+
+def test_gms_member_still_ignores_a_view_of_another_lineage_after_a_missed_one() -> None:
+    """The lineage is the coordinator of the view held: a VIEW made from an older view of
+    it, or from another coordinator's view newer than the one held, is still dropped."""
+    joined = View(ViewId(6, A), [A, D, B, H])
+    gms = _joined(H, joined, Digest({A: (3, 3), D: (5, 5), B: (20, 20), H: (0, 0)}))
+    assert _view(gms, D, View(ViewId(8, D), [D, H]), ViewId(5, A), 1.0) == []
+    assert _view(gms, D, View(ViewId(9, D), [D, H]), ViewId(8, D), 1.1) == []
+    assert gms.view == joined and gms.stats()["views_not_following_mine"] == 2
+
+
 def test_gms_old_view_is_still_acked_and_ignored() -> None:
     """A VIEW no newer than the view held is acked (its coordinator may wait for us) and
     ignored, whatever it was made from, as before."""
@@ -97,6 +129,9 @@ def test_follows_asks_for_a_newer_view_made_from_the_one_held() -> None:
     assert not follows(GmsHeader(VIEW, view, ref_view_id=ViewId(6, D)), ViewId(6, A))
     assert not follows(GmsHeader(VIEW, view), ViewId(6, A))
     assert not follows(GmsHeader(VIEW, view, ref_view_id=ViewId(7, A)), ViewId(7, A))
+    assert follows(GmsHeader(VIEW, view, ref_view_id=ViewId(5, D)), ViewId(4, D))
+    assert not follows(GmsHeader(VIEW, view, ref_view_id=ViewId(5, D)), ViewId(6, D))
+    assert not follows(GmsHeader(VIEW, view, ref_view_id=ViewId(6, D)), ViewId(5, A))
     assert not follows(GmsHeader(VIEW, None, ref_view_id=ViewId(6, A)), ViewId(6, A))
 
 

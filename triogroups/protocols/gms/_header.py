@@ -51,7 +51,8 @@ class GmsHeader(NamedTuple):
 
 def follows(hdr: GmsHeader, current: ViewId) -> bool:
     """Whether the VIEW in ``hdr`` is one a member holding the view ``current`` installs:
-    newer, and made from ``current`` (its ``ref_view_id``).
+    newer, and made from ``current`` (its ``ref_view_id``) or from a newer view of
+    ``current``'s coordinator.
 
     JGroups installs a VIEW with any higher id; its delta views (JGRP-1354, the default
     since 3.4) are dropped unless they refer to the view the member holds. Made from
@@ -63,9 +64,21 @@ def follows(hdr: GmsHeader, current: ViewId) -> bool:
     while H's STABLE reports told B, leaving, that it was. Such a member stays in its view
     until MERGE3 merges it, with a digest, as for a merge view that does not merge the
     view it holds (`_merger`). GMS and SEQUENCER (`changes_coordinator`) both ask this.
+
+    A VIEW made from a newer view of the coordinator of the view held is installed too:
+    that coordinator made its views one from another, from ours on, unless it installed
+    another coordinator's (merge) view in between, so the member only missed views of its
+    own lineage, as any member may under loss, and its windows came from that lineage (a
+    missed merge view in between is not told apart: as before this rule). Campaign
+    udp-total-blocks seed 72770: loss kept F's [F|4] (made from [F|3]) from A and C, F
+    was killed 0.8 s later, so nobody retransmitted it, and B, F's heir, made [B|5] from
+    [F|4]: A and C, holding [F|3], dropped [B|5], [B|6] and [B|7] and stayed behind until
+    MERGE3's merge view 11 s after [F|4].
     """
-    view = hdr.view
-    return view is not None and view.view_id.id > current.id and hdr.ref_view_id == current
+    view, ref = hdr.view, hdr.ref_view_id
+    if view is None or ref is None or view.view_id.id <= current.id:
+        return False
+    return ref == current or (ref.coord == current.coord and ref.id > current.id)
 
 
 register_header(ids.GMS, GmsHeader)
