@@ -855,3 +855,15 @@ def test_campaign_udp_total_blocks_72770_a_view_after_a_missed_one_of_the_lineag
     (by their view's coordinator), so they install [B|5]."""
     result = run_seed("udp-total-blocks", 72770)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_blocks_72739_a_log_is_behind_only_in_the_fork_it_follows() -> None:
+    """Issue 42, campaign udp-total-blocks 72739: B's merge view 14 took in, as one group, logs
+    of B's order and of F's, which F, cut off alone, had ordered again from F2-0 on. H's log
+    of B's order ended with F2-0, which F's fork holds too, so F's fork counted as one with a
+    member behind and went out first: H delivered F2-2 before I1-19, C the other way round,
+    though both went through views 10 to 16 together (total_order). A member is behind in a
+    fork now only if its log, from where the two meet, holds nothing the fork lacks."""
+    result = run_seed("udp-total-blocks", 72739)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

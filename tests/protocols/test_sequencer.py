@@ -947,3 +947,32 @@ def test_sequencer_tails_of_two_orders_in_one_group_go_out_one_order_after_the_o
     out = _down(seq)
     assert [m.payload for m in out] == [b"x1", b"b1", b"b2", b"h2"]  # C: b2 before h2, as B
     assert seq.stats()["recoveries_inconsistent"] == 1
+
+
+def test_sequencer_a_log_whose_end_another_fork_ordered_again_is_behind_in_its_own_fork() -> None:
+    """Campaign udp-total-blocks 72739 (A, H and B here are the run's B, F and H): A ordered
+    x1, y, h0 (H's), i19, h2 and c31, all in D's log; B's ends with h0, C's with i19. H, cut
+    off, had taken over alone after x1 and ordered its own h0, h2 and h3 again. A's merge
+    view took every log in as one group, which forked: D's and H's tips share x1. B's last
+    message h0 is in H's fork too, so H's fork counted as one with a member behind and went
+    first (its last stamp the lower), and B got h2 before i19, which A and C had delivered
+    first. B is behind in A's fork only: after the point where B's log and H's meet, B's
+    holds y, which H's lacks."""
+    seq = started(Sequencer(), A, view=view_of(A, counter=12))
+    subgroups = [view_of(A, counter=12), View(ViewId(13, H), [H, B, C, D, A])]
+    seq.down_event(ViewChange(MergeView(ViewId(14, A), [A, B, C, D, H], subgroups)), 0.0)
+    x1, y = (C, 1, b"x1", 10, 195), (C, 2, b"y", 10, 196)
+    h0, i19, h2, c31 = (
+        (H, 0, b"h0", 11, 206),
+        (D, 19, b"i19", 11, 208),
+        (H, 2, b"h2", 11, 209),
+        (C, 31, b"c31", 11, 210),
+    )
+    h0_, h2_, h3_ = (H, 0, b"h0", 11, 3), (H, 2, b"h2", 11, 5), (H, 3, b"h3", 11, 6)
+    seq.up(_stamped_tail(A, B, [x1, y, h0], OTHER_ORDER), 0.0)
+    seq.up(_stamped_tail(A, C, [x1, y, h0, i19], OTHER_ORDER), 0.0)
+    seq.up(_stamped_tail(A, D, [x1, y, h0, i19, h2, c31], OTHER_ORDER), 0.0)
+    seq.up(_stamped_tail(A, H, [x1, h0_, h2_, h3_], OTHER_ORDER), 0.0)
+    out = _down(seq)
+    # A's order whole (B: i19 before h2, as A and C), then H's fork's rest
+    assert [m.payload for m in out] == [b"x1", b"y", b"h0", b"i19", b"h2", b"c31", b"h3"]

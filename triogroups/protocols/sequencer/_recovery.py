@@ -219,7 +219,19 @@ def forks(
         return []
 
     def behind(tip: Address) -> bool:
-        return any(e != ends[tip] and holds(tip, e) for e in ends.values())
+        """A member's log that ends inside ``tip``'s and holds, from where the two meet on,
+        nothing ``tip``'s lacks: its end alone may be in another fork as well, as a message
+        both forks ordered (campaign udp-total-blocks 72739: H's log of B's order ended with
+        F2-0, which F's fork ordered again too; counted behind in F's fork, F's went first,
+        and H got F2-2 before I1-19, which B and C had delivered first)."""
+        for member, end in ends.items():
+            if end == ends[tip] or not holds(tip, end):
+                continue
+            tail = [entry[:2] for entry in tails[member]]
+            met = next((i for i, key in enumerate(tail) if key in keys[tip]), len(tail))
+            if all(key in keys[tip] for key in tail[met:]):
+                return True
+        return False
 
     out: Tail = []
     seen: set[tuple[Address, int]] = set()
