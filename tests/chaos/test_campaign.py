@@ -867,3 +867,14 @@ def test_campaign_udp_total_blocks_72739_a_log_is_behind_only_in_the_fork_it_fol
     fork now only if its log, from where the two meet, holds nothing the fork lacks."""
     result = run_seed("udp-total-blocks", 72739)
     assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
+def test_campaign_udp_total_72756_a_group_with_a_member_behind_goes_out_first() -> None:
+    """Issue 42, campaign udp-total 72756: H's recovery, begun at its merge view with A (which
+    never installed it), took in E's and D's subgroups at the merge view 13 and multicast A's
+    log, its own, E's subgroup's and then D's. C and G, behind D in D's order, delivered E1-9
+    (and A's and H's orders) before C1-60, which D had delivered first (total_order). A group
+    with a member behind now goes out first."""
+    result = run_seed("udp-total", 72756)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])

@@ -976,3 +976,23 @@ def test_sequencer_a_log_whose_end_another_fork_ordered_again_is_behind_in_its_o
     out = _down(seq)
     # A's order whole (B: i19 before h2, as A and C), then H's fork's rest
     assert [m.payload for m in out] == [b"x1", b"y", b"h0", b"i19", b"h2", b"c31", b"h3"]
+
+
+def test_sequencer_a_group_with_a_member_behind_goes_out_before_the_other_groups() -> None:
+    """Campaign udp-total 72756 (A here is the run's H): A's merge view took in E's subgroup
+    and D's, in that order. E's log alone held E's order (e9); in D's, C had missed D's last
+    c60. The groups went out in the view's order, and C delivered e9 before c60, while D had
+    c60 first. A group with a member behind now goes out first, before the other groups and
+    before our own log (a1, which only we delivered)."""
+    seq = started(Sequencer(), A, view=view_of(A, counter=4))
+    seq.up([_stamped(A, A, 1, 4)], 0.0)  # our order: a1, delivered by us alone
+    assert [m.payload for m in split(seq.take_up())[0]] == [b"1"]
+    subgroups = [view_of(A, counter=4), View(ViewId(3, E), [E]), View(ViewId(5, D), [D, C])]
+    seq.down_event(ViewChange(MergeView(ViewId(6, A), [A, E, D, C], subgroups)), 0.0)
+    e9 = (E, 9, b"e9", 3, 9)
+    c59, c60 = (C, 59, b"c59", 5, 20), (C, 60, b"c60", 5, 21)
+    seq.up(_stamped_tail(A, E, [e9], OTHER_ORDER), 0.0)
+    seq.up(_stamped_tail(A, D, [c59, c60], OTHER_ORDER), 0.0)
+    seq.up(_stamped_tail(A, C, [c59], OTHER_ORDER), 0.0)
+    out = _down(seq)
+    assert [m.payload for m in out] == [b"c59", b"c60", b"e9", b"1"]  # C: c60 before e9, as D

@@ -139,10 +139,17 @@ class Recovery:
             # merge view 10, got F's log, G1-4 without I1-22, first).
             steps.append(None)  # our own log
         steps.extend(self.groups[self.first :])
+        # A group with a member behind (its log ends inside another's of its group) goes
+        # first, before the other groups and our own log: that member gets the rest of its
+        # order before any other order's messages, as its group's members ahead of it did
+        # (campaign udp-total 72756: H's recovery took in E's subgroup before D's, and C
+        # and G, behind D in D's order, got E's E1-9, which only E's log held, before
+        # D's C1-60, which D had delivered first). If two groups have one, only the
+        # first's is served: one sequence of multicasts cannot give both their rest first.
+        chosen: list[tuple[bool, Tail]] = []
         for group in steps:
             if group is None:
-                out.extend(entry for entry in own if entry[:2] not in seen)
-                seen.update(entry[:2] for entry in own)
+                chosen.append((False, own))
                 continue
             last = late and group is late_group
             done = [
@@ -156,11 +163,33 @@ class Recovery:
                 tails[me], trimmed[me] = own, own_trimmed
             best, ok = furthest(tails, trimmed)
             agreed = agreed and ok
+            # (the late group keeps its place: its members are behind in our order, which
+            # comes last by design, not in the order they went on in)
+            chosen.append((not last and has_member_behind(tails), best))
+        for _, best in sorted(chosen, key=lambda step: not step[0]):  # stable
             for entry in best:
                 if entry[:2] not in seen:
                     seen.add(entry[:2])
                     out.append(entry)
         return out, agreed
+
+
+def has_member_behind(tails: dict[Address, Tail]) -> bool:
+    """Whether a member's tail ends inside another's, which goes on after that end and
+    holds, from where the two meet on, everything of the member's (as `forks` counts a
+    member behind: its end alone may be a message two forks ordered, campaign
+    udp-total-blocks 72739)."""
+    keys = {m: {(s, n) for s, n, *_ in tail} for m, tail in tails.items()}
+    ends = {m: (tail[-1][0], tail[-1][1]) for m, tail in tails.items() if tail}
+    for member, end in ends.items():
+        tail = [entry[:2] for entry in tails[member]]
+        for other, other_end in ends.items():
+            if other_end == end or end not in keys[other]:
+                continue
+            met = next((i for i, key in enumerate(tail) if key in keys[other]), len(tail))
+            if all(key in keys[other] for key in tail[met:]):
+                return True
+    return False
 
 
 def furthest(tails: dict[Address, Tail], trimmed: dict[Address, Trimmed]) -> tuple[Tail, bool]:
