@@ -182,14 +182,20 @@ def has_member_behind(tails: dict[Address, Tail]) -> bool:
     keys = {m: {(s, n) for s, n, *_ in tail} for m, tail in tails.items()}
     ends = {m: (tail[-1][0], tail[-1][1]) for m, tail in tails.items() if tail}
     for member, end in ends.items():
-        tail = [entry[:2] for entry in tails[member]]
         for other, other_end in ends.items():
             if other_end == end or end not in keys[other]:
                 continue
-            met = next((i for i, key in enumerate(tail) if key in keys[other]), len(tail))
-            if all(key in keys[other] for key in tail[met:]):
+            if rest_held(tails[member], keys[other]):
                 return True
     return False
+
+
+def rest_held(tail: Tail, other: set[tuple[Address, int]]) -> bool:
+    """Whether ``other`` (another log's messages) holds all of ``tail`` from the first
+    message the two share on: ``tail``'s member is behind in that log's order."""
+    keys = [entry[:2] for entry in tail]
+    met = next((i for i, key in enumerate(keys) if key in other), len(keys))
+    return all(key in other for key in keys[met:])
 
 
 def furthest(tails: dict[Address, Tail], trimmed: dict[Address, Trimmed]) -> tuple[Tail, bool]:
@@ -256,9 +262,7 @@ def forks(
         for member, end in ends.items():
             if end == ends[tip] or not holds(tip, end):
                 continue
-            tail = [entry[:2] for entry in tails[member]]
-            met = next((i for i, key in enumerate(tail) if key in keys[tip]), len(tail))
-            if all(key in keys[tip] for key in tail[met:]):
+            if rest_held(tails[member], keys[tip]):
                 return True
         return False
 
