@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import pytest
+
 from triogroups.blocks._countertable import (
     Caller,
     CounterCopy,
     CounterEntry,
     CounterReport,
     CounterTable,
+    StaleUpdate,
     rebuild_counters,
 )
 from triogroups.testing import addresses
@@ -119,8 +122,48 @@ def test_a_dropped_members_resend_after_a_merge_is_answered_whichever_copy_is_re
         assert t.get("n") == 1
 
 
+def test_a_stale_resend_below_done_below_is_not_applied_also_after_a_rebuild() -> None:
+    """Campaign udp-total-blocks 73122 (issue 42): A's update 2 was applied but its answer
+    lost, and A gave up on it; A's update 3 said every update below 3 was answered, so
+    the table forgot update 2's answer. A copy of update 2, delayed in the network,
+    arrived after that: it is stale, not applied again (3 would become 4), by the table
+    that saw update 3 and by one rebuilt from either copy of its counter."""
+    coord = CounterTable()
+    assert coord.add_and_get("n", 1, by(a, 1)) == 1
+    assert coord.add_and_get("n", 1, by(a, 2)) == 2  # the answer never reaches A
+    assert coord.add_and_get("n", 1, by(a, 3, 3)) == 3
+    assert set(coord.counters["n"].last[a]) == {3}
+    backup = CounterCopy()
+    backup.apply(coord.take_outbox())
+    with pytest.raises(StaleUpdate):
+        coord.add_and_get("n", 1, by(a, 2, 1))
+    assert coord.get("n") == 3
+    assert coord.take_outbox() == []
+    mine = CounterReport(D, coord.entries())
+    copied = CounterReport(B, list(backup.entries.values()))
+    for only in (mine, copied):
+        t = rebuild_counters({only.member: only}, side=[D, B])
+        t.install_view([A, B, D], now=5.0)
+        with pytest.raises(StaleUpdate):
+            t.add_and_get("n", 1, by(a, 2, 1))
+        assert t.get("n") == 3
+        assert t.add_and_get("n", 1, by(a, 3, 3)) == 3  # still remembered: answered
+        assert t.add_and_get("n", 1, by(a, 4, 3)) == 4
+
+
+def test_the_floor_goes_with_a_departed_members_answers() -> None:
+    """A departed member's floor is forgotten with its answers, ``keep_departed`` after
+    the first view without it: by then no resend of its is on its way."""
+    t = CounterTable(keep_departed=20.0)
+    t.add_and_get("n", 1, by(a, 5))
+    t.add_and_get("n", 1, by(b, 1))
+    t.install_view([B], now=0.0)
+    t.expire(20.0)
+    assert (dict(t.counters["n"].last), dict(t.counters["n"].floor)) == ({b: {1: 2}}, {b: 1})
+
+
 def test_entry_survives_encoding() -> None:
-    entry = CounterEntry("n", -3, 9, {a: {4: True, 5: False}, b: {2: None}})
+    entry = CounterEntry("n", -3, 9, {a: {4: True, 5: False}, b: {2: None}}, {a: 4, b: 2})
     assert CounterEntry.decode(entry.encode()) == entry
 
 

@@ -24,6 +24,7 @@ from triogroups.blocks._countertable import (
     CounterEntry,
     CounterReport,
     CounterTable,
+    StaleUpdate,
     rebuild_counters,
 )
 from triogroups.blocks._service import RETRY, CoordinatedService, open_service
@@ -125,13 +126,18 @@ class CounterService(CoordinatedService):
             # update would be applied twice, and on a side of a split the caller is not on
             # (campaign udp-total-blocks seed 72152): it asks its own view's coordinator
             return RETRY
-        if op == "set":
-            table.set(name, args[0], caller)
-            result: Any = None
-        elif op == "add_and_get":
-            result = table.add_and_get(name, args[0], caller)
-        else:
-            result = table.compare_and_set(name, args[0], args[1], caller)
+        try:
+            if op == "set":
+                table.set(name, args[0], caller)
+                result: Any = None
+            elif op == "add_and_get":
+                result = table.add_and_get(name, args[0], caller)
+            else:
+                result = table.compare_and_set(name, args[0], args[1], caller)
+        except StaleUpdate:
+            # a resend whose caller gave up on it long ago (a caller still waiting has
+            # no later update whose done_below passed it): nobody waits for this answer
+            return RETRY
         await self._replicate()
         return ["value", result] if self._still(term) else RETRY
 

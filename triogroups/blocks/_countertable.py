@@ -15,12 +15,22 @@ Decisions where JGroups' COUNTER leaves a choice:
   forgotten with the member's next update of that counter (as RIFL keeps completion
   records until the client acknowledges them), so a member may have many updates in
   flight at once.
+- Each counter also keeps, per member, its floor: the highest ``done_below`` it has
+  seen. An update below the floor whose answer is no longer remembered is stale (a
+  resend of an update answered long ago, delayed in the network) and is not applied
+  again: `StaleUpdate`. Its caller gave up on it already (a caller still waiting
+  for an update makes every later ``done_below`` at most its seqno). The floor is in
+  the entry, so it is copied to the backups and kept by a rebuild; forgetting the
+  answers below ``done_below`` keeps it. Without it a stale resend that arrived after
+  the answers were forgotten was applied twice (campaign udp-total-blocks seed 73122,
+  issue 42).
 - A member that leaves the view keeps its answers for ``keep_departed`` seconds after
   the first view without it (the service: twice its ``timeout``, the longest a caller
   asks again for one update; `install_view`, `expire`), then they are forgotten. A
   member dropped from the view (suspected, cut off) may be merged back with an update
   the table applied but never answered; forgetting its answers with the view that
   dropped it applied that update twice once the merge took it back (issue 42).
+  Its floor goes with its answers: by then no resend of its is still on its way.
 - An entry's content changes only with a new version (forgetting a departed member's
   answers too), so two copies of one version are the same: a rebuild keeps the
   remembered answers whichever copy of the newest version it picks.
@@ -43,6 +53,7 @@ __all__ = [
     "CounterEntry",
     "CounterReport",
     "CounterTable",
+    "StaleUpdate",
     "rebuild_counters",
 ]
 
@@ -50,6 +61,11 @@ __all__ = [
 #: How long a departed member's answers are kept by default (seconds): twice the
 #: counter service's default ``timeout``.
 KEEP_DEPARTED = 20.0
+
+
+class StaleUpdate(Exception):
+    """An update below its member's floor whose answer is forgotten: not applied (its
+    caller gave up on it long ago)."""
 
 
 class Caller(NamedTuple):
@@ -63,21 +79,25 @@ class Caller(NamedTuple):
 
 class CounterEntry(NamedTuple):
     """One counter as the backups keep it: value, version, and per member (its 16-byte
-    address) the results of its updates that may still be resent, by seqno."""
+    address) the results of its updates that may still be resent, by seqno, and its
+    floor: the highest ``done_below`` seen (an update below it is answered or stale)."""
 
     name: str
     value: int
     version: int
     last: Mapping[bytes, Mapping[int, Any]]
+    floor: Mapping[bytes, int] = {}
 
     def encode(self) -> list[Any]:
         last = [[m, [[s, r] for s, r in done.items()]] for m, done in self.last.items()]
-        return [self.name, self.value, self.version, last]
+        floor = [[m, f] for m, f in self.floor.items()]
+        return [self.name, self.value, self.version, last, floor]
 
     @classmethod
     def decode(cls, raw: Sequence[Any]) -> CounterEntry:
         last = {m: {int(s): r for s, r in done} for m, done in raw[3]}
-        return cls(str(raw[0]), int(raw[1]), int(raw[2]), last)
+        floor = {m: int(f) for m, f in raw[4]}
+        return cls(str(raw[0]), int(raw[1]), int(raw[2]), last, floor)
 
 
 @dataclass
@@ -111,6 +131,8 @@ class CounterTable:
         return 0 if entry is None else entry.value
 
     def set(self, name: str, value: int, caller: Caller) -> None:
+        """Set ``name`` to ``value``; raises `StaleUpdate` (as every update) for a stale
+        resend."""
         self._update(name, caller, lambda _: (value, None))
 
     def add_and_get(self, name: str, delta: int, caller: Caller) -> int:
@@ -138,7 +160,8 @@ class CounterTable:
 
     def expire(self, now: float) -> None:
         """Forget the answers of members departed ``keep_departed`` seconds or more
-        before ``now``: each counter that held some gets a new version (to the outbox)."""
+        before ``now``, and their floors with them (no resend of theirs is still on its
+        way): each counter that held some gets a new version (to the outbox)."""
         keep = self.keep_departed
         gone = {m for m, since in self.departed.items() if now - since >= keep}
         if not gone:
@@ -149,7 +172,8 @@ class CounterTable:
             if any(m in gone for m in entry.last):
                 self.version += 1
                 last = {m: r for m, r in entry.last.items() if m not in gone}
-                entry = CounterEntry(name, entry.value, self.version, last)
+                floor = {m: f for m, f in entry.floor.items() if m not in gone}
+                entry = CounterEntry(name, entry.value, self.version, last, floor)
                 self.counters[name] = entry
                 self.outbox.append(entry)
 
@@ -168,11 +192,16 @@ class CounterTable:
         done = entry.last.get(member, {})
         if seqno in done:
             return done[seqno]  # a resent update: answered before, not applied again
+        floor = entry.floor.get(member, 0)
+        if seqno < floor:
+            raise StaleUpdate(f"update {seqno} is below its member's floor {floor}")
         value, result = op(entry.value)
         self.version += 1
-        kept = {s: r for s, r in done.items() if s >= done_below}
+        floor = max(floor, done_below)
+        kept = {s: r for s, r in done.items() if s >= floor}
         kept[seqno] = result
-        entry = CounterEntry(name, value, self.version, {**entry.last, member: kept})
+        last = {**entry.last, member: kept}
+        entry = CounterEntry(name, value, self.version, last, {**entry.floor, member: floor})
         self.counters[name] = entry
         self.outbox.append(entry)
         return result
