@@ -752,6 +752,19 @@ def test_campaign_udp_total_blocks_72152_an_excluded_caller_s_update_is_not_appl
 
 
 @pytest.mark.chaos
+def test_campaign_udp_total_blocks_73122_a_late_resend_below_done_below_is_not_applied() -> None:
+    """Issue 42, campaign udp-total-blocks 73122: C, coordinator, applied A's update 2
+    (value 2) but its answer never reached A, whose call timed out after resending it 27
+    times during a suspicion. A's update 3 said every update below 3 was answered, so C
+    forgot update 2's answer; 22 delayed copies of update 2 arrived after a merge view
+    and C applied it again (3 to 4: counter_doubled, A got 7 of 6 added). A counter now
+    keeps each member's floor (the highest done_below) with its copies and refuses an
+    update below it whose answer is gone."""
+    result = run_seed("udp-total-blocks", 73122)
+    assert result.violations == [], "\n".join(str(v) for v in result.violations[:3])
+
+
+@pytest.mark.chaos
 def test_campaign_udp_72298_a_merge_digest_delivers_what_was_kept_below_it() -> None:
     """Campaign udp 72298: B, split off in its view [B|7] = {B, C}, kept E's multicast E1-23
     (seqno 19, sent in D's view [D|12], which holds B) while E had no window at B. B's
