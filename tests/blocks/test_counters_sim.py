@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 import trio
 
-from tests.blocks.conftest import Member, split, start, wait_views
-from triogroups import SimNetwork
+from tests.blocks.conftest import STACK, Member, split, start, wait_views
+from triogroups import SimNetwork, open_channel, open_counter_service
 from triogroups.address import Address
 from triogroups.blocks._service import RETRY
 from triogroups.testing._block_rules import Increment, counter_violations
@@ -221,4 +221,25 @@ async def test_an_update_of_a_member_dropped_and_merged_back_is_not_applied_twic
         assert isinstance(c.channel.view, MergeView)
         assert results == [1]
         assert await b.counters.counter("n").get() == 1
+        nursery.cancel_scope.cancel()
+
+
+async def test_a_counter_service_opened_again_on_a_channel_goes_on_counting(
+    autojump_clock: Any, net: SimNetwork
+) -> None:
+    """A's second counter service on the same channel goes on with the first one's
+    seqnos: starting again at 1 its updates were below A's floor at the coordinator
+    (refused as stale), or answered with the first service's remembered results."""
+    async with trio.open_nursery() as nursery:
+        await start(nursery, net, "B")
+        async with open_channel("blocks", STACK, "A", network=net, handle_signals=False) as ch:
+            with trio.fail_after(60):
+                while len(ch.view.members) < 2:
+                    await trio.sleep(0.1)
+            values = []
+            for _ in range(2):
+                async with open_counter_service(ch) as counters:
+                    for _ in range(2):
+                        values.append(await counters.counter("n").add_and_get(1))
+            assert values == [1, 2, 3, 4]
         nursery.cancel_scope.cancel()

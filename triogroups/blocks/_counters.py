@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 import weakref
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -34,6 +34,9 @@ __all__ = ["Counter", "CounterService", "open_counter_service"]
 
 _PREFIX = "triogroups.counters."
 _services: weakref.WeakKeyDictionary[Channel, Any] = weakref.WeakKeyDictionary()
+#: each channel's update seqnos, kept across the services opened on it one after another:
+#: the coordinator refuses a seqno below the highest done_below it saw from the member
+_seqnos: weakref.WeakKeyDictionary[Channel, Iterator[int]] = weakref.WeakKeyDictionary()
 
 
 class CounterService(CoordinatedService):
@@ -69,7 +72,7 @@ class CounterService(CoordinatedService):
         self._keep_departed = 2 * timeout
         self._table = CounterTable(keep_departed=self._keep_departed)
         self._copy = CounterCopy()
-        self._seqnos = itertools.count(1)
+        self._seqnos = _seqnos.setdefault(channel, itertools.count(1))
         self._in_flight: set[int] = set()  # seqnos of updates waiting for their answer
 
     def counter(self, name: str) -> Counter:
