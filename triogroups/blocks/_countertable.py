@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from triogroups._error_root import TriogroupsError
 from triogroups.address import Address
 
 __all__ = [
@@ -63,7 +64,7 @@ __all__ = [
 KEEP_DEPARTED = 20.0
 
 
-class StaleUpdate(Exception):
+class StaleUpdate(TriogroupsError):
     """An update below its member's floor whose answer is forgotten: not applied (its
     caller gave up on it long ago)."""
 
